@@ -1,0 +1,70 @@
+"""Bearer authentication with agent credentials; sets the tenant context for the request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from apps.tenancy.context import activate_tenant
+from apps.tenancy.models import AgentCredential
+from apps.tenancy.selectors import credential_for_token, credential_touch
+
+
+@dataclass(frozen=True)
+class AgentPrincipal:
+    """``request.user`` for an agent: the credential, seen as a principal."""
+
+    credential: AgentCredential
+
+    is_authenticated = True
+    is_active = True
+    is_anonymous = False
+    is_staff = False
+    is_superuser = False
+
+    @property
+    def pk(self) -> Any:
+        return self.credential.pk
+
+    def __str__(self) -> str:
+        return f"agent:{self.credential.name}"
+
+
+class AgentCredentialAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer <token>``. The tenant comes from the credential, never the body."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[AgentPrincipal, AgentCredential] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header:
+            return None
+        if header[0].lower() != self.keyword.lower().encode():
+            raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header.")
+        try:
+            token = header[1].decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise exceptions.AuthenticationFailed("Malformed token.") from exc
+        credential = credential_for_token(token)
+        if credential is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        activate_tenant(credential.tenant_id)
+        credential_touch(credential)
+        return AgentPrincipal(credential), credential
+
+    def authenticate_header(self, request: Request) -> str:
+        return f'{self.keyword} realm="api"'
+
+
+class AgentCredentialScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    target_class = "apps.api.authentication.AgentCredentialAuthentication"
+    name = "agentCredential"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "An agent credential token."}

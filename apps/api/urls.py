@@ -1,0 +1,16 @@
+"""``/api/v1/``: each app contributes its routes here."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from apps.audit.api import AuditEventDetailView, AuditEventListView
+
+from . import views
+
+urlpatterns = [
+    path("health", views.health, name="api-health"),
+    path("me", views.MeView.as_view(), name="api-me"),
+    path("audit-events", AuditEventListView.as_view(), name="api-audit-events"),
+    path("audit-events/<str:event_id>", AuditEventDetailView.as_view(), name="api-audit-event"),
+]

@@ -1,0 +1,131 @@
+"""Tenants, the people in them, and the credentials their agents use."""
+
+from __future__ import annotations
+
+import uuid
+from typing import ClassVar
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+
+class Tenant(models.Model):
+    """An isolated memory space. Every tenant table carries its id, enforced by RLS.
+
+    Per-tenant object permissions (django-guardian) are granted on this object.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=63, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        permissions = [
+            ("view_memories", "View the tenant's memories"),
+            ("delete_memories", "Delete and redact the tenant's memories"),
+            ("review_promotions", "Approve or reject promotion requests"),
+            ("resolve_conflicts", "Resolve conflicts between versions"),
+            ("view_audit", "Browse the audit log and deletion receipts"),
+            ("manage_credentials", "Issue and revoke agent credentials"),
+            ("manage_members", "Manage memberships and roles"),
+            ("manage_retention", "Edit retention rules and legal holds"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class TenantOwned(models.Model):
+    """Base for every tenant table: ``tenant_id NOT NULL`` and, by migration, RLS.
+
+    Indexes on tenant tables lead with ``tenant_id`` (the distribution column if the data
+    ever moves to Citus).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        abstract = True
+
+
+class Role(models.TextChoices):
+    ADMIN = "admin", "Admin"
+    REVIEWER = "reviewer", "Reviewer"
+    MEMBER = "member", "Member"
+    AUDITOR = "auditor", "Auditor"
+
+
+class Membership(TenantOwned):
+    """A person's role in a tenant; the role maps to guardian permissions on the tenant."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.tenant_id} as {self.role}"
+
+
+class Action(models.TextChoices):
+    """What an agent credential may do (API.md)."""
+
+    READ = "read", "read"
+    WRITE = "write", "write"
+    SEARCH = "search", "search"
+    DELETE = "delete", "delete"
+    REVIEW = "review", "review"
+    STATE = "state", "state"
+    ERASE = "erase", "erase"
+    AUDIT = "audit", "audit"
+
+
+DEFAULT_ACTIONS: tuple[str, ...] = ("read", "write", "search", "state")
+
+
+class AgentCredential(TenantOwned):
+    """A bearer token for one tenant's agent. Only a SHA-256 of the token is stored.
+
+    The token is shown once, at issue. Tokens are 256 random bits, so a fast hash is
+    enough: there is nothing to brute-force.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=100)
+    token_hash = models.CharField(max_length=64, unique=True)
+    token_prefix = models.CharField(max_length=12, help_text="First characters, to recognise it")
+    actions = ArrayField(models.CharField(max_length=16, choices=Action.choices))
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "created_at"], name="credential_tenant_created")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.token_prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def allows(self, action: str) -> bool:
+        return self.revoked_at is None and action in self.actions

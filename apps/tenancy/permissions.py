@@ -1,0 +1,52 @@
+"""Roles are named sets of per-tenant object permissions (django-guardian, on the Tenant)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from guardian.shortcuts import assign_perm, get_perms, remove_perm
+
+from .models import Role, Tenant
+
+VIEW_MEMORIES = "view_memories"
+DELETE_MEMORIES = "delete_memories"
+REVIEW_PROMOTIONS = "review_promotions"
+RESOLVE_CONFLICTS = "resolve_conflicts"
+VIEW_AUDIT = "view_audit"
+MANAGE_CREDENTIALS = "manage_credentials"
+MANAGE_MEMBERS = "manage_members"
+MANAGE_RETENTION = "manage_retention"
+
+ALL_PERMISSIONS: tuple[str, ...] = (
+    VIEW_MEMORIES,
+    DELETE_MEMORIES,
+    REVIEW_PROMOTIONS,
+    RESOLVE_CONFLICTS,
+    VIEW_AUDIT,
+    MANAGE_CREDENTIALS,
+    MANAGE_MEMBERS,
+    MANAGE_RETENTION,
+)
+
+ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    Role.ADMIN: frozenset(ALL_PERMISSIONS),
+    Role.REVIEWER: frozenset({VIEW_MEMORIES, REVIEW_PROMOTIONS, RESOLVE_CONFLICTS}),
+    Role.MEMBER: frozenset({VIEW_MEMORIES, DELETE_MEMORIES}),
+    Role.AUDITOR: frozenset({VIEW_MEMORIES, VIEW_AUDIT}),
+}
+
+
+def sync_role_permissions(user: Any, tenant: Tenant, role: str | None) -> None:
+    """Make ``user``'s guardian permissions on ``tenant`` exactly those of ``role``."""
+    wanted = ROLE_PERMISSIONS.get(role, frozenset()) if role else frozenset()
+    held = set(get_perms(user, tenant)) & set(ALL_PERMISSIONS)
+    for codename in wanted - held:
+        assign_perm(f"tenancy.{codename}", user, tenant)
+    for codename in held - wanted:
+        remove_perm(f"tenancy.{codename}", user, tenant)
+
+
+def has_tenant_perm(user: Any, tenant: Tenant, codename: str) -> bool:
+    if not user.is_authenticated or not user.is_active:
+        return False
+    return bool(user.has_perm(f"tenancy.{codename}", tenant))

@@ -1,0 +1,157 @@
+"""Changes to tenants, memberships and agent credentials. Each one is audited."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from apps.audit.services import Actor, audit_record
+
+from .context import tenant_scope
+from .models import DEFAULT_ACTIONS, Action, AgentCredential, Membership, Role, Tenant
+from .permissions import sync_role_permissions
+
+TOKEN_PREFIX = "mc_"  # noqa: S105 - a public prefix, not a secret
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def parse_actions(raw: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    """Validate a list (or comma-separated string) of credential actions."""
+    if raw is None:
+        return list(DEFAULT_ACTIONS)
+    items = [a.strip() for a in raw.split(",")] if isinstance(raw, str) else list(raw)
+    items = [a for a in items if a]
+    unknown = sorted(set(items) - set(Action.values))
+    if unknown:
+        raise ValidationError(
+            {
+                "actions": [
+                    f"unknown action(s): {', '.join(unknown)}; "
+                    f"choose from {', '.join(Action.values)}"
+                ]
+            }
+        )
+    if not items:
+        raise ValidationError({"actions": ["at least one action is required"]})
+    return sorted(set(items), key=Action.values.index)
+
+
+@transaction.atomic
+def tenant_create(*, slug: str, name: str = "", actor: Actor | None = None) -> Tenant:
+    """Create a tenant and open its audit chain."""
+    tenant = Tenant(slug=slug, name=name or slug)
+    tenant.full_clean()
+    tenant.save()
+    with tenant_scope(tenant.pk):
+        audit_record(
+            tenant=tenant,
+            actor=actor or Actor.system("create-tenant"),
+            action="tenant.create",
+            object_type="tenant",
+            object_id=str(tenant.pk),
+            data={"slug": tenant.slug},
+        )
+        return tenant
+
+
+@transaction.atomic
+def membership_set(*, tenant: Tenant, user: Any, role: str, actor: Actor) -> Membership:
+    """Give ``user`` ``role`` in ``tenant`` (creating or changing the membership)."""
+    if role not in Role.values:
+        raise ValidationError({"role": [f"unknown role {role!r}"]})
+    with tenant_scope(tenant.pk):
+        membership = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
+        previous = membership.role if membership else None
+        if membership is None:
+            membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+        elif membership.role != role:
+            membership.role = role
+            membership.save(update_fields=["role"])
+        sync_role_permissions(user, tenant, role)
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="membership.set",
+            object_type="membership",
+            object_id=str(membership.pk),
+            data={"user": user.pk, "role": role, "previous_role": previous},
+        )
+        return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership, actor: Actor) -> None:
+    with tenant_scope(membership.tenant_id):
+        sync_role_permissions(membership.user, membership.tenant, None)
+        audit_record(
+            tenant=membership.tenant,
+            actor=actor,
+            action="membership.remove",
+            object_type="membership",
+            object_id=str(membership.pk),
+            data={"user": membership.user_id, "role": membership.role},
+        )
+        membership.delete()
+
+
+@transaction.atomic
+def credential_issue(
+    *,
+    tenant: Tenant,
+    name: str,
+    actions: list[str] | str | None = None,
+    actor: Actor,
+    created_by: Any = None,
+) -> tuple[AgentCredential, str]:
+    """Issue an agent credential. Returns it with the token, which is never retrievable again."""
+    name = (name or "").strip()
+    if not name:
+        raise ValidationError({"name": ["a credential needs a name"]})
+    chosen = parse_actions(actions)
+    with tenant_scope(tenant.pk):
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        credential = AgentCredential.objects.create(
+            tenant=tenant,
+            name=name[:100],
+            token_hash=hash_token(token),
+            token_prefix=token[:10],
+            actions=chosen,
+            created_by=created_by,
+        )
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="credential.issue",
+            object_type="credential",
+            object_id=str(credential.pk),
+            data={"actions": chosen},
+        )
+        return credential, token
+
+
+@transaction.atomic
+def credential_revoke(*, credential: AgentCredential, actor: Actor, revoked_by: Any = None) -> None:
+    """Revoke a credential; requests with its token get 401 from now on."""
+    with tenant_scope(credential.tenant_id):
+        locked = AgentCredential.objects.select_for_update().get(pk=credential.pk)
+        if locked.revoked_at is not None:
+            return
+        locked.revoked_at = timezone.now()
+        locked.revoked_by = revoked_by
+        locked.save(update_fields=["revoked_at", "revoked_by"])
+        credential.revoked_at = locked.revoked_at
+        audit_record(
+            tenant=locked.tenant,
+            actor=actor,
+            action="credential.revoke",
+            object_type="credential",
+            object_id=str(locked.pk),
+        )

@@ -1,0 +1,7 @@
+"""Memory Console: a governed memory and state service for AI agents."""
+
+from __future__ import annotations
+
+from .celery import app as celery_app
+
+__all__ = ["celery_app"]

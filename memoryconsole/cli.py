@@ -1,0 +1,37 @@
+"""The ``memoryconsole`` command: every Django management command, under one name.
+
+``memoryconsole up``, ``memoryconsole migrate``, ``memoryconsole create-tenant acme`` ... The
+product's own commands are spelled with hyphens here and with underscores as Django modules
+(``manage.py create_tenant`` works too).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Commands that change the schema run as the owner role; everything else as the application
+# role, under row-level security.
+OWNER_COMMANDS = frozenset({"migrate", "makemigrations", "sqlmigrate", "showmigrations", "flush"})
+
+
+def prepare_environment(argv: list[str]) -> list[str]:
+    """Set the settings module and the database role for ``argv``; return the Django argv."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryconsole.settings")
+    args = list(argv)
+    if len(args) > 1 and not args[1].startswith("-"):
+        args[1] = args[1].replace("-", "_")
+        if args[1] in OWNER_COMMANDS:
+            os.environ["MEMORYCONSOLE_DB_ROLE"] = "owner"
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = prepare_environment(list(sys.argv if argv is None else argv))
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(args)
+
+
+if __name__ == "__main__":
+    main()

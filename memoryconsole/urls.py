@@ -1,0 +1,22 @@
+"""Top-level routes: console, admin, API, schema and docs."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.shortcuts import redirect
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+urlpatterns = [
+    path("", lambda request: redirect("console:home"), name="root"),
+    path("console/", include("apps.tenancy.urls")),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("apps.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+]
+
+handler400 = "apps.api.problems.handler400"
+handler403 = "apps.api.problems.handler403"
+handler404 = "apps.api.problems.handler404"
+handler500 = "apps.api.problems.handler500"

@@ -1,0 +1,189 @@
+"""Test database set-up and the personas every app's tests use.
+
+The test database is created and migrated as the **owner** role, then every test runs as the
+**application** role, exactly as in production: row-level security applies to the tests too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connections
+
+from apps.audit.services import Actor
+from apps.tenancy.models import Role, Tenant
+from apps.tenancy.services import credential_issue, membership_set, tenant_create
+
+ROLE_KEYS = ("USER", "PASSWORD")
+
+
+def _use_role(entry: dict[str, Any]) -> None:
+    connection = connections["default"]
+    connection.close()
+    for key in ROLE_KEYS:
+        connection.settings_dict[key] = entry.get(key)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+) -> Iterator[None]:
+    from django.test.utils import setup_databases, teardown_databases
+
+    # Parallel runs on one machine (several checkouts, one embedded server) set a suffix.
+    suffix = os.environ.get("MEMORYCONSOLE_TEST_DB_SUFFIX", "")
+    test_settings = connections["default"].settings_dict.setdefault("TEST", {})
+    test_settings["NAME"] = f"test_memoryconsole{suffix}"
+    with django_db_blocker.unblock():
+        _use_role(settings.DATABASE_OWNER)
+        db_cfg = setup_databases(verbosity=0, interactive=False, keepdb=False)
+        _use_role(settings.DATABASE_APP)
+    yield
+    with django_db_blocker.unblock():
+        _use_role(settings.DATABASE_OWNER)
+        teardown_databases(db_cfg, verbosity=0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_as_owner() -> Iterator[None]:
+    """Transactional tests end with a TRUNCATE, which the application role may not run
+    (TRUNCATE ignores row-level security). Flush as the owner instead."""
+    from django.test import TransactionTestCase
+
+    original = TransactionTestCase._fixture_teardown
+
+    def teardown(self: TransactionTestCase) -> None:
+        _use_role(settings.DATABASE_OWNER)
+        try:
+            original(self)
+        finally:
+            _use_role(settings.DATABASE_APP)
+
+    TransactionTestCase._fixture_teardown = teardown  # type: ignore[method-assign]
+    yield
+    TransactionTestCase._fixture_teardown = original  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def owner_connection(django_db_blocker: Any) -> Iterator[Any]:
+    """A raw psycopg connection to the test database as the owner role (catalog checks)."""
+    import psycopg
+
+    name = connections["default"].settings_dict["NAME"]
+    owner = settings.DATABASE_OWNER
+    conn = psycopg.connect(
+        host=owner.get("HOST") or None,
+        port=owner.get("PORT") or None,
+        user=owner["USER"],
+        password=owner.get("PASSWORD") or None,
+        dbname=name,
+        autocommit=True,
+    )
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+# --- personas ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tenant(db: None) -> Tenant:
+    return tenant_create(slug="acme", name="Acme Corp")
+
+
+@pytest.fixture
+def other_tenant(db: None) -> Tenant:
+    return tenant_create(slug="globex", name="Globex")
+
+
+def _person(django_user_model: Any, username: str, tenant: Tenant, role: str) -> Any:
+    user = django_user_model.objects.create_user(username=username, password="pw-" + username)
+    membership_set(tenant=tenant, user=user, role=role, actor=Actor.system("tests"))
+    return user
+
+
+@pytest.fixture
+def owner(django_user_model: Any, tenant: Tenant) -> Any:
+    """The tenant's admin."""
+    return _person(django_user_model, "olivia", tenant, Role.ADMIN)
+
+
+@pytest.fixture
+def reviewer(django_user_model: Any, tenant: Tenant) -> Any:
+    return _person(django_user_model, "rhea", tenant, Role.REVIEWER)
+
+
+@pytest.fixture
+def member(django_user_model: Any, tenant: Tenant) -> Any:
+    return _person(django_user_model, "mario", tenant, Role.MEMBER)
+
+
+@pytest.fixture
+def auditor(django_user_model: Any, tenant: Tenant) -> Any:
+    return _person(django_user_model, "ada", tenant, Role.AUDITOR)
+
+
+@pytest.fixture
+def outsider(django_user_model: Any, other_tenant: Tenant) -> Any:
+    """An admin of another tenant: must see nothing of ``tenant``."""
+    return _person(django_user_model, "oscar", other_tenant, Role.ADMIN)
+
+
+class Agent:
+    """An API client holding one tenant's credential."""
+
+    def __init__(self, client: Any, tenant: Tenant, token: str, credential: Any) -> None:
+        self.client = client
+        self.tenant = tenant
+        self.token = token
+        self.credential = credential
+
+    def _headers(self, extra: dict[str, str] | None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        headers.update(extra or {})
+        return headers
+
+    def get(self, path: str, data: Any = None, headers: dict[str, str] | None = None) -> Any:
+        return self.client.get(path, data, headers=self._headers(headers))
+
+    def post(self, path: str, data: Any = None, headers: dict[str, str] | None = None) -> Any:
+        return self.client.post(
+            path, data, content_type="application/json", headers=self._headers(headers)
+        )
+
+    def delete(self, path: str, headers: dict[str, str] | None = None) -> Any:
+        return self.client.delete(path, headers=self._headers(headers))
+
+
+def make_agent(tenant: Tenant, actions: str | None = None, name: str = "agent") -> Agent:
+    from django.test import Client
+
+    credential, token = credential_issue(
+        tenant=tenant, name=name, actions=actions, actor=Actor.system("tests")
+    )
+    return Agent(Client(), tenant, token, credential)
+
+
+@pytest.fixture
+def agent(tenant: Tenant) -> Agent:
+    """An agent of ``tenant`` with the default actions (read, write, search, state)."""
+    return make_agent(tenant)
+
+
+@pytest.fixture
+def auditing_agent(tenant: Tenant) -> Agent:
+    return make_agent(tenant, "read,audit", name="auditor-bot")
+
+
+@pytest.fixture
+def other_agent(other_tenant: Tenant) -> Agent:
+    """An agent of ``other_tenant`` with every action."""
+    return make_agent(other_tenant, "read,write,search,delete,review,state,erase,audit", "rival")
