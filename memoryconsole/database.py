@@ -13,6 +13,7 @@ Configuration:
 * ``DATABASE_APP_URL`` (optional): the application's login. Default: the same server and
   database as ``memoryconsole_app`` with a password derived from ``SECRET_KEY``; migrations
   create that role when it is missing.
+* ``MEMORYCONSOLE_DATABASE_NAME`` (embedded only): another database on the embedded server.
 * ``MEMORYCONSOLE_DB_ROLE=owner`` makes a process use the owner; the ``memoryconsole`` and
   ``manage.py`` entry points set it for the commands that change the schema.
 """
@@ -65,7 +66,8 @@ def resolve(secret_key: str, home: Path) -> DatabaseTarget:
     if not url:
         server = embedded.ensure_embedded_server(home)
         socket = quote(str(server.socket_dir), safe="")
-        db = embedded.DATABASE_NAME
+        # Another database on the same embedded server (benchmarks use their own).
+        db = os.environ.get("MEMORYCONSOLE_DATABASE_NAME", "").strip() or embedded.DATABASE_NAME
         owner_url = f"postgresql://{embedded.OWNER_ROLE}@{socket}/{db}"
         app_url = f"postgresql://{embedded.APP_ROLE}@{socket}/{db}"
         broker = f"sqla+postgresql+psycopg://{embedded.OWNER_ROLE}@/{db}?host={socket}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,17 @@ DATABASE_NAME = "memoryconsole"
 OWNER_ROLE = "memoryconsole_owner"
 APP_ROLE = "memoryconsole_app"
 SUPERUSER = "postgres"
+# Bumped when bootstrap gains a step; an older data directory re-runs it (it is idempotent).
+BOOTSTRAP_VERSION = "2"
+
+# Row-level security keeps an index from evaluating a non-LEAKPROOF operator before the
+# tenant policy, so GIN indexes on jsonb containment (scope conditions) and full-text match
+# would never be used. These two built-ins raise no data-dependent errors; marking them
+# LEAKPROOF (superuser only, per database) lets the planner use the indexes under RLS.
+LEAKPROOF_STATEMENTS = (
+    "ALTER FUNCTION pg_catalog.jsonb_contains(jsonb, jsonb) LEAKPROOF",
+    "ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF",
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,9 @@ def ensure_embedded_server(home: Path) -> EmbeddedServer:
     """Start (or attach to) the embedded server under ``home`` and make sure it is bootstrapped."""
     home.mkdir(parents=True, exist_ok=True)
     pgdata = home / "pgdata"
+    if not (pgdata / "PG_VERSION").exists():
+        # initdb takes several seconds, before logging is configured: say why nothing happens.
+        print(f"memoryconsole: creating the embedded PostgreSQL in {pgdata} ...", file=sys.stderr)
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); harmless here.
         warnings.simplefilter("ignore")
@@ -58,9 +73,9 @@ def ensure_embedded_server(home: Path) -> EmbeddedServer:
     if socket_dir is None:  # pragma: no cover - only on platforms without Unix sockets
         raise RuntimeError("the embedded PostgreSQL did not report a socket directory")
     marker = pgdata / ".memoryconsole-bootstrapped"
-    if not marker.exists():
+    if not marker.exists() or marker.read_text().strip() != BOOTSTRAP_VERSION:
         _bootstrap(Path(socket_dir))
-        marker.write_text("1\n")
+        marker.write_text(BOOTSTRAP_VERSION + "\n")
     return EmbeddedServer(socket_dir=Path(socket_dir), pgdata=pgdata)
 
 
@@ -87,6 +102,8 @@ def _bootstrap(socket_dir: Path) -> None:
     for dbname in ("template1", DATABASE_NAME):
         with psycopg.connect(_superuser_conninfo(socket_dir, dbname), autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            for statement in LEAKPROOF_STATEMENTS:
+                conn.execute(statement)
             if dbname == DATABASE_NAME:
                 conn.execute(
                     sql.SQL("ALTER SCHEMA public OWNER TO {}").format(sql.Identifier(OWNER_ROLE))

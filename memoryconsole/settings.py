@@ -4,7 +4,8 @@ Environment variables read here (``docker-compose.yml`` sets the production ones
 ``tests/test_deployment.py`` checks the two agree):
 
 SECRET_KEY, DEBUG, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, DATABASE_APP_URL,
-CELERY_BROKER_URL, MEMORYCONSOLE_HOME, MEMORYCONSOLE_DB_ROLE, LOG_LEVEL.
+CELERY_BROKER_URL, MEMORYCONSOLE_HOME, MEMORYCONSOLE_DB_ROLE, MEMORYCONSOLE_DATABASE_NAME,
+LOG_LEVEL.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ INSTALLED_APPS = [
     "memoryconsole",
     "apps.tenancy",
     "apps.audit",
+    "apps.records",
+    "apps.derivations",
+    "apps.retrieval",
+    "apps.state",
     "apps.api",
 ]
 
@@ -139,16 +144,17 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = HOME / "static"
+STATIC_ROOT = HOME / "static"  # `memoryconsole collectstatic` target (production)
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True  # serve straight from the app folders; collectstatic optional
 
 # --- API --------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.authentication.AgentCredentialAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.IsAgent"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["apps.api.problems.JSONBodyParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "apps.api.schema.ProblemAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "apps.api.problems.exception_handler",
@@ -167,6 +173,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Swagger UI would otherwise send the schema's URL to validator.swagger.io for a badge.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    # One name for the sensitivity classes wherever they appear.
+    "ENUM_NAME_OVERRIDES": {"SensitivityEnum": ["public", "internal", "personal", "restricted"]},
 }
 
 # --- Celery -----------------------------------------------------------------------------------
@@ -181,6 +191,18 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE_FILENAME = str(HOME / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    # Expiry is enforced at read time; compaction only reclaims what reads already hide.
+    "compact-expired-records": {"task": "records.compact_expired_all", "schedule": 15 * 60},
+    # The transactional outbox's safety net: publishes what an on-commit relay did not.
+    "relay-outbox": {"task": "derivations.outbox_relay", "schedule": 2.0},
+    # Deleted rows are reclaimed (and receipts say when) within minutes, not "eventually".
+    "reclaim-deleted": {"task": "derivations.reclaim", "schedule": 10 * 60},
+}
+# Publish outbox work right after the commit that wrote it when the broker is cheap to reach
+# (Redis). With the embedded SQL broker a publish is one more database commit, so the beat
+# relay (every 2 s) publishes instead, keeping it off the writer's request.
+OUTBOX_RELAY_ON_COMMIT = bool(os.environ.get("CELERY_BROKER_URL", "").strip())
 
 # --- logging ----------------------------------------------------------------------------------
 LOGGING = {

@@ -70,6 +70,13 @@ def _flush_as_owner() -> Iterator[None]:
     TransactionTestCase._fixture_teardown = original  # type: ignore[method-assign]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _outbox_not_published() -> None:
+    """The broker lives in the development database, not the test one: tests never publish
+    outbox rows on commit (derivations tests drain the outbox explicitly)."""
+    settings.OUTBOX_RELAY_ON_COMMIT = False
+
+
 @pytest.fixture
 def owner_connection(django_db_blocker: Any) -> Iterator[Any]:
     """A raw psycopg connection to the test database as the owner role (catalog checks)."""

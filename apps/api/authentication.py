@@ -34,13 +34,26 @@ class AgentPrincipal:
         return f"agent:{self.credential.name}"
 
 
+def _authorization_header(request: Request) -> bytes:
+    """The raw ``Authorization`` header.
+
+    WSGI hands headers over as latin-1 strings. DRF's own helper raises (a 500) on anything
+    else, which a test client or another server may deliver; such a header cannot hold a
+    valid token, so it is only made to fail authentication.
+    """
+    value = request.META.get("HTTP_AUTHORIZATION", b"")
+    if isinstance(value, str):
+        return value.encode("latin-1", errors="replace")
+    return bytes(value)
+
+
 class AgentCredentialAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer <token>``. The tenant comes from the credential, never the body."""
 
     keyword = "Bearer"
 
     def authenticate(self, request: Request) -> tuple[AgentPrincipal, AgentCredential] | None:
-        header = authentication.get_authorization_header(request).split()
+        header = _authorization_header(request).split()
         if not header:
             return None
         if header[0].lower() != self.keyword.lower().encode():
@@ -53,6 +66,7 @@ class AgentCredentialAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Malformed token.") from exc
         credential = credential_for_token(token)
         if credential is None:
+            # Unknown and revoked tokens get the same answer: a caller learns nothing.
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
         activate_tenant(credential.tenant_id)
         credential_touch(credential)

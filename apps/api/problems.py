@@ -2,20 +2,37 @@
 
 ``type``, ``title``, ``status``, ``detail``; validation failures add ``errors``:
 ``{field_path: [message, ...]}``. Domain errors raise :class:`Problem` (or a subclass);
-DRF and Django errors are translated here, in one place.
+DRF and Django errors are translated here, in one place: the DRF exception handler, the
+Django error handlers for ``/api/`` paths, the JSON body parser (whose every failure is a
+problem) and a WSGI guard for the requests Django cannot even construct.
+:mod:`apps.api.schema` documents these responses in OpenAPI.
+
+This module is imported while DRF builds ``APIView`` (``DEFAULT_PARSER_CLASSES``), so it must
+not import DRF's views, generics or drf-spectacular's schema machinery.
 """
 
 from __future__ import annotations
 
+import codecs
+import json
 import logging
-from typing import Any
+from collections.abc import Iterable, Mapping
+from http import HTTPStatus
+from typing import IO, TYPE_CHECKING, Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from rest_framework import exceptions, status
+from django.db import DataError, connections
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
+from django.utils.http import parse_header_parameters
+from rest_framework import exceptions, parsers, status
+from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
-from rest_framework.views import set_rollback
+from rest_framework.utils import json as drf_json
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +71,14 @@ SLUGS = {
     503: "unavailable",
 }
 
+INVALID_FIELDS = "The request has invalid fields."
+SERVER_ERROR = "An unexpected error occurred; it has been logged."
+
+# Deeper JSON than this is refused at the door: every later step (validation, hashing,
+# storage, rendering) recurses through it, and Python's stack is finite.
+MAX_JSON_DEPTH = 100
+TOO_DEEP = f"JSON nested deeper than {MAX_JSON_DEPTH} levels."
+
 
 class Problem(exceptions.APIException):
     """A domain error with its HTTP status and optional extra members."""
@@ -80,6 +105,15 @@ class Problem(exceptions.APIException):
         self.extra = extra or {}
 
 
+def _title(status_code: int) -> str:
+    if status_code in TITLES:
+        return TITLES[status_code]
+    try:
+        return HTTPStatus(status_code).phrase
+    except ValueError:
+        return "Error"
+
+
 def problem_body(
     status_code: int,
     detail: str,
@@ -90,7 +124,7 @@ def problem_body(
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "type": TYPE_BASE + (slug or SLUGS.get(status_code, "error")),
-        "title": TITLES.get(status_code, "Error"),
+        "title": _title(status_code),
         "status": status_code,
         "detail": detail,
     }
@@ -106,7 +140,10 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
-            path = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(key, int):  # ListField/DictField children: errors keyed by index
+                path = f"{prefix}[{key}]"
+            else:
+                path = f"{prefix}.{key}" if prefix else str(key)
             if key == "non_field_errors" and prefix == "":
                 path = "body"
             for sub_path, messages in flatten_errors(value, path).items():
@@ -131,9 +168,34 @@ def _response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Re
     return response
 
 
+def _is_nul_in_input(exc: Exception) -> bool:
+    # psycopg refuses a NUL character in a text parameter before sending the query; the value
+    # can only have come from the request, so this is the client's error, not ours.
+    return isinstance(exc, DataError) and "NUL (0x00)" in str(exc)
+
+
+def _roll_back_request(context: dict[str, Any]) -> None:
+    """Mark the request's transaction for rollback, as DRF's ``set_rollback`` does, except
+    for a view exempt from ``ATOMIC_REQUESTS``: it has no request transaction, and the
+    enclosing atomic block (a caller's, or a test's) is not its to doom."""
+    match = getattr(context.get("request"), "resolver_match", None)
+    exempt: set[str] = getattr(getattr(match, "func", None), "_non_atomic_requests", set())
+    for connection in connections.all():
+        if (
+            connection.settings_dict.get("ATOMIC_REQUESTS")
+            and connection.in_atomic_block
+            and connection.alias not in exempt
+        ):
+            connection.set_rollback(True)
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
-    """DRF's EXCEPTION_HANDLER: translate everything, including unexpected errors."""
-    set_rollback()
+    """DRF's EXCEPTION_HANDLER: translate everything, including unexpected errors.
+
+    It never returns ``None``, so DRF never falls back to Django's (HTML) error pages, and it
+    marks the request's transaction for rollback: a rejected request stores nothing.
+    """
+    _roll_back_request(context)
     headers: dict[str, str] = {}
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
@@ -145,9 +207,18 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             if hasattr(exc, "error_dict")
             else {"body": [str(m) for m in exc.messages]}
         )
+        return _response(problem_body(400, INVALID_FIELDS, errors=errors), headers)
+    elif _is_nul_in_input(exc):
         return _response(
-            problem_body(400, "The request has invalid fields.", errors=errors), headers
+            problem_body(400, "The request contains a NUL (0x00) character, which is not allowed.")
         )
+    elif isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return _response(problem_body(413, f"The request body exceeds {limit} bytes."))
+    elif isinstance(exc, SuspiciousOperation | UnreadablePostError):
+        # What Django's own handler answers with 400 outside DRF (bad Host, too many fields,
+        # a body the client stopped sending).
+        return _response(problem_body(400, "The request could not be processed."))
 
     if isinstance(exc, Problem):
         body = problem_body(
@@ -163,18 +234,83 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         if wait:
             headers["Retry-After"] = str(int(wait))
         if isinstance(exc, exceptions.ValidationError):
-            body = problem_body(
-                400, "The request has invalid fields.", errors=flatten_errors(exc.detail)
-            )
+            body = problem_body(400, INVALID_FIELDS, errors=flatten_errors(exc.detail))
         elif isinstance(exc, exceptions.ParseError):
             body = problem_body(400, f"Malformed request body: {exc.detail}", slug="malformed-body")
+        elif (
+            isinstance(exc, exceptions.NotFound)
+            and str(exc.detail) == CursorPagination.invalid_cursor_message
+        ):
+            # DRF answers a bad ?cursor= with 404; it is a bad query parameter.
+            body = problem_body(
+                400,
+                "Invalid query parameter: cursor.",
+                errors={"cursor": ["Not a cursor this API issued; follow next/previous links."]},
+            )
         else:
             detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
             body = problem_body(exc.status_code, detail)
         return _response(body, headers)
 
     logger.exception("unhandled API error", exc_info=exc)
-    return _response(problem_body(500, "An unexpected error occurred; it has been logged."))
+    return _response(problem_body(500, SERVER_ERROR))
+
+
+# --- request bodies ---------------------------------------------------------------------------
+
+
+def _json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` (iterative: no recursion of our own)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+class JSONBodyParser(parsers.JSONParser):
+    """DRF's JSON parser, where every unparseable body is a ``400``, never a ``500``.
+
+    DRF turns ``ValueError`` into a parse error; this also catches the rest (a body nested
+    deeper than the interpreter's recursion limit raises ``RecursionError``) and refuses
+    bodies nested beyond :data:`MAX_JSON_DEPTH`. (DRF reads the body through
+    ``request.body``, so Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` applies: ``413``.)
+    """
+
+    def parse(
+        self,
+        stream: IO[Any],
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
+        encoding = (parser_context or {}).get("encoding") or settings.DEFAULT_CHARSET
+        try:
+            "".encode(encoding)  # only text codecs: a bytes codec could decompress without bound
+        except (LookupError, UnicodeError) as exc:
+            raise exceptions.ParseError(f"Unsupported charset {encoding!r}.") from exc
+        try:
+            data = drf_json.loads(
+                stream.read().decode(encoding),
+                parse_constant=drf_json.strict_constant if self.strict else None,
+            )
+        except RecursionError as exc:
+            raise exceptions.ParseError(TOO_DEEP) from exc
+        except Exception as exc:
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from exc
+        if _json_depth_exceeds(data, MAX_JSON_DEPTH):
+            raise exceptions.ParseError(TOO_DEEP)
+        return data
+
+
+# --- Django's error handlers, for requests that never reach a DRF view -------------------------
 
 
 def _is_api(request: HttpRequest) -> bool:
@@ -197,7 +333,7 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 
 def handler500(request: HttpRequest) -> HttpResponse:
     if _is_api(request):
-        return json_problem(500, "An unexpected error occurred; it has been logged.")
+        return json_problem(500, SERVER_ERROR)
     from django.views.defaults import server_error
 
     return server_error(request)
@@ -217,3 +353,56 @@ def handler403(request: HttpRequest, exception: Exception | None = None) -> Http
     from django.views.defaults import permission_denied
 
     return permission_denied(request, exception or PermissionDenied())
+
+
+# --- WSGI: requests Django cannot even construct ----------------------------------------------
+
+
+def unusable_charset(environ: Mapping[str, Any]) -> str | None:
+    """The ``charset`` of the request's Content-Type if Django would crash on it, else None.
+
+    ``WSGIRequest.__init__`` decodes the query string with that charset. Unknown charsets
+    are ignored, and undecodable bytes fall back to latin-1, but a known *non-text* codec
+    (``rot13``, ``hex``, ``zlib``...) or one failing otherwise (``idna``) raises there,
+    before any middleware or error handler: the server answers with its own 500 page.
+    """
+    _, params = parse_header_parameters(str(environ.get("CONTENT_TYPE", "")))
+    charset = params.get("charset")
+    if not charset:
+        return None
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        return None  # Django ignores it
+    query = str(environ.get("QUERY_STRING", "")).encode("latin-1", errors="replace")
+    try:
+        "".encode(charset)
+        query.decode(charset)
+    except UnicodeDecodeError:
+        return None  # Django falls back to latin-1
+    except Exception:
+        return charset
+    return None
+
+
+def reject_unusable_charsets(application: WSGIApplication) -> WSGIApplication:
+    """Wrap the WSGI application: a request whose charset Django cannot construct a request
+    from gets a ``400`` (a problem document under ``/api/``) instead of a server error page."""
+
+    def guarded(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        charset = unusable_charset(environ)
+        if charset is None:
+            return application(environ, start_response)
+        detail = f"Unsupported charset {charset[:40]!r} in the Content-Type header."
+        if str(environ.get("PATH_INFO", "")).startswith("/api/"):
+            body = json.dumps(problem_body(400, detail)).encode()
+            content_type = PROBLEM_CONTENT_TYPE
+        else:
+            body, content_type = detail.encode(), "text/plain; charset=utf-8"
+        start_response(
+            "400 Bad Request",
+            [("Content-Type", content_type), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    return guarded

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
-from drf_spectacular.utils import extend_schema, inline_serializer
+from django.db import DatabaseError, connection, transaction
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.permissions import AllowAny
@@ -17,19 +17,39 @@ from rest_framework.views import APIView
 from memoryconsole.celery import broker_status
 
 from .problems import PROBLEM_CONTENT_TYPE, problem_body
+from .schema import ProblemSerializer
 
 
+class HealthSerializer(serializers.Serializer[dict[str, str]]):
+    database = serializers.CharField(help_text='"ok" when the database answers.')
+    vector = serializers.CharField(help_text="The pgvector extension's version.")
+    broker = serializers.CharField(help_text='"ok (<transport>)" or "unreachable (<transport>)".')
+
+
+class CredentialSerializer(serializers.Serializer[dict[str, Any]]):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    tenant = serializers.CharField(help_text="The tenant's slug.")
+    actions = serializers.ListField(child=serializers.CharField())
+    embedded_database = serializers.BooleanField(
+        help_text="Whether the server runs on its embedded PostgreSQL."
+    )
+
+
+def _unavailable(detail: str) -> Response:
+    return Response(problem_body(503, detail), status=503, content_type=PROBLEM_CONTENT_TYPE)
+
+
+# Not in the request's transaction: with the database down, ATOMIC_REQUESTS would fail before
+# the view runs, and the answer must be a 503 that says so.
+@transaction.non_atomic_requests
 @extend_schema(
     auth=[],
     responses={
-        200: inline_serializer(
-            "Health",
-            {
-                "database": serializers.CharField(),
-                "vector": serializers.CharField(),
-                "broker": serializers.CharField(),
-            },
-        )
+        200: HealthSerializer,
+        (503, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+            ProblemSerializer, description="The database or pgvector is unavailable."
+        ),
     },
 )
 @api_view(["GET"])
@@ -41,35 +61,17 @@ def health(request: Request) -> Response:
         with connection.cursor() as cursor:
             cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             row = cursor.fetchone()
-    except Exception:
-        return Response(
-            problem_body(503, "The database is unreachable."),
-            status=503,
-            content_type=PROBLEM_CONTENT_TYPE,
-        )
+    except DatabaseError:
+        return _unavailable("The database is unreachable.")
     if row is None:
-        return Response(
-            problem_body(503, "The database lacks the 'vector' extension (pgvector)."),
-            status=503,
-            content_type=PROBLEM_CONTENT_TYPE,
-        )
+        return _unavailable("The database lacks the 'vector' extension (pgvector).")
     return Response({"database": "ok", "vector": row[0], "broker": broker_status()})
 
 
 class MeView(APIView):
     """The credential making the request: its tenant, name and actions."""
 
-    @extend_schema(
-        responses=inline_serializer(
-            "Credential",
-            {
-                "id": serializers.UUIDField(),
-                "name": serializers.CharField(),
-                "tenant": serializers.CharField(),
-                "actions": serializers.ListField(child=serializers.CharField()),
-            },
-        )
-    )
+    @extend_schema(responses=CredentialSerializer)
     def get(self, request: Request) -> Response:
         credential: Any = request.auth
         return Response(

@@ -1,21 +1,45 @@
-"""``GET /api/v1/audit-events`` (credentials with the ``audit`` action)."""
+"""``GET /api/v1/audit-events`` and ``/{id}`` (credentials with the ``audit`` action)."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
-from django.utils.dateparse import parse_datetime
-from rest_framework import generics, serializers
-from rest_framework.pagination import CursorPagination
+from typing import Any
 
-from apps.api.problems import Problem
+from django.db.models import Q, QuerySet
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import Cursor, CursorPagination
+from rest_framework.request import Request
+
+from apps.api.problems import Problem, flatten_errors
 from apps.tenancy.selectors import parse_uuid
 
 from .models import AuditEvent
 
 
+class AuditActorSerializer(serializers.Serializer[AuditEvent]):
+    type = serializers.CharField(source="actor_type", help_text="user, credential or system")
+    id = serializers.CharField(
+        source="actor_id", help_text="user or credential id; empty for system"
+    )
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        # ``label`` cannot be a class attribute: it would shadow Field.label.
+        fields = super().get_fields()
+        fields["label"] = serializers.CharField(source="actor_label")
+        return fields
+
+
+class AuditObjectSerializer(serializers.Serializer[AuditEvent]):
+    type = serializers.CharField(source="object_type")
+    id = serializers.CharField(source="object_id")
+
+
 class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
-    actor = serializers.SerializerMethodField()
-    object = serializers.SerializerMethodField()
+    actor = AuditActorSerializer(source="*", read_only=True)
+    object = AuditObjectSerializer(source="*", read_only=True)
 
     class Meta:
         model = AuditEvent
@@ -31,12 +55,42 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
             "prev_hash",
             "hash",
         )
+        read_only_fields = fields
 
-    def get_actor(self, event: AuditEvent) -> dict[str, str]:
-        return {"type": event.actor_type, "id": event.actor_id, "label": event.actor_label}
 
-    def get_object(self, event: AuditEvent) -> dict[str, str]:
-        return {"type": event.object_type, "id": event.object_id}
+class ZonedDateTimeField(serializers.DateTimeField):
+    """An RFC 3339 timestamp that names its zone; a naive one is ambiguous and refused."""
+
+    default_error_messages = {
+        "naive": "Give a zone, e.g. 2025-01-14T09:12:00Z.",
+    }
+
+    def to_internal_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                parsed = parse_datetime(value)
+            except ValueError:  # well-formed but impossible, e.g. month 13: the parent says so
+                parsed = None
+            if parsed is not None and parsed.tzinfo is None:
+                self.fail("naive")
+        return super().to_internal_value(value)
+
+
+class AuditEventFilterSerializer(serializers.Serializer[dict[str, Any]]):
+    """The list's query parameters; an empty one is ignored."""
+
+    record = serializers.CharField(
+        required=False, allow_blank=True, help_text="Id of the object the event is about."
+    )
+    action = serializers.CharField(
+        required=False, allow_blank=True, help_text="e.g. credential.issue"
+    )
+    actor = serializers.CharField(
+        required=False, allow_blank=True, help_text="The actor's id or label."
+    )
+    since = ZonedDateTimeField(
+        required=False, help_text="Events at or after this time (RFC 3339, with a zone)."
+    )
 
 
 class AuditPagination(CursorPagination):
@@ -45,9 +99,24 @@ class AuditPagination(CursorPagination):
     page_size_query_param = "page_size"
     max_page_size = 500
 
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        # DRF checks the offset but not the position, which it then compares with ``seq``:
+        # a forged non-numeric position would fail in the database.
+        try:
+            cursor = super().decode_cursor(request)
+            if cursor is not None and cursor.position is not None:
+                int(cursor.position)
+        except (NotFound, ValueError) as exc:
+            raise Problem(
+                "Invalid query parameter: cursor.",
+                errors={"cursor": ["Not a cursor this API issued; follow next/previous links."]},
+            ) from exc
+        return cursor
 
+
+@extend_schema(parameters=[AuditEventFilterSerializer])
 class AuditEventListView(generics.ListAPIView[AuditEvent]):
-    """Audit events of the credential's tenant, newest first.
+    """Audit events of the credential's tenant, newest first (cursor-paginated).
 
     Filters: ``record`` (object id), ``action``, ``actor`` (actor id or label), ``since``.
     """
@@ -57,27 +126,30 @@ class AuditEventListView(generics.ListAPIView[AuditEvent]):
     pagination_class = AuditPagination
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
+        filters = AuditEventFilterSerializer(data=self.request.query_params)
+        if not filters.is_valid():
+            errors = flatten_errors(filters.errors)
+            raise Problem(f"Invalid query parameters: {', '.join(errors)}.", errors=errors)
+        params: dict[str, Any] = filters.validated_data
         queryset = AuditEvent.objects.all()
-        params = self.request.query_params
-        errors: dict[str, list[str]] = {}
         if record := params.get("record"):
             queryset = queryset.filter(object_id=record)
         if action := params.get("action"):
             queryset = queryset.filter(action=action)
         if actor := params.get("actor"):
-            queryset = queryset.filter(actor_id=actor) | queryset.filter(actor_label=actor)
-        if since := params.get("since"):
-            moment = parse_datetime(since)
-            if moment is None or moment.tzinfo is None:
-                errors["since"] = ["an RFC 3339 timestamp with a zone, e.g. 2025-01-14T09:12:00Z"]
-            else:
-                queryset = queryset.filter(occurred_at__gte=moment)
-        if errors:
-            raise Problem("Invalid filters.", errors=errors)
+            queryset = queryset.filter(Q(actor_id=actor) | Q(actor_label=actor))
+        if (since := params.get("since")) is not None:
+            queryset = queryset.filter(occurred_at__gte=since)
         return queryset
 
 
+@extend_schema(parameters=[OpenApiParameter("event_id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
 class AuditEventDetailView(generics.RetrieveAPIView[AuditEvent]):
+    """One audit event of the credential's tenant.
+
+    Another tenant's event, a missing one and a malformed id all get the same ``404``.
+    """
+
     required_action = "audit"
     serializer_class = AuditEventSerializer
 

@@ -23,12 +23,19 @@ class AuditEvent(TenantOwned):
     of the change so it can be matched later without keeping it. ``hash`` covers this event and
     ``prev_hash``, so rewriting any past event breaks every later link
     (``memoryconsole audit-verify``).
+
+    A tenant's chain is braided from ``LANES`` strands: each event links to the previous event
+    of its lane. Appending locks one lane's head until commit, so writers to different objects
+    of one tenant do not queue behind a single lock, while every event is still covered by a
+    hash chain and a lane's head pins its length (a truncated tail is detected too). ``seq``
+    orders all events (a database sequence: increasing, not gapless).
     """
 
     append_only = True
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     seq = models.BigIntegerField()
+    lane = models.SmallIntegerField(default=0)
     occurred_at = models.DateTimeField()
     actor_type = models.CharField(max_length=16, choices=ActorType.choices)
     actor_id = models.CharField(max_length=64, blank=True)
@@ -57,13 +64,48 @@ class AuditEvent(TenantOwned):
 
 
 class AuditChainHead(models.Model):
-    """The latest link of a tenant's chain; locked to append, so links never fork."""
+    """The latest link of one lane of a tenant's chain, and how many events the lane holds;
+    locked to append, so a lane never forks."""
 
-    tenant = models.OneToOneField(
-        Tenant, primary_key=True, on_delete=models.PROTECT, related_name="+"
-    )
-    seq = models.BigIntegerField(default=0)
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    lane = models.SmallIntegerField()
+    count = models.BigIntegerField(default=0)
     hash = models.CharField(max_length=64)
 
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["tenant", "lane"], name="audit_head_per_lane")
+        ]
+
     def __str__(self) -> str:
-        return f"{self.tenant_id} at #{self.seq}"
+        return f"{self.tenant_id} lane {self.lane} ({self.count} events)"
+
+
+class DeletionReceipt(TenantOwned):
+    """Proof of a deletion: what went (ids and counts), who asked, why, when, and a digest of
+    the removed content for later verification. Never the content itself."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=32, default="record")  # record | erasure | expiry
+    requested_by_type = models.CharField(max_length=16)
+    requested_by_id = models.CharField(max_length=64, blank=True)
+    requested_by_label = models.CharField(max_length=200, blank=True)
+    reason = models.TextField()
+    deleted_at = models.DateTimeField()
+    fact_id = models.UUIDField(null=True, blank=True)
+    record_ids = models.JSONField(default=list)
+    counts = models.JSONField(default=dict)
+    content_digest = models.CharField(max_length=64, blank=True)
+    reclaimed_at = models.DateTimeField(null=True, blank=True)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+
+    class Meta:
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "deleted_at"], name="receipt_tenant_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"receipt {self.pk} ({self.kind})"

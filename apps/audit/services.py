@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.tenancy.models import Tenant
@@ -16,6 +16,9 @@ from apps.tenancy.models import Tenant
 from .models import ActorType, AuditChainHead, AuditEvent
 
 GENESIS = "0" * 64
+# Strands of each tenant's chain (see AuditEvent). Stored per event and per head, so the
+# number can change later without breaking existing chains.
+LANES = 8
 
 
 @dataclass(frozen=True)
@@ -45,22 +48,66 @@ def content_digest(payload: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def body_digest(event: AuditEvent) -> str:
+    """Digest of everything an event says except its place in the chain."""
+    return content_digest(
+        {
+            "tenant": str(event.tenant_id),
+            "lane": event.lane,
+            "occurred_at": event.occurred_at.isoformat(),
+            "actor": [event.actor_type, event.actor_id, event.actor_label],
+            "action": event.action,
+            "object": [event.object_type, event.object_id],
+            "digest": event.digest,
+            "data": event.data,
+        }
+    )
+
+
+def link_hash(prev_hash: str, seq: int, body: str) -> str:
+    """``sha256(prev_hash ":" seq ":" body_digest)``, the same formula the database uses."""
+    return hashlib.sha256(f"{prev_hash}:{seq}:{body}".encode()).hexdigest()
+
+
 def event_hash(event: AuditEvent) -> str:
-    body = {
-        "tenant": str(event.tenant_id),
-        "seq": event.seq,
-        "occurred_at": event.occurred_at.isoformat(),
-        "actor": [event.actor_type, event.actor_id, event.actor_label],
-        "action": event.action,
-        "object": [event.object_type, event.object_id],
-        "digest": event.digest,
-        "data": event.data,
-        "prev": event.prev_hash,
-    }
-    return content_digest(body)
+    return link_hash(event.prev_hash, event.seq, body_digest(event))
 
 
-@transaction.atomic
+# One statement: lock the lane's head, advance it and insert the event linked to the lane's
+# previous event. The head lock is held until the surrounding transaction commits, so it is
+# taken in a single round trip, as late as the caller's code allows.
+APPEND_SQL = """
+WITH prev AS (
+    SELECT count, hash FROM audit_auditchainhead
+     WHERE tenant_id = %(tenant)s AND lane = %(lane)s FOR UPDATE
+), next AS (
+    SELECT nextval('audit_event_seq') AS seq
+), head AS (
+    UPDATE audit_auditchainhead h
+       SET count = prev.count + 1,
+           hash = encode(sha256(convert_to(
+               prev.hash || ':' || next.seq::text || ':' || %(body)s, 'UTF8')), 'hex')
+      FROM prev, next
+     WHERE h.tenant_id = %(tenant)s AND h.lane = %(lane)s
+ RETURNING next.seq, h.hash, prev.hash AS prev_hash
+)
+INSERT INTO audit_auditevent (id, tenant_id, seq, lane, occurred_at, actor_type, actor_id,
+    actor_label, action, object_type, object_id, digest, data, prev_hash, hash)
+SELECT %(id)s, %(tenant)s, head.seq, %(lane)s, %(occurred_at)s, %(actor_type)s, %(actor_id)s,
+    %(actor_label)s, %(action)s, %(object_type)s, %(object_id)s, %(digest)s, %(data)s,
+    head.prev_hash, head.hash
+  FROM head
+RETURNING seq, prev_hash, hash
+"""
+
+
+def lane_for(object_id: str) -> int:
+    """Events about one object share a lane (they are serialised by that object's lock
+    anyway); different objects spread over the lanes."""
+    material = object_id or uuid.uuid4().hex
+    return hashlib.sha256(material.encode()).digest()[0] % LANES
+
+
 def audit_record(
     *,
     tenant: Tenant | uuid.UUID,
@@ -73,16 +120,14 @@ def audit_record(
 ) -> AuditEvent:
     """Append one event to ``tenant``'s chain, in the caller's transaction.
 
-    The chain head row is locked until commit, so concurrent writers in one tenant append in
-    a single order; other tenants are not blocked.
+    The chain head row stays locked until commit, so concurrent writers in one tenant append
+    in a single order; other tenants are not blocked.
     """
     tenant_id = tenant.pk if isinstance(tenant, Tenant) else tenant
-    head, _ = AuditChainHead.objects.select_for_update().get_or_create(
-        tenant_id=tenant_id, defaults={"seq": 0, "hash": GENESIS}
-    )
     event = AuditEvent(
+        id=uuid.uuid4(),
         tenant_id=tenant_id,
-        seq=head.seq + 1,
+        lane=lane_for(str(object_id)),
         occurred_at=timezone.now(),
         actor_type=actor.type,
         actor_id=actor.id,
@@ -91,11 +136,35 @@ def audit_record(
         object_type=object_type,
         object_id=str(object_id),
         digest=digest,
-        data=data or {},
-        prev_hash=head.hash,
+        data=json.loads(json.dumps(data or {}, default=str)),
     )
-    event.hash = event_hash(event)
-    event.save(force_insert=True)
-    head.seq, head.hash = event.seq, event.hash
-    head.save(update_fields=["seq", "hash"])
+    params: dict[str, Any] = {
+        "tenant": tenant_id,
+        "lane": event.lane,
+        "body": body_digest(event),
+        "id": event.id,
+        "occurred_at": event.occurred_at,
+        "actor_type": event.actor_type,
+        "actor_id": event.actor_id,
+        "actor_label": event.actor_label,
+        "action": event.action,
+        "object_type": event.object_type,
+        "object_id": event.object_id,
+        "digest": event.digest,
+        "data": json.dumps(event.data),
+    }
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(APPEND_SQL, params)
+        row = cursor.fetchone()
+        if row is None:
+            # The lane's first event: open it, then append.
+            AuditChainHead.objects.bulk_create(
+                [AuditChainHead(tenant_id=tenant_id, lane=event.lane, count=0, hash=GENESIS)],
+                ignore_conflicts=True,
+            )
+            cursor.execute(APPEND_SQL, params)
+            row = cursor.fetchone()
+    assert row is not None
+    event.seq, event.prev_hash, event.hash = row
+    event._state.adding = False
     return event

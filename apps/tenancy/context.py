@@ -70,6 +70,8 @@ def tenant_scope(tenant_id: uuid.UUID | str) -> Iterator[None]:
     transaction pointing at another tenant.
     """
     previous = _current_tenant.get()
+    # The outermost scope's transaction ends with the block, and the setting with it.
+    nested = connection.in_atomic_block
     with transaction.atomic():
         token = _current_tenant.set(None)
         try:
@@ -77,7 +79,7 @@ def tenant_scope(tenant_id: uuid.UUID | str) -> Iterator[None]:
             yield
         finally:
             _current_tenant.reset(token)
-            if connection.in_atomic_block and connection.is_usable():
+            if nested and connection.in_atomic_block and connection.is_usable():
                 # A failed transaction rolls back (and forgets the setting) anyway.
                 with suppress(DatabaseError):
                     _set_local(TENANT_SETTING, str(previous) if previous else "")

@@ -1,11 +1,77 @@
-"""Template context for the console layout."""
+"""Template context for the console layout: the tenant, the switcher and the navigation.
+
+Everything here comes from attributes the views set on the request (``tenant_view``), never
+from the database: error pages render after the request's transaction has ended, where the
+tenant context (and so every tenant row) is gone.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+
+from .permissions import (
+    MANAGE_CREDENTIALS,
+    MANAGE_MEMBERS,
+    RESOLVE_CONFLICTS,
+    REVIEW_PROMOTIONS,
+    VIEW_AUDIT,
+    VIEW_MEMORIES,
+)
+
+
+@dataclass(frozen=True)
+class NavItem:
+    key: str
+    label: str
+    url: str | None  # None: the section is not built yet (shown as disabled text, not a link)
+
+
+# (section key, label, URL name in the ``console`` namespace, permission needed to see it).
+# A section appears once its URL is routed with a ``tenant_slug`` argument.
+NAVIGATION: tuple[tuple[str, str, str, str], ...] = (
+    ("dashboard", "Dashboard", "console:dashboard", VIEW_MEMORIES),
+    ("memories", "Memories", "console:memories", VIEW_MEMORIES),
+    ("review", "Review", "console:review", REVIEW_PROMOTIONS),
+    ("conflicts", "Conflicts", "console:conflicts", RESOLVE_CONFLICTS),
+    ("audit", "Audit", "console:audit", VIEW_AUDIT),
+    ("credentials", "Credentials", "console:credentials", MANAGE_CREDENTIALS),
+    ("members", "Members", "console:members", MANAGE_MEMBERS),
+)
+
+
+def navigation(tenant_slug: str, perms: frozenset[str]) -> list[NavItem]:
+    """The sections this person may open in the tenant; unbuilt ones without a link."""
+    items = []
+    for key, label, url_name, permission in NAVIGATION:
+        if permission not in perms:
+            continue
+        try:
+            url: str | None = reverse(url_name, kwargs={"tenant_slug": tenant_slug})
+        except NoReverseMatch:
+            url = None
+        items.append(NavItem(key, label, url))
+    return items
 
 
 def console(request: HttpRequest) -> dict[str, Any]:
-    return {"console_tenant": getattr(request, "console_tenant", None)}
+    tenant = getattr(request, "console_tenant", None)
+    perms: frozenset[str] = getattr(request, "console_perms", frozenset())
+    memberships = getattr(request, "console_memberships", None) or []
+    context: dict[str, Any] = {
+        "console_tenant": tenant,
+        "console_perms": perms,
+        "console_memberships": memberships,
+        "console_nav": navigation(tenant.slug, perms) if tenant is not None else [],
+        "console_role": next(
+            (m.get_role_display() for m in memberships if tenant and m.tenant_id == tenant.pk),
+            None,
+        ),
+    }
+    if getattr(request.resolver_match, "namespace", "") == "admin":
+        # Set by the admin's "work in this tenant" action (apps/tenancy/admin.py).
+        context["admin_tenant_slug"] = request.session.get("admin_tenant_slug")
+    return context

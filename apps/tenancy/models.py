@@ -20,6 +20,17 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=63, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    auto_promote_on_second_observation = models.BooleanField(
+        default=False,
+        help_text="Confirm a record at once when an independent source observes the same "
+        "value, instead of opening a promotion request for review.",
+    )
+    embedding_model = models.CharField(
+        max_length=100,
+        default="hashing-256",
+        help_text="hashing-<dim> (lexical, built in), st-<model> (the [ml] extra) or "
+        "client-<dim> (agents send vectors). Changing it needs `memoryconsole reembed`.",
+    )
 
     class Meta:
         ordering = ["slug"]

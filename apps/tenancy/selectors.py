@@ -1,20 +1,23 @@
-"""Reads of tenants, memberships and credentials."""
+"""Reads of tenants, memberships and credentials, and the console's reads of the audit log."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from django.db import transaction
-from django.db.models import QuerySet
+from django.db import connection, transaction
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from apps.audit.models import AuditEvent
 from apps.audit.services import Actor, audit_record
 
-from .context import expose_credential_lookup, expose_memberships_of, tenant_scope
-from .models import AgentCredential, Membership, Tenant
+from .context import USER_SETTING, expose_credential_lookup, expose_memberships_of, tenant_scope
+from .models import AgentCredential, Membership, Role, Tenant
+from .permissions import ALL_PERMISSIONS
 
 T = TypeVar("T")
 
@@ -40,18 +43,32 @@ def credential_touch(credential: AgentCredential) -> None:
     """Record use, at most once a minute (under the credential's tenant context)."""
     now = timezone.now()
     if credential.last_used_at is None or now - credential.last_used_at > LAST_USED_RESOLUTION:
-        AgentCredential.objects.filter(pk=credential.pk).update(last_used_at=now)
+        # SKIP LOCKED: the row lock lasts until the request commits; a concurrent request of
+        # the same credential must not queue behind it just to stamp the same minute.
+        unlocked = AgentCredential.objects.filter(pk=credential.pk).select_for_update(
+            skip_locked=True
+        )
+        AgentCredential.objects.filter(pk__in=unlocked.values("pk")).update(last_used_at=now)
         credential.last_used_at = now
 
 
 def memberships_of(user: Any) -> list[Membership]:
-    """Every tenant ``user`` belongs to, across tenants (for the tenant switcher)."""
+    """Every tenant ``user`` belongs to, across tenants (for the tenant switcher).
+
+    The cross-tenant view of the person's own memberships is withdrawn again before returning:
+    otherwise every later ``Membership`` query in the same transaction (say, a tenant's member
+    list) would also see this person's memberships in other tenants.
+    """
     if not user.is_authenticated:
         return []
     expose_memberships_of(user.pk)
-    return list(
-        Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug")
-    )
+    try:
+        return list(
+            Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug")
+        )
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config(%s, '', true)", [USER_SETTING])
 
 
 def tenant_by_slug(slug: str) -> Tenant | None:
@@ -97,3 +114,124 @@ def parse_uuid(value: str) -> uuid.UUID | None:
         return uuid.UUID(str(value))
     except (ValueError, TypeError, AttributeError):
         return None
+
+
+# --- console reads ----------------------------------------------------------------------------
+# Each one filters by tenant explicitly as well: row-level security is the guarantee, the filter
+# keeps the query right even where a transaction can see more (see ``memberships_of``).
+
+
+def tenant_permissions_of(user: Any, tenant: Tenant) -> frozenset[str]:
+    """The tenant permissions ``user`` holds on ``tenant`` (codenames), in one lookup.
+
+    Empty for anonymous or inactive people and for tenants they have nothing in; superusers
+    hold every permission.
+    """
+    from guardian.core import ObjectPermissionChecker
+
+    if not user.is_authenticated or not user.is_active:
+        return frozenset()
+    held = ObjectPermissionChecker(user).get_perms(tenant)
+    return frozenset(held) & frozenset(ALL_PERMISSIONS)
+
+
+def membership_list(*, tenant: Tenant) -> QuerySet[Membership]:
+    """The tenant's memberships with their people, by username."""
+    return (
+        Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
+    )
+
+
+def membership_get(*, tenant: Tenant, membership_id: uuid.UUID) -> Membership | None:
+    return Membership.objects.filter(tenant=tenant, pk=membership_id).select_related("user").first()
+
+
+def membership_admin_count(*, tenant: Tenant) -> int:
+    return Membership.objects.filter(tenant=tenant, role=Role.ADMIN).count()
+
+
+def membership_counts_by_role(*, tenant: Tenant) -> dict[str, int]:
+    """``{role: count}`` for every role, zeros included."""
+    counts = dict.fromkeys(Role.values, 0)
+    rows = Membership.objects.filter(tenant=tenant).values("role").annotate(n=Count("pk"))
+    for row in rows:
+        counts[row["role"]] = row["n"]
+    return counts
+
+
+def credential_list(*, tenant: Tenant) -> QuerySet[AgentCredential]:
+    """The tenant's credentials, newest first, with who issued and revoked them."""
+    return (
+        AgentCredential.objects.filter(tenant=tenant)
+        .select_related("created_by", "revoked_by")
+        .order_by("-created_at")
+    )
+
+
+def credential_get(*, tenant: Tenant, credential_id: uuid.UUID) -> AgentCredential | None:
+    return credential_list(tenant=tenant).filter(pk=credential_id).first()
+
+
+@dataclass(frozen=True)
+class AuditEventPage:
+    """One page of the audit log, newest first, with keyset cursors to its neighbours."""
+
+    events: list[AuditEvent]
+    newer_than: int | None  # pass as ``after`` for the next newer page, if there is one
+    older_than: int | None  # pass as ``before`` for the next older page, if there is one
+
+
+def audit_event_page(
+    *,
+    tenant: Tenant,
+    actor: str = "",
+    action: str = "",
+    object_id: str = "",
+    since: datetime | None = None,
+    before: int | None = None,
+    after: int | None = None,
+    size: int = 50,
+) -> AuditEventPage:
+    """Filtered audit events, paged by sequence number (keyset: no OFFSET, no COUNT).
+
+    ``actor`` matches the actor's id or label; ``action`` is a prefix (``credential`` matches
+    ``credential.issue`` and ``credential.revoke``); ``object_id`` is exact; ``since`` bounds
+    the time. ``before`` pages towards older events, ``after`` towards newer ones.
+    """
+    events = AuditEvent.objects.filter(tenant=tenant)
+    if actor:
+        events = events.filter(Q(actor_id=actor) | Q(actor_label=actor))
+    if action:
+        events = events.filter(action__startswith=action)
+    if object_id:
+        events = events.filter(object_id=object_id)
+    if since is not None:
+        events = events.filter(occurred_at__gte=since)
+    if after is not None:
+        # Walk forwards from the cursor, then show the slice newest first like every page.
+        rows = list(events.filter(seq__gt=after).order_by("seq")[: size + 1])
+        has_newer = len(rows) > size
+        rows = rows[:size][::-1]
+        has_older = True
+    else:
+        if before is not None:
+            events = events.filter(seq__lt=before)
+        rows = list(events.order_by("-seq")[: size + 1])
+        has_older = len(rows) > size
+        rows = rows[:size]
+        has_newer = before is not None
+    if not rows:
+        return AuditEventPage(events=[], newer_than=None, older_than=None)
+    return AuditEventPage(
+        events=rows,
+        newer_than=rows[0].seq if has_newer else None,
+        older_than=rows[-1].seq if has_older else None,
+    )
+
+
+def audit_event_recent(*, tenant: Tenant, limit: int = 10) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(tenant=tenant).order_by("-seq")[:limit])
+
+
+def audit_event_count_since(*, tenant: Tenant, since: datetime) -> int:
+    return AuditEvent.objects.filter(tenant=tenant, occurred_at__gte=since).count()

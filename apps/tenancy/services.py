@@ -62,6 +62,24 @@ def tenant_create(*, slug: str, name: str = "", actor: Actor | None = None) -> T
         return tenant
 
 
+LAST_ADMIN_MESSAGE = "A tenant needs at least one admin: make another member an admin first."
+
+
+def _ensure_another_admin(membership: Membership, *, field: str | None) -> None:
+    """Refuse a change that would leave the tenant without an admin.
+
+    Locks every admin membership of the tenant, so two admins demoting or removing each other
+    at the same time are serialised and the second one is refused.
+    """
+    admins = list(
+        Membership.objects.select_for_update()
+        .filter(tenant_id=membership.tenant_id, role=Role.ADMIN)
+        .values_list("pk", flat=True)
+    )
+    if admins == [membership.pk]:
+        raise ValidationError({field: [LAST_ADMIN_MESSAGE]} if field else LAST_ADMIN_MESSAGE)
+
+
 @transaction.atomic
 def membership_set(*, tenant: Tenant, user: Any, role: str, actor: Actor) -> Membership:
     """Give ``user`` ``role`` in ``tenant`` (creating or changing the membership)."""
@@ -70,6 +88,8 @@ def membership_set(*, tenant: Tenant, user: Any, role: str, actor: Actor) -> Mem
     with tenant_scope(tenant.pk):
         membership = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
         previous = membership.role if membership else None
+        if membership is not None and previous == Role.ADMIN and role != Role.ADMIN:
+            _ensure_another_admin(membership, field="role")
         if membership is None:
             membership = Membership.objects.create(tenant=tenant, user=user, role=role)
         elif membership.role != role:
@@ -89,7 +109,17 @@ def membership_set(*, tenant: Tenant, user: Any, role: str, actor: Actor) -> Mem
 
 @transaction.atomic
 def membership_remove(*, membership: Membership, actor: Actor) -> None:
+    """Remove a membership and its permissions. Refuses to remove a tenant's last admin."""
     with tenant_scope(membership.tenant_id):
+        # The role as it is now (locked), not as the caller last saw it.
+        current_role = (
+            Membership.objects.select_for_update()
+            .filter(pk=membership.pk)
+            .values_list("role", flat=True)
+            .first()
+        )
+        if current_role == Role.ADMIN:
+            _ensure_another_admin(membership, field=None)
         sync_role_permissions(membership.user, membership.tenant, None)
         audit_record(
             tenant=membership.tenant,

@@ -1,46 +1,120 @@
-"""Console: sign-in, tenant switcher and the tenant dashboard."""
+"""Console: sign-in, tenant switcher, dashboard, and the tenant's members, credentials and audit.
+
+Views are thin: a form parses the input, a selector reads (always within the tenant), a service
+changes and audits, and the page is rendered with ``render()`` inside the request's transaction,
+where the tenant context lives. An htmx request gets the page's partial
+(``template#partial``), any other request the whole page; every change is a POST.
+
+Access: a tenant the person has nothing in (or that does not exist) is a 404, so its existence
+does not leak; a page of one's own tenant that one's role does not allow is a 403.
+"""
 
 from __future__ import annotations
 
+import secrets
+import uuid
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
+
+from apps.audit.selectors import audit_chain_verify
+from apps.audit.services import Actor
 
 from .context import activate_tenant
-from .permissions import VIEW_MEMORIES, has_tenant_perm
-from .selectors import memberships_of, tenant_by_slug
+from .dashboard import tenant_dashboard
+from .forms import AuditFilterForm, CredentialIssueForm, MemberAddForm, MemberRoleForm
+from .models import AgentCredential, Membership, Role, Tenant
+from .permissions import MANAGE_CREDENTIALS, MANAGE_MEMBERS, VIEW_AUDIT, VIEW_MEMORIES
+from .selectors import (
+    audit_event_page,
+    credential_get,
+    credential_list,
+    membership_get,
+    membership_list,
+    memberships_of,
+    tenant_by_slug,
+    tenant_permissions_of,
+)
+from .services import credential_issue, credential_revoke, membership_remove, membership_set
 
 View = Callable[..., HttpResponse]
+
+AUDIT_PAGE_SIZE = 50
+
+
+class ConsoleRequest(HttpRequest):
+    """The request as the console's views see it (set by the middleware and ``tenant_view``)."""
+
+    htmx: HtmxDetails
+    console_tenant: Tenant
+    console_perms: frozenset[str]
+    console_memberships: list[Membership]
 
 
 def tenant_view(permission: str) -> Callable[[View], View]:
     """Resolve ``tenant_slug``, check ``permission`` (guardian), then set the tenant context.
 
-    A tenant the person has no permission in is a 404, the same as one that does not exist.
+    404 for a tenant the person holds no permission in, the same as one that does not exist;
+    403 when they belong to it but their role lacks ``permission``.
     """
 
     def decorator(view: View) -> View:
         @login_required
         @wraps(view)
         def wrapper(
-            request: HttpRequest, tenant_slug: str, *args: Any, **kwargs: Any
+            request: ConsoleRequest, tenant_slug: str, *args: Any, **kwargs: Any
         ) -> HttpResponse:
             tenant = tenant_by_slug(tenant_slug)
-            if tenant is None or not has_tenant_perm(request.user, tenant, permission):
+            perms = tenant_permissions_of(request.user, tenant) if tenant else frozenset()
+            if tenant is None or not perms:
                 raise Http404("No such tenant")
             activate_tenant(tenant.pk)
-            request.console_tenant = tenant  # type: ignore[attr-defined]
-            request.console_memberships = memberships_of(request.user)  # type: ignore[attr-defined]
+            # Set before the permission check, so the 403 page still has the console's header.
+            request.console_tenant = tenant
+            request.console_perms = perms
+            request.console_memberships = memberships_of(request.user)
+            if permission not in perms:
+                raise PermissionDenied("Your role in this tenant does not allow this page.")
             return view(request, tenant, *args, **kwargs)
 
         return wrapper
 
     return decorator
+
+
+def _render(
+    request: ConsoleRequest,
+    template: str,
+    context: dict[str, Any],
+    *,
+    partial: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The whole page, or only ``partial`` of it for an htmx request."""
+    name = f"{template}#{partial}" if partial and request.htmx else template
+    return render(request, name, context, status=status)
+
+
+def _hx_or_redirect(request: ConsoleRequest, to: str, **kwargs: Any) -> HttpResponse:
+    """Send the browser to another console page, whether the request came from htmx or not."""
+    url = reverse(to, kwargs=kwargs)
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+# --- sign-in and tenant choice ------------------------------------------------------------------
 
 
 class ConsoleLoginView(auth_views.LoginView):
@@ -49,18 +123,379 @@ class ConsoleLoginView(auth_views.LoginView):
 
 
 class ConsoleLogoutView(auth_views.LogoutView):
-    pass
+    """POST only (Django's LogoutView refuses GET)."""
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
+@require_GET
+def home(request: ConsoleRequest) -> HttpResponse:
     """The tenants this person belongs to; straight to the dashboard when there is one."""
     memberships = memberships_of(request.user)
     if len(memberships) == 1:
         return redirect("console:dashboard", tenant_slug=memberships[0].tenant.slug)
+    request.console_memberships = memberships
     return render(request, "console/home.html", {"memberships": memberships})
 
 
 @tenant_view(VIEW_MEMORIES)
-def dashboard(request: HttpRequest, tenant: Any) -> HttpResponse:
-    return render(request, "console/dashboard.html", {"tenant": tenant})
+@require_GET
+def dashboard(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    figures = tenant_dashboard(tenant=tenant, include_audit=VIEW_AUDIT in request.console_perms)
+    return render(
+        request,
+        "console/dashboard.html",
+        {"tenant": tenant, "dashboard": figures, "section": "dashboard"},
+    )
+
+
+# --- agent credentials --------------------------------------------------------------------------
+
+FORM_NONCES = "console.form_nonces"
+FORM_NONCES_KEPT = 20
+
+
+def form_nonce_issue(request: HttpRequest) -> str:
+    """A fresh one-time nonce for a form about to be rendered, remembered in the session."""
+    nonce = secrets.token_urlsafe(24)
+    outstanding = list(request.session.get(FORM_NONCES, []))[-(FORM_NONCES_KEPT - 1) :]
+    request.session[FORM_NONCES] = [*outstanding, nonce]
+    return nonce
+
+
+def form_nonce_consume(request: HttpRequest, nonce: str) -> bool:
+    """Use up ``nonce``; False if it was already used (or never issued to this session).
+
+    A double-click sends two POSTs that both carry the session as it was before either ran.
+    So this takes a transaction-level advisory lock per session, rereads the stored session
+    and saves the change *inside* the request's transaction: the second POST waits for the
+    first to commit, then finds the nonce gone. (Relies on the database session engine,
+    Django's default.)
+    """
+    session = request.session
+    if not session.session_key:
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"console-form-nonce:{session.session_key}"],
+        )
+    stored = type(session)(session_key=session.session_key).load()
+    outstanding = [n for n in stored.get(FORM_NONCES, []) if isinstance(n, str)]
+    if nonce not in outstanding:
+        session[FORM_NONCES] = outstanding
+        return False
+    outstanding.remove(nonce)
+    session[FORM_NONCES] = outstanding
+    session.save()
+    return True
+
+
+def _credentials_context(request: ConsoleRequest, tenant: Tenant, **extra: Any) -> dict[str, Any]:
+    return {
+        "tenant": tenant,
+        "section": "credentials",
+        "credentials": list(credential_list(tenant=tenant)),
+        **extra,
+    }
+
+
+def _fresh_issue_form(initial: dict[str, Any] | None = None, *, nonce: str) -> CredentialIssueForm:
+    return CredentialIssueForm(initial={**(initial or {}), "nonce": nonce})
+
+
+@tenant_view(MANAGE_CREDENTIALS)
+@require_http_methods(["GET", "POST"])
+def credentials(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """List the tenant's credentials; POST issues one and shows its token, once."""
+    if request.method != "POST":
+        form = _fresh_issue_form(nonce=form_nonce_issue(request))
+        return render(
+            request, "console/credentials.html", _credentials_context(request, tenant, form=form)
+        )
+
+    form = CredentialIssueForm(request.POST)
+    if not form.is_valid():
+        return _render(
+            request,
+            "console/credentials.html",
+            _credentials_context(request, tenant, form=form),
+            partial="issue_panel",
+        )
+    if not form_nonce_consume(request, form.cleaned_data["nonce"]):
+        # A repeated submission of one form: issue nothing, offer a fresh form instead.
+        again = _fresh_issue_form(
+            {"name": form.cleaned_data["name"], "actions": form.cleaned_data["actions"]},
+            nonce=form_nonce_issue(request),
+        )
+        return _render(
+            request,
+            "console/credentials.html",
+            _credentials_context(request, tenant, form=again, duplicate_submit=True),
+            partial="issue_panel",
+        )
+    credential, token = credential_issue(
+        tenant=tenant,
+        name=form.cleaned_data["name"],
+        actions=form.cleaned_data["actions"],
+        actor=Actor.for_user(request.user),
+        created_by=request.user,
+    )
+    messages.success(request, f"Issued credential “{credential.name}”. Copy its token now.")
+    response = _render(
+        request,
+        "console/credentials.html",
+        _credentials_context(request, tenant, issued=credential, token=token),
+        partial="issue_response",
+    )
+    add_never_cache_headers(response)  # the token must not linger in any cache
+    return response
+
+
+@tenant_view(MANAGE_CREDENTIALS)
+@require_GET
+def credential_issue_form(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """A fresh issue form (htmx "issue another"; without JS the link goes to the page)."""
+    if not request.htmx:
+        return redirect("console:credentials", tenant_slug=tenant.slug)
+    form = _fresh_issue_form(nonce=form_nonce_issue(request))
+    return render(
+        request,
+        "console/credentials.html#issue_panel",
+        {"tenant": tenant, "section": "credentials", "form": form},
+    )
+
+
+def _credential_or_404(tenant: Tenant, credential_id: uuid.UUID) -> AgentCredential:
+    credential = credential_get(tenant=tenant, credential_id=credential_id)
+    if credential is None:
+        raise Http404("No such credential")
+    return credential
+
+
+@tenant_view(MANAGE_CREDENTIALS)
+@require_http_methods(["GET", "POST"])
+def credential_revoke_view(
+    request: ConsoleRequest, tenant: Tenant, credential_id: uuid.UUID
+) -> HttpResponse:
+    """GET: confirmation page (for browsers without JS). POST: revoke; repeating is harmless."""
+    credential = _credential_or_404(tenant, credential_id)
+    if request.method != "POST":
+        return render(
+            request,
+            "console/credential_revoke.html",
+            {"tenant": tenant, "section": "credentials", "credential": credential},
+        )
+    if credential.revoked_at is None:
+        credential_revoke(
+            credential=credential, actor=Actor.for_user(request.user), revoked_by=request.user
+        )
+        messages.success(request, f"Revoked “{credential.name}”: its token no longer works.")
+    else:
+        messages.info(request, f"“{credential.name}” was already revoked.")
+    if not request.htmx:
+        return redirect("console:credentials", tenant_slug=tenant.slug)
+    return render(
+        request,
+        "console/credentials.html#revoke_response",
+        {
+            "tenant": tenant,
+            "section": "credentials",
+            "credential": _credential_or_404(tenant, credential_id),
+        },
+    )
+
+
+# --- members ------------------------------------------------------------------------------------
+
+
+def _members_context(tenant: Tenant, **extra: Any) -> dict[str, Any]:
+    members = list(membership_list(tenant=tenant))
+    return {
+        "tenant": tenant,
+        "section": "members",
+        "members": members,
+        "admin_count": sum(1 for m in members if m.role == Role.ADMIN),
+        "roles": Role.choices,
+        **extra,
+    }
+
+
+def _error_messages(error: ValidationError) -> str:
+    return " ".join(error.messages)
+
+
+@tenant_view(MANAGE_MEMBERS)
+@require_http_methods(["GET", "POST"])
+def members(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """List members and their roles; POST adds an existing person with a role."""
+    if request.method != "POST":
+        form = MemberAddForm(tenant=tenant)
+        return render(request, "console/members.html", _members_context(tenant, add_form=form))
+
+    form = MemberAddForm(request.POST, tenant=tenant)
+    if form.is_valid():
+        membership = membership_set(
+            tenant=tenant,
+            user=form.user,
+            role=form.cleaned_data["role"],
+            actor=Actor.for_user(request.user),
+        )
+        messages.success(
+            request, f"Added {form.user.get_username()} as {membership.get_role_display()}."
+        )
+        if not request.htmx:
+            return redirect("console:members", tenant_slug=tenant.slug)
+        form = MemberAddForm(tenant=tenant)
+    return _render(
+        request,
+        "console/members.html",
+        _members_context(tenant, add_form=form),
+        partial="members_panel_response",
+    )
+
+
+def _membership_or_404(tenant: Tenant, membership_id: uuid.UUID) -> Membership:
+    membership = membership_get(tenant=tenant, membership_id=membership_id)
+    if membership is None:
+        raise Http404("No such membership")
+    return membership
+
+
+def _member_row_error(
+    request: ConsoleRequest, tenant: Tenant, membership: Membership, error: str
+) -> HttpResponse:
+    """The refused change's row with its error (htmx), or the whole page with it."""
+    if request.htmx:
+        context = _members_context(
+            tenant, member=membership, row_error=error, row_error_for=membership.pk
+        )
+        return render(request, "console/members.html#member_row", context)
+    context = _members_context(
+        tenant, add_form=MemberAddForm(tenant=tenant), row_error=error, row_error_for=membership.pk
+    )
+    return render(request, "console/members.html", context)
+
+
+@tenant_view(MANAGE_MEMBERS)
+@require_POST
+def member_role(request: ConsoleRequest, tenant: Tenant, membership_id: uuid.UUID) -> HttpResponse:
+    """Change a member's role. Refused (with the row's error) if it would leave no admin."""
+    membership = _membership_or_404(tenant, membership_id)
+    form = MemberRoleForm(request.POST)
+    if not form.is_valid():
+        return _member_row_error(request, tenant, membership, "Choose one of the roles.")
+    try:
+        membership = membership_set(
+            tenant=tenant,
+            user=membership.user,
+            role=form.cleaned_data["role"],
+            actor=Actor.for_user(request.user),
+        )
+    except ValidationError as error:
+        return _member_row_error(request, tenant, membership, _error_messages(error))
+    username = membership.user.get_username()
+    messages.success(request, f"{username} is now {membership.get_role_display()}.")
+    if membership.user == request.user:
+        # Changing one's own role can take away this very page.
+        held = tenant_permissions_of(request.user, tenant)
+        if MANAGE_MEMBERS not in held:
+            return _hx_or_redirect(request, "console:dashboard", tenant_slug=tenant.slug)
+    if not request.htmx:
+        return redirect("console:members", tenant_slug=tenant.slug)
+    context = _members_context(tenant, member=membership)
+    return render(request, "console/members.html#member_row_response", context)
+
+
+@tenant_view(MANAGE_MEMBERS)
+@require_http_methods(["GET", "POST"])
+def member_remove(
+    request: ConsoleRequest, tenant: Tenant, membership_id: uuid.UUID
+) -> HttpResponse:
+    """GET: confirmation page (no JS). POST: remove, unless it is the tenant's last admin."""
+    membership = _membership_or_404(tenant, membership_id)
+    if request.method != "POST":
+        return render(
+            request,
+            "console/member_remove.html",
+            {"tenant": tenant, "section": "members", "member": membership},
+        )
+    try:
+        membership_remove(membership=membership, actor=Actor.for_user(request.user))
+    except ValidationError as error:
+        return _member_row_error(request, tenant, membership, _error_messages(error))
+    messages.success(request, f"Removed {membership.user.get_username()} from {tenant.name}.")
+    if membership.user == request.user:
+        return _hx_or_redirect(request, "console:home")
+    if not request.htmx:
+        return redirect("console:members", tenant_slug=tenant.slug)
+    # The row disappears (an empty swap); the message arrives out of band.
+    return render(request, "console/members.html#member_removed_response", {"tenant": tenant})
+
+
+# --- audit log ----------------------------------------------------------------------------------
+
+
+def _audit_context(request: ConsoleRequest, tenant: Tenant, **extra: Any) -> dict[str, Any]:
+    form = AuditFilterForm(request.GET or None)
+    base = reverse("console:audit", kwargs={"tenant_slug": tenant.slug})
+    page = None
+    newer_url = older_url = None
+    if not form.is_bound or form.is_valid():
+        cursors = form.cleaned_data if form.is_bound else {}
+        page = audit_event_page(
+            tenant=tenant,
+            **form.filters(),
+            before=cursors.get("before"),
+            after=cursors.get("after"),
+            size=AUDIT_PAGE_SIZE,
+        )
+        if page.newer_than is not None:
+            newer_url = f"{base}?{form.query_for(after=page.newer_than)}"
+        if page.older_than is not None:
+            older_url = f"{base}?{form.query_for(before=page.older_than)}"
+    filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
+    return {
+        "tenant": tenant,
+        "section": "audit",
+        "filter_form": form,
+        "page": page,
+        "filtered": filtered,
+        "first_url": f"{base}?{form.query_for()}" if filtered else base,
+        "newer_url": newer_url,
+        "older_url": older_url,
+        "known_actions": KNOWN_AUDIT_ACTIONS,
+        **extra,
+    }
+
+
+# Suggestions for the action filter; any other value still works as a prefix.
+KNOWN_AUDIT_ACTIONS = (
+    "tenant.create",
+    "membership.set",
+    "membership.remove",
+    "credential.issue",
+    "credential.revoke",
+    "platform.read",
+    "platform.admin_tenant",
+)
+
+
+@tenant_view(VIEW_AUDIT)
+@require_GET
+def audit_log(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """The tenant's audit log, newest first, filtered and paged by sequence number."""
+    return _render(
+        request, "console/audit.html", _audit_context(request, tenant), partial="audit_results"
+    )
+
+
+@tenant_view(VIEW_AUDIT)
+@require_GET
+def audit_verify(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """Recompute the tenant's hash chain and say whether (and where) it is broken."""
+    check = audit_chain_verify()
+    if request.htmx:
+        return render(
+            request, "console/audit.html#verify_result", {"tenant": tenant, "chain_check": check}
+        )
+    return render(request, "console/audit.html", _audit_context(request, tenant, chain_check=check))

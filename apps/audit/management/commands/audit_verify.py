@@ -24,8 +24,9 @@ class Command(BaseCommand):
         with tenant_scope(found.pk):
             result = audit_chain_verify()
         if not result.ok:
+            where = f" at event #{result.broken_seq}" if result.broken_seq is not None else ""
             raise CommandError(
-                f"audit chain of {found.slug} is broken at event #{result.broken_seq}: "
+                f"audit chain of {found.slug} is broken{where}: "
                 f"{result.problem} ({result.checked} events verified before it)"
             )
         self.stdout.write(f"audit chain of {found.slug} verified: {result.checked} events intact")

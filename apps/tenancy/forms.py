@@ -1,0 +1,131 @@
+"""Console forms: they parse and check input; the services make the changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from .models import DEFAULT_ACTIONS, Action, Membership, Role, Tenant
+
+ACTION_HELP = {
+    Action.READ: "read records and facts",
+    Action.WRITE: "write records",
+    Action.SEARCH: "scoped search",
+    Action.DELETE: "delete and redact records",
+    Action.REVIEW: "approve promotions, resolve conflicts",
+    Action.STATE: "runs, checkpoints and obligations",
+    Action.ERASE: "erase by subject, owner or consent",
+    Action.AUDIT: "browse the audit log",
+}
+
+
+class CredentialIssueForm(forms.Form):
+    """Name and actions of a new agent credential, plus the form's one-time nonce."""
+
+    name = forms.CharField(
+        max_length=100,
+        help_text="Who or what will use it, e.g. “checkout-agent (prod)”.",
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+    )
+    actions = forms.MultipleChoiceField(
+        choices=[(value, f"{value} — {ACTION_HELP[Action(value)]}") for value in Action.values],
+        initial=list(DEFAULT_ACTIONS),
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Choose at least one action."},
+        help_text="Grant only what the agent needs.",
+    )
+    # Marks one rendering of the form; a second submission of it issues nothing (views.py).
+    nonce = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"].strip()
+        if not name:
+            raise forms.ValidationError("A credential needs a name.")
+        return name
+
+
+class MemberAddForm(forms.Form):
+    """Add an existing person to the tenant by username."""
+
+    username = forms.CharField(
+        max_length=150,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+        help_text="The person must already have an account.",
+    )
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+
+    def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tenant = tenant
+        self.user: Any = None
+
+    def clean_username(self) -> str:
+        username: str = self.cleaned_data["username"].strip()
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise forms.ValidationError(f"There is no active account named “{username}”.")
+        if Membership.objects.filter(tenant=self.tenant, user=user).exists():
+            raise forms.ValidationError(
+                f"{username} is already a member; change their role in the list instead."
+            )
+        self.user = user
+        return username
+
+
+class MemberRoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+class AuditFilterForm(forms.Form):
+    """Filters of the audit log page (all optional) and its keyset cursors."""
+
+    actor = forms.CharField(
+        required=False, max_length=200, help_text="Username or credential name."
+    )
+    action = forms.CharField(
+        required=False,
+        max_length=64,
+        help_text="Prefix, e.g. “credential”.",
+        widget=forms.TextInput(attrs={"list": "audit-actions", "spellcheck": "false"}),
+    )
+    object_id = forms.CharField(
+        required=False, max_length=64, label="Object id", help_text="Exact id."
+    )
+    since = forms.DateTimeField(
+        required=False,
+        label="Since",
+        help_text="Date and time, UTC.",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+    before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    after = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+
+    FILTER_FIELDS = ("actor", "action", "object_id", "since")
+
+    def filters(self) -> dict[str, Any]:
+        """The cleaned filters, for the selector (empty when the form is invalid)."""
+        if not self.is_valid():
+            return {}
+        data = self.cleaned_data
+        return {
+            "actor": data.get("actor") or "",
+            "action": data.get("action") or "",
+            "object_id": data.get("object_id") or "",
+            "since": data.get("since"),
+        }
+
+    def query_for(self, **cursor: int) -> str:
+        """The query string of these filters with another cursor (for the pager links)."""
+        from django.http import QueryDict
+
+        query = QueryDict(mutable=True)
+        if self.is_bound:
+            for name in self.FILTER_FIELDS:
+                value = self.data.get(name)
+                if value:
+                    query[name] = value
+        for name, value in cursor.items():
+            query[name] = str(value)
+        return query.urlencode()

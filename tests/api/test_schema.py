@@ -1,0 +1,125 @@
+"""The OpenAPI schema, the Swagger UI page, and the health endpoint."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.db import OperationalError
+from django.test import Client
+
+from apps.api import views
+
+from .support import PROBLEM, assert_problem
+
+pytestmark = pytest.mark.django_db
+
+
+# --- schema ------------------------------------------------------------------------------------
+
+
+def test_it_generates_a_valid_schema_without_warnings(tmp_path):
+    target = tmp_path / "schema.yml"
+    # --fail-on-warn turns every drf-spectacular warning (and error) into a failure.
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target))
+    schema = yaml.safe_load(target.read_text())
+    assert schema["openapi"].startswith("3.")
+    assert "/api/v1/audit-events" in schema["paths"]
+
+
+@pytest.fixture
+def schema():
+    response = Client().get("/api/schema/", headers={"Accept": "application/json"})
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_it_serves_the_schema_without_credentials(schema):
+    assert schema["info"]["title"] == "Memory Console API"
+    assert schema["components"]["securitySchemes"]["agentCredential"]["scheme"] == "bearer"
+
+
+def test_it_documents_problems_as_one_reusable_component(schema):
+    problem = schema["components"]["schemas"]["Problem"]
+    assert set(problem["required"]) == {"type", "title", "status", "detail"}
+    assert "errors" in problem["properties"]
+
+
+def test_it_documents_every_error_response_as_a_problem(schema):
+    errors = 0
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            for code, response in operation["responses"].items():
+                if int(code) < 400:
+                    continue
+                errors += 1
+                content = response.get("content", {})
+                assert list(content) == [PROBLEM], (path, method, code)
+                assert content[PROBLEM]["schema"] == {"$ref": "#/components/schemas/Problem"}
+    assert errors
+
+
+def test_it_documents_the_audit_events_contract(schema):
+    listing = schema["paths"]["/api/v1/audit-events"]["get"]
+    params = {p["name"] for p in listing["parameters"]}
+    assert {"record", "action", "actor", "since", "cursor"} <= params
+    assert {"400", "401", "403"} <= set(listing["responses"])
+    detail = schema["paths"]["/api/v1/audit-events/{event_id}"]["get"]
+    assert {"401", "403", "404"} <= set(detail["responses"])
+    assert detail["parameters"][0]["schema"]["format"] == "uuid"
+
+
+def test_it_documents_health_without_auth(schema):
+    health = schema["paths"]["/api/v1/health"]["get"]
+    assert not health.get("security")
+    assert "401" not in health["responses"]
+    assert "503" in health["responses"]
+
+
+# --- Swagger UI ---------------------------------------------------------------------------------
+
+
+def test_it_renders_swagger_ui_from_local_assets_only():
+    response = Client().get("/api/docs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "SwaggerUIBundle" in html
+    assert not re.findall(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html)
+    assert "validator.swagger.io" not in html
+    assert '"validatorUrl": null' in html
+    assets = re.findall(r"""(?:src|href)="(/static/[^"]+)""", html)
+    assert any(a.endswith(".js") for a in assets)
+    assert any(a.endswith(".css") for a in assets)
+    for asset in assets:
+        served = Client().get(asset)
+        assert served.status_code == 200, asset
+
+
+# --- health -------------------------------------------------------------------------------------
+
+
+def test_it_reports_health_without_credentials(monkeypatch):
+    response = Client().get("/api/v1/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {"database", "vector", "broker"}
+    assert body["database"] == "ok"
+    assert re.fullmatch(r"\d+\.\d+(\.\d+)?", body["vector"])
+    assert body["broker"].startswith(("ok", "unreachable"))
+
+
+def test_it_ignores_credentials_on_health():
+    response = Client().get("/api/v1/health", headers={"Authorization": "Bearer mc_garbage"})
+    assert response.status_code == 200
+
+
+def test_it_answers_503_when_the_database_is_down(monkeypatch):
+    class DownConnection:
+        def cursor(self):
+            raise OperationalError("connection refused")
+
+    monkeypatch.setattr(views, "connection", DownConnection())
+    body = assert_problem(Client().get("/api/v1/health"), 503)
+    assert "database" in body["detail"]

@@ -1,0 +1,282 @@
+"""``memoryconsole up`` end to end: real processes, a fresh embedded PostgreSQL, real HTTP.
+
+Each test runs ``up`` as a subprocess with its own ``MEMORYCONSOLE_HOME`` (so a fresh
+``initdb``) and ``DATABASE_URL`` unset, and checks that nothing it started outlives it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+START_TIMEOUT = 90.0
+STOP_TIMEOUT = 20.0
+# Variables that would point up at another server, broker or role than the embedded default.
+FOREIGN_ENV = ("DATABASE_URL", "DATABASE_APP_URL", "CELERY_BROKER_URL", "MEMORYCONSOLE_DB_ROLE")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _command() -> list[str]:
+    script = Path(sys.executable).with_name("memoryconsole")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "memoryconsole.cli"]
+
+
+def _env(home: Path, **overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
+    env["MEMORYCONSOLE_HOME"] = str(home)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(overrides)
+    return env
+
+
+class Up:
+    """One running ``memoryconsole up``, its log, and its base URL."""
+
+    def __init__(self, process: subprocess.Popen[bytes], log: Path, port: int) -> None:
+        self.process = process
+        self.log = log
+        self.base = f"http://127.0.0.1:{port}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def get(self, path: str, token: str | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(self.base + path)  # noqa: S310 - http://127.0.0.1
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def wait_healthy(self) -> dict[str, Any]:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"up exited ({self.process.returncode}) early:\n{self.output()}")
+            try:
+                status, body = self.get("/api/v1/health")
+            except OSError:
+                status, body = 0, b""
+            if status == 200 and "Press Ctrl-C" in self.output():
+                return dict(json.loads(body))
+            time.sleep(0.5)
+        pytest.fail(f"up did not become healthy in {START_TIMEOUT}s:\n{self.output()}")
+
+    def interrupt(self) -> int:
+        """Ctrl-C, as a terminal would send it; the exit status."""
+        self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"up did not exit within {STOP_TIMEOUT}s of SIGINT:\n{self.output()}")
+
+
+def _processes_for(home: Path) -> list[str]:
+    """Processes started for ``home``: the postgres server (by its data directory) and every
+    Python child (by the MEMORYCONSOLE_HOME they inherit)."""
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmdline = " ".join(process.info["cmdline"] or [])
+            uses_home = str(home) in cmdline or (
+                process.environ().get("MEMORYCONSOLE_HOME") == str(home)
+            )
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if uses_home and process.pid != os.getpid():
+            found.append(f"{process.pid}: {cmdline}")
+    return found
+
+
+@contextmanager
+def running_up(home: Path, tmp_path: Path, *args: str, name: str = "up") -> Iterator[Up]:
+    port = _free_port()
+    log = tmp_path / f"{name}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [*_command(), "up", "--port", str(port), "--workers", "1", *args],
+            env=_env(home),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    up = Up(process, log, port)
+    try:
+        yield up
+    finally:
+        if process.poll() is None:  # a failed assertion: do not leave it running
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _assert_nothing_left(home: Path, up: Up) -> None:
+    leftovers = _processes_for(home)
+    assert leftovers == [], f"left running after up exited: {leftovers}\n{up.output()}"
+
+
+def test_it_serves_the_product_and_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with running_up(home, tmp_path) as up:
+        health = up.wait_healthy()
+        assert health["database"] == "ok"
+        assert re.fullmatch(r"\d+\.\d+(\.\d+)?", health["vector"]), health
+        assert health["broker"].startswith("ok"), health
+
+        status, page = up.get("/console/")  # redirects to the login page
+        assert status == 200
+        assert b"<form" in page
+        status, _ = up.get("/api/docs/")
+        assert status == 200
+        # Swagger UI's assets come from our static files (whitenoise), not a CDN.
+        status, _ = up.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css")
+        assert status == 200
+
+        # A task sent by another process through the broker runs in up's worker.
+        sent = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import django; django.setup(); "
+                "from memoryconsole.tasks import tenant_probe; print(tenant_probe.delay().id)",
+            ],
+            env=_env(home, DJANGO_SETTINGS_MODULE="memoryconsole.settings"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        task_id = sent.stdout.strip().splitlines()[-1]
+        deadline = time.monotonic() + 20
+        while f"tenant_probe[{task_id}] succeeded" not in up.output():
+            assert time.monotonic() < deadline, f"task {task_id} did not run:\n{up.output()}"
+            time.sleep(0.5)
+
+        output = up.output()
+        assert "embedded PostgreSQL in" in output
+        assert f"{up.base}/console/" in output
+        assert f"{up.base}/api/docs/" in output
+
+        assert up.interrupt() == 0
+    assert "Traceback" not in up.output()
+    _assert_nothing_left(home, up)
+
+
+def test_it_keeps_the_data_for_the_next_up(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with running_up(home, tmp_path, "--demo", name="first") as first:
+        first.wait_healthy()
+        tokens = re.findall(r"^\s*(mc_\S+)\s*$", first.output(), flags=re.MULTILINE)
+        assert len(tokens) == 1, first.output()
+        assert "demo-admin" in first.output()
+        assert first.interrupt() == 0
+    _assert_nothing_left(home, first)
+
+    with running_up(home, tmp_path, "--demo", name="second") as second:
+        second.wait_healthy()
+        output = second.output()
+        assert "creating the embedded PostgreSQL" not in output  # no second initdb
+        assert "migrations: up to date" in output
+        assert "already present" in output
+        assert not re.search(r"^\s*mc_\S+\s*$", output, flags=re.MULTILINE), "a second token"
+        # The credential issued by the first run still authenticates.
+        status, body = second.get("/api/v1/me", token=tokens[0])
+        assert status == 200, body
+        assert json.loads(body)["tenant"] == "demo"
+        assert second.interrupt() == 0
+    _assert_nothing_left(home, second)
+
+
+def test_it_stops_everything_when_a_child_dies(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with running_up(home, tmp_path) as up:
+        up.wait_healthy()
+        [worker] = [
+            child
+            for child in psutil.Process(up.process.pid).children()
+            if "worker" in child.cmdline()
+        ]
+        worker.kill()  # SIGKILL: no clean-up of its own, pool processes orphaned
+        try:
+            status = up.process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"up did not notice its worker died:\n{up.output()}")
+    assert status == 1
+    assert "the worker process exited unexpectedly" in up.output()
+    _assert_nothing_left(home, up)
+
+
+def _complaints(stderr: str) -> list[str]:
+    """up's own error lines (Django's system-check warnings may precede them)."""
+    return [line for line in stderr.splitlines() if line.startswith("memoryconsole up:")]
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_it_refuses_a_server_without_pgvector_in_one_line(tmp_path: Path) -> None:
+    if not _listening("127.0.0.1", 5432):
+        pytest.skip("no PostgreSQL listens on 127.0.0.1:5432 (the server without pgvector)")
+    url = "postgresql://postgres@127.0.0.1:5432/test"
+    started = time.monotonic()
+    result = subprocess.run(
+        [*_command(), "up", "--port", str(_free_port())],
+        env=_env(tmp_path / "home", DATABASE_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result
+    assert time.monotonic() - started < 20
+    assert "Traceback" not in result.stderr + result.stdout
+    [message] = _complaints(result.stderr)
+    assert "pgvector" in message
+    assert "'vector' extension is not available" in message
+    assert "unset DATABASE_URL" in message
+
+
+def test_it_refuses_an_unreachable_server_in_one_line(tmp_path: Path) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{_free_port()}/nothing"
+    result = subprocess.run(
+        [*_command(), "up", "--port", str(_free_port())],
+        env=_env(tmp_path / "home", DATABASE_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr + result.stdout
+    [message] = _complaints(result.stderr)
+    assert "cannot connect to the PostgreSQL server in DATABASE_URL" in message
