@@ -1,0 +1,144 @@
+"""``Idempotency-Key`` on every POST (API.md).
+
+* same key, same request: the first response again (header ``Idempotent-Replayed: true``),
+  and no second effect;
+* same key, different request: ``422``;
+* same key while the first request is still running: ``409``.
+
+A transaction-scoped advisory lock on (credential, key) tells "in flight" apart from "done":
+the first request holds it until it commits, together with its stored response. Keys are
+kept 24 hours per credential; only successful (2xx) responses are stored, since a refused
+request changed nothing and will be refused the same way again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.utils import encoders
+
+from apps.records.validation import canonical_json
+from apps.tenancy.models import AgentCredential
+
+from .models import IdempotencyKey
+from .problems import Problem
+
+HEADER = "Idempotency-Key"
+RETENTION = timedelta(hours=24)
+MAX_KEY_LENGTH = 200
+
+Handler = Callable[..., Response]
+
+
+def _fingerprint(request: Request) -> str:
+    try:
+        body = canonical_json(request.data)
+    except (TypeError, ValueError):
+        body = request.body.decode("utf-8", "replace") if request.body else ""
+    material = f"{request.method}\n{request.path}\n{body}"
+    # JSON may carry unpaired surrogates ("\\ud800"); the body is refused later, with a field
+    # error, but fingerprinting it must not fail first.
+    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _lock_id(credential_id: Any, key: str) -> int:
+    digest = hashlib.sha256(f"idempotency:{credential_id}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def idempotent(
+    resource_id: Callable[[Response], str] | None = None,
+) -> Callable[[Handler], Handler]:
+    """Decorate a DRF ``post`` handler. ``resource_id`` extracts the id of what the response
+    describes (default: ``response.data["id"]``)."""
+
+    def decorator(handler: Handler) -> Handler:
+        @wraps(handler)
+        def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+            key = request.headers.get(HEADER)
+            if key is None:
+                return handler(view, request, *args, **kwargs)
+            if not 0 < len(key) <= MAX_KEY_LENGTH or not key.isprintable() or not key.isascii():
+                raise Problem(
+                    "Invalid Idempotency-Key.",
+                    errors={HEADER: [f"1 to {MAX_KEY_LENGTH} printable ASCII characters."]},
+                )
+            credential = request.auth
+            assert isinstance(credential, AgentCredential)  # IsAgent ran before the handler
+            fingerprint = _fingerprint(request)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_try_advisory_xact_lock(%s)", [_lock_id(credential.pk, key)]
+                )
+                acquired = cursor.fetchone()[0]
+            if not acquired:
+                raise Problem(
+                    "A request with this Idempotency-Key is still in progress; retry later.",
+                    status_code=409,
+                    slug="idempotency-in-flight",
+                )
+            now = timezone.now()
+            IdempotencyKey.objects.filter(
+                credential_id=credential.pk, key=key, created_at__lt=now - RETENTION
+            ).delete()
+            stored = IdempotencyKey.objects.filter(credential_id=credential.pk, key=key).first()
+            if stored is not None:
+                if stored.request_hash != fingerprint:
+                    raise Problem(
+                        "This Idempotency-Key was used with a different request.",
+                        status_code=422,
+                        slug="idempotency-mismatch",
+                    )
+                replay = Response(stored.response_body, status=stored.status_code)
+                replay["Idempotent-Replayed"] = "true"
+                return replay
+            response = handler(view, request, *args, **kwargs)
+            if 200 <= response.status_code < 300:
+                # Store what the client received, as DRF renders it: the model field's own
+                # encoder would, for one, cut timestamps to milliseconds, and a replay must be
+                # the first response exactly.
+                data = json.loads(json.dumps(response.data, cls=encoders.JSONEncoder))
+                rid = resource_id(response) if resource_id else _default_resource(data)
+                IdempotencyKey.objects.create(
+                    tenant_id=credential.tenant_id,
+                    credential_id=credential.pk,
+                    key=key,
+                    request_hash=fingerprint,
+                    status_code=response.status_code,
+                    response_body=data,
+                    resource_id=rid,
+                    created_at=now,
+                )
+            return response
+
+        return wrapper
+
+    return decorator
+
+
+def _default_resource(data: Any) -> str:
+    if isinstance(data, dict) and data.get("id") is not None:
+        return str(data["id"])
+    return ""
+
+
+def purge_responses_about(resource_ids: list[str]) -> int:
+    """Forget stored responses describing deleted objects (current tenant)."""
+    if not resource_ids:
+        return 0
+    deleted, _ = IdempotencyKey.objects.filter(resource_id__in=resource_ids).delete()
+    return deleted
+
+
+def purge_expired() -> int:
+    deleted, _ = IdempotencyKey.objects.filter(created_at__lt=timezone.now() - RETENTION).delete()
+    return deleted

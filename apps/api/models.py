@@ -1,0 +1,40 @@
+"""Stored responses for ``Idempotency-Key`` retries."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+
+from apps.tenancy.models import TenantOwned
+
+
+class IdempotencyKey(TenantOwned):
+    """The first successful response to a POST with an ``Idempotency-Key``, per credential.
+
+    ``resource_id`` names the object the response describes, so deleting that object also
+    deletes the stored response (a deleted memory must not survive in a replay cache).
+    """
+
+    credential_id = models.UUIDField()
+    key = models.CharField(max_length=200)
+    request_hash = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField()
+    response_body = models.JSONField(encoder=DjangoJSONEncoder)
+    resource_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(
+                fields=["tenant", "credential_id", "key"], name="idempotency_key_per_credential"
+            )
+        ]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "resource_id"], name="idempotency_resource"),
+            models.Index(fields=["tenant", "created_at"], name="idempotency_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key

@@ -1,0 +1,461 @@
+"""``/api/v1/records``, ``/facts``, ``/promotion-requests``, ``/conflicts``, ``/consents``.
+
+Views parse input, fetch through tenant-scoped selectors, call one service and serialize.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.api.idempotency import idempotent
+from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
+from apps.audit.services import Actor, audit_record
+from apps.tenancy.models import AgentCredential
+
+from . import selectors, services
+from .models import (
+    Conflict,
+    ConflictState,
+    MemoryRecord,
+    PromotionEvent,
+    PromotionRequest,
+    PromotionState,
+)
+from .serializers import (
+    ConflictResolveInput,
+    ConflictSerializer,
+    FactCheckInput,
+    FactSerializer,
+    ObservationSerializer,
+    PromotionEventSerializer,
+    PromotionRequestInput,
+    PromotionRequestSerializer,
+    ReasonInput,
+    RecordSerializer,
+    RecordWriteInput,
+    RecordWriteResponse,
+    VersionSerializer,
+)
+from .validation import WriteRejected, audit_field_names, validate_write
+
+
+def serialize_many(serializer_class: Any, items: Any) -> Any:
+    """``serializer_class(items, many=True).data``. (The DRF stubs type a serializer's
+    instance as a single object, so ``many=True`` with a list does not type-check.)"""
+    return serializer_class(items, many=True).data
+
+
+def _actor(request: Request) -> Actor:
+    credential = request.auth
+    assert isinstance(credential, AgentCredential)
+    return Actor.for_credential(credential)
+
+
+def _not_found(what: str) -> Problem:
+    return Problem(f"No such {what}.", status_code=404)
+
+
+def _domain_problem(error: services.RecordError) -> Problem:
+    extra = {k: v for k, v in error.extra.items() if k != "field"}
+    errors = {error.extra["field"]: [str(error)]} if "field" in error.extra else None
+    return Problem(str(error), status_code=error.status, errors=errors, extra=extra)
+
+
+def with_open_conflict(queryset: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecord]:
+    """Annotate each record with the id of an open conflict it takes part in."""
+    open_conflicts = Conflict.objects.filter(state=ConflictState.OPEN).filter(
+        Q(contender=OuterRef("pk")) | Q(current_record=OuterRef("pk"))
+    )
+    return queryset.annotate(open_conflict_id=Subquery(open_conflicts.values("pk")[:1]))
+
+
+def _record_or_404(record_id: str) -> MemoryRecord:
+    record = selectors.record_get(record_id)
+    if record is None:
+        raise _not_found("record")
+    return record
+
+
+class RecordPagination(CursorPagination):
+    ordering = ("-written_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+RECORD_FILTER_PARAMS = [
+    OpenApiParameter(name, OpenApiTypes.STR, required=False) for name in selectors.RECORD_FILTERS
+]
+
+
+class RecordListCreateView(APIView):
+    """List the tenant's live records, or write one (the policy boundary)."""
+
+    required_actions = {"GET": "read", "POST": "write"}
+
+    @extend_schema(parameters=RECORD_FILTER_PARAMS, responses=RecordSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        filters = {name: request.query_params.get(name, "") for name in selectors.RECORD_FILTERS}
+        queryset = with_open_conflict(selectors.records_list(filters))
+        paginator = RecordPagination()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(serialize_many(RecordSerializer, page))
+
+    @extend_schema(
+        request=RecordWriteInput,
+        responses={201: RecordWriteResponse, 200: RecordWriteResponse},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
+    @idempotent()
+    def post(self, request: Request) -> Response:
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        actor = _actor(request)
+        try:
+            data = validate_write(request.data)
+            outcome = services.record_write(tenant=credential.tenant, actor=actor, data=data)
+        except WriteRejected as rejected:
+            # Nothing is stored; the rejection itself is audited (field names only).
+            audit_record(
+                tenant=credential.tenant,
+                actor=actor,
+                action="record.write_rejected",
+                data=audit_field_names(rejected.errors),
+            )
+            status = 413 if rejected.too_large else 400
+            detail = (
+                "The value is larger than 64 KiB."
+                if rejected.too_large
+                else "The memory write was rejected; nothing was stored."
+            )
+            return Response(
+                problem_body(status, detail, errors=rejected.errors),
+                status=status,
+                content_type=PROBLEM_CONTENT_TYPE,
+            )
+        record = outcome.record
+        conflicts = {record.pk: outcome.conflict.pk if outcome.conflict else None}
+        if outcome.conflict is None:
+            record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
+            conflicts = {}
+        body = dict(RecordSerializer(record, context={"conflicts": conflicts}).data)
+        body["outcome"] = outcome.outcome
+        body["promotion_request"] = (
+            str(outcome.promotion_request.pk) if outcome.promotion_request else None
+        )
+        body["notices"] = outcome.notices
+        return Response(body, status=201 if outcome.created else 200)
+
+
+class RecordDetailView(APIView):
+    """A record with its provenance, observations, version chain and derived artifacts."""
+
+    required_actions = {"GET": "read", "DELETE": "delete"}
+
+    @extend_schema(responses=RecordSerializer)
+    def get(self, request: Request, record_id: str) -> Response:
+        record = _record_or_404(record_id)
+        record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
+        body = dict(RecordSerializer(record).data)
+        body["observations"] = serialize_many(
+            ObservationSerializer, record.observations.order_by("recorded_at")
+        )
+        body["provenance"] = {
+            "source": body["source"],
+            "observed_at": body["observed_at"],
+            "writer": body["writer"],
+            "owner": record.owner,
+            "reason": record.reason,
+            "observations": len(body["observations"]),
+        }
+        body["promotion_events"] = serialize_many(
+            PromotionEventSerializer,
+            PromotionEvent.objects.filter(record=record).order_by("promoted_at"),
+        )
+        body["versions"] = serialize_many(VersionSerializer, selectors.record_history(record))
+        body["derived"] = selectors.derived_artifacts(record)
+        return Response(body)
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def delete(self, request: Request, record_id: str) -> Response:
+        record = _record_or_404(record_id)
+        reason = request.query_params.get("reason", "") or "deleted through the API"
+        try:
+            result = services.record_delete(record=record, actor=_actor(request), reason=reason)
+        except services.RecordError as error:
+            raise _domain_problem(error) from error
+        return Response(receipt_representation(result.receipt))
+
+
+def receipt_representation(receipt: Any) -> dict[str, Any]:
+    return {
+        "id": str(receipt.pk),
+        "kind": receipt.kind,
+        "deleted_at": receipt.deleted_at,
+        "requested_by": {
+            "type": receipt.requested_by_type,
+            "id": receipt.requested_by_id,
+            "label": receipt.requested_by_label,
+        },
+        "reason": receipt.reason,
+        "fact": str(receipt.fact_id) if receipt.fact_id else None,
+        "records": receipt.record_ids,
+        "counts": receipt.counts,
+        "content_digest": receipt.content_digest,
+        "reclaimed_at": receipt.reclaimed_at,
+    }
+
+
+class RecordHistoryView(APIView):
+    """Every version of the record's fact, oldest first, superseded ones included."""
+
+    required_action = "read"
+
+    @extend_schema(responses=VersionSerializer(many=True))
+    def get(self, request: Request, record_id: str) -> Response:
+        record = _record_or_404(record_id)
+        versions = serialize_many(VersionSerializer, selectors.record_history(record))
+        return Response({"record": str(record.pk), "versions": versions})
+
+
+class RecordPromotionRequestView(APIView):
+    """Ask reviewers to confirm a provisional record."""
+
+    required_action = "write"
+
+    @extend_schema(request=PromotionRequestInput, responses={201: PromotionRequestSerializer})
+    @idempotent()
+    def post(self, request: Request, record_id: str) -> Response:
+        record = _record_or_404(record_id)
+        body = PromotionRequestInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            promotion = services.promotion_request_create(
+                record=record,
+                actor=_actor(request),
+                evidence=body.validated_data.get("evidence"),
+                reason=body.validated_data["reason"],
+            )
+        except services.RecordError as error:
+            raise _domain_problem(error) from error
+        return Response(PromotionRequestSerializer(promotion).data, status=201)
+
+
+class PromotionRequestListView(APIView):
+    required_action = "review"
+
+    @extend_schema(
+        parameters=[OpenApiParameter("state", str, enum=PromotionState.values)],
+        responses=PromotionRequestSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        state = request.query_params.get("state") or None
+        if state and state not in PromotionState.values:
+            raise Problem(
+                "Invalid filter.",
+                errors={"state": [f"One of: {', '.join(PromotionState.values)}."]},
+            )
+        paginator = CursorPagination()
+        paginator.ordering = ("-requested_at", "-id")
+        page = paginator.paginate_queryset(selectors.promotion_requests(state), request, self)
+        return paginator.get_paginated_response(serialize_many(PromotionRequestSerializer, page))
+
+
+def _promotion_or_404(request_id: str) -> PromotionRequest:
+    pk = _uuid(request_id)
+    found = selectors.promotion_requests(None).filter(pk=pk).first() if pk else None
+    if found is None:
+        raise _not_found("promotion request")
+    return found
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+class PromotionDecisionView(APIView):
+    required_action = "review"
+    decision = "approve"
+
+    @extend_schema(request=ReasonInput, responses=PromotionRequestSerializer)
+    @idempotent()
+    def post(self, request: Request, request_id: str) -> Response:
+        promotion = _promotion_or_404(request_id)
+        body = ReasonInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        reason = body.validated_data.get("reason", "")
+        try:
+            if self.decision == "approve":
+                services.promotion_approve(request=promotion, actor=_actor(request), reason=reason)
+            else:
+                services.promotion_reject(request=promotion, actor=_actor(request), reason=reason)
+        except services.RecordError as error:
+            raise _domain_problem(error) from error
+        promotion.refresh_from_db()
+        return Response(PromotionRequestSerializer(promotion).data)
+
+
+class PromotionApproveView(PromotionDecisionView):
+    decision = "approve"
+
+
+class PromotionRejectView(PromotionDecisionView):
+    decision = "reject"
+
+
+class ConflictListView(APIView):
+    required_action = "review"
+
+    @extend_schema(
+        parameters=[OpenApiParameter("state", str, enum=ConflictState.values)],
+        responses=ConflictSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        state = request.query_params.get("state") or None
+        if state and state not in ConflictState.values:
+            raise Problem(
+                "Invalid filter.", errors={"state": [f"One of: {', '.join(ConflictState.values)}."]}
+            )
+        paginator = CursorPagination()
+        paginator.ordering = ("-opened_at", "-id")
+        page = paginator.paginate_queryset(selectors.conflicts(state), request, self)
+        return paginator.get_paginated_response(serialize_many(ConflictSerializer, page))
+
+
+class ConflictResolveView(APIView):
+    required_action = "review"
+
+    @extend_schema(request=ConflictResolveInput, responses=ConflictSerializer)
+    @idempotent()
+    def post(self, request: Request, conflict_id: str) -> Response:
+        pk = _uuid(conflict_id)
+        conflict = selectors.conflicts(None).filter(pk=pk).first() if pk else None
+        if conflict is None:
+            raise _not_found("conflict")
+        body = ConflictResolveInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        resolution = body.validated_data["resolution"]
+        if resolution == "corrected" and body.validated_data.get("value") is None:
+            raise Problem(
+                "A corrected resolution needs a value.",
+                errors={"value": ["Required when resolution is corrected."]},
+            )
+        try:
+            services.conflict_resolve(
+                conflict=conflict,
+                actor=_actor(request),
+                resolution=resolution,
+                reason=body.validated_data["reason"],
+                value=body.validated_data.get("value"),
+            )
+        except services.RecordError as error:
+            raise _domain_problem(error) from error
+        conflict = selectors.conflicts(None).get(pk=conflict.pk)
+        return Response(ConflictSerializer(conflict).data)
+
+
+class FactsView(APIView):
+    """The current version of each key for a subject (optionally as of a moment)."""
+
+    required_action = "read"
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("subject", str, required=True),
+            OpenApiParameter("as_of", OpenApiTypes.DATETIME),
+        ],
+        responses=FactSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        subject = request.query_params.get("subject", "").strip()
+        raw_as_of = request.query_params.get("as_of")
+        errors: dict[str, list[str]] = {}
+        if not subject:
+            errors["subject"] = ["This parameter is required."]
+        as_of = None
+        if raw_as_of:
+            try:
+                as_of = parse_datetime(raw_as_of)
+            except ValueError:
+                as_of = None
+            if as_of is None or as_of.tzinfo is None:
+                errors["as_of"] = ["An RFC 3339 timestamp with a zone."]
+        if errors:
+            raise Problem("Invalid query.", errors=errors)
+        facts = selectors.facts_current(subject, as_of)
+        return Response(
+            {
+                "subject": subject,
+                "as_of": as_of,
+                "facts": serialize_many(FactSerializer, facts),
+            }
+        )
+
+
+class FactCheckView(APIView):
+    """Stale-fact detection: is each (id, version) still current?"""
+
+    required_action = "read"
+
+    @extend_schema(request=FactCheckInput, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request: Request) -> Response:
+        body = FactCheckInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        items = [(item["id"], item.get("version")) for item in body.validated_data["facts"]]
+        checks = selectors.facts_check(items)
+        results = [
+            {
+                "id": check.id,
+                "version": check.version,
+                "found": check.found,
+                "current": check.current,
+                "stale": check.found and not check.current,
+                "status": check.status,
+                "current_id": check.current_id,
+                "current_version": check.current_version,
+            }
+            for check in checks
+        ]
+        return Response({"facts": results, "stale": sum(1 for r in results if r["stale"])})
+
+
+class ConsentRevokeView(APIView):
+    """Revoke a consent: everything written under it expires at once."""
+
+    required_action = "erase"
+
+    @extend_schema(request=ReasonInput, responses={200: OpenApiTypes.OBJECT})
+    @idempotent(resource_id=lambda response: "")
+    def post(self, request: Request, consent_ref: str) -> Response:
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        body = ReasonInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        if not consent_ref.strip() or len(consent_ref) > 200:
+            raise Problem("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
+        revocation = services.consent_revoke(
+            tenant=credential.tenant,
+            consent_ref=consent_ref,
+            actor=_actor(request),
+            reason=body.validated_data.get("reason", ""),
+        )
+        return Response(
+            {
+                "consent_ref": revocation.consent_ref,
+                "revoked_at": revocation.revoked_at,
+                "records_expired": revocation.records_expired,
+            }
+        )

@@ -1,0 +1,395 @@
+"""Durable facts: versioned records, the observations behind them, conflicts, promotion,
+retention rules, legal holds and consent revocations.
+
+A *fact* is ``(tenant, subject, key)``. Each value it has held is a :class:`MemoryRecord`
+row (a version). :class:`Fact` is the head of that chain: it names the current version and
+is the row a write locks, so concurrent writes to one fact are serialised while writes to
+different facts run in parallel.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import ClassVar
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+
+from apps.tenancy.models import TenantOwned
+
+
+class SourceKind(models.TextChoices):
+    INTERACTION = "interaction"
+    TOOL_CALL = "tool_call"
+    DOCUMENT = "document"
+    USER_ACTION = "user_action"
+    DERIVED = "derived"
+
+
+class Sensitivity(models.TextChoices):
+    PUBLIC = "public"
+    INTERNAL = "internal"
+    PERSONAL = "personal"
+    RESTRICTED = "restricted"
+
+
+SENSITIVITY_ORDER: tuple[str, ...] = ("public", "internal", "personal", "restricted")
+
+
+class RetentionBasis(models.TextChoices):
+    SESSION = "session"
+    CONSENT = "consent"
+    CONTRACT = "contract"
+    INDEFINITE = "indefinite"
+
+
+class RedactionState(models.TextChoices):
+    NONE = "none"
+    APPLIED = "applied"
+    REQUIRED = "required"
+
+
+class Trust(models.TextChoices):
+    PROVISIONAL = "provisional"
+    CONFIRMED = "confirmed"
+
+
+class RecordStatus(models.TextChoices):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+    REDACTED = "redacted"
+
+
+class Fact(TenantOwned):
+    """The identity of a fact and a pointer to its current version (the write lock)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    subject = models.CharField(max_length=200)
+    key = models.CharField(max_length=200)
+    current = models.ForeignKey(
+        "MemoryRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_version = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["tenant", "subject", "key"], name="fact_identity")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} {self.key}"
+
+
+class MemoryRecord(TenantOwned):
+    """One version of a fact, with everything needed to defend it later.
+
+    ``writer_*`` is stamped by the server from the credential or person that wrote it; it is
+    never read from a request body.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    fact = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="versions")
+    subject = models.CharField(max_length=200)
+    key = models.CharField(max_length=200)
+    version = models.IntegerField()
+    value = models.JSONField()
+    content = models.TextField()
+    search = models.GeneratedField(
+        expression=SearchVector("content", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    source_kind = models.CharField(max_length=16, choices=SourceKind.choices)
+    source_ref = models.CharField(max_length=300)
+    source_turn_id = models.CharField(max_length=200, blank=True)
+    source_tool_call_id = models.CharField(max_length=200, blank=True)
+    source_run_id = models.CharField(max_length=200, blank=True)
+
+    writer_type = models.CharField(max_length=16)
+    writer_id = models.CharField(max_length=64)
+    writer_label = models.CharField(max_length=200)
+
+    observed_at = models.DateTimeField()
+    written_at = models.DateTimeField()
+    owner = models.CharField(max_length=200)
+    reason = models.TextField()
+
+    scope_domain = models.CharField(max_length=100)
+    scope_task_type = models.CharField(max_length=100, blank=True)
+    scope_conditions = models.JSONField(default=dict, blank=True)
+
+    sensitivity = models.CharField(max_length=16, choices=Sensitivity.choices)
+    retention_basis = models.CharField(max_length=16, choices=RetentionBasis.choices)
+    consent_ref = models.CharField(max_length=200, blank=True)
+    ttl_requested = models.DurationField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    redaction_state = models.CharField(
+        max_length=16, choices=RedactionState.choices, default=RedactionState.NONE
+    )
+    redaction_fields = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+
+    trust = models.CharField(max_length=16, choices=Trust.choices, default=Trust.PROVISIONAL)
+    status = models.CharField(
+        max_length=16, choices=RecordStatus.choices, default=RecordStatus.ACTIVE
+    )
+    supersedes = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    # System time during which this version was the fact's current value (for as_of reads).
+    current_from = models.DateTimeField(null=True, blank=True)
+    current_until = models.DateTimeField(null=True, blank=True)
+    # Denormalised from Fact.current so retrieval filters on a plain column (good planner
+    # estimates); kept in step by every service that moves the current pointer.
+    is_current = models.BooleanField(default=False)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["fact", "version"], name="record_version_per_fact")
+        ]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "subject", "key"], name="record_tenant_subject_key"),
+            models.Index(fields=["tenant", "written_at"], name="record_tenant_written"),
+            models.Index(fields=["tenant", "expires_at"], name="record_tenant_expires"),
+            models.Index(fields=["tenant", "consent_ref"], name="record_tenant_consent"),
+            models.Index(fields=["tenant", "owner"], name="record_tenant_owner"),
+            models.Index(
+                fields=["tenant", "scope_domain", "scope_task_type"],
+                condition=models.Q(is_current=True),
+                name="record_tenant_scope_current",
+            ),
+            GinIndex(fields=["search"], name="record_search"),
+            GinIndex(
+                fields=["scope_conditions"], name="record_conditions", opclasses=["jsonb_path_ops"]
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} {self.key} v{self.version}"
+
+
+class Observation(TenantOwned):
+    """One time a value was observed: the first write, and every independent confirmation."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="observations")
+    source_kind = models.CharField(max_length=16, choices=SourceKind.choices)
+    source_ref = models.CharField(max_length=300)
+    source_turn_id = models.CharField(max_length=200, blank=True)
+    source_tool_call_id = models.CharField(max_length=200, blank=True)
+    source_run_id = models.CharField(max_length=200, blank=True)
+    observed_at = models.DateTimeField()
+    recorded_at = models.DateTimeField()
+    writer_type = models.CharField(max_length=16)
+    writer_id = models.CharField(max_length=64)
+    writer_label = models.CharField(max_length=200)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["record", "source_ref"], name="observation_source_once")
+        ]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "record"], name="observation_tenant_record")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_ref} at {self.observed_at:%Y-%m-%d}"
+
+
+class ConflictState(models.TextChoices):
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
+class Resolution(models.TextChoices):
+    KEEP_CURRENT = "keep_current"
+    ACCEPT_NEW = "accept_new"
+    CORRECTED = "corrected"
+
+
+class Conflict(TenantOwned):
+    """A write that contradicts the current value. The current value stays current until a
+    reviewer resolves it; the loser is superseded, never deleted."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    fact = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="conflicts")
+    current_record = models.ForeignKey(
+        MemoryRecord, on_delete=models.CASCADE, related_name="conflicts_as_current"
+    )
+    contender = models.ForeignKey(
+        MemoryRecord, on_delete=models.CASCADE, related_name="conflicts_as_contender"
+    )
+    state = models.CharField(
+        max_length=16, choices=ConflictState.choices, default=ConflictState.OPEN
+    )
+    opened_at = models.DateTimeField()
+    resolution = models.CharField(max_length=16, choices=Resolution.choices, blank=True)
+    resolved_record = models.ForeignKey(
+        MemoryRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolver_type = models.CharField(max_length=16, blank=True)
+    resolver_id = models.CharField(max_length=64, blank=True)
+    resolver_label = models.CharField(max_length=200, blank=True)
+    reason = models.TextField(blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "state", "opened_at"], name="conflict_tenant_state")
+        ]
+
+    def __str__(self) -> str:
+        return f"conflict on {self.fact_id} ({self.state})"
+
+
+class PromotionState(models.TextChoices):
+    OPEN = "open"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class PromotionRequest(TenantOwned):
+    """A request to confirm a provisional record, with its evidence, for review."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    record = models.ForeignKey(
+        MemoryRecord, on_delete=models.CASCADE, related_name="promotion_requests"
+    )
+    evidence = models.JSONField(default=dict, blank=True)
+    reason = models.TextField(blank=True)
+    requested_by_type = models.CharField(max_length=16)
+    requested_by_id = models.CharField(max_length=64, blank=True)
+    requested_by_label = models.CharField(max_length=200, blank=True)
+    requested_at = models.DateTimeField()
+    state = models.CharField(
+        max_length=16, choices=PromotionState.choices, default=PromotionState.OPEN
+    )
+    decided_by_type = models.CharField(max_length=16, blank=True)
+    decided_by_id = models.CharField(max_length=64, blank=True)
+    decided_by_label = models.CharField(max_length=200, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+
+    class Meta:
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "state", "requested_at"], name="promotion_tenant_state")
+        ]
+
+    def __str__(self) -> str:
+        return f"promotion of {self.record_id} ({self.state})"
+
+
+class PromotionEvent(TenantOwned):
+    """The record of a promotion: who or what promoted, on which evidence, when."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    record = models.ForeignKey(
+        MemoryRecord, on_delete=models.CASCADE, related_name="promotion_events"
+    )
+    request = models.ForeignKey(
+        PromotionRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    promoted_by_type = models.CharField(max_length=16)
+    promoted_by_id = models.CharField(max_length=64, blank=True)
+    promoted_by_label = models.CharField(max_length=200, blank=True)
+    evidence = models.JSONField(default=dict, blank=True)
+    promoted_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"promotion of {self.record_id} at {self.promoted_at:%Y-%m-%d}"
+
+
+DEFAULT_RETENTION: dict[str, tuple[timedelta, timedelta | None]] = {
+    Sensitivity.RESTRICTED: (timedelta(days=7), timedelta(days=90)),
+    Sensitivity.PERSONAL: (timedelta(days=30), timedelta(days=365)),
+    Sensitivity.INTERNAL: (timedelta(days=90), timedelta(days=730)),
+    Sensitivity.PUBLIC: (timedelta(days=365), None),
+}
+
+
+class RetentionRule(TenantOwned):
+    """The longest a record of one sensitivity class may live, provisional and confirmed.
+
+    ``confirmed_max`` empty means no limit. A class without a row uses
+    :data:`DEFAULT_RETENTION`.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    sensitivity = models.CharField(max_length=16, choices=Sensitivity.choices)
+    provisional_max = models.DurationField()
+    confirmed_max = models.DurationField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(
+                fields=["tenant", "sensitivity"], name="retention_rule_per_class"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(provisional_max__gt=timedelta(0)),
+                name="retention_provisional_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sensitivity}: {self.provisional_max} / {self.confirmed_max or 'none'}"
+
+
+class LegalHold(TenantOwned):
+    """Keeps a subject's or a record's facts from expiring or being deleted until lifted."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    subject = models.CharField(max_length=200, blank=True)
+    fact = models.ForeignKey(
+        Fact, null=True, blank=True, on_delete=models.CASCADE, related_name="holds"
+    )
+    reason = models.TextField()
+    placed_by_label = models.CharField(max_length=200)
+    placed_at = models.DateTimeField()
+    lifted_at = models.DateTimeField(null=True, blank=True)
+    lifted_by_label = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.CheckConstraint(
+                condition=~models.Q(subject="") | models.Q(fact__isnull=False),
+                name="legal_hold_has_target",
+            )
+        ]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "subject"], name="hold_tenant_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"hold on {self.subject or self.fact_id}"
+
+
+class ConsentRevocation(TenantOwned):
+    """A revoked consent: everything written under it expired, and new writes citing it are
+    refused."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    consent_ref = models.CharField(max_length=200)
+    revoked_at = models.DateTimeField()
+    revoked_by_label = models.CharField(max_length=200)
+    reason = models.TextField(blank=True)
+    records_expired = models.IntegerField(default=0)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["tenant", "consent_ref"], name="consent_revoked_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.consent_ref} revoked"

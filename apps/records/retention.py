@@ -1,0 +1,87 @@
+"""Retention: how long a record may live, and the read-time expiry predicate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from .models import DEFAULT_RETENTION, ConsentRevocation, LegalHold, RetentionRule, Trust
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    expires_at: datetime | None
+    limit: timedelta | None
+    clipped: bool
+
+
+def class_limits(sensitivity: str) -> tuple[timedelta, timedelta | None]:
+    """The current tenant's (provisional_max, confirmed_max) for a sensitivity class."""
+    rule = RetentionRule.objects.filter(sensitivity=sensitivity).first()
+    if rule is not None:
+        return rule.provisional_max, rule.confirmed_max
+    return DEFAULT_RETENTION[sensitivity]
+
+
+def lifetime(
+    *, sensitivity: str, trust: str, ttl: timedelta | None, written_at: datetime
+) -> Lifetime:
+    """``written_at + min(ttl, class rule)``; says whether the requested ttl was clipped."""
+    provisional_max, confirmed_max = class_limits(sensitivity)
+    limit = provisional_max if trust == Trust.PROVISIONAL else confirmed_max
+    if ttl is None:
+        effective = limit
+    elif limit is None:
+        effective = ttl
+    else:
+        effective = min(ttl, limit)
+    clipped = ttl is not None and limit is not None and ttl > limit
+    return Lifetime(
+        expires_at=written_at + effective if effective is not None else None,
+        limit=limit,
+        clipped=clipped,
+    )
+
+
+def active_hold_for_record() -> Exists:
+    """An active legal hold on the outer record's subject or fact."""
+    return Exists(
+        LegalHold.objects.filter(lifted_at__isnull=True).filter(
+            Q(subject=OuterRef("subject")) | Q(fact_id=OuterRef("fact_id"))
+        )
+    )
+
+
+def revoked_consent_for_record() -> Exists:
+    """The outer record was written under a consent that has since been revoked."""
+    return Exists(
+        ConsentRevocation.objects.filter(consent_ref=OuterRef("consent_ref")).exclude(
+            consent_ref=""
+        )
+    )
+
+
+def expired_q(now: datetime | None = None) -> Q:
+    """Past its lifetime, expired by status, or written under a revoked consent.
+
+    The consent test is part of the predicate, not only of the revocation's bulk update:
+    a record a legal hold kept at revocation time, or one written concurrently with it,
+    expires as soon as nothing holds it.
+    """
+    now = now or timezone.now()
+    return Q(expires_at__lte=now) | Q(status="expired") | Q(revoked_consent_for_record())
+
+
+def live_q(now: datetime | None = None) -> Q:
+    """Not expired, unless a legal hold keeps it. Applied by every record selector, so an
+    expired record is never returned even before the compaction sweep runs."""
+    now = now or timezone.now()
+    not_expired = (
+        (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        & ~Q(status="expired")
+        & ~Q(revoked_consent_for_record())
+    )
+    return not_expired | Q(active_hold_for_record())

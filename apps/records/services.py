@@ -1,0 +1,903 @@
+"""Changes to memory records: the write path, observations, promotion, conflicts, consent.
+
+Every service runs in one transaction, locks the fact it changes (so concurrent writes to one
+fact serialise and writes to different facts do not), and appends to the audit chain. Audit
+events carry ids, counts and digests, never memory content.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.db.models import DateTimeField, F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from apps.audit.services import Actor, audit_record, content_digest
+from apps.derivations.outbox import record_embedding_enqueue
+from apps.tenancy.models import Tenant
+
+from .models import (
+    Conflict,
+    ConflictState,
+    ConsentRevocation,
+    Fact,
+    MemoryRecord,
+    Observation,
+    PromotionEvent,
+    PromotionRequest,
+    PromotionState,
+    RecordStatus,
+    Resolution,
+    SourceKind,
+    Trust,
+)
+from .retention import Lifetime, active_hold_for_record, expired_q, lifetime
+from .selectors import records_live
+from .validation import (
+    MAX_VALUE_BYTES,
+    RecordInput,
+    WriteRejected,
+    canonical_json,
+    json_problem,
+    render_content,
+)
+
+
+class RecordError(Exception):
+    """A domain rule refused the change. ``status`` is the HTTP status the API answers with."""
+
+    status = 409
+
+    def __init__(self, message: str, *, status: int | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+        self.extra = extra
+
+
+class OwnEvidence(RecordError):
+    status = 403
+
+
+@dataclass
+class WriteOutcome:
+    """What a write did: ``created`` a first version, opened a ``conflict`` with a new
+    version, ``observed`` the same value again, or left everything ``unchanged``."""
+
+    record: MemoryRecord
+    outcome: str
+    conflict: Conflict | None = None
+    promotion_request: PromotionRequest | None = None
+    promoted: bool = False
+    lifetime: Lifetime | None = None
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def created(self) -> bool:
+        return self.outcome in {"created", "conflict", "observed"}
+
+
+def record_digest(record: MemoryRecord) -> str:
+    """Digest of a version's content, kept by audit events and receipts instead of content."""
+    return content_digest(
+        {
+            "subject": record.subject,
+            "key": record.key,
+            "value": record.value,
+            "content": record.content,
+        }
+    )
+
+
+def _writer_fields(actor: Actor) -> dict[str, str]:
+    return {"writer_type": actor.type, "writer_id": actor.id, "writer_label": actor.label[:200]}
+
+
+# Create-or-lock in one round trip: ON CONFLICT DO UPDATE takes the row lock on an existing
+# fact, and the no-op update keeps its columns as they are.
+LOCK_FACT_SQL = """
+INSERT INTO records_fact (id, tenant_id, subject, key, last_version, created_at)
+VALUES (%s, %s, %s, %s, 0, %s)
+ON CONFLICT (tenant_id, subject, key) DO UPDATE SET subject = EXCLUDED.subject
+RETURNING id, current_id, last_version, created_at
+"""
+
+
+def _lock_fact(tenant: Tenant, subject: str, key: str) -> Fact:
+    """The fact row, created if new, locked until commit."""
+    with connection.cursor() as cursor:
+        cursor.execute(LOCK_FACT_SQL, [uuid.uuid4(), tenant.pk, subject, key, timezone.now()])
+        row = cursor.fetchone()
+    assert row is not None
+    fact = Fact(
+        id=row[0],
+        tenant=tenant,
+        subject=subject,
+        key=key,
+        current_id=row[1],
+        last_version=row[2],
+        created_at=row[3],
+    )
+    fact._state.adding = False
+    return fact
+
+
+def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOutcome:
+    """The write boundary's only door. ``data`` has passed :func:`validate_write`.
+
+    * no live value: a first version (provisional), current at once;
+    * same value from an independent source: an observation, and a promotion request (or an
+      immediate promotion where the tenant's policy says so);
+    * same value from the same source (or the writer attesting itself): no new evidence;
+    * different value: a new provisional version and an open conflict; the current value
+      stays current until a reviewer resolves it.
+    """
+    now = timezone.now()
+    if data.consent_ref and ConsentRevocation.objects.filter(consent_ref=data.consent_ref).exists():
+        raise WriteRejected({"retention.consent_ref": ["This consent has been revoked."]})
+    # No savepoint: nothing below is caught and recovered from inside a caller's transaction,
+    # and a write is the hottest path (two fewer round trips).
+    with transaction.atomic(savepoint=False):
+        return _record_write(tenant, actor, data, now)
+
+
+def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime) -> WriteOutcome:
+    fact = _lock_fact(tenant, data.subject, data.key)
+    current: MemoryRecord | None = None
+    if fact.current_id is not None:
+        current = records_live(now).filter(pk=fact.current_id).first()
+        if current is None:
+            # The current version expired: it stops being current here, so a legal hold that
+            # later brings it back into view cannot show it next to the version written now.
+            MemoryRecord.objects.filter(pk=fact.current_id).update(
+                is_current=False,
+                current_until=Coalesce(
+                    F("current_until"), Value(now, output_field=DateTimeField())
+                ),
+            )
+    contenders: list[MemoryRecord] = []
+    if current is not None:
+        contenders = list(
+            records_live(now).filter(
+                pk__in=Conflict.objects.filter(fact=fact, state=ConflictState.OPEN).values(
+                    "contender_id"
+                )
+            )
+        )
+        wanted = canonical_json(data.value)
+        for candidate in [current, *contenders]:
+            if canonical_json(candidate.value) == wanted:
+                return _observe(tenant, candidate, data, actor, now)
+
+    fact.last_version += 1
+    life = lifetime(
+        sensitivity=data.sensitivity, trust=Trust.PROVISIONAL, ttl=data.ttl, written_at=now
+    )
+    record = MemoryRecord.objects.create(
+        tenant=tenant,
+        fact=fact,
+        subject=data.subject,
+        key=data.key,
+        version=fact.last_version,
+        value=data.value,
+        content=data.content,
+        source_kind=data.source_kind,
+        source_ref=data.source_ref,
+        source_turn_id=data.source_turn_id,
+        source_tool_call_id=data.source_tool_call_id,
+        source_run_id=data.source_run_id,
+        observed_at=data.observed_at,
+        written_at=now,
+        owner=data.owner,
+        reason=data.reason,
+        scope_domain=data.scope_domain,
+        scope_task_type=data.scope_task_type,
+        scope_conditions=data.scope_conditions,
+        sensitivity=data.sensitivity,
+        retention_basis=data.retention_basis,
+        consent_ref=data.consent_ref,
+        ttl_requested=data.ttl,
+        expires_at=life.expires_at,
+        redaction_state=data.redaction_state,
+        redaction_fields=data.redaction_fields,
+        trust=Trust.PROVISIONAL,
+        status=RecordStatus.ACTIVE,
+        supersedes=current,
+        current_from=now if current is None else None,
+        is_current=current is None,
+        **_writer_fields(actor),
+    )
+    _add_observation(tenant, record, data, actor, now)
+    conflict = None
+    if current is None:
+        fact.current = record
+        outcome = "created"
+    else:
+        conflict = Conflict.objects.create(
+            tenant=tenant, fact=fact, current_record=current, contender=record, opened_at=now
+        )
+        outcome = "conflict"
+    fact.save(update_fields=["current", "last_version"])
+    record_embedding_enqueue(record)  # derivations: embedded after commit, via the outbox
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="record.write",
+        object_type="record",
+        object_id=str(record.pk),
+        digest=record_digest(record),
+        data={"version": record.version, "fact": str(fact.pk), "sensitivity": record.sensitivity},
+    )
+    if conflict is not None:
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="conflict.open",
+            object_type="conflict",
+            object_id=str(conflict.pk),
+            data={"current": str(current.pk) if current else None, "contender": str(record.pk)},
+        )
+    notices = []
+    if life.clipped:
+        notices.append(
+            f"retention.ttl was longer than the {data.sensitivity} class allows for "
+            f"provisional records; expires_at was clipped to the class maximum."
+        )
+    return WriteOutcome(record, outcome, conflict=conflict, lifetime=life, notices=notices)
+
+
+def _add_observation(
+    tenant: Tenant, record: MemoryRecord, data: RecordInput, actor: Actor, now: datetime
+) -> Observation:
+    return Observation.objects.create(
+        tenant=tenant,
+        record=record,
+        source_kind=data.source_kind,
+        source_ref=data.source_ref,
+        source_turn_id=data.source_turn_id,
+        source_tool_call_id=data.source_tool_call_id,
+        source_run_id=data.source_run_id,
+        observed_at=data.observed_at,
+        recorded_at=now,
+        reason=data.reason,
+        **_writer_fields(actor),
+    )
+
+
+def _observe(
+    tenant: Tenant, record: MemoryRecord, data: RecordInput, actor: Actor, now: datetime
+) -> WriteOutcome:
+    if record.observations.filter(source_ref=data.source_ref).exists():
+        return WriteOutcome(record, "unchanged")
+    observation = _add_observation(tenant, record, data, actor, now)
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="record.observe",
+        object_type="record",
+        object_id=str(record.pk),
+        data={"observation": str(observation.pk)},
+    )
+    independent = (actor.type, actor.id) != (record.writer_type, record.writer_id)
+    if not independent or record.trust == Trust.CONFIRMED:
+        notices = (
+            []
+            if independent
+            else [
+                "Observed again by the record's own writer: recorded, but a writer cannot "
+                "corroborate itself, so no promotion was requested."
+            ]
+        )
+        return WriteOutcome(record, "observed", notices=notices)
+    evidence = {"observations": [str(o) for o in record.observations.values_list("pk", flat=True)]}
+    if tenant.auto_promote_on_second_observation:
+        _promote(
+            tenant, record, Actor.system("second independent observation"), evidence, None, now
+        )
+        return WriteOutcome(record, "observed", promoted=True)
+    request = PromotionRequest.objects.filter(record=record, state=PromotionState.OPEN).first()
+    if request is None:
+        request = PromotionRequest.objects.create(
+            tenant=tenant,
+            record=record,
+            evidence=evidence,
+            reason="second independent observation",
+            requested_by_type=actor.type,
+            requested_by_id=actor.id,
+            requested_by_label=actor.label[:200],
+            requested_at=now,
+        )
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="promotion.request",
+            object_type="promotion_request",
+            object_id=str(request.pk),
+            data={"record": str(record.pk), "automatic": True},
+        )
+    else:
+        request.evidence = evidence
+        request.save(update_fields=["evidence"])
+    return WriteOutcome(record, "observed", promotion_request=request)
+
+
+def _promote(
+    tenant: Tenant,
+    record: MemoryRecord,
+    actor: Actor,
+    evidence: dict[str, Any],
+    request: PromotionRequest | None,
+    now: datetime,
+) -> PromotionEvent:
+    life = lifetime(
+        sensitivity=record.sensitivity,
+        trust=Trust.CONFIRMED,
+        ttl=record.ttl_requested,
+        written_at=record.written_at,
+    )
+    record.trust = Trust.CONFIRMED
+    record.expires_at = life.expires_at
+    record.save(update_fields=["trust", "expires_at"])
+    event = PromotionEvent.objects.create(
+        tenant=tenant,
+        record=record,
+        request=request,
+        promoted_by_type=actor.type,
+        promoted_by_id=actor.id,
+        promoted_by_label=actor.label[:200],
+        evidence=evidence,
+        promoted_at=now,
+    )
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="record.promote",
+        object_type="record",
+        object_id=str(record.pk),
+        data={"promotion_event": str(event.pk), "request": str(request.pk) if request else None},
+    )
+    return event
+
+
+def _lock_record(record: MemoryRecord) -> MemoryRecord:
+    Fact.objects.select_for_update().filter(pk=record.fact_id).first()
+    return MemoryRecord.objects.select_for_update().get(pk=record.pk)
+
+
+@transaction.atomic
+def promotion_request_create(
+    *, record: MemoryRecord, actor: Actor, evidence: Any, reason: str
+) -> PromotionRequest:
+    """Ask reviewers to confirm a provisional record."""
+    record = _lock_record(record)
+    if record.trust == Trust.CONFIRMED:
+        raise RecordError("The record is already confirmed.")
+    if record.status != RecordStatus.ACTIVE:
+        raise RecordError(f"A {record.status} record cannot be promoted.")
+    if evidence is not None and (problem := json_problem(evidence)):
+        raise RecordError(problem, status=400, field="evidence")
+    existing = PromotionRequest.objects.filter(record=record, state=PromotionState.OPEN).first()
+    if existing is not None:
+        raise RecordError(
+            "The record already has an open promotion request.",
+            promotion_request=str(existing.pk),
+        )
+    request = PromotionRequest.objects.create(
+        tenant_id=record.tenant_id,
+        record=record,
+        evidence=evidence if evidence is not None else {},
+        reason=reason,
+        requested_by_type=actor.type,
+        requested_by_id=actor.id,
+        requested_by_label=actor.label[:200],
+        requested_at=timezone.now(),
+    )
+    audit_record(
+        tenant=record.tenant_id,
+        actor=actor,
+        action="promotion.request",
+        object_type="promotion_request",
+        object_id=str(request.pk),
+        data={"record": str(record.pk)},
+    )
+    return request
+
+
+def _lock_request(request: PromotionRequest) -> PromotionRequest:
+    locked = (
+        PromotionRequest.objects.select_for_update().select_related("record").get(pk=request.pk)
+    )
+    if locked.state != PromotionState.OPEN:
+        raise RecordError(f"The promotion request is already {locked.state}.", state=locked.state)
+    return locked
+
+
+@transaction.atomic
+def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -> PromotionEvent:
+    """Confirm the record. The record's own writer cannot approve it: promotion needs an
+    independent source or a person."""
+    request = _lock_request(request)
+    record = _lock_record(request.record)
+    if (actor.type, actor.id) == (record.writer_type, record.writer_id):
+        raise OwnEvidence("A writer cannot promote its own record; ask an independent reviewer.")
+    if record.status != RecordStatus.ACTIVE:
+        # The same rule as for opening a request: a version that lost a conflict (or was
+        # otherwise retired) since the request was opened is no longer a candidate.
+        raise RecordError(f"A {record.status} record cannot be promoted.", status=409)
+    now = timezone.now()
+    request.state = PromotionState.APPROVED
+    request.decided_by_type, request.decided_by_id = actor.type, actor.id
+    request.decided_by_label = actor.label[:200]
+    request.decided_at = now
+    request.decision_reason = reason
+    request.save()
+    audit_record(
+        tenant=record.tenant_id,
+        actor=actor,
+        action="promotion.approve",
+        object_type="promotion_request",
+        object_id=str(request.pk),
+        data={"record": str(record.pk)},
+    )
+    if record.trust == Trust.CONFIRMED:
+        event = PromotionEvent.objects.filter(record=record).order_by("-promoted_at").first()
+        assert event is not None
+        return event
+    evidence = {"request": str(request.pk), "evidence": request.evidence}
+    return _promote(record.tenant, record, actor, evidence, request, now)
+
+
+@transaction.atomic
+def promotion_reject(*, request: PromotionRequest, actor: Actor, reason: str) -> PromotionRequest:
+    """Close the request; the record stays provisional (and expires on its short clock)."""
+    request = _lock_request(request)
+    request.state = PromotionState.REJECTED
+    request.decided_by_type, request.decided_by_id = actor.type, actor.id
+    request.decided_by_label = actor.label[:200]
+    request.decided_at = timezone.now()
+    request.decision_reason = reason
+    request.save()
+    audit_record(
+        tenant=request.tenant_id,
+        actor=actor,
+        action="promotion.reject",
+        object_type="promotion_request",
+        object_id=str(request.pk),
+        data={"record": str(request.record_id)},
+    )
+    return request
+
+
+def _supersede(loser: MemoryRecord, winner: MemoryRecord, now: datetime) -> None:
+    loser.status = RecordStatus.SUPERSEDED
+    loser.superseded_by = winner
+    loser.superseded_at = now
+    if loser.current_from is not None and loser.current_until is None:
+        loser.current_until = now
+    loser.is_current = False
+    loser.save(
+        update_fields=["status", "superseded_by", "superseded_at", "current_until", "is_current"]
+    )
+
+
+@transaction.atomic
+def conflict_resolve(
+    *, conflict: Conflict, actor: Actor, resolution: str, reason: str, value: Any = None
+) -> Conflict:
+    """Settle a contradiction. The losing version becomes ``superseded``, never deleted;
+    ``corrected`` writes a new, confirmed version whose source is the reviewer's action."""
+    if resolution not in Resolution.values:
+        raise RecordError(f"Unknown resolution {resolution!r}.", status=400)
+    fact = Fact.objects.select_for_update().get(pk=conflict.fact_id)
+    conflict = (
+        Conflict.objects.select_for_update()
+        .select_related("current_record", "contender")
+        .get(pk=conflict.pk)
+    )
+    if conflict.state != ConflictState.OPEN:
+        raise RecordError("The conflict is already resolved.", resolution=conflict.resolution)
+    now = timezone.now()
+    current, contender = conflict.current_record, conflict.contender
+    winner: MemoryRecord
+    if resolution == Resolution.KEEP_CURRENT:
+        winner = current
+        _supersede(contender, current, now)
+    elif resolution == Resolution.ACCEPT_NEW:
+        winner = contender
+        _supersede(current, contender, now)
+        contender.current_from = now
+        contender.is_current = True
+        contender.save(update_fields=["current_from", "is_current"])
+    else:
+        if value is None:
+            raise RecordError("A corrected resolution needs a value.", status=400, field="value")
+        if problem := json_problem(value):
+            raise RecordError(problem, status=400, field="value")
+        if len(canonical_json(value).encode()) > MAX_VALUE_BYTES:
+            raise RecordError("The corrected value is too large.", status=413, field="value")
+        fact.last_version += 1
+        winner = MemoryRecord.objects.create(
+            tenant_id=fact.tenant_id,
+            fact=fact,
+            subject=fact.subject,
+            key=fact.key,
+            version=fact.last_version,
+            value=value,
+            content=render_content(fact.key, value),
+            source_kind=SourceKind.USER_ACTION,
+            source_ref=f"conflict:{conflict.pk}",
+            observed_at=now,
+            written_at=now,
+            owner=contender.owner,
+            reason=reason or contender.reason,
+            scope_domain=contender.scope_domain,
+            scope_task_type=contender.scope_task_type,
+            scope_conditions=contender.scope_conditions,
+            sensitivity=max((current.sensitivity, contender.sensitivity), key=_sensitivity_rank),
+            retention_basis=contender.retention_basis,
+            consent_ref=contender.consent_ref,
+            ttl_requested=contender.ttl_requested,
+            expires_at=None,
+            trust=Trust.PROVISIONAL,
+            status=RecordStatus.ACTIVE,
+            supersedes=current,
+            current_from=now,
+            is_current=True,
+            **_writer_fields(actor),
+        )
+        Observation.objects.create(
+            tenant_id=fact.tenant_id,
+            record=winner,
+            source_kind=SourceKind.USER_ACTION,
+            source_ref=winner.source_ref,
+            observed_at=now,
+            recorded_at=now,
+            reason=reason,
+            **_writer_fields(actor),
+        )
+        _supersede(current, winner, now)
+        _supersede(contender, winner, now)
+        _promote(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
+        record_embedding_enqueue(winner)  # derivations: the corrected version gets a vector
+    if fact.current_id != winner.pk:
+        fact.current = winner
+    fact.save(update_fields=["current", "last_version"])
+    # Other open conflicts of this fact now compare against the new current value.
+    Conflict.objects.filter(fact=fact, state=ConflictState.OPEN).exclude(pk=conflict.pk).filter(
+        ~Q(current_record=winner)
+    ).update(current_record=winner)
+    conflict.state = ConflictState.RESOLVED
+    conflict.resolution = resolution
+    conflict.resolved_record = winner
+    conflict.resolver_type, conflict.resolver_id = actor.type, actor.id
+    conflict.resolver_label = actor.label[:200]
+    conflict.reason = reason
+    conflict.resolved_at = now
+    conflict.save()
+    audit_record(
+        tenant=fact.tenant_id,
+        actor=actor,
+        action="conflict.resolve",
+        object_type="conflict",
+        object_id=str(conflict.pk),
+        digest=record_digest(winner) if resolution == Resolution.CORRECTED else "",
+        data={"resolution": resolution, "winner": str(winner.pk)},
+    )
+    return conflict
+
+
+def _sensitivity_rank(value: str) -> int:
+    from .models import SENSITIVITY_ORDER
+
+    return SENSITIVITY_ORDER.index(value)
+
+
+@transaction.atomic
+def consent_revoke(
+    *, tenant: Tenant, consent_ref: str, actor: Actor, reason: str
+) -> ConsentRevocation:
+    """Expire everything written under ``consent_ref`` (except what a legal hold keeps) and
+    refuse new writes citing it. Revoking twice is harmless."""
+    from apps.api.idempotency import purge_responses_about
+    from apps.derivations.propagation import deletion_propagate
+
+    existing = ConsentRevocation.objects.filter(consent_ref=consent_ref).first()
+    if existing is not None:
+        return existing
+    now = timezone.now()
+    affected = (
+        MemoryRecord.objects.filter(consent_ref=consent_ref)
+        .exclude(status=RecordStatus.EXPIRED)
+        .exclude(active_hold_for_record())
+    )
+    affected_pks = list(affected.values_list("pk", flat=True))
+    count = affected.update(status=RecordStatus.EXPIRED, expires_at=now)
+    # A replayed write must not hand back what the consent no longer covers.
+    purge_responses_about(_ids_about(affected_pks))
+    # Expired sources take their derived artifacts with them now, not at compaction.
+    derived = deletion_propagate(record_ids=affected_pks, reason="source consent revoked")
+    revocation = ConsentRevocation.objects.create(
+        tenant=tenant,
+        consent_ref=consent_ref,
+        revoked_at=now,
+        revoked_by_label=actor.label[:200],
+        reason=reason,
+        records_expired=count,
+    )
+    event = audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="consent.revoke",
+        object_type="consent",
+        object_id=str(revocation.pk),
+        digest=content_digest({"consent_ref": consent_ref}),
+        data={"records_expired": count},
+    )
+    derived.stamp(event.pk)
+    return revocation
+
+
+class Held(RecordError):
+    """A legal hold keeps the record; it cannot be deleted or expire until the hold is lifted."""
+
+    status = 409
+
+
+@dataclass
+class DeletionResult:
+    receipt: Any
+    record_ids: list[str]
+
+
+def fact_is_held(fact: Fact) -> bool:
+    from .models import LegalHold
+
+    return (
+        LegalHold.objects.filter(lifted_at__isnull=True)
+        .filter(Q(subject=fact.subject) | Q(fact=fact))
+        .exists()
+    )
+
+
+@transaction.atomic
+def record_delete(
+    *, record: MemoryRecord, actor: Actor, reason: str, kind: str = "record", parent: Any = None
+) -> DeletionResult:
+    """Delete a fact: every version of it, its observations, promotion history and conflicts,
+    and stored API responses describing them, in one transaction; leave a receipt with ids
+    and a digest, never the content."""
+    fact = Fact.objects.select_for_update().get(pk=record.fact_id)
+    if fact_is_held(fact):
+        raise Held("A legal hold keeps this record; lift the hold before deleting it.")
+    versions = list(MemoryRecord.objects.filter(fact=fact).order_by("version"))
+    return _versions_delete(
+        fact=fact,
+        versions=versions,
+        whole_fact=True,
+        actor=actor,
+        reason=reason,
+        kind=kind,
+        parent=parent,
+        audited_record=record,
+    )
+
+
+def _conflicts_about(record_pks: list[Any]) -> QuerySet[Conflict]:
+    return Conflict.objects.filter(
+        Q(current_record_id__in=record_pks) | Q(contender_id__in=record_pks)
+    )
+
+
+def _ids_about(record_pks: list[Any]) -> list[str]:
+    """The records' ids and those of their promotion requests and conflicts: every object a
+    stored API response about them may describe (see :mod:`apps.api.idempotency`)."""
+    requests = PromotionRequest.objects.filter(record_id__in=record_pks)
+    return (
+        [str(pk) for pk in record_pks]
+        + [str(pk) for pk in requests.values_list("pk", flat=True)]
+        + [str(pk) for pk in _conflicts_about(record_pks).values_list("pk", flat=True)]
+    )
+
+
+def _versions_delete(
+    *,
+    fact: Fact,
+    versions: list[MemoryRecord],
+    whole_fact: bool,
+    actor: Actor,
+    reason: str,
+    kind: str,
+    parent: Any,
+    audited_record: MemoryRecord,
+) -> DeletionResult:
+    """Delete ``versions`` of the locked ``fact`` (the fact itself with ``whole_fact``), with
+    what hangs off them: observations, promotion requests and events, the conflicts they take
+    part in, stored responses about any of these. Receipt and audit keep ids, counts and a
+    digest."""
+    from apps.api.idempotency import purge_responses_about
+    from apps.audit.models import DeletionReceipt
+    from apps.derivations.propagation import deletion_propagate
+
+    pks = [v.pk for v in versions]
+    record_ids = [str(pk) for pk in pks]
+    requests = PromotionRequest.objects.filter(record_id__in=pks)
+    conflicts = _conflicts_about(pks)
+    related_ids = _ids_about(pks)
+    digest = content_digest([record_digest(v) for v in versions])
+    counts = {
+        "versions": len(versions),
+        "observations": Observation.objects.filter(record_id__in=pks).count(),
+        "promotion_requests": requests.count(),
+        "conflicts": conflicts.count(),
+    }
+    counts["stored_responses"] = purge_responses_about(related_ids)
+    derived = deletion_propagate(
+        record_ids=pks, fact_ids=[fact.pk] if whole_fact else [], reason=f"source {kind}: {reason}"
+    )
+    counts.update(derived.counts)
+    if whole_fact:
+        Fact.objects.filter(pk=fact.pk).update(current=None)
+        MemoryRecord.objects.filter(fact=fact).update(supersedes=None, superseded_by=None)
+        fact.delete()
+    else:
+        # Surviving versions lose their pointers to the deleted ones (SET_NULL); a deleted
+        # current leaves the fact without one until the next write.
+        MemoryRecord.objects.filter(pk__in=pks).delete()
+    now = timezone.now()
+    receipt = DeletionReceipt.objects.create(
+        tenant_id=fact.tenant_id,
+        kind=kind,
+        requested_by_type=actor.type,
+        requested_by_id=actor.id,
+        requested_by_label=actor.label[:200],
+        reason=reason,
+        deleted_at=now,
+        fact_id=fact.pk,
+        record_ids=record_ids,
+        counts=counts,
+        content_digest=digest,
+        parent=parent,
+    )
+    event = audit_record(
+        tenant=fact.tenant_id,
+        actor=actor,
+        action="record.delete",
+        object_type="record",
+        object_id=str(audited_record.pk),
+        digest=digest,
+        data={"receipt": str(receipt.pk), "records": record_ids, "counts": counts, "kind": kind},
+    )
+    derived.stamp(event.pk)  # invalidated summaries name the deletion's event
+    return DeletionResult(receipt=receipt, record_ids=record_ids)
+
+
+@transaction.atomic
+def records_compact_expired(*, limit: int = 1000) -> int:
+    """Delete the current tenant's expired versions through the deletion path, leaving a
+    receipt of kind ``expiry`` per fact. A fact whose every version expired goes as a whole;
+    otherwise only its expired versions go (a superseded version past its lifetime, or an
+    expired current one while a contender still lives). Legal holds keep everything they
+    cover. Returns how many facts were compacted."""
+    now = timezone.now()
+    actor = Actor.system("retention")
+    expired = MemoryRecord.objects.filter(expired_q(now)).exclude(active_hold_for_record())
+    fact_ids = list(expired.order_by("fact_id").values_list("fact_id", flat=True).distinct())
+    compacted = 0
+    for fact in Fact.objects.select_for_update().filter(pk__in=fact_ids[:limit]).order_by("pk"):
+        # Re-read under the fact's lock: a write or a hold may have come in meanwhile.
+        versions = list(expired.filter(fact=fact).order_by("version"))
+        if not versions:
+            continue
+        whole = (
+            not MemoryRecord.objects.filter(fact=fact)
+            .exclude(pk__in=[v.pk for v in versions])
+            .exists()
+        )
+        _versions_delete(
+            fact=fact,
+            versions=versions,
+            whole_fact=whole,
+            actor=actor,
+            reason="expired",
+            kind="expiry",
+            parent=None,
+            audited_record=versions[0],
+        )
+        compacted += 1
+    return compacted
+
+
+@transaction.atomic
+def legal_hold_place(
+    *, tenant: Tenant, actor: Actor, reason: str, subject: str = "", fact: Fact | None = None
+) -> Any:
+    from .models import LegalHold
+
+    if not reason.strip():
+        raise RecordError("A legal hold needs a reason.", status=400, field="reason")
+    if not subject and fact is None:
+        raise RecordError("A legal hold needs a subject or a record.", status=400)
+    hold = LegalHold.objects.create(
+        tenant=tenant,
+        subject=subject,
+        fact=fact,
+        reason=reason,
+        placed_by_label=actor.label[:200],
+        placed_at=timezone.now(),
+    )
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="legal_hold.place",
+        object_type="legal_hold",
+        object_id=str(hold.pk),
+        data={"fact": str(fact.pk) if fact else None, "on_subject": bool(subject)},
+    )
+    return hold
+
+
+@transaction.atomic
+def legal_hold_lift(*, hold: Any, actor: Actor) -> Any:
+    if hold.lifted_at is None:
+        hold.lifted_at = timezone.now()
+        hold.lifted_by_label = actor.label[:200]
+        hold.save(update_fields=["lifted_at", "lifted_by_label"])
+        audit_record(
+            tenant=hold.tenant_id,
+            actor=actor,
+            action="legal_hold.lift",
+            object_type="legal_hold",
+            object_id=str(hold.pk),
+        )
+    return hold
+
+
+@transaction.atomic
+def retention_rule_set(
+    *,
+    tenant: Tenant,
+    sensitivity: str,
+    provisional_max: timedelta,
+    confirmed_max: timedelta | None,
+    actor: Actor,
+) -> Any:
+    """Set the longest lifetimes of one sensitivity class. New writes and promotions use it;
+    records already written keep their expires_at."""
+    from .models import RetentionRule, Sensitivity
+
+    errors: dict[str, list[str]] = {}
+    if sensitivity not in Sensitivity.values:
+        errors["sensitivity"] = [f"One of: {', '.join(Sensitivity.values)}."]
+    if provisional_max <= timedelta(0):
+        errors["provisional_max"] = ["Must be longer than zero."]
+    if confirmed_max is not None and confirmed_max < provisional_max:
+        errors["confirmed_max"] = ["Confirmed records may not expire before provisional ones."]
+    if errors:
+        raise ValidationError(errors)
+    rule, _ = RetentionRule.objects.update_or_create(
+        sensitivity=sensitivity,
+        defaults={
+            "tenant": tenant,
+            "provisional_max": provisional_max,
+            "confirmed_max": confirmed_max,
+        },
+    )
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="retention.set",
+        object_type="retention_rule",
+        object_id=str(rule.pk),
+        data={
+            "sensitivity": sensitivity,
+            "provisional_max_days": provisional_max.total_seconds() / 86400,
+            "confirmed_max_days": confirmed_max.total_seconds() / 86400 if confirmed_max else None,
+        },
+    )
+    return rule

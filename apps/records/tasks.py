@@ -1,0 +1,41 @@
+"""Retention work: compaction of expired facts, per tenant, through the deletion path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryconsole.celery import app
+
+
+@app.task(name="records.compact_expired_all", acks_late=True, time_limit=300)
+def compact_expired_all() -> int:
+    """Fan out: one compaction task per tenant, each carrying its tenant context."""
+    from apps.tenancy.context import tenant_scope
+    from apps.tenancy.models import Tenant
+
+    count = 0
+    for tenant_id in Tenant.objects.values_list("pk", flat=True):
+        with tenant_scope(tenant_id):
+            compact_expired.delay_on_commit()
+        count += 1
+    return count
+
+
+@app.task(
+    name="records.compact_expired",
+    acks_late=True,
+    time_limit=300,
+    soft_time_limit=270,
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def compact_expired(**_: Any) -> int:
+    """Delete the current tenant's expired facts (legal holds are kept) and stored API
+    responses past their 24 hours; idempotent."""
+    from apps.api.idempotency import purge_expired
+
+    from .services import records_compact_expired
+
+    purge_expired()
+    return records_compact_expired()

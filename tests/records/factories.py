@@ -1,0 +1,53 @@
+"""Valid memory-write bodies, to vary one field at a time."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import factory
+
+BASE: dict[str, Any] = {
+    "key": "shipping.preference",
+    "subject": "user:8812",
+    "value": "carrier_a",
+    "source": {"kind": "interaction", "ref": "interaction:4821", "turn_id": "t-1"},
+    "observed_at": "2025-01-14T09:12:00Z",
+    "owner": "user:alice",
+    "reason": "applied in checkout flow",
+    "scope": {"domain": "commerce", "task_type": "checkout", "conditions": {"region": "eu"}},
+    "sensitivity": "personal",
+    "retention": {"basis": "contract", "ttl": "P30D"},
+}
+
+
+class WriteBodyFactory(factory.DictFactory):
+    """A complete, valid write body; override any top-level field."""
+
+    key = "shipping.preference"
+    subject = factory.Sequence(lambda n: f"user:{8800 + n}")
+    value = "carrier_a"
+    source = factory.Sequence(lambda n: {"kind": "interaction", "ref": f"interaction:{n}"})
+    observed_at = "2025-01-14T09:12:00Z"
+    owner = "user:alice"
+    reason = "applied in checkout flow"
+    scope = factory.LazyFunction(
+        lambda: {"domain": "commerce", "task_type": "checkout", "conditions": {"region": "eu"}}
+    )
+    sensitivity = "personal"
+    retention = factory.LazyFunction(lambda: {"basis": "contract", "ttl": "P30D"})
+
+
+def body(**overrides: Any) -> dict[str, Any]:
+    """BASE with overrides; ``None`` removes a field; dotted names reach into objects."""
+    data = copy.deepcopy(BASE)
+    for name, value in overrides.items():
+        target = data
+        parts = name.split("__")
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+        if value is None:
+            target.pop(parts[-1], None)
+        else:
+            target[parts[-1]] = value
+    return data
