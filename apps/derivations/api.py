@@ -1,0 +1,285 @@
+"""``/api/v1/summaries``: views parse input, fetch through selectors, call one service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.api.idempotency import idempotent
+from apps.api.problems import Problem
+from apps.audit.services import Actor
+from apps.tenancy.models import AgentCredential
+
+from . import selectors, services
+from .models import Summary
+
+
+class SummarySourceInput(serializers.Serializer):  # type: ignore[type-arg]
+    type = serializers.ChoiceField(choices=["record", "episode"])
+    id = serializers.UUIDField()
+
+
+class SummaryInput(serializers.Serializer):  # type: ignore[type-arg]
+    """Documentation of the body; the service validates it (field paths like sources[0].id)."""
+
+    text = serializers.CharField()
+    sources = SummarySourceInput(many=True)
+    reason = serializers.CharField()
+
+
+def _actor(request: Request) -> Actor:
+    credential = request.auth
+    assert isinstance(credential, AgentCredential)
+    return Actor.for_credential(credential)
+
+
+def rejected_problem(rejected: services.DerivationRejected) -> Problem:
+    return Problem(
+        "The request was rejected; nothing was stored.",
+        status_code=rejected.status,
+        errors=rejected.errors,
+    )
+
+
+def summary_representation(summary: Summary) -> dict[str, Any]:
+    """A summary as the API shows it. An invalid summary's text is gone with its source."""
+    return {
+        "id": str(summary.pk),
+        "text": summary.text if summary.valid else None,
+        "reason": summary.reason,
+        "sensitivity": summary.sensitivity,
+        "sources": [
+            {"type": s.source_type, "id": str(s.source_id)}
+            for s in sorted(summary.sources.all(), key=lambda s: s.pk)
+        ],
+        "writer": {
+            "type": summary.writer_type,
+            "id": summary.writer_id,
+            "label": summary.writer_label,
+        },
+        "created_at": summary.created_at,
+        "valid": summary.valid,
+        "invalidated": (
+            None
+            if summary.valid
+            else {
+                "at": summary.invalidated_at,
+                "reason": summary.invalidated_reason,
+                "by_event": str(summary.invalidated_by) if summary.invalidated_by else None,
+            }
+        ),
+        "embeddings": [
+            {"model": e.model, "dimension": e.dimension, "created_at": e.created_at}
+            for e in summary.embeddings.only("model", "dimension", "created_at")
+        ],
+    }
+
+
+class SummaryCreateView(APIView):
+    """Store a summary with a pointer to each of its sources (refused without any)."""
+
+    required_action = "write"
+
+    @extend_schema(
+        request=SummaryInput,
+        responses={201: OpenApiTypes.OBJECT},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
+    @idempotent()
+    def post(self, request: Request) -> Response:
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        data = request.data if isinstance(request.data, dict) else {}
+        if not isinstance(request.data, dict):
+            raise Problem("Expected a JSON object.", errors={"": ["Expected a JSON object."]})
+        try:
+            summary = services.summary_create(
+                tenant=credential.tenant,
+                actor=_actor(request),
+                text=data.get("text"),  # type: ignore[arg-type]
+                sources=data.get("sources"),
+                reason=data.get("reason"),  # type: ignore[arg-type]
+            )
+        except services.DerivationRejected as rejected:
+            raise rejected_problem(rejected) from rejected
+        return Response(summary_representation(summary), status=201)
+
+
+class SummaryDetailView(APIView):
+    """A summary, valid or not; an invalid one says why and by which audit event."""
+
+    required_action = "read"
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, summary_id: str) -> Response:
+        summary = selectors.summary_get(summary_id)
+        if summary is None:
+            raise Problem("No such summary.", status_code=404)
+        return Response(summary_representation(summary))
+
+
+class RedactInput(serializers.Serializer):  # type: ignore[type-arg]
+    fields = serializers.ListField(child=serializers.CharField(allow_blank=True))  # type: ignore[assignment]
+    reason = serializers.CharField()
+
+
+class RecordRedactView(APIView):
+    """Rewrite named parts of a record to a marker; derived artifacts follow."""
+
+    required_action = "delete"
+
+    @extend_schema(
+        request=RedactInput,
+        responses={200: OpenApiTypes.OBJECT},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
+    @idempotent()
+    def post(self, request: Request, record_id: str) -> Response:
+        from apps.records import api as records_api
+        from apps.records.models import MemoryRecord
+        from apps.records.selectors import record_get
+        from apps.records.serializers import RecordSerializer
+        from apps.records.services import RecordError
+
+        record = record_get(record_id)
+        if record is None:
+            raise Problem("No such record.", status_code=404)
+        data = request.data if isinstance(request.data, dict) else {}
+        try:
+            result = services.record_redact(
+                record=record,
+                actor=_actor(request),
+                fields=data.get("fields"),
+                reason=data.get("reason"),  # type: ignore[arg-type]
+            )
+        except services.DerivationRejected as rejected:
+            raise rejected_problem(rejected) from rejected
+        except RecordError as error:
+            raise Problem(str(error), status_code=error.status) from error
+        stored = records_api.with_open_conflict(
+            MemoryRecord.objects.filter(pk=result.record.pk)
+        ).get()
+        body = dict(RecordSerializer(stored).data)
+        body["redaction_result"] = {
+            "fields": [f or "value" for f in result.fields],
+            "counts": result.counts,
+        }
+        return Response(body)
+
+
+class ErasureInput(serializers.Serializer):  # type: ignore[type-arg]
+    subject = serializers.CharField(required=False)
+    owner = serializers.CharField(required=False)
+    consent_ref = serializers.CharField(required=False)
+    reason = serializers.CharField()
+
+
+class ErasureView(APIView):
+    """Erase everything matching a subject, an owner or a consent, with propagation."""
+
+    required_action = "erase"
+
+    @extend_schema(
+        request=ErasureInput,
+        responses={200: OpenApiTypes.OBJECT},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
+    @idempotent()
+    def post(self, request: Request) -> Response:
+        from .erasure import SELECTORS, erasure_run
+
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        if not isinstance(request.data, dict):
+            raise Problem("Expected a JSON object.", errors={"": ["Expected a JSON object."]})
+        given = [name for name in SELECTORS if request.data.get(name) not in (None, "")]
+        if len(given) != 1:
+            raise Problem(
+                "Give exactly one of subject, owner or consent_ref.",
+                errors={name: ["Give exactly one of these."] for name in SELECTORS},
+            )
+        selector = given[0]
+        value, reason = request.data.get(selector), request.data.get("reason")
+        errors: dict[str, list[str]] = {}
+        if not isinstance(value, str):
+            errors[selector] = ["A string."]
+        if not isinstance(reason, str) or not reason.strip():
+            errors["reason"] = ["Required, non-empty."]
+        if errors:
+            raise Problem("The erasure was rejected.", errors=errors)
+        assert isinstance(value, str)
+        assert isinstance(reason, str)
+        try:
+            result = erasure_run(
+                tenant=credential.tenant,
+                actor=_actor(request),
+                selector=selector,
+                value=value,
+                reason=reason,
+            )
+        except services.DerivationRejected as rejected:
+            raise rejected_problem(rejected) from rejected
+        return Response(
+            {
+                "id": str(result.receipt.pk),
+                "receipt": receipt_body(result.receipt),
+                "totals": result.totals,
+                "receipts": result.receipt_ids,
+                "receipts_truncated": result.totals.get("facts", 0) > len(result.receipt_ids),
+            }
+        )
+
+
+def receipt_body(receipt: Any) -> dict[str, Any]:
+    from apps.records.api import receipt_representation
+
+    body = receipt_representation(receipt)
+    body["parent"] = str(receipt.parent_id) if receipt.parent_id else None
+    return body
+
+
+class ReceiptPagination(CursorPagination):
+    ordering = ("-deleted_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class DeletionReceiptListView(APIView):
+    """Deletion receipts, newest first (``?parent=<id>`` lists an erasure's receipts)."""
+
+    required_action = "audit"
+
+    @extend_schema(
+        operation_id="v1_deletion_receipts_list",
+        parameters=[OpenApiParameter("parent", str), OpenApiParameter("kind", str)],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request) -> Response:
+        queryset = selectors.receipts(
+            parent=request.query_params.get("parent", ""),
+            kind=request.query_params.get("kind", ""),
+        )
+        paginator = ReceiptPagination()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response([receipt_body(r) for r in page or []])
+
+
+class DeletionReceiptDetailView(APIView):
+    required_action = "audit"
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, receipt_id: str) -> Response:
+        receipt = selectors.receipt_get(receipt_id)
+        if receipt is None:
+            raise Problem("No such deletion receipt.", status_code=404)
+        body = receipt_body(receipt)
+        body["children"] = receipt.children.count()
+        return Response(body)

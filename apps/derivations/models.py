@@ -1,0 +1,153 @@
+"""Derived artifacts: summaries and embeddings, each pointing at every source it came from.
+
+Deleting, redacting or expiring a source removes its embeddings and invalidates every
+summary citing it, in the same transaction (``apps.derivations.propagation``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import ClassVar
+
+from django.db import models
+from pgvector.django import VectorField
+
+from apps.records.models import Fact, MemoryRecord, Sensitivity
+from apps.tenancy.models import TenantOwned
+
+
+class Summary(TenantOwned):
+    """Text derived from records and episodes. Refused without sources; its sensitivity is the
+    highest of its sources'. When a source goes, the summary becomes invalid (and says why),
+    loses its embedding and is never retrieved again."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    text = models.TextField()
+    reason = models.TextField()
+    sensitivity = models.CharField(max_length=16, choices=Sensitivity.choices)
+    writer_type = models.CharField(max_length=16)
+    writer_id = models.CharField(max_length=64, blank=True)
+    writer_label = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField()
+    valid = models.BooleanField(default=True)
+    invalidated_at = models.DateTimeField(null=True, blank=True)
+    invalidated_reason = models.TextField(blank=True)
+    invalidated_by = models.UUIDField(
+        null=True, blank=True, help_text="The audit event of the change that invalidated it."
+    )
+
+    class Meta:
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "valid", "created_at"], name="summary_tenant_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"summary {self.pk}"
+
+
+class SummarySource(TenantOwned):
+    """One pointer from a summary to a source (a record version, or an episode of a run)."""
+
+    id = models.BigAutoField(primary_key=True)
+    summary = models.ForeignKey(Summary, on_delete=models.CASCADE, related_name="sources")
+    source_type = models.CharField(max_length=16)  # record | episode
+    source_id = models.UUIDField()
+    # For a record source: its fact, so deleting any version of the fact finds the summary.
+    fact = models.ForeignKey(
+        Fact, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "source_id"], name="summary_source_id"),
+            models.Index(fields=["tenant", "fact"], name="summary_source_fact"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_type}:{self.source_id}"
+
+
+class Embedding(TenantOwned):
+    """One vector per (record or summary, model), with the model's name and dimension.
+
+    Stored beside its source in PostgreSQL so a delete removes it in the same transaction.
+    The column has no fixed dimension; indexes are per model on a cast to that model's
+    dimension (see the migrations).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    record = models.ForeignKey(
+        MemoryRecord, null=True, blank=True, on_delete=models.CASCADE, related_name="embeddings"
+    )
+    summary = models.ForeignKey(
+        Summary, null=True, blank=True, on_delete=models.CASCADE, related_name="embeddings"
+    )
+    model = models.CharField(max_length=100)
+    dimension = models.PositiveIntegerField()
+    vector = VectorField()
+    content_digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(
+                fields=["record", "model"],
+                condition=models.Q(record__isnull=False),
+                name="embedding_once_per_record_model",
+            ),
+            models.UniqueConstraint(
+                fields=["summary", "model"],
+                condition=models.Q(summary__isnull=False),
+                name="embedding_once_per_summary_model",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(record__isnull=False, summary__isnull=True)
+                | models.Q(record__isnull=True, summary__isnull=False),
+                name="embedding_has_one_source",
+            ),
+        ]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "model"], name="embedding_tenant_model"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} of {self.record_id or self.summary_id}"
+
+
+class OutboxState(models.TextChoices):
+    PENDING = "pending", "pending"
+    PUBLISHED = "published", "published"
+    DONE = "done", "done"
+    DEAD = "dead", "dead"
+
+
+class OutboxMessage(TenantOwned):
+    """Work to do after a commit, written in the same transaction as the change that wants it.
+
+    A relay (``apps.derivations.outbox``) publishes pending rows to Celery, so a crash between
+    commit and publish loses nothing. ``payload`` holds ids only, never memory content (broker
+    messages must not carry personal data). ``object_id`` is the record or summary the work is
+    about, so a deletion can drop its pending work and ``verify-erasure`` can look for it.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    task_name = models.CharField(max_length=100)
+    payload = models.JSONField(default=dict)
+    object_id = models.UUIDField(null=True, blank=True)
+    state = models.CharField(
+        max_length=16, choices=OutboxState.choices, default=OutboxState.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    published_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "state", "created_at"], name="outbox_tenant_state"),
+            models.Index(fields=["tenant", "object_id"], name="outbox_tenant_object"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_name} {self.object_id} ({self.state})"

@@ -1,0 +1,93 @@
+"""What a source's deletion, redaction or expiry does to what was derived from it.
+
+Called inside the transaction of the change (``record_delete`` and everything built on it:
+the API, the console, erasure, expiry compaction, consent revocation followed by compaction;
+``record_redact``), so the change and its propagation commit or roll back together:
+
+* the embeddings of the affected record versions are deleted;
+* every summary citing any of them (or, when a whole fact goes, any version of that fact)
+  becomes invalid, says why and by which audit event, loses its text and its embedding, and
+  so is never retrieved again;
+* queued work about any of them is dropped from the outbox, and stored API responses
+  describing those summaries are forgotten.
+
+Re-summarisation is not queued: no summariser is configured, so an invalid summary stays
+invalid, visibly so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from .models import Embedding, Summary, SummarySource
+from .outbox import outbox_forget
+
+
+@dataclass
+class Propagation:
+    """What the propagation touched; ``stamp`` names the audit event once it exists."""
+
+    summary_ids: list[Any] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def stamp(self, event_id: Any) -> None:
+        """Record ``event_id`` (the deletion's or redaction's audit event) on the summaries."""
+        if self.summary_ids:
+            Summary.objects.filter(pk__in=self.summary_ids, invalidated_by__isnull=True).update(
+                invalidated_by=event_id
+            )
+
+
+def summaries_citing(record_ids: Iterable[Any], fact_ids: Iterable[Any] = ()) -> list[Any]:
+    """Ids of summaries (current tenant) citing any of ``record_ids`` or any version of
+    ``fact_ids``."""
+    condition = Q(source_type="record", source_id__in=list(record_ids))
+    fact_ids = list(fact_ids)
+    if fact_ids:
+        condition |= Q(fact_id__in=fact_ids)
+    return list(SummarySource.objects.filter(condition).values_list("summary_id", flat=True))
+
+
+def summaries_invalidate(summary_ids: list[Any], *, reason: str) -> tuple[int, int]:
+    """Invalidate ``summary_ids``: text and embeddings go. Returns (invalidated, embeddings)."""
+    from apps.api.idempotency import purge_responses_about
+
+    if not summary_ids:
+        return 0, 0
+    embeddings, _ = Embedding.objects.filter(summary_id__in=summary_ids).delete()
+    invalidated = Summary.objects.filter(pk__in=summary_ids, valid=True).update(
+        valid=False, invalidated_at=timezone.now(), invalidated_reason=reason
+    )
+    # The text was derived from the source that went: it goes too (invalid or not).
+    Summary.objects.filter(pk__in=summary_ids).exclude(text="").update(text="")
+    outbox_forget(summary_ids)
+    purge_responses_about([str(pk) for pk in summary_ids])
+    return invalidated, embeddings
+
+
+def deletion_propagate(
+    *, record_ids: list[Any], fact_ids: Iterable[Any] = (), reason: str
+) -> Propagation:
+    """Remove what was derived from ``record_ids`` (about to be deleted); see the module doc."""
+    from apps.records.models import MemoryRecord
+
+    # Lock the versions first: a summary being written about one of them (it locks its
+    # sources) commits before the queries below run, so they see it and invalidate it.
+    list(MemoryRecord.objects.select_for_update().filter(pk__in=record_ids).values_list("pk"))
+    record_embeddings, _ = Embedding.objects.filter(record_id__in=record_ids).delete()
+    outbox = outbox_forget(record_ids)
+    summary_ids = list(dict.fromkeys(summaries_citing(record_ids, fact_ids)))
+    invalidated, summary_embeddings = summaries_invalidate(summary_ids, reason=reason)
+    return Propagation(
+        summary_ids=summary_ids,
+        counts={
+            "embeddings": record_embeddings + summary_embeddings,
+            "summaries_invalidated": invalidated,
+            "outbox": outbox,
+        },
+    )

@@ -1,0 +1,94 @@
+"""Physical reclamation after deletions: ``VACUUM (ANALYZE)`` of the tables deletions touch.
+
+A deleted row stays in its table's pages (and in the HNSW index) until PostgreSQL vacuums
+it. Autovacuum gets there eventually; this makes "eventually" bounded and recorded: after
+the vacuum, every receipt deleted before it started gets ``reclaimed_at``.
+
+VACUUM cannot run inside a transaction and needs the table's owner, and the application
+role owns nothing; so it runs on a separate autocommit connection as the owner role
+(``settings.DATABASE_OWNER``). The receipts are then stamped as the application role, per
+tenant, under row-level security.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from apps.tenancy.context import current_tenant_id, tenant_scope
+
+RECLAIMED_TABLES = (
+    "records_memoryrecord",
+    "records_fact",
+    "records_observation",
+    "records_conflict",
+    "records_promotionrequest",
+    "records_promotionevent",
+    "derivations_embedding",
+    "derivations_summary",
+    "derivations_summarysource",
+    "derivations_outboxmessage",
+    "api_idempotencykey",
+)
+
+
+def _owner_connection() -> Any:
+    import psycopg
+
+    owner = settings.DATABASE_OWNER
+    return psycopg.connect(
+        host=owner.get("HOST") or None,
+        port=owner.get("PORT") or None,
+        user=owner["USER"],
+        password=owner.get("PASSWORD") or None,
+        # The database this process uses (the test database under pytest).
+        dbname=connection.settings_dict["NAME"],
+        autocommit=True,
+    )
+
+
+def _pending_tenants() -> list[Any]:
+    from apps.audit.models import DeletionReceipt
+    from apps.tenancy.models import Tenant
+
+    pending = []
+    for tenant_id in Tenant.objects.values_list("pk", flat=True):
+        with tenant_scope(tenant_id):
+            if DeletionReceipt.objects.filter(reclaimed_at__isnull=True).exists():
+                pending.append(tenant_id)
+    return pending
+
+
+def vacuum_tables() -> datetime:
+    """VACUUM (ANALYZE) every table deletions touch; returns when the vacuum started."""
+    started = timezone.now()
+    with _owner_connection() as owner:
+        for table in RECLAIMED_TABLES:
+            owner.execute(f"VACUUM (ANALYZE) {table}")
+    return started
+
+
+def deletions_reclaim(*, force: bool = False) -> int:
+    """Vacuum if any receipt awaits reclamation; stamp those deleted before the vacuum began.
+
+    Returns how many receipts were stamped.
+    """
+    from apps.audit.models import DeletionReceipt
+
+    if current_tenant_id() is not None:
+        raise RuntimeError("deletions_reclaim runs across tenants; call it outside a scope")
+    tenants = _pending_tenants()
+    if not tenants and not force:
+        return 0
+    started = vacuum_tables()
+    stamped = 0
+    for tenant_id in tenants:
+        with tenant_scope(tenant_id):
+            stamped += DeletionReceipt.objects.filter(
+                reclaimed_at__isnull=True, deleted_at__lt=started
+            ).update(reclaimed_at=timezone.now())
+    return stamped

@@ -1,0 +1,74 @@
+"""Reads of derived artifacts (current tenant, by RLS)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import QuerySet
+
+from .models import Embedding, Summary, SummarySource
+
+
+def summary_get(summary_id: Any) -> Summary | None:
+    """A summary by id, valid or not, or None (missing or another tenant's)."""
+    try:
+        pk = uuid.UUID(str(summary_id))
+    except (ValueError, TypeError):
+        return None
+    return Summary.objects.filter(pk=pk).prefetch_related("sources").first()
+
+
+def summaries_valid() -> QuerySet[Summary]:
+    """Summaries that may still be shown or retrieved."""
+    return Summary.objects.filter(valid=True)
+
+
+def derived_from_record(record: Any) -> dict[str, list[Any]]:
+    """The summaries citing ``record`` (this version or, through its fact, any version) and the
+    embeddings of this version: model, dimension and date, never the vector."""
+    summary_ids = SummarySource.objects.filter(source_type="record", source_id=record.pk).values(
+        "summary_id"
+    )
+    summaries = Summary.objects.filter(pk__in=summary_ids).order_by("-created_at")
+    embeddings = Embedding.objects.filter(record_id=record.pk).order_by("model")
+    return {
+        "summaries": [
+            {
+                "id": str(s.pk),
+                "valid": s.valid,
+                "created_at": s.created_at,
+                "invalidated_reason": s.invalidated_reason or None,
+            }
+            for s in summaries
+        ],
+        "embeddings": [
+            {"model": e.model, "dimension": e.dimension, "created_at": e.created_at}
+            for e in embeddings.only("model", "dimension", "created_at")
+        ],
+    }
+
+
+def receipts(*, parent: str = "", kind: str = "") -> QuerySet[Any]:
+    """The tenant's deletion receipts, optionally one erasure's or one kind's."""
+    from apps.audit.models import DeletionReceipt
+
+    queryset = DeletionReceipt.objects.all()
+    if parent:
+        try:
+            queryset = queryset.filter(parent_id=uuid.UUID(parent))
+        except ValueError:
+            return queryset.none()
+    if kind:
+        queryset = queryset.filter(kind=kind)
+    return queryset
+
+
+def receipt_get(receipt_id: Any) -> Any:
+    from apps.audit.models import DeletionReceipt
+
+    try:
+        pk = uuid.UUID(str(receipt_id))
+    except (ValueError, TypeError):
+        return None
+    return DeletionReceipt.objects.filter(pk=pk).first()

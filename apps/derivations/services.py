@@ -1,0 +1,306 @@
+"""Changes to derived artifacts: summaries (with their source pointers) and redaction.
+
+Every service runs in one transaction, appends to the audit chain (ids, digests and field
+names, never content) and queues embedding work through the outbox.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.audit.services import Actor, audit_record, content_digest
+from apps.records.models import SENSITIVITY_ORDER
+from apps.records.selectors import records_live
+from apps.records.validation import canonical_json
+from apps.tenancy.models import Tenant
+
+from .models import Summary, SummarySource
+from .outbox import summary_embedding_enqueue
+
+MAX_SUMMARY_CHARS = 20_000
+MAX_SOURCES = 200
+# Episodes carry no sensitivity class of their own; a trace of a run may hold anything the
+# agent saw, so it counts as personal data when it lends a summary its class.
+EPISODE_SENSITIVITY = "personal"
+
+
+class DerivationRejected(Exception):
+    """Input refused at the boundary: ``errors`` maps field paths to messages."""
+
+    def __init__(self, errors: dict[str, list[str]], status: int = 400) -> None:
+        super().__init__("; ".join(f"{k}: {v[0]}" for k, v in errors.items()))
+        self.errors = errors
+        self.status = status
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    type: str
+    id: uuid.UUID
+
+
+def _episode_model() -> Any:
+    """The state app's Episode, if that app provides one (imported lazily)."""
+    try:
+        from apps.state.models import Episode
+    except ImportError:
+        return None
+    return Episode
+
+
+def _parse_sources(sources: Any) -> list[SourceRef]:
+    if not isinstance(sources, list) or not sources:
+        raise DerivationRejected({"sources": ["A summary needs at least one source."]})
+    if len(sources) > MAX_SOURCES:
+        raise DerivationRejected({"sources": [f"At most {MAX_SOURCES} sources."]})
+    errors: dict[str, list[str]] = {}
+    refs: list[SourceRef] = []
+    for i, item in enumerate(sources):
+        if not isinstance(item, dict):
+            errors[f"sources[{i}]"] = ['Expected {"type": ..., "id": ...}.']
+            continue
+        kind = item.get("type")
+        if kind not in {"record", "episode"} or (kind == "episode" and not _episode_model()):
+            errors[f"sources[{i}].type"] = ["unknown source type"]
+            continue
+        try:
+            pk = uuid.UUID(str(item.get("id")))
+        except (ValueError, TypeError):
+            errors[f"sources[{i}].id"] = ["Not a valid id."]
+            continue
+        refs.append(SourceRef(kind, pk))
+    if errors:
+        raise DerivationRejected(errors)
+    return refs
+
+
+@transaction.atomic
+def summary_create(
+    *, tenant: Tenant, actor: Actor, text: str, sources: Any, reason: str
+) -> Summary:
+    """Store a summary with a pointer to every source. Refused without sources, or when a
+    source is unknown (another tenant's is unknown too). Its sensitivity is the highest of its
+    sources'; it is embedded after commit, through the outbox."""
+    errors: dict[str, list[str]] = {}
+    if not isinstance(text, str) or not text.strip():
+        errors["text"] = ["Required, non-empty."]
+    elif len(text) > MAX_SUMMARY_CHARS:
+        errors["text"] = [f"At most {MAX_SUMMARY_CHARS} characters."]
+    if not isinstance(reason, str) or not reason.strip():
+        errors["reason"] = ["Required, non-empty."]
+    try:
+        refs = _parse_sources(sources)
+    except DerivationRejected as rejected:
+        errors.update(rejected.errors)
+        refs = []
+    if errors:
+        raise DerivationRejected(errors)
+    record_ids = [r.id for r in refs if r.type == "record"]
+    # Locked: a concurrent delete either finishes first (the source is unknown here) or waits
+    # for this summary and then invalidates it.
+    records = {
+        r.pk: r for r in records_live().filter(pk__in=record_ids).select_for_update(of=("self",))
+    }
+    episode_ids: set[uuid.UUID] = set()
+    episode_model = _episode_model()
+    wanted_episodes = [r.id for r in refs if r.type == "episode"]
+    if wanted_episodes and episode_model is not None:
+        episode_ids = set(
+            episode_model.objects.filter(pk__in=wanted_episodes).values_list("pk", flat=True)
+        )
+    for i, ref in enumerate(refs):
+        known = records if ref.type == "record" else episode_ids
+        if ref.id not in known:
+            errors[f"sources[{i}].id"] = [f"No such {ref.type}."]
+    if errors:
+        raise DerivationRejected(errors)
+    levels = [SENSITIVITY_ORDER.index(r.sensitivity) for r in records.values()]
+    if episode_ids:
+        levels.append(SENSITIVITY_ORDER.index(EPISODE_SENSITIVITY))
+    summary = Summary.objects.create(
+        tenant=tenant,
+        text=text,
+        reason=reason,
+        sensitivity=SENSITIVITY_ORDER[max(levels)],
+        writer_type=actor.type,
+        writer_id=actor.id,
+        writer_label=actor.label[:200],
+        created_at=timezone.now(),
+    )
+    seen: set[tuple[str, uuid.UUID]] = set()
+    pointers = []
+    for ref in refs:
+        if (ref.type, ref.id) in seen:
+            continue
+        seen.add((ref.type, ref.id))
+        fact_id = records[ref.id].fact_id if ref.type == "record" else None
+        pointers.append(
+            SummarySource(
+                tenant=tenant,
+                summary=summary,
+                source_type=ref.type,
+                source_id=ref.id,
+                fact_id=fact_id,
+            )
+        )
+    SummarySource.objects.bulk_create(pointers)
+    summary_embedding_enqueue(summary)
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="summary.create",
+        object_type="summary",
+        object_id=str(summary.pk),
+        digest=content_digest({"summary": text}),
+        data={
+            "sources": [f"{p.source_type}:{p.source_id}" for p in pointers],
+            "sensitivity": summary.sensitivity,
+        },
+    )
+    return summary
+
+
+REDACTION_MARKER = "[REDACTED]"
+_MISSING = object()
+
+
+def _leaf(value: Any, path: str) -> Any:
+    """The part of ``value`` at dotted ``path`` ("" or "value": the whole value)."""
+    if path in {"", "value"}:
+        return value
+    node = value
+    for part in path.removeprefix("value.").split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _MISSING
+    return node
+
+
+def _replace(value: Any, path: str) -> Any:
+    """``value`` with the part at ``path`` rewritten to the marker."""
+    if path in {"", "value"}:
+        return REDACTION_MARKER
+    parts = path.removeprefix("value.").split(".")
+    node = value
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = REDACTION_MARKER
+    else:
+        node[last] = REDACTION_MARKER
+    return value
+
+
+def _strings_of(leaf: Any) -> list[str]:
+    """Every rendering of a redacted part that may appear in the record's text."""
+    if isinstance(leaf, str):
+        found = [leaf, json.dumps(leaf)[1:-1]] if leaf else []
+    elif isinstance(leaf, bool) or leaf is None:
+        found = []  # "true" or "null" in a text is not the secret
+    elif isinstance(leaf, int | float):
+        found = [str(leaf)]
+    else:
+        found = [canonical_json(leaf), json.dumps(leaf)]
+        items = leaf.values() if isinstance(leaf, dict) else leaf
+        for item in items:
+            found.extend(_strings_of(item))
+    return sorted({s for s in found if s}, key=len, reverse=True)
+
+
+@dataclass
+class RedactionResult:
+    record: Any
+    fields: list[str]
+    counts: dict[str, int]
+
+
+@transaction.atomic
+def record_redact(*, record: Any, actor: Actor, fields: Any, reason: str) -> RedactionResult:
+    """Rewrite ``fields`` of one record version to the marker, in its value and its text.
+
+    The record keeps its id and place in the version chain, with ``redaction_state`` applied;
+    its embeddings are replaced (re-embedded after commit through the outbox); summaries
+    citing it become invalid; stored API responses showing the old value are forgotten. The
+    audit event names the fields, never their content.
+    """
+    from apps.api.idempotency import purge_responses_about
+    from apps.records.models import Fact, MemoryRecord, RecordStatus, RedactionState
+    from apps.records.services import Held, fact_is_held
+
+    from .models import Embedding
+    from .outbox import record_embedding_enqueue
+    from .propagation import Propagation, summaries_citing, summaries_invalidate
+
+    errors: dict[str, list[str]] = {}
+    if not isinstance(reason, str) or not reason.strip():
+        errors["reason"] = ["Required, non-empty."]
+    if not isinstance(fields, list) or not fields:
+        errors["fields"] = ["A non-empty list of paths into the value."]
+    elif not all(isinstance(f, str) and len(f) <= 200 for f in fields):
+        errors["fields"] = ["Each path is a string of at most 200 characters."]
+    if errors:
+        raise DerivationRejected(errors)
+    fact = Fact.objects.select_for_update().get(pk=record.fact_id)
+    if fact_is_held(fact):
+        raise Held("A legal hold keeps this record as it is; lift the hold before redacting.")
+    record = MemoryRecord.objects.select_for_update().get(pk=record.pk)
+    paths = list(dict.fromkeys(fields))
+    leaves: dict[str, Any] = {}
+    for i, path in enumerate(paths):
+        leaf = _leaf(record.value, path)
+        if leaf is _MISSING:
+            errors[f"fields[{i}]"] = [f"No such path in the value: {path!r}."]
+        else:
+            leaves[path] = leaf
+    if errors:
+        raise DerivationRejected(errors)
+    removed_digest = content_digest({"record": str(record.pk), "parts": leaves})
+    value = json.loads(json.dumps(record.value))
+    content = record.content
+    for path, leaf in leaves.items():
+        value = _replace(value, path)
+        for text in _strings_of(leaf):
+            content = content.replace(text, REDACTION_MARKER)
+    record.value = value
+    record.content = content
+    record.redaction_state = RedactionState.APPLIED
+    record.redaction_fields = sorted(set(record.redaction_fields) | {p or "value" for p in paths})[
+        :100
+    ]
+    update = ["value", "content", "redaction_state", "redaction_fields"]
+    if record.status == RecordStatus.ACTIVE:
+        record.status = RecordStatus.REDACTED
+        update.append("status")
+    record.save(update_fields=update)
+    embeddings, _ = Embedding.objects.filter(record_id=record.pk).delete()
+    summary_ids = list(dict.fromkeys(summaries_citing([record.pk])))
+    invalidated, summary_embeddings = summaries_invalidate(
+        summary_ids, reason=f"source redacted: {reason}"
+    )
+    purge_responses_about([str(record.pk)])
+    record_embedding_enqueue(record)
+    counts = {
+        "embeddings": embeddings + summary_embeddings,
+        "summaries_invalidated": invalidated,
+    }
+    event = audit_record(
+        tenant=record.tenant_id,
+        actor=actor,
+        action="record.redact",
+        object_type="record",
+        object_id=str(record.pk),
+        digest=removed_digest,
+        data={"fields": [p or "value" for p in paths], "counts": counts},
+    )
+    Propagation(summary_ids=summary_ids).stamp(event.pk)
+    return RedactionResult(record=record, fields=paths, counts=counts)

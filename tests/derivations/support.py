@@ -1,0 +1,45 @@
+"""Helpers for the derivations tests: write through the API, run the outbox synchronously."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.derivations import tasks as _tasks  # noqa: F401 - registers the tasks
+from apps.derivations.models import OutboxMessage
+from apps.derivations.outbox import outbox_relay
+from memoryconsole.celery import TENANT_HEADER, app
+from tests.records.factories import body
+
+RECORDS = "/api/v1/records"
+SUMMARIES = "/api/v1/summaries"
+SEARCH = "/api/v1/search"
+
+
+def run_eagerly(message: OutboxMessage) -> None:
+    """Publish by running the task here, as the worker would: ids only, tenant in a header."""
+    task = app.tasks[message.task_name]
+    task.apply(
+        kwargs={**message.payload, "outbox_id": str(message.pk)},
+        headers={TENANT_HEADER: str(message.tenant_id)},
+    )
+
+
+def drain() -> int:
+    """Relay every tenant's pending outbox rows and run their tasks."""
+    return outbox_relay(limit=10_000, publish=run_eagerly)
+
+
+def write(agent: Any, status: int = 201, **overrides: Any) -> dict[str, Any]:
+    response = agent.post(RECORDS, body(**overrides))
+    assert response.status_code == status, response.content[:800]
+    return response.json()
+
+
+def summarise(agent: Any, record_ids: list[str], text: str = "a summary", **extra: Any) -> Any:
+    payload = {
+        "text": text,
+        "sources": [{"type": "record", "id": rid} for rid in record_ids],
+        "reason": "context for checkout",
+        **extra,
+    }
+    return agent.post(SUMMARIES, payload)

@@ -1,0 +1,29 @@
+"""After a deletion, a vacuum reclaims the rows and the receipt records when."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.audit.models import DeletionReceipt
+from apps.derivations.reclamation import deletions_reclaim
+from apps.tenancy.context import tenant_scope
+
+from .support import RECORDS, write
+
+# VACUUM runs on its own connection: the deletion must be committed for it to reclaim.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_stamps_receipts_deleted_before_the_vacuum(admin_agent, tenant, other_agent):
+    record = write(admin_agent)
+    receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
+    assert receipt["reclaimed_at"] is None
+    assert deletions_reclaim() == 1
+    with tenant_scope(tenant.pk):
+        assert DeletionReceipt.objects.get(pk=receipt["id"]).reclaimed_at is not None
+    assert deletions_reclaim() == 0  # nothing left to reclaim: no vacuum
+
+
+def test_it_refuses_to_run_inside_a_tenant_scope(tenant):
+    with tenant_scope(tenant.pk), pytest.raises(RuntimeError):
+        deletions_reclaim()

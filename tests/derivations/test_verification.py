@@ -1,0 +1,70 @@
+"""``memoryconsole verify-erasure``: zero residues passes, any residue fails and is named."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from apps.derivations.models import Embedding, OutboxMessage
+from apps.tenancy.context import tenant_scope
+
+from .support import RECORDS, drain, summarise, write
+
+pytestmark = pytest.mark.django_db
+
+
+def verify(receipt_id: str, capsys) -> tuple[bool, str]:
+    try:
+        call_command("verify_erasure", receipt_id)
+    except CommandError as error:
+        return False, capsys.readouterr().out + str(error)
+    return True, capsys.readouterr().out
+
+
+def test_a_deletion_receipt_verifies(admin_agent, capsys):
+    record = write(admin_agent)
+    summarise(admin_agent, [record["id"]])
+    drain()
+    receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
+    ok, out = verify(receipt["id"], capsys)
+    assert ok, out
+    assert "0 residues" in out
+
+
+def test_an_erasure_receipt_verifies(admin_agent, capsys):
+    for key in ("a", "b", "c"):
+        write(admin_agent, subject="user:9", key=key)
+    drain()
+    body = admin_agent.post("/api/v1/erasures", {"subject": "user:9", "reason": "x"}).json()
+    ok, out = verify(body["id"], capsys)
+    assert ok, out
+
+
+def test_it_names_a_residue(admin_agent, tenant, capsys):
+    record = write(admin_agent)
+    drain()
+    with tenant_scope(tenant.pk):
+        vector = list(Embedding.objects.get(record_id=record["id"]).vector)
+    receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
+    with tenant_scope(tenant.pk):
+        # a stray outbox row naming the deleted record, as a buggy writer might leave
+        from django.utils import timezone
+
+        OutboxMessage.objects.create(
+            tenant=tenant,
+            task_name="derivations.embed_record",
+            object_id=record["id"],
+            payload={"record_id": record["id"]},
+            created_at=timezone.now(),
+        )
+    assert vector
+    ok, out = verify(receipt["id"], capsys)
+    assert not ok
+    assert "RESIDUE [outbox]" in out
+
+
+def test_it_rejects_an_unknown_receipt(capsys):
+    ok, out = verify("00000000-0000-0000-0000-000000000000", capsys)
+    assert not ok
+    assert "no deletion receipt" in out

@@ -1,0 +1,93 @@
+"""A worker killed mid-task (SIGKILL, for real) leaves no vector; the re-run leaves one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connections
+
+from apps.derivations.models import Embedding, OutboxMessage, OutboxState
+from apps.derivations.outbox import outbox_relay_tenant
+from apps.tenancy.context import tenant_scope
+from memoryconsole.celery import TENANT_HEADER, app
+
+from .support import run_eagerly, write
+
+REDIS_URL = os.environ.get("MEMORYCONSOLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _redis_or_skip() -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis at {REDIS_URL} ({exc})")
+    finally:
+        client.close()
+
+
+def test_a_killed_worker_leaves_no_duplicate_and_the_rerun_embeds_once(agent, tenant, tmp_path):
+    _redis_or_skip()
+    record = write(agent)
+    queue = f"test-worker-killed-{uuid.uuid4().hex}"
+    marker = tmp_path / "mid-task"
+    env = {
+        **os.environ,
+        "MEMORYCONSOLE_DATABASE_NAME": connections["default"].settings_dict["NAME"],
+        "DJANGO_SETTINGS_MODULE": "memoryconsole.settings",
+    }
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("slow_worker.py")),
+            queue,
+            REDIS_URL,
+            str(marker),
+        ],
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        with app.connection_for_write(REDIS_URL) as connection:
+
+            def publish(message: OutboxMessage) -> None:
+                app.send_task(
+                    message.task_name,
+                    kwargs={**message.payload, "outbox_id": str(message.pk)},
+                    headers={TENANT_HEADER: str(message.tenant_id)},
+                    queue=queue,
+                    connection=connection,
+                )
+
+            assert outbox_relay_tenant(tenant.pk, publish=publish) == 1
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert worker.poll() is None, "the worker exited before the task ran"
+            assert time.monotonic() < deadline, "the worker never reached the middle of the task"
+            time.sleep(0.1)
+        os.killpg(worker.pid, signal.SIGKILL)  # really kill it, mid-task
+        worker.wait(10)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(10)
+    with tenant_scope(tenant.pk):
+        assert not Embedding.objects.filter(record_id=record["id"]).exists()  # rolled back
+        [row] = OutboxMessage.objects.all()
+        assert row.state == OutboxState.PUBLISHED  # not done: the relay will send it again
+    run_eagerly(row)  # the re-run (a redelivery, or the relay republishing a stale row)
+    run_eagerly(row)  # and a duplicate delivery changes nothing
+    with tenant_scope(tenant.pk):
+        assert Embedding.objects.filter(record_id=record["id"]).count() == 1
+        assert OutboxMessage.objects.get().state == OutboxState.DONE
