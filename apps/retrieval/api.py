@@ -1,0 +1,97 @@
+"""``POST /api/v1/search``: scoped, hybrid retrieval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.api.problems import Problem
+from apps.audit.services import Actor
+from apps.derivations.embedders import EmbedderUnavailable, get_embedder
+from apps.records.serializers import RecordSerializer
+from apps.tenancy.models import AgentCredential
+
+from .search import SearchRejected, parse_search, search_scoped
+
+SearchInput = inline_serializer(
+    "SearchInput",
+    {
+        "query": serializers.CharField(required=False),
+        "vector": serializers.ListField(child=serializers.FloatField(), required=False),
+        "scope": serializers.DictField(required=False),
+        "purpose": serializers.ChoiceField(choices=["context", "decision"], required=False),
+        "top_k": serializers.IntegerField(min_value=1, max_value=100, required=False),
+        "subject": serializers.CharField(required=False),
+        "keys": serializers.ListField(child=serializers.CharField(), required=False),
+        "sensitivity_max": serializers.ChoiceField(
+            choices=["public", "internal", "personal", "restricted"], required=False
+        ),
+        "as_of": serializers.DateTimeField(required=False),
+    },
+)
+
+
+class SearchView(APIView):
+    """Filter by tenant, scope, trust, sensitivity and expiry, then rank (vector + text).
+
+    Each result carries the record with trust, expires_at and provenance, and ``why``: the
+    cosine similarity and text rank behind its fused score. ``purpose=decision`` returns
+    confirmed records only and is audited with the ids it returned.
+    """
+
+    required_action = "search"
+
+    @extend_schema(request=SearchInput, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request: Request) -> Response:
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        tenant = credential.tenant
+        try:
+            embedder = get_embedder(tenant.embedding_model)
+        except EmbedderUnavailable as exc:
+            raise Problem(
+                f"The tenant's embedding model is unavailable: {exc}", status_code=503
+            ) from exc
+        try:
+            query = parse_search(request.data, dimension=embedder.dimension)
+        except SearchRejected as rejected:
+            raise Problem("The search is invalid.", errors=rejected.errors) from rejected
+        result = search_scoped(tenant=tenant, q=query, actor=Actor.for_credential(credential))
+        return Response(
+            {
+                "results": [_hit(hit) for hit in result.hits],
+                "purpose": query.purpose,
+                "plan": result.plan,
+                "model": result.model,
+            }
+        )
+
+
+def _hit(hit: Any) -> dict[str, Any]:
+    record = RecordSerializer(hit.record).data
+    return {
+        "record": record,
+        "score": round(hit.score, 6),
+        "why": {
+            "vector": None if hit.vector_similarity is None else round(hit.vector_similarity, 6),
+            "text": None if hit.text_rank is None else round(hit.text_rank, 6),
+            "vector_rank": hit.vector_position,
+            "text_rank": hit.text_position,
+        },
+        "trust": record["trust"],
+        "expires_at": record["expires_at"],
+        "source": record["source"],
+        "provenance": {
+            "source": record["source"],
+            "observed_at": record["observed_at"],
+            "writer": record["writer"],
+            "owner": record["owner"],
+            "reason": record["reason"],
+        },
+    }
