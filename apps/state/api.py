@@ -1,0 +1,526 @@
+"""``/api/v1/runs`` and ``/api/v1/obligations``: the state layer's agent API.
+
+Every operation needs the credential's ``state`` action. Views parse input, fetch through
+tenant-scoped selectors (another tenant's id is a 404), call one service and serialize. Reads
+of state are audited (``state.read``) like its changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.api.idempotency import idempotent
+from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
+from apps.api.schema import ProblemSerializer
+from apps.audit.services import Actor
+from apps.tenancy.models import AgentCredential
+
+from . import selectors, services
+from .models import Obligation, ObligationState, Run, RunState
+from .serializers import (
+    CancelInput,
+    CheckpointInput,
+    CheckpointSerializer,
+    CommitInput,
+    EpisodeInput,
+    EpisodeSerializer,
+    FailInput,
+    ObligationCreateResponse,
+    ObligationInput,
+    ObligationSerializer,
+    RunOpenInput,
+    RunSerializer,
+)
+
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    description="Retrying with the same key and body returns the first response, with no "
+    "second effect (API.md, Idempotency).",
+)
+
+
+def _credential(request: Request) -> AgentCredential:
+    credential = request.auth
+    assert isinstance(credential, AgentCredential)
+    return credential
+
+
+def _actor(request: Request) -> Actor:
+    return Actor.for_credential(_credential(request))
+
+
+def _problem(error: services.StateError) -> Problem:
+    return Problem(
+        str(error),
+        status_code=error.status,
+        slug=error.slug,
+        errors=error.errors,
+        extra=error.extra,
+    )
+
+
+def _conflict(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ProblemSerializer, description=description)
+
+
+def _run_or_404(run_id: str) -> Run:
+    run = selectors.run_get(run_id)
+    if run is None:
+        raise Problem("No such run.", status_code=404)
+    return run
+
+
+def _obligation_or_404(obligation_id: str) -> Obligation:
+    obligation = selectors.obligation_get(obligation_id)
+    if obligation is None:
+        raise Problem("No such obligation.", status_code=404)
+    return obligation
+
+
+def _choice(request: Request, name: str, choices: list[str]) -> str:
+    value = request.query_params.get(name, "")
+    if value and value not in choices:
+        raise Problem("Invalid query parameter.", errors={name: [f"One of: {', '.join(choices)}."]})
+    return value
+
+
+def _text(request: Request, name: str) -> str:
+    value = request.query_params.get(name, "")
+    if len(value) > 200 or "\x00" in value:
+        raise Problem("Invalid query parameter.", errors={name: ["At most 200 characters."]})
+    return value
+
+
+def _paginate(
+    view: APIView, request: Request, queryset: Any, ordering: tuple[str, ...]
+) -> tuple[CursorPagination, Any]:
+    """A cursor page of ``queryset`` (typed ``Any``: serializers take it with many=True)."""
+    paginator = CursorPagination()
+    paginator.ordering = ordering
+    paginator.page_size_query_param = "page_size"
+    paginator.max_page_size = 500
+    page = paginator.paginate_queryset(queryset, request, view=view) or []
+    return paginator, list(page)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+class RunListCreateView(APIView):
+    """Open a run, or list the tenant's runs (by task, by state): how a restarted agent finds
+    the run it was in."""
+
+    required_action = "state"
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("task_id", str),
+            OpenApiParameter("state", str, enum=RunState.values),
+        ],
+        responses=RunSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        task_id = _text(request, "task_id")
+        state = _choice(request, "state", RunState.values)
+        runs = selectors.runs_list(task_id=task_id, state=state)
+        paginator, page = _paginate(self, request, runs, ("-opened_at", "-id"))
+        services.state_read(
+            tenant=_credential(request).tenant_id,
+            actor=_actor(request),
+            object_type="run",
+            data={"list": "runs", "count": len(page), "task_id": task_id, "state": state},
+        )
+        return paginator.get_paginated_response(RunSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=RunOpenInput, responses={201: RunSerializer}, parameters=[IDEMPOTENCY_KEY]
+    )
+    @idempotent()
+    def post(self, request: Request) -> Response:
+        body = RunOpenInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.run_open(
+            tenant=_credential(request).tenant,
+            task_id=body.validated_data["task_id"],
+            owner=body.validated_data["owner"],
+            actor=_actor(request),
+        )
+        return Response(RunSerializer(run).data, status=201)
+
+
+class RunDetailView(APIView):
+    required_action = "state"
+
+    @extend_schema(responses=RunSerializer)
+    def get(self, request: Request, run_id: str) -> Response:
+        run = _run_or_404(run_id)
+        services.state_read(
+            tenant=run.tenant_id, actor=_actor(request), object_type="run", object_id=str(run.pk)
+        )
+        return Response(RunSerializer(run).data)
+
+
+class EpisodeListCreateView(APIView):
+    """A run's traces: append while it is open; they are discarded when it closes."""
+
+    required_action = "state"
+
+    @extend_schema(responses=EpisodeSerializer(many=True))
+    def get(self, request: Request, run_id: str) -> Response:
+        run = _run_or_404(run_id)
+        paginator, page = _paginate(self, request, selectors.episodes_list(run), ("seq",))
+        services.state_read(
+            tenant=run.tenant_id,
+            actor=_actor(request),
+            object_type="run",
+            object_id=str(run.pk),
+            data={"list": "episodes", "count": len(page)},
+        )
+        return paginator.get_paginated_response(EpisodeSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=EpisodeInput,
+        responses={
+            201: EpisodeSerializer,
+            (409, PROBLEM_CONTENT_TYPE): _conflict("The run is closed."),
+        },
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @idempotent()
+    def post(self, request: Request, run_id: str) -> Response:
+        run = _run_or_404(run_id)
+        body = EpisodeInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            episode = services.episode_append(
+                run=run,
+                role=body.validated_data["role"],
+                content=body.validated_data.get("content", ""),
+                content_ref=body.validated_data.get("content_ref", ""),
+                actor=_actor(request),
+            )
+        except services.StateError as error:
+            raise _problem(error) from error
+        return Response(EpisodeSerializer(episode).data, status=201)
+
+
+class CheckpointCreateView(APIView):
+    required_action = "state"
+
+    @extend_schema(
+        request=CheckpointInput,
+        responses={
+            201: OpenApiResponse(CheckpointSerializer, description="A new checkpoint."),
+            200: OpenApiResponse(
+                CheckpointSerializer,
+                description="The latest step again with the same state: the stored checkpoint.",
+            ),
+            (409, PROBLEM_CONTENT_TYPE): _conflict(
+                "The run is closed; or the step is behind the latest checkpoint, or is the "
+                "latest with a different state. The problem names `latest_step`."
+            ),
+        },
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @idempotent()
+    def post(self, request: Request, run_id: str) -> Response:
+        run = _run_or_404(run_id)
+        body = CheckpointInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            outcome = services.checkpoint_write(
+                run=run,
+                step=body.validated_data["step"],
+                state=body.validated_data["state"],
+                actor=_actor(request),
+            )
+        except services.StateError as error:
+            raise _problem(error) from error
+        data = CheckpointSerializer(outcome.checkpoint).data
+        return Response(data, status=201 if outcome.created else 200)
+
+
+class CheckpointLatestView(APIView):
+    required_action = "state"
+
+    @extend_schema(
+        responses={
+            200: CheckpointSerializer,
+            (404, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="No such run, or it has no checkpoint yet."
+            ),
+        }
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        run = _run_or_404(run_id)
+        checkpoint = selectors.checkpoint_latest(run)
+        services.state_read(
+            tenant=run.tenant_id,
+            actor=_actor(request),
+            object_type="run",
+            object_id=str(run.pk),
+            data={
+                "checkpoint": str(checkpoint.pk) if checkpoint else None,
+                "step": checkpoint.step if checkpoint else None,
+            },
+        )
+        if checkpoint is None:
+            # Returned, not raised: the audited read must survive (a raise rolls back).
+            return Response(
+                problem_body(404, "The run has no checkpoint yet.", slug="no-checkpoint"),
+                status=404,
+                content_type=PROBLEM_CONTENT_TYPE,
+            )
+        return Response(CheckpointSerializer(checkpoint).data)
+
+
+class RunCloseView(APIView):
+    required_action = "state"
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: OpenApiResponse(
+                RunSerializer,
+                description="The closed run (closing a closed run returns it unchanged).",
+            )
+        },
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @idempotent()
+    def post(self, request: Request, run_id: str) -> Response:
+        run = _run_or_404(run_id)
+        run = services.run_close(run=run, actor=_actor(request))
+        return Response(RunSerializer(run).data)
+
+
+# --- obligations ------------------------------------------------------------------------------
+
+
+def _parse_overdue(request: Request) -> bool | None:
+    raw = request.query_params.get("overdue", "").strip().lower()
+    if not raw:
+        return None
+    if raw in {"true", "1", "yes"}:
+        return True
+    if raw in {"false", "0", "no"}:
+        return False
+    raise Problem("Invalid query parameter.", errors={"overdue": ["true or false."]})
+
+
+class ObligationListCreateView(APIView):
+    required_action = "state"
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("task_id", str),
+            OpenApiParameter("state", str, enum=ObligationState.values),
+            OpenApiParameter(
+                "overdue",
+                OpenApiTypes.BOOL,
+                description="true: pending obligations past their deadline; false: the others.",
+            ),
+        ],
+        responses=ObligationSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        task_id = _text(request, "task_id")
+        state = _choice(request, "state", ObligationState.values)
+        overdue = _parse_overdue(request)
+        obligations = selectors.obligations_list(task_id=task_id, state=state, overdue=overdue)
+        paginator, page = _paginate(self, request, obligations, ("created_at", "id"))
+        services.state_read(
+            tenant=_credential(request).tenant_id,
+            actor=_actor(request),
+            object_type="obligation",
+            data={
+                "list": "obligations",
+                "count": len(page),
+                "task_id": task_id,
+                "state": state,
+                "overdue": overdue,
+            },
+        )
+        return paginator.get_paginated_response(ObligationSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=ObligationInput,
+        responses={
+            201: OpenApiResponse(ObligationCreateResponse, description="A new obligation."),
+            200: OpenApiResponse(
+                ObligationCreateResponse,
+                description="The key already exists: the existing obligation, unchanged "
+                "(`mismatched` names request fields that differ from it).",
+            ),
+        },
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @idempotent()
+    def post(self, request: Request) -> Response:
+        body = ObligationInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            outcome = services.obligation_create(
+                tenant=_credential(request).tenant,
+                task_id=data["task_id"],
+                kind=data["kind"],
+                key=data["key"],
+                depends_on=data.get("depends_on", []),
+                deadline=data.get("deadline"),
+                payload=data.get("payload"),
+                actor=_actor(request),
+            )
+        except services.StateError as error:
+            raise _problem(error) from error
+        response = dict(ObligationSerializer(outcome.obligation).data)
+        response["mismatched"] = outcome.mismatched
+        return Response(response, status=201 if outcome.created else 200)
+
+
+class ObligationDetailView(APIView):
+    required_action = "state"
+
+    @extend_schema(responses=ObligationSerializer)
+    def get(self, request: Request, obligation_id: str) -> Response:
+        obligation = _obligation_or_404(obligation_id)
+        services.state_read(
+            tenant=obligation.tenant_id,
+            actor=_actor(request),
+            object_type="obligation",
+            object_id=str(obligation.pk),
+            data={"state": obligation.state},
+        )
+        return Response(ObligationSerializer(obligation).data)
+
+
+COMMIT_REFUSED = (
+    "Refused, with the obligation's current state in extra members: `obligation`, `state`, "
+    "`result`, `committed_at`, `committed_by` (the winner's result when it is already "
+    "committed, slug `already-committed`); `pending_dependencies` "
+    "([{id, key, state}], slug `dependencies-not-committed`) when its dependencies are not "
+    "committed; slug `obligation-not-pending` when it failed or was cancelled."
+)
+
+
+class ObligationCommitView(APIView):
+    required_action = "state"
+
+    @extend_schema(
+        request=CommitInput,
+        responses={
+            200: OpenApiResponse(
+                ObligationSerializer, description="Committed by this request, with its result."
+            ),
+            (409, PROBLEM_CONTENT_TYPE): _conflict(COMMIT_REFUSED),
+        },
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @idempotent()
+    def post(self, request: Request, obligation_id: str) -> Response:
+        obligation = _obligation_or_404(obligation_id)
+        body = CommitInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        outcome = services.obligation_commit(
+            obligation=obligation, result=body.validated_data.get("result"), actor=_actor(request)
+        )
+        current = ObligationSerializer(outcome.obligation).data
+        if outcome.committed:
+            return Response(current)
+        # Returned, not raised, so the audited refusal is kept (a raise rolls back).
+        extra: dict[str, Any] = {
+            "obligation": current["id"],
+            "state": current["state"],
+            "result": current["result"],
+            "committed_at": current["committed_at"],
+            "committed_by": current["committed_by"],
+        }
+        if outcome.refusal == "already_committed":
+            detail = "The obligation is already committed; its result is in `result`."
+            slug = "already-committed"
+        elif outcome.refusal == "dependencies":
+            pending = outcome.pending_dependencies
+            extra["pending_dependencies"] = [
+                {"id": str(o.pk), "key": o.key, "state": o.state} for o in pending
+            ]
+            detail = "Dependencies not committed: " + ", ".join(
+                f"{o.pk} ({o.state})" for o in pending
+            )
+            slug = "dependencies-not-committed"
+        else:
+            detail = f"The obligation is {outcome.obligation.state}; it cannot be committed."
+            slug = "obligation-not-pending"
+        return Response(
+            problem_body(409, detail, slug=slug, extra=extra),
+            status=409,
+            content_type=PROBLEM_CONTENT_TYPE,
+        )
+
+
+class ObligationEndView(APIView):
+    """Fail or cancel a pending obligation (final)."""
+
+    required_action = "state"
+    transition = "fail"
+
+    def _end(self, request: Request, obligation_id: str) -> Response:
+        obligation = _obligation_or_404(obligation_id)
+        body = (FailInput if self.transition == "fail" else CancelInput)(data=request.data)
+        body.is_valid(raise_exception=True)
+        reason = body.validated_data.get("reason", "")
+        try:
+            if self.transition == "fail":
+                ended = services.obligation_fail(
+                    obligation=obligation,
+                    reason=reason,
+                    result=body.validated_data.get("result"),
+                    actor=_actor(request),
+                )
+            else:
+                ended = services.obligation_cancel(
+                    obligation=obligation, reason=reason, actor=_actor(request)
+                )
+        except services.StateError as error:
+            raise _problem(error) from error
+        return Response(ObligationSerializer(ended).data)
+
+
+class ObligationFailView(ObligationEndView):
+    transition = "fail"
+
+    @extend_schema(
+        request=FailInput,
+        responses={
+            200: ObligationSerializer,
+            (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
+        },
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @idempotent()
+    def post(self, request: Request, obligation_id: str) -> Response:
+        return self._end(request, obligation_id)
+
+
+class ObligationCancelView(ObligationEndView):
+    transition = "cancel"
+
+    @extend_schema(
+        request=CancelInput,
+        responses={
+            200: ObligationSerializer,
+            (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
+        },
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @idempotent()
+    def post(self, request: Request, obligation_id: str) -> Response:
+        return self._end(request, obligation_id)

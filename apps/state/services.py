@@ -1,0 +1,557 @@
+"""Changes to runs, episodes, checkpoints and obligations.
+
+Every service runs in one transaction, locks the row it changes (the run for episodes,
+checkpoints and closing; the obligation for its transitions), and appends to the audit chain
+with ids, counts and digests, never content. Reads of state made through the API are audited
+too (:func:`state_read`), so the trail shows what an agent knew when it acted.
+
+Refusals raise :class:`StateError` (``status`` is the HTTP answer), except a refused commit:
+that is an outcome, audited and returned (:class:`CommitOutcome`), because the loser of a race
+must learn the winner's result and the attempt belongs in the trail.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.audit.services import Actor, audit_record, content_digest
+from apps.tenancy.models import Tenant
+
+from .models import (
+    Checkpoint,
+    Episode,
+    Obligation,
+    ObligationState,
+    Run,
+    RunState,
+)
+
+
+class StateError(Exception):
+    """A state rule refused the change. ``extra`` becomes members of the problem document."""
+
+    status = 409
+    slug = "conflict"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        slug: str | None = None,
+        errors: dict[str, list[str]] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+        if slug is not None:
+            self.slug = slug
+        self.errors = errors
+        self.extra = extra
+
+
+class RunClosed(StateError):
+    slug = "run-closed"
+
+
+class CheckpointConflict(StateError):
+    slug = "checkpoint-conflict"
+
+
+class UnknownDependencies(StateError):
+    status = 400
+    slug = "validation-error"
+
+
+class ObligationNotPending(StateError):
+    slug = "obligation-not-pending"
+
+
+def _actor_fields(prefix: str, actor: Actor) -> dict[str, str]:
+    return {
+        f"{prefix}_type": actor.type,
+        f"{prefix}_id": actor.id,
+        f"{prefix}_label": actor.label[:200],
+    }
+
+
+def _lock_run(run: Run) -> Run:
+    return Run.objects.select_for_update().get(pk=run.pk)
+
+
+# --- runs and episodes -----------------------------------------------------------------------
+
+
+@transaction.atomic
+def run_open(*, tenant: Tenant, task_id: str, owner: str, actor: Actor) -> Run:
+    """Open a run of ``task_id`` for ``owner``."""
+    run = Run.objects.create(
+        tenant=tenant,
+        task_id=task_id,
+        owner=owner,
+        opened_at=timezone.now(),
+        **_actor_fields("opened_by", actor),
+    )
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="run.open",
+        object_type="run",
+        object_id=str(run.pk),
+        data={"task_id": task_id},
+    )
+    return run
+
+
+@transaction.atomic
+def episode_append(
+    *, run: Run, role: str, content: str = "", content_ref: str = "", actor: Actor
+) -> Episode:
+    """Append a trace to an open run, numbered in order (``seq`` 1, 2, ...). A closed run
+    refuses: its episodes are gone, and a late one would outlive the close."""
+    locked = _lock_run(run)
+    if locked.state != RunState.OPEN:
+        raise RunClosed("The run is closed; its episodes were discarded.", run=str(locked.pk))
+    locked.last_seq += 1
+    locked.save(update_fields=["last_seq"])
+    episode = Episode.objects.create(
+        tenant_id=locked.tenant_id,
+        run=locked,
+        seq=locked.last_seq,
+        role=role,
+        content=content,
+        content_ref=content_ref,
+        created_at=timezone.now(),
+    )
+    audit_record(
+        tenant=locked.tenant_id,
+        actor=actor,
+        action="episode.append",
+        object_type="episode",
+        object_id=str(episode.pk),
+        data={"run": str(locked.pk), "seq": episode.seq, "chars": len(content)},
+    )
+    return episode
+
+
+@dataclass
+class CheckpointOutcome:
+    checkpoint: Checkpoint
+    created: bool
+
+
+@transaction.atomic
+def checkpoint_write(*, run: Run, step: int, state: Any, actor: Actor) -> CheckpointOutcome:
+    """Record the run's ``state`` after ``step``.
+
+    * a step beyond the latest: stored (``created``);
+    * the latest step again with the same state: the stored checkpoint, nothing written
+      (a retry after a lost response);
+    * the latest step with a different state, or a step behind the latest: refused (409).
+      A resumed run continues from the latest checkpoint; going back means it did not.
+    """
+    locked = _lock_run(run)
+    if locked.state != RunState.OPEN:
+        raise RunClosed("The run is closed; it takes no more checkpoints.", run=str(locked.pk))
+    digest = content_digest(state)
+    latest = Checkpoint.objects.filter(run=locked).order_by("-step").first()
+    if latest is not None:
+        if step == latest.step:
+            if latest.state_digest == digest:
+                return CheckpointOutcome(latest, created=False)
+            raise CheckpointConflict(
+                f"Step {step} is already checkpointed with a different state.",
+                latest_step=latest.step,
+            )
+        if step < latest.step:
+            raise CheckpointConflict(
+                f"Step {step} is behind the latest checkpoint (step {latest.step}); "
+                "resume from the latest.",
+                latest_step=latest.step,
+            )
+    checkpoint = Checkpoint.objects.create(
+        tenant_id=locked.tenant_id,
+        run=locked,
+        step=step,
+        state=state,
+        state_digest=digest,
+        created_at=timezone.now(),
+    )
+    audit_record(
+        tenant=locked.tenant_id,
+        actor=actor,
+        action="checkpoint.write",
+        object_type="checkpoint",
+        object_id=str(checkpoint.pk),
+        digest=digest,
+        data={"run": str(locked.pk), "step": step},
+    )
+    return CheckpointOutcome(checkpoint, created=True)
+
+
+@transaction.atomic
+def run_close(*, run: Run, actor: Actor) -> Run:
+    """Close the run: delete its episodes, and expire the records written in it with retention
+    basis ``session``, in one transaction. Audited with counts, never content. Closing a
+    closed run changes nothing and returns it as it is.
+
+    Checkpoints stay: they are the run's ledger (what it did), not its traces.
+    """
+    from apps.api.idempotency import purge_responses_about
+
+    locked = _lock_run(run)
+    if locked.state == RunState.CLOSED:
+        return locked
+    now = timezone.now()
+    episodes = Episode.objects.filter(run=locked)
+    episode_ids = [str(pk) for pk in episodes.values_list("pk", flat=True)]
+    episodes.delete()
+    # A replayed POST .../episodes must not hand back what the close discarded.
+    purge_responses_about(episode_ids)
+    expired = session_records_expire(run=locked, now=now)
+    # Summaries citing these episodes or records are invalidated by the derivations app's
+    # propagation (principle 3); that hook belongs here, in this transaction, once it exists.
+    locked.state = RunState.CLOSED
+    locked.closed_at = now
+    for name, value in _actor_fields("closed_by", actor).items():
+        setattr(locked, name, value)
+    locked.episodes_discarded = len(episode_ids)
+    locked.records_expired = len(expired)
+    locked.save()
+    audit_record(
+        tenant=locked.tenant_id,
+        actor=actor,
+        action="run.close",
+        object_type="run",
+        object_id=str(locked.pk),
+        data={
+            "episodes_discarded": len(episode_ids),
+            "records_expired": len(expired),
+            "records": expired[:100],
+        },
+    )
+    return locked
+
+
+def session_records_expire(*, run: Run, now: datetime) -> list[str]:
+    """Expire the run's session records; returns their ids. Called by :func:`run_close`.
+
+    This writes to the records app's table from here on purpose: closing a run is this app's
+    event, and it must happen in the close's transaction. It mirrors
+    ``apps.records.services.consent_revoke``: ``status=expired, expires_at=now`` (the read-time
+    predicate hides them at once; compaction later deletes them with a receipt), legal holds
+    keep what they cover, and stored API responses describing them are purged.
+
+    A record belongs to the run when its ``source.run_id`` is the run's id. Only provisional
+    records expire: a confirmed one was promoted by an explicit, recorded review, and API.md
+    says promoted facts stay when the run closes.
+    """
+    from apps.api.idempotency import purge_responses_about
+    from apps.records.models import (
+        Conflict,
+        MemoryRecord,
+        PromotionRequest,
+        RecordStatus,
+        RetentionBasis,
+        Trust,
+    )
+    from apps.records.retention import active_hold_for_record
+
+    affected = (
+        MemoryRecord.objects.filter(
+            tenant_id=run.tenant_id,
+            retention_basis=RetentionBasis.SESSION,
+            source_run_id__iexact=str(run.pk),
+            trust=Trust.PROVISIONAL,
+        )
+        .exclude(status=RecordStatus.EXPIRED)
+        .exclude(active_hold_for_record())
+    )
+    pks = list(affected.values_list("pk", flat=True))
+    if not pks:
+        return []
+    MemoryRecord.objects.filter(pk__in=pks).update(status=RecordStatus.EXPIRED, expires_at=now)
+    about = [str(pk) for pk in pks]
+    about += [
+        str(pk)
+        for pk in PromotionRequest.objects.filter(record_id__in=pks).values_list("pk", flat=True)
+    ]
+    about += [
+        str(pk)
+        for pk in Conflict.objects.filter(current_record_id__in=pks).values_list("pk", flat=True)
+    ]
+    about += [
+        str(pk) for pk in Conflict.objects.filter(contender_id__in=pks).values_list("pk", flat=True)
+    ]
+    purge_responses_about(about)
+    return [str(pk) for pk in pks]
+
+
+# --- obligations -----------------------------------------------------------------------------
+
+
+@dataclass
+class ObligationOutcome:
+    """``created`` a new obligation, or found the existing one with this key; ``mismatched``
+    names the request's fields that differ from the existing obligation."""
+
+    obligation: Obligation
+    created: bool
+    mismatched: list[str] = field(default_factory=list)
+
+
+def _unique_ids(ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
+    return list(dict.fromkeys(ids))
+
+
+def _mismatched(
+    existing: Obligation,
+    *,
+    task_id: str,
+    kind: str,
+    depends_on: list[uuid.UUID],
+    deadline: datetime | None,
+    payload: Any,
+) -> list[str]:
+    differs = []
+    if existing.task_id != task_id:
+        differs.append("task_id")
+    if existing.kind != kind:
+        differs.append("kind")
+    if set(existing.depends_on) != set(depends_on):
+        differs.append("depends_on")
+    if existing.deadline != deadline:
+        differs.append("deadline")
+    if content_digest(existing.payload) != content_digest(payload):
+        differs.append("payload")
+    return differs
+
+
+@transaction.atomic
+def obligation_create(
+    *,
+    tenant: Tenant,
+    task_id: str,
+    kind: str,
+    key: str,
+    actor: Actor,
+    depends_on: Iterable[uuid.UUID] = (),
+    deadline: datetime | None = None,
+    payload: Any = None,
+) -> ObligationOutcome:
+    """The obligation with idempotency ``key``: the existing one (whatever else the request
+    says: the key is its identity), or a new pending one.
+
+    ``depends_on`` must name obligations of this tenant (else 400, naming the unknown ids).
+    Two concurrent creates with one key get one obligation: the second insert waits for the
+    first and then finds its row.
+    """
+    deps = _unique_ids(depends_on)
+    payload = {} if payload is None else payload
+    existing = Obligation.objects.filter(tenant=tenant, key=key).first()
+    if existing is None:
+        known = set(
+            Obligation.objects.filter(tenant=tenant, pk__in=deps).values_list("pk", flat=True)
+        )
+        unknown = [str(pk) for pk in deps if pk not in known]
+        if unknown:
+            raise UnknownDependencies(
+                f"depends_on names unknown obligations: {', '.join(unknown)}.",
+                errors={"depends_on": [f"No obligation {pk} in this tenant." for pk in unknown]},
+                unknown=unknown,
+            )
+        candidate = Obligation(
+            tenant=tenant,
+            task_id=task_id,
+            kind=kind,
+            key=key,
+            depends_on=deps,
+            deadline=deadline,
+            payload=payload,
+            created_at=timezone.now(),
+            **_actor_fields("created_by", actor),
+        )
+        Obligation.objects.bulk_create([candidate], ignore_conflicts=True)
+        existing = Obligation.objects.get(tenant=tenant, key=key)
+        if existing.pk == candidate.pk:
+            audit_record(
+                tenant=tenant,
+                actor=actor,
+                action="obligation.create",
+                object_type="obligation",
+                object_id=str(existing.pk),
+                data={"task_id": task_id, "kind": kind, "depends_on": [str(d) for d in deps]},
+            )
+            return ObligationOutcome(existing, created=True)
+    mismatched = _mismatched(
+        existing, task_id=task_id, kind=kind, depends_on=deps, deadline=deadline, payload=payload
+    )
+    # Handing back an existing obligation tells the caller its state (and result): a read.
+    state_read(
+        tenant=tenant,
+        actor=actor,
+        object_type="obligation",
+        object_id=str(existing.pk),
+        data={"through": "create", "state": existing.state, "mismatched": mismatched},
+    )
+    return ObligationOutcome(existing, created=False, mismatched=mismatched)
+
+
+@dataclass
+class CommitOutcome:
+    """``committed`` by this call, or refused: ``already_committed`` (``obligation`` carries
+    the winner's result), ``not_pending`` (failed or cancelled), or ``dependencies`` (the
+    ``pending_dependencies`` are not committed yet)."""
+
+    obligation: Obligation
+    committed: bool
+    refusal: str = ""
+    pending_dependencies: list[Obligation] = field(default_factory=list)
+
+
+# No savepoint when nested (in a request's transaction): it raises nothing by design, and a
+# RELEASE would be one more round trip while the tenant's audit chain head is locked.
+@transaction.atomic(savepoint=False)
+def obligation_commit(*, obligation: Obligation, result: Any, actor: Actor) -> CommitOutcome:
+    """Commit exactly once. ``SELECT ... FOR UPDATE`` serialises concurrent commits of one
+    obligation: the first stores its result and wins; every later one, including those that
+    were waiting on the lock, reads the committed row and is refused with the winner's result.
+    An obligation with uncommitted dependencies is refused. Both outcomes are audited."""
+    locked = Obligation.objects.select_for_update().get(pk=obligation.pk)
+    refusal = ""
+    pending: list[Obligation] = []
+    if locked.state == ObligationState.COMMITTED:
+        refusal = "already_committed"
+    elif locked.state != ObligationState.PENDING:
+        refusal = "not_pending"
+    elif locked.depends_on:
+        # Dependencies are only ever committed once and never revert: no lock needed.
+        pending = list(
+            Obligation.objects.filter(tenant_id=locked.tenant_id, pk__in=locked.depends_on)
+            .exclude(state=ObligationState.COMMITTED)
+            .order_by("created_at")
+        )
+        if pending:
+            refusal = "dependencies"
+    if refusal:
+        audit_record(
+            tenant=locked.tenant_id,
+            actor=actor,
+            action="obligation.commit_refused",
+            object_type="obligation",
+            object_id=str(locked.pk),
+            data={
+                "refusal": refusal,
+                "state": locked.state,
+                "pending_dependencies": [str(o.pk) for o in pending],
+            },
+        )
+        return CommitOutcome(locked, committed=False, refusal=refusal, pending_dependencies=pending)
+    locked.state = ObligationState.COMMITTED
+    locked.result = result
+    locked.committed_at = timezone.now()
+    fields = _actor_fields("committed_by", actor)
+    for name, value in fields.items():
+        setattr(locked, name, value)
+    locked.save(update_fields=["state", "result", "committed_at", *fields])
+    audit_record(
+        tenant=locked.tenant_id,
+        actor=actor,
+        action="obligation.commit",
+        object_type="obligation",
+        object_id=str(locked.pk),
+        digest=content_digest(result),
+        data={"task_id": locked.task_id, "kind": locked.kind},
+    )
+    return CommitOutcome(locked, committed=True)
+
+
+def _end(
+    *, obligation: Obligation, state: str, reason: str, result: Any, actor: Actor
+) -> Obligation:
+    locked = Obligation.objects.select_for_update().get(pk=obligation.pk)
+    if locked.state != ObligationState.PENDING:
+        raise ObligationNotPending(
+            f"The obligation is already {locked.state}.",
+            obligation=str(locked.pk),
+            state=locked.state,
+            result=locked.result,
+            committed_at=locked.committed_at,
+        )
+    locked.state = state
+    locked.ended_at = timezone.now()
+    locked.end_reason = reason
+    if result is not None:
+        locked.result = result
+    fields = _actor_fields("ended_by", actor)
+    for name, value in fields.items():
+        setattr(locked, name, value)
+    locked.save(update_fields=["state", "ended_at", "end_reason", "result", *fields])
+    audit_record(
+        tenant=locked.tenant_id,
+        actor=actor,
+        action=f"obligation.{'fail' if state == ObligationState.FAILED else 'cancel'}",
+        object_type="obligation",
+        object_id=str(locked.pk),
+        digest=content_digest(result) if result is not None else "",
+        data={"task_id": locked.task_id, "kind": locked.kind},
+    )
+    return locked
+
+
+@transaction.atomic
+def obligation_fail(
+    *, obligation: Obligation, reason: str, actor: Actor, result: Any = None
+) -> Obligation:
+    """Mark a pending obligation failed (final: a retry is a new obligation, with a new key).
+    Obligations depending on it can then never be committed."""
+    return _end(
+        obligation=obligation,
+        state=ObligationState.FAILED,
+        reason=reason,
+        result=result,
+        actor=actor,
+    )
+
+
+@transaction.atomic
+def obligation_cancel(*, obligation: Obligation, reason: str, actor: Actor) -> Obligation:
+    """Cancel a pending obligation (final)."""
+    return _end(
+        obligation=obligation,
+        state=ObligationState.CANCELLED,
+        reason=reason,
+        result=None,
+        actor=actor,
+    )
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+
+def state_read(
+    *,
+    tenant: Tenant | uuid.UUID,
+    actor: Actor,
+    object_type: str,
+    object_id: str = "",
+    data: dict[str, Any] | None = None,
+) -> None:
+    """Record that ``actor`` read state (ids and counts in ``data``), in the caller's
+    transaction: an agent's reads of its ledger appear in the trail next to its commits."""
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="state.read",
+        object_type=object_type,
+        object_id=object_id,
+        data=data or {},
+    )

@@ -1,0 +1,1 @@
+"""Examples that use Memory Console through its REST API only (see README.md)."""
