@@ -145,7 +145,9 @@ class RecordListCreateView(APIView):
             )
         record = outcome.record
         conflicts = {record.pk: outcome.conflict.pk if outcome.conflict else None}
-        if outcome.conflict is None:
+        if outcome.conflict is None and outcome.outcome != "created":
+            # An earlier version of this record may take part in an open conflict; a record
+            # created just now cannot.
             record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
             conflicts = {}
         body = dict(RecordSerializer(record, context={"conflicts": conflicts}).data)
