@@ -168,7 +168,7 @@ def run_api(count: int, token: str) -> Timing:
                 if conn.getresponse().status == 200:
                     break
             except OSError:
-                pass
+                pass  # not listening yet; the deadline below bounds the wait
             if time.monotonic() > deadline:
                 raise RuntimeError("gunicorn did not become healthy")
             time.sleep(0.2)

@@ -95,6 +95,17 @@ def record_digest(record: MemoryRecord) -> str:
     )
 
 
+def _source_fields(data: RecordInput) -> dict[str, str]:
+    """Where a write came from, as stored on a record version and on each observation."""
+    return {
+        "source_kind": data.source_kind,
+        "source_ref": data.source_ref,
+        "source_turn_id": data.source_turn_id,
+        "source_tool_call_id": data.source_tool_call_id,
+        "source_run_id": data.source_run_id,
+    }
+
+
 def _writer_fields(actor: Actor) -> dict[str, str]:
     return {"writer_type": actor.type, "writer_id": actor.id, "writer_label": actor.label[:200]}
 
@@ -187,11 +198,7 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         version=fact.last_version,
         value=data.value,
         content=data.content,
-        source_kind=data.source_kind,
-        source_ref=data.source_ref,
-        source_turn_id=data.source_turn_id,
-        source_tool_call_id=data.source_tool_call_id,
-        source_run_id=data.source_run_id,
+        **_source_fields(data),
         observed_at=data.observed_at,
         written_at=now,
         owner=data.owner,
@@ -258,11 +265,7 @@ def _add_observation(
     return Observation.objects.create(
         tenant=tenant,
         record=record,
-        source_kind=data.source_kind,
-        source_ref=data.source_ref,
-        source_turn_id=data.source_turn_id,
-        source_tool_call_id=data.source_tool_call_id,
-        source_run_id=data.source_run_id,
+        **_source_fields(data),
         observed_at=data.observed_at,
         recorded_at=now,
         reason=data.reason,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -154,10 +153,10 @@ def _bulk_records(tenant, count: int, subject: str) -> None:
         )
 
 
-def test_it_erases_many_records_in_batches_quickly(tenant):
+def test_it_erases_many_records_in_batches(tenant):
+    """Speed is measured by benchmarks/derived_delete.py, not asserted here."""
     _bulk_records(tenant, 5000, "user:bulk")
     with tenant_scope(tenant.pk):
-        started = time.perf_counter()
         result = erasure_run(
             tenant=tenant,
             actor=Actor.system("tests"),
@@ -165,8 +164,6 @@ def test_it_erases_many_records_in_batches_quickly(tenant):
             value="user:bulk",
             reason="bulk erasure",
         )
-        elapsed = time.perf_counter() - started
         assert result.totals["records"] == 5000
         assert DeletionReceipt.objects.filter(parent=result.receipt).count() == 5000
         assert not MemoryRecord.objects.exists()
-    assert 5000 / elapsed > 1000, f"{5000 / elapsed:.0f} records/s"
