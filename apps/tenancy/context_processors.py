@@ -14,8 +14,10 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
 from .permissions import (
+    DELETE_MEMORIES,
     MANAGE_CREDENTIALS,
     MANAGE_MEMBERS,
+    MANAGE_RETENTION,
     RESOLVE_CONFLICTS,
     REVIEW_PROMOTIONS,
     VIEW_AUDIT,
@@ -37,6 +39,11 @@ NAVIGATION: tuple[tuple[str, str, str, str], ...] = (
     ("memories", "Memories", "console:memories", VIEW_MEMORIES),
     ("review", "Review", "console:review", REVIEW_PROMOTIONS),
     ("conflicts", "Conflicts", "console:conflicts", RESOLVE_CONFLICTS),
+    ("runs", "Runs & obligations", "console:runs", VIEW_MEMORIES),
+    ("deletions", "Deletions", "console:deletions", VIEW_AUDIT),
+    ("erasures", "Erasures", "console:erasures", DELETE_MEMORIES),
+    ("retention", "Retention rules", "console:retention", MANAGE_RETENTION),
+    ("holds", "Legal holds", "console:holds", MANAGE_RETENTION),
     ("audit", "Audit", "console:audit", VIEW_AUDIT),
     ("credentials", "Credentials", "console:credentials", MANAGE_CREDENTIALS),
     ("members", "Members", "console:members", MANAGE_MEMBERS),

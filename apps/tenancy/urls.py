@@ -6,7 +6,7 @@ this namespace; a section whose name is not routed yet is shown as plain, disabl
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
@@ -41,4 +41,10 @@ urlpatterns = [
     ),
     path("t/<slug:tenant_slug>/audit/", views.audit_log, name="audit"),
     path("t/<slug:tenant_slug>/audit/verify/", views.audit_verify, name="audit-verify"),
+    # Each area's pages live with its app; their URL names join this namespace.
+    path("t/<slug:tenant_slug>/", include("apps.records.console_memories_urls")),
+    path("t/<slug:tenant_slug>/", include("apps.records.console_review_urls")),
+    path("t/<slug:tenant_slug>/", include("apps.records.console_governance_urls")),
+    path("t/<slug:tenant_slug>/", include("apps.derivations.console_urls")),
+    path("t/<slug:tenant_slug>/", include("apps.state.console_urls")),
 ]

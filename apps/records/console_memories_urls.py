@@ -1,0 +1,8 @@
+"""Console routes of this area, included under ``/console/t/<tenant_slug>/`` in the ``console``
+namespace (apps/tenancy/urls.py)."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern
+
+urlpatterns: list[URLPattern] = []
