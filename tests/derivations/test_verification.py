@@ -68,3 +68,50 @@ def test_it_rejects_an_unknown_receipt(capsys):
     ok, out = verify("00000000-0000-0000-0000-000000000000", capsys)
     assert not ok
     assert "no deletion receipt" in out
+
+
+def test_it_names_a_stored_response_that_mentions_a_deleted_id(admin_agent, tenant, capsys):
+    from django.utils import timezone
+
+    from apps.api.models import IdempotencyKey
+
+    record = write(admin_agent)
+    drain()
+    receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
+    with tenant_scope(tenant.pk):
+        stored = IdempotencyKey.objects.create(
+            tenant=tenant,
+            credential_id=admin_agent.credential.pk,
+            key="k-1",
+            request_hash="0" * 64,
+            status_code=200,
+            response_body={"results": [{"id": record["id"].upper()}]},
+            created_at=timezone.now(),
+        )
+    ok, out = verify(receipt["id"], capsys)
+    assert not ok
+    assert f"stored response {stored.pk} names a deleted id" in out
+
+
+def test_the_mention_check_scales_to_a_large_erasure(admin_agent, tenant):
+    """One pass over the stored JSON, whatever the number of ids (100k here)."""
+    import uuid
+
+    from django.utils import timezone
+
+    from apps.api.models import IdempotencyKey
+    from apps.derivations.verification import UUID_PATTERN, _rows_mentioning
+
+    ids = [str(uuid.uuid4()) for _ in range(100_000)]
+    with tenant_scope(tenant.pk):
+        stored = IdempotencyKey.objects.create(
+            tenant=tenant,
+            credential_id=admin_agent.credential.pk,
+            key="k-2",
+            request_hash="0" * 64,
+            status_code=200,
+            response_body={"id": ids[-1]},
+            created_at=timezone.now(),
+        )
+        found = _rows_mentioning("api_idempotencykey", "response_body", UUID_PATTERN, ids)
+    assert found == [stored.pk]
