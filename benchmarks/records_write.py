@@ -191,6 +191,28 @@ def run_api(count: int, token: str) -> Timing:
         server.wait(10)
 
 
+def statements_per_write(tenant: Any, actor: Any, token: str) -> dict[str, int]:
+    """SQL statements one new-fact write sends, BEGIN and COMMIT included, per path: the
+    round trips that the latency above is made of, independent of the machine's load."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    counts = {"raw INSERT": 5}  # BEGIN, set_config, fact, record, COMMIT (see run_raw)
+    with CaptureQueriesContext(connection) as service:
+        run_service(1, tenant, actor, prefix="count-svc")
+    counts["service"] = len(service.captured_queries)
+    client = Client(HTTP_HOST="127.0.0.1")
+    headers = {"authorization": f"Bearer {token}"}
+    with CaptureQueriesContext(connection) as api:
+        response = client.post(
+            "/api/v1/records", write_body(0, "count-api"), "application/json", headers=headers
+        )
+    assert response.status_code == 201, response.content[:300]
+    counts["HTTP API"] = len(api.captured_queries)
+    return counts
+
+
 def _concurrent_writer(args: tuple[int, int, str, str]) -> list[float]:
     index, count, tenant_id, credential_id = args
     setup_django()
@@ -247,6 +269,7 @@ def main() -> None:
         raw = run_raw(args.count, tenant.pk, str(credential.pk))
         service = run_service(args.count, tenant, actor)
         api = run_api(args.count, token)
+        statements = statements_per_write(tenant, actor, token)
         per_writer = max(1, args.count // 2)
         concurrent = run_concurrent(args.writers, per_writer, str(tenant.pk), str(credential.pk))
 
@@ -260,10 +283,13 @@ def main() -> None:
                 timing.p50_ms,
                 timing.p95_ms,
                 f"{timing.p50_ms / raw.p50_ms:.1f}x",
+                statements[timing.label],
             ]
         )
     print("\nSingle writes, one transaction each (embedded PostgreSQL 18, RLS on)\n")
-    print(table(["path", "writes", "writes/s", "p50 ms", "p95 ms", "p50 vs raw"], rows))
+    headers = ["path", "writes", "writes/s", "p50 ms", "p95 ms", "p50 vs raw", "statements"]
+    print(table(headers, rows))
+    print("\nstatements: SQL statements per write, BEGIN and COMMIT included (round trips).")
     print(f"\n{args.writers} concurrent writers on one tenant (service path, distinct facts)\n")
     print(
         table(

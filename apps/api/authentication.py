@@ -9,7 +9,6 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from apps.tenancy.context import activate_tenant
 from apps.tenancy.models import AgentCredential
 from apps.tenancy.selectors import credential_for_token, credential_touch
 
@@ -64,11 +63,12 @@ class AgentCredentialAuthentication(authentication.BaseAuthentication):
             token = header[1].decode("ascii")
         except UnicodeDecodeError as exc:
             raise exceptions.AuthenticationFailed("Malformed token.") from exc
-        credential = credential_for_token(token)
+        # Looked up on every request (no cache): a revocation takes effect at once. The same
+        # statement enters the credential's tenant.
+        credential = credential_for_token(token, activate=True)
         if credential is None:
             # Unknown and revoked tokens get the same answer: a caller learns nothing.
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        activate_tenant(credential.tenant_id)
         credential_touch(credential)
         return AgentPrincipal(credential), credential
 

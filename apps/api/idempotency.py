@@ -87,10 +87,12 @@ def idempotent(
                     slug="idempotency-in-flight",
                 )
             now = timezone.now()
-            IdempotencyKey.objects.filter(
-                credential_id=credential.pk, key=key, created_at__lt=now - RETENTION
-            ).delete()
+            # One lookup; an expired entry (rare: the sweep removes them) is deleted only when
+            # met, so a first use of a key costs a single round trip here.
             stored = IdempotencyKey.objects.filter(credential_id=credential.pk, key=key).first()
+            if stored is not None and stored.created_at < now - RETENTION:
+                stored.delete()
+                stored = None
             if stored is not None:
                 if stored.request_hash != fingerprint:
                     raise Problem(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -18,6 +19,7 @@ from apps.audit.services import Actor
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
+from .embeddings import client_vector_split, client_vector_store
 from .models import Summary
 
 
@@ -32,6 +34,14 @@ class SummaryInput(serializers.Serializer):  # type: ignore[type-arg]
     text = serializers.CharField()
     sources = SummarySourceInput(many=True)
     reason = serializers.CharField()
+    vector = serializers.ListField(
+        child=serializers.FloatField(),
+        required=False,
+        help_text="Only for a tenant whose embedding model is client-<dim>: the summary's "
+        "vector, exactly <dim> finite numbers, not all zero, stored as its embedding with the "
+        "summary (a 400 naming `vector` otherwise). Refused when the tenant's model computes "
+        "vectors itself.",
+    )
 
 
 def _actor(request: Request) -> Actor:
@@ -96,19 +106,28 @@ class SummaryCreateView(APIView):
     def post(self, request: Request) -> Response:
         credential = request.auth
         assert isinstance(credential, AgentCredential)
-        data = request.data if isinstance(request.data, dict) else {}
         if not isinstance(request.data, dict):
             raise Problem("Expected a JSON object.", errors={"": ["Expected a JSON object."]})
+        data, vector, vector_errors = client_vector_split(request.data, tenant=credential.tenant)
         try:
-            summary = services.summary_create(
-                tenant=credential.tenant,
-                actor=_actor(request),
-                text=data.get("text"),  # type: ignore[arg-type]
-                sources=data.get("sources"),
-                reason=data.get("reason"),  # type: ignore[arg-type]
-            )
+            # The summary and its vector commit together, or neither does.
+            with transaction.atomic():
+                summary = services.summary_create(
+                    tenant=credential.tenant,
+                    actor=_actor(request),
+                    text=data.get("text"),
+                    sources=data.get("sources"),
+                    reason=data.get("reason"),
+                )
+                if vector_errors:
+                    raise services.DerivationRejected(vector_errors)
+                if vector is not None:
+                    client_vector_store(tenant=credential.tenant, vector=vector, summary=summary)
         except services.DerivationRejected as rejected:
-            raise rejected_problem(rejected) from rejected
+            every = services.DerivationRejected(
+                {**rejected.errors, **vector_errors}, status=rejected.status
+            )
+            raise rejected_problem(every) from rejected
         return Response(summary_representation(summary), status=201)
 
 

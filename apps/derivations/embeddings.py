@@ -107,3 +107,86 @@ def summary_embed(summary_id: Any) -> str:
         summary_id=summary.pk,
     )
     return "embedded"
+
+
+# --- vectors sent by agents (tenant model ``client-<dim>``) ------------------------------------
+
+VECTOR_FIELD = "vector"
+
+
+def client_vector_split(
+    body: Any, *, tenant: Tenant
+) -> tuple[Any, list[float] | None, dict[str, list[str]]]:
+    """Take the optional ``vector`` out of a write body (a record's or a summary's).
+
+    Returns the body without it, the checked vector (or None when absent) and the errors
+    naming ``vector``: with a ``client-<dim>`` model it must be ``<dim>`` finite numbers,
+    not all zero; with a model the server computes, no vector is accepted (it would be
+    compared with vectors of another model)."""
+    if not isinstance(body, dict) or VECTOR_FIELD not in body:
+        return body, None, {}
+    rest = {name: value for name, value in body.items() if name != VECTOR_FIELD}
+    raw = body[VECTOR_FIELD]
+    if raw is None:
+        return rest, None, {}
+    embedder = tenant_embedder(tenant)
+    if embedder.computes:
+        return (
+            rest,
+            None,
+            {
+                VECTOR_FIELD: [
+                    f"This tenant's embedding model ({embedder.name}) computes vectors from "
+                    "the text; send no vector."
+                ]
+            },
+        )
+    if not isinstance(raw, list) or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in raw
+    ):
+        return rest, None, {VECTOR_FIELD: ["A list of numbers."]}
+    if len(raw) != embedder.dimension:
+        return (
+            rest,
+            None,
+            {
+                VECTOR_FIELD: [
+                    f"Must have {embedder.dimension} dimensions (the tenant's embedding "
+                    f"model, {embedder.name}); got {len(raw)}."
+                ]
+            },
+        )
+    if not all(abs(float(x)) < 1e30 for x in raw) or not any(raw):
+        return rest, None, {VECTOR_FIELD: ["Must be finite and not all zero."]}
+    return rest, [float(x) for x in raw], {}
+
+
+def client_vector_store(
+    *, tenant: Tenant, vector: Sequence[float], record: Any = None, summary: Any = None
+) -> None:
+    """Store an agent's vector (checked by :func:`client_vector_split`) as the embedding of
+    ``record`` or ``summary``, in the caller's transaction (one INSERT). A source that already
+    has a vector of the model keeps it: a repeated write of the same value returns the stored
+    version, whose vector was sent with its first write."""
+    from apps.audit.services import content_digest
+    from apps.records.services import record_digest
+
+    if record is not None:
+        digest = record_digest(record)
+    else:
+        digest = content_digest({"summary": summary.text})
+    Embedding.objects.bulk_create(
+        [
+            Embedding(
+                tenant_id=tenant.pk,
+                record_id=record.pk if record is not None else None,
+                summary_id=summary.pk if summary is not None else None,
+                model=tenant_embedder(tenant).name,
+                dimension=len(vector),
+                vector=list(vector),
+                content_digest=digest,
+                created_at=timezone.now(),
+            )
+        ],
+        ignore_conflicts=True,
+    )

@@ -1,12 +1,9 @@
 """Erasure by subject, owner or consent: set-based, in batches, with a receipt per fact.
 
-``record_delete`` handles one fact with per-row ORM work; an erasure may cover 100k records,
-so it works on batches of facts with one SQL statement per table, the batch bound once as
-an array (``DELETE ... WHERE id = ANY(%s)``), without Django's per-row cascade collection.
-The order of the statements replaces the cascade: stored responses, derived artifacts,
-promotion history, conflicts, observations, versions, then facts. Foreign keys are checked
-at commit (Django creates them ``DEFERRABLE INITIALLY DEFERRED``), so versions pointing at
-each other, and facts pointing at their current version, go without unlinking first.
+Every batch of facts goes through the statement ``record_delete`` uses
+(:func:`apps.derivations.purge.versions_purge`: one SQL statement for every table, each
+batch bound once as an array), so erasure keeps the same guarantees at any size, and its
+receipts are inserted with one more statement.
 
 A whole fact goes when any of its versions matches (its versions form one chain; keeping the
 rest would keep the history of what was erased). Facts under an active legal hold are
@@ -19,6 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +29,7 @@ from apps.audit.services import Actor, audit_record, content_digest
 from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.tenancy.models import Tenant
 
-from .propagation import Propagation
+from .purge import versions_purge
 from .services import DerivationRejected
 
 BATCH_FACTS = 5000
@@ -74,9 +72,18 @@ def _matching_facts(selector: str, value: str) -> QuerySet[Fact]:
 
 
 def erasure_run(
-    *, tenant: Tenant, actor: Actor, selector: str, value: str, reason: str
+    *,
+    tenant: Tenant,
+    actor: Actor,
+    selector: str,
+    value: str,
+    reason: str,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ErasureResult:
-    """Erase every fact (all versions) with a version matching ``selector = value``."""
+    """Erase every fact (all versions) with a version matching ``selector = value``.
+
+    ``progress``, if given, is called after each batch with (records erased so far, records
+    to erase), the latter counted once at the start (held facts excluded)."""
     if selector not in SELECTORS:
         raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
     if not value or len(value) > 200:
@@ -105,6 +112,12 @@ def erasure_run(
     totals["held_records"] = MemoryRecord.objects.filter(
         fact_id__in=matching.filter(_held_q()).values("pk")
     ).count()
+    to_erase = 0
+    if progress is not None:
+        to_erase = (
+            MemoryRecord.objects.filter(fact_id__in=matching.values("pk")).count()
+            - totals["held_records"]
+        )
     while True:
         with transaction.atomic():
             fact_ids = list(
@@ -119,6 +132,8 @@ def erasure_run(
         receipt_ids.extend(batch.pop("_receipts_sample", []))
         for name, count in batch.items():
             totals[name] += count
+        if progress is not None:
+            progress(totals["records"], max(to_erase, totals["records"]))
     with transaction.atomic():
         event = audit_record(
             tenant=tenant,
@@ -135,27 +150,6 @@ def erasure_run(
     return ErasureResult(receipt=parent, totals=dict(totals), receipt_ids=receipt_ids[:1000])
 
 
-# One statement per table, each taking the batch as an array parameter (``= ANY(...)``): a
-# single bind per statement instead of thousands of placeholders. RLS applies as usual.
-BATCH_STATEMENTS = (
-    ("embeddings", "DELETE FROM derivations_embedding WHERE record_id = ANY(%(records)s)"),
-    ("outbox", "DELETE FROM derivations_outboxmessage WHERE object_id = ANY(%(records)s)"),
-    ("", "UPDATE derivations_summarysource SET fact_id = NULL WHERE fact_id = ANY(%(facts)s)"),
-    (
-        "promotion_events",
-        "DELETE FROM records_promotionevent WHERE record_id = ANY(%(records)s)",
-    ),
-    (
-        "promotion_requests",
-        "DELETE FROM records_promotionrequest WHERE record_id = ANY(%(records)s)",
-    ),
-    ("conflicts", "DELETE FROM records_conflict WHERE fact_id = ANY(%(facts)s)"),
-    ("observations", "DELETE FROM records_observation WHERE record_id = ANY(%(records)s)"),
-    ("", "DELETE FROM records_legalhold WHERE fact_id = ANY(%(facts)s)"),  # lifted ones only
-    ("records", "DELETE FROM records_memoryrecord WHERE id = ANY(%(records)s)"),
-    ("", "DELETE FROM records_fact WHERE id = ANY(%(facts)s)"),
-)
-
 INSERT_RECEIPTS = """
 INSERT INTO audit_deletionreceipt (id, tenant_id, kind, requested_by_type, requested_by_id,
     requested_by_label, reason, deleted_at, fact_id, record_ids, counts, content_digest,
@@ -171,9 +165,7 @@ SELECT r.id, %(tenant)s, 'record', %(actor_type)s, %(actor_id)s, %(actor_label)s
 def _erase_batch(
     tenant: Tenant, actor: Actor, parent: DeletionReceipt, fact_ids: list[Any], reason: str
 ) -> dict[str, Any]:
-    from .propagation import summaries_invalidate
-
-    counts: dict[str, int] = defaultdict(int)
+    now = timezone.now()
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id, fact_id, subject, key, value::text, content FROM records_memoryrecord"
@@ -181,38 +173,15 @@ def _erase_batch(
             [fact_ids],
         )
         rows = cursor.fetchall()
-        record_ids = [row[0] for row in rows]
-        params = {"records": record_ids, "facts": fact_ids}
-        cursor.execute(
-            "SELECT id FROM records_promotionrequest WHERE record_id = ANY(%(records)s)"
-            " UNION ALL SELECT id FROM records_conflict WHERE fact_id = ANY(%(facts)s)",
-            params,
-        )
-        about = [str(r[0]) for r in cursor.fetchall()] + [str(pk) for pk in record_ids]
-        cursor.execute("DELETE FROM api_idempotencykey WHERE resource_id = ANY(%s)", [about])
-        counts["stored_responses"] = cursor.rowcount
-        cursor.execute(
-            "SELECT DISTINCT summary_id FROM derivations_summarysource"
-            " WHERE (source_type = 'record' AND source_id = ANY(%(records)s))"
-            " OR fact_id = ANY(%(facts)s)",
-            params,
-        )
-        summary_ids = [r[0] for r in cursor.fetchall()]
-        invalidated, summary_embeddings = summaries_invalidate(
-            summary_ids, reason=f"source erased: {reason}"
-        )
-        counts["summaries_invalidated"] = invalidated
-        counts["embeddings"] = summary_embeddings
-        # No "current_id = NULL" first: the fact and its versions go in this transaction and
-        # the foreign keys are checked at commit.
-        for name, statement in BATCH_STATEMENTS:
-            cursor.execute(statement, params)
-            if name:
-                counts[name] += cursor.rowcount
-        by_fact: dict[Any, list[tuple[Any, ...]]] = defaultdict(list)
-        for row in rows:
-            by_fact[row[1]].append(row)
-        receipt_ids = [uuid.uuid4() for _ in by_fact]
+    record_ids = [row[0] for row in rows]
+    purge = versions_purge(
+        record_ids=record_ids, fact_ids=fact_ids, reason=f"source erased: {reason}", now=now
+    )
+    by_fact: dict[Any, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in rows:
+        by_fact[row[1]].append(row)
+    receipt_ids = [uuid.uuid4() for _ in by_fact]
+    with connection.cursor() as cursor:
         cursor.execute(
             INSERT_RECEIPTS,
             {
@@ -221,7 +190,7 @@ def _erase_batch(
                 "actor_id": actor.id,
                 "actor_label": actor.label[:200],
                 "reason": reason,
-                "now": timezone.now(),
+                "now": now,
                 "parent": parent.pk,
                 "ids": receipt_ids,
                 "fact_ids": list(by_fact),
@@ -238,7 +207,9 @@ def _erase_batch(
         object_id=str(parent.pk),
         data={"facts": [str(pk) for pk in fact_ids], "records": len(record_ids)},
     )
-    Propagation(summary_ids=summary_ids).stamp(event.pk)
+    purge.stamp(event.pk)
+    counts = dict(purge.counts)
+    counts["records"] = counts.pop("versions")
     return {
         **counts,
         "facts": len(fact_ids),

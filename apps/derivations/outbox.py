@@ -176,6 +176,23 @@ def record_embedding_enqueue(record: Any) -> OutboxMessage:
     )
 
 
+def record_embedding_message(record: Any) -> OutboxMessage:
+    """The embedding of a record version created in the caller's transaction, as an unsaved
+    row the write path inserts in the same statement as the version. A new version has no
+    pending row to reuse, so nothing is looked up; publishing after commit is arranged as by
+    :func:`outbox_enqueue`."""
+    message = OutboxMessage(
+        tenant_id=record.tenant_id,
+        task_name=EMBED_RECORD,
+        object_id=record.pk,
+        payload={"record_id": str(record.pk)},
+        created_at=timezone.now(),
+    )
+    if getattr(settings, "OUTBOX_RELAY_ON_COMMIT", True):
+        transaction.on_commit(lambda: _publish_after_commit(message))
+    return message
+
+
 def summary_embedding_enqueue(summary: Any) -> OutboxMessage:
     """Queue the embedding of a summary (call inside the summary's transaction)."""
     return outbox_enqueue(

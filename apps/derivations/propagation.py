@@ -1,8 +1,9 @@
 """What a source's deletion, redaction or expiry does to what was derived from it.
 
-Called inside the transaction of the change (``record_delete`` and everything built on it:
-the API, the console, erasure, expiry compaction, consent revocation followed by compaction;
-``record_redact``), so the change and its propagation commit or roll back together:
+Called inside the transaction of the change (consent revocation, ``record_redact``), so the
+change and its propagation commit or roll back together. Deletions (``record_delete`` and
+everything built on it: the API, the console, erasure, expiry compaction) do the same in one
+set-based statement with the deletion itself (``apps.derivations.purge``):
 
 * the embeddings of the affected record versions are deleted;
 * every summary citing any of them (or, when a whole fact goes, any version of that fact)

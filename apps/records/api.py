@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from apps.api.idempotency import idempotent
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
 from apps.audit.services import Actor, audit_record
+from apps.derivations.embeddings import VECTOR_FIELD, client_vector_split, client_vector_store
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
@@ -122,15 +123,33 @@ class RecordListCreateView(APIView):
         assert isinstance(credential, AgentCredential)
         actor = _actor(request)
         try:
-            data = validate_write(request.data)
+            # A client model's vector travels beside the body; checked with it, stored with it.
+            body, vector, vector_errors = client_vector_split(
+                request.data, tenant=credential.tenant
+            )
+            try:
+                data = validate_write(body)
+            except WriteRejected as rejected:
+                errors = {**rejected.errors, **vector_errors}
+                raise WriteRejected(errors, too_large=rejected.too_large) from None
+            if vector_errors:
+                raise WriteRejected(vector_errors)
             outcome = services.record_write(tenant=credential.tenant, actor=actor, data=data)
+            if vector is not None:
+                # In the request's transaction (ATOMIC_REQUESTS), with the write.
+                client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
         except WriteRejected as rejected:
             # Nothing is stored; the rejection itself is audited (field names only).
+            audited = audit_field_names(
+                {path: e for path, e in rejected.errors.items() if path != VECTOR_FIELD}
+            )
+            if VECTOR_FIELD in rejected.errors:
+                audited["fields"] = sorted([*audited["fields"], VECTOR_FIELD])
             audit_record(
                 tenant=credential.tenant,
                 actor=actor,
                 action="record.write_rejected",
-                data=audit_field_names(rejected.errors),
+                data=audited,
             )
             status = 413 if rejected.too_large else 400
             detail = (

@@ -26,11 +26,22 @@ def class_limits(sensitivity: str) -> tuple[timedelta, timedelta | None]:
     return DEFAULT_RETENTION[sensitivity]
 
 
+Limits = tuple[timedelta, timedelta | None]
+
+
 def lifetime(
-    *, sensitivity: str, trust: str, ttl: timedelta | None, written_at: datetime
+    *,
+    sensitivity: str,
+    trust: str,
+    ttl: timedelta | None,
+    written_at: datetime,
+    limits: Limits | None = None,
 ) -> Lifetime:
-    """``written_at + min(ttl, class rule)``; says whether the requested ttl was clipped."""
-    provisional_max, confirmed_max = class_limits(sensitivity)
+    """``written_at + min(ttl, class rule)``; says whether the requested ttl was clipped.
+
+    ``limits`` are the class's ``(provisional_max, confirmed_max)`` when the caller has read
+    them already (the write path reads them in the statement that locks the fact)."""
+    provisional_max, confirmed_max = limits or class_limits(sensitivity)
     limit = provisional_max if trust == Trust.PROVISIONAL else confirmed_max
     if ttl is None:
         effective = limit

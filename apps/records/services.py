@@ -18,11 +18,12 @@ from django.db.models import DateTimeField, F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from apps.audit.services import Actor, audit_record, content_digest
-from apps.derivations.outbox import record_embedding_enqueue
+from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
+from apps.derivations.outbox import record_embedding_enqueue, record_embedding_message
 from apps.tenancy.models import Tenant
 
 from .models import (
+    DEFAULT_RETENTION,
     Conflict,
     ConflictState,
     ConsentRevocation,
@@ -37,8 +38,9 @@ from .models import (
     SourceKind,
     Trust,
 )
-from .retention import Lifetime, active_hold_for_record, expired_q, lifetime
+from .retention import Lifetime, Limits, active_hold_for_record, expired_q, lifetime
 from .selectors import records_live
+from .statements import insert_statement
 from .validation import (
     MAX_VALUE_BYTES,
     RecordInput,
@@ -111,19 +113,32 @@ def _writer_fields(actor: Actor) -> dict[str, str]:
 
 
 # Create-or-lock in one round trip: ON CONFLICT DO UPDATE takes the row lock on an existing
-# fact, and the no-op update keeps its columns as they are.
+# fact, and the no-op update keeps its columns as they are. The same statement reads the
+# tenant's retention rule for the write's sensitivity class, which a new version needs.
 LOCK_FACT_SQL = """
-INSERT INTO records_fact (id, tenant_id, subject, key, last_version, created_at)
-VALUES (%s, %s, %s, %s, 0, %s)
-ON CONFLICT (tenant_id, subject, key) DO UPDATE SET subject = EXCLUDED.subject
-RETURNING id, current_id, last_version, created_at
+WITH fact AS (
+    INSERT INTO records_fact (id, tenant_id, subject, key, last_version, created_at)
+    VALUES (%s, %s, %s, %s, 0, %s)
+    ON CONFLICT (tenant_id, subject, key) DO UPDATE SET subject = EXCLUDED.subject
+    RETURNING id, current_id, last_version, created_at
+)
+SELECT fact.id, fact.current_id, fact.last_version, fact.created_at,
+       rule.id IS NOT NULL, rule.provisional_max, rule.confirmed_max
+  FROM fact
+  LEFT JOIN records_retentionrule rule ON rule.tenant_id = %s AND rule.sensitivity = %s
 """
+# The fact's pointers after a new version: its current version (unchanged beside a conflict)
+# and the last version number.
+FACT_ADVANCE_SQL = "UPDATE records_fact SET current_id = %s, last_version = %s WHERE id = %s"
 
 
-def _lock_fact(tenant: Tenant, subject: str, key: str) -> Fact:
-    """The fact row, created if new, locked until commit."""
+def _lock_fact(tenant: Tenant, subject: str, key: str, sensitivity: str) -> tuple[Fact, Limits]:
+    """The fact row, created if new, locked until commit; and the class's retention limits."""
     with connection.cursor() as cursor:
-        cursor.execute(LOCK_FACT_SQL, [uuid.uuid4(), tenant.pk, subject, key, timezone.now()])
+        cursor.execute(
+            LOCK_FACT_SQL,
+            [uuid.uuid4(), tenant.pk, subject, key, timezone.now(), tenant.pk, sensitivity],
+        )
         row = cursor.fetchone()
     assert row is not None
     fact = Fact(
@@ -136,7 +151,8 @@ def _lock_fact(tenant: Tenant, subject: str, key: str) -> Fact:
         created_at=row[3],
     )
     fact._state.adding = False
-    return fact
+    limits = (row[5], row[6]) if row[4] else DEFAULT_RETENTION[sensitivity]
+    return fact, limits
 
 
 def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOutcome:
@@ -159,7 +175,7 @@ def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOut
 
 
 def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime) -> WriteOutcome:
-    fact = _lock_fact(tenant, data.subject, data.key)
+    fact, limits = _lock_fact(tenant, data.subject, data.key, data.sensitivity)
     current: MemoryRecord | None = None
     if fact.current_id is not None:
         current = records_live(now).filter(pk=fact.current_id).first()
@@ -184,13 +200,17 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         wanted = canonical_json(data.value)
         for candidate in [current, *contenders]:
             if canonical_json(candidate.value) == wanted:
-                return _observe(tenant, candidate, data, actor, now)
+                return _observe(tenant, fact, candidate, data, actor, now)
 
     fact.last_version += 1
     life = lifetime(
-        sensitivity=data.sensitivity, trust=Trust.PROVISIONAL, ttl=data.ttl, written_at=now
+        sensitivity=data.sensitivity,
+        trust=Trust.PROVISIONAL,
+        ttl=data.ttl,
+        written_at=now,
+        limits=limits,
     )
-    record = MemoryRecord.objects.create(
+    record = MemoryRecord(
         tenant=tenant,
         fact=fact,
         subject=data.subject,
@@ -220,26 +240,42 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         is_current=current is None,
         **_writer_fields(actor),
     )
-    _add_observation(tenant, record, data, actor, now)
+    # The version, its first observation, the fact's pointers, the embedding work
+    # (derivations: embedded after commit, via the outbox) and the audit event: one statement.
+    changes = [
+        insert_statement(record),
+        insert_statement(_observation(tenant, record, data, actor, now)),
+    ]
     conflict = None
     if current is None:
         fact.current = record
         outcome = "created"
     else:
-        conflict = Conflict.objects.create(
+        conflict = Conflict(
             tenant=tenant, fact=fact, current_record=current, contender=record, opened_at=now
         )
+        changes.append(insert_statement(conflict))
         outcome = "conflict"
-    fact.save(update_fields=["current", "last_version"])
-    record_embedding_enqueue(record)  # derivations: embedded after commit, via the outbox
-    audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="record.write",
-        object_type="record",
-        object_id=str(record.pk),
-        digest=record_digest(record),
-        data={"version": record.version, "fact": str(fact.pk), "sensitivity": record.sensitivity},
+    changes.append((FACT_ADVANCE_SQL, [fact.current_id, fact.last_version, fact.pk]))
+    changes.append(insert_statement(record_embedding_message(record)))
+    # Every event of one fact's change goes to the fact's lane (see audit_event).
+    lane_key = str(fact.pk)
+    audit_append(
+        audit_event(
+            tenant=tenant,
+            actor=actor,
+            action="record.write",
+            object_type="record",
+            object_id=str(record.pk),
+            digest=record_digest(record),
+            data={
+                "version": record.version,
+                "fact": str(fact.pk),
+                "sensitivity": record.sensitivity,
+            },
+            lane_key=lane_key,
+        ),
+        alongside=changes,
     )
     if conflict is not None:
         audit_record(
@@ -249,6 +285,7 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
             object_type="conflict",
             object_id=str(conflict.pk),
             data={"current": str(current.pk) if current else None, "contender": str(record.pk)},
+            lane_key=lane_key,
         )
     notices = []
     if life.clipped:
@@ -259,10 +296,11 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
     return WriteOutcome(record, outcome, conflict=conflict, lifetime=life, notices=notices)
 
 
-def _add_observation(
+def _observation(
     tenant: Tenant, record: MemoryRecord, data: RecordInput, actor: Actor, now: datetime
 ) -> Observation:
-    return Observation.objects.create(
+    """An observation of ``record`` by this write (unsaved: it goes in the write's statement)."""
+    return Observation(
         tenant=tenant,
         record=record,
         **_source_fields(data),
@@ -274,18 +312,28 @@ def _add_observation(
 
 
 def _observe(
-    tenant: Tenant, record: MemoryRecord, data: RecordInput, actor: Actor, now: datetime
+    tenant: Tenant,
+    fact: Fact,
+    record: MemoryRecord,
+    data: RecordInput,
+    actor: Actor,
+    now: datetime,
 ) -> WriteOutcome:
     if record.observations.filter(source_ref=data.source_ref).exists():
         return WriteOutcome(record, "unchanged")
-    observation = _add_observation(tenant, record, data, actor, now)
-    audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="record.observe",
-        object_type="record",
-        object_id=str(record.pk),
-        data={"observation": str(observation.pk)},
+    observation = _observation(tenant, record, data, actor, now)
+    lane_key = str(fact.pk)
+    audit_append(
+        audit_event(
+            tenant=tenant,
+            actor=actor,
+            action="record.observe",
+            object_type="record",
+            object_id=str(record.pk),
+            data={"observation": str(observation.pk)},
+            lane_key=lane_key,
+        ),
+        alongside=[insert_statement(observation)],
     )
     independent = (actor.type, actor.id) != (record.writer_type, record.writer_id)
     if not independent or record.trust == Trust.CONFIRMED:
@@ -306,7 +354,7 @@ def _observe(
         return WriteOutcome(record, "observed", promoted=True)
     request = PromotionRequest.objects.filter(record=record, state=PromotionState.OPEN).first()
     if request is None:
-        request = PromotionRequest.objects.create(
+        request = PromotionRequest(
             tenant=tenant,
             record=record,
             evidence=evidence,
@@ -316,13 +364,17 @@ def _observe(
             requested_by_label=actor.label[:200],
             requested_at=now,
         )
-        audit_record(
-            tenant=tenant,
-            actor=actor,
-            action="promotion.request",
-            object_type="promotion_request",
-            object_id=str(request.pk),
-            data={"record": str(record.pk), "automatic": True},
+        audit_append(
+            audit_event(
+                tenant=tenant,
+                actor=actor,
+                action="promotion.request",
+                object_type="promotion_request",
+                object_id=str(request.pk),
+                data={"record": str(record.pk), "automatic": True},
+                lane_key=lane_key,
+            ),
+            alongside=[insert_statement(request)],
         )
     else:
         request.evidence = evidence
@@ -347,7 +399,7 @@ def _promote(
     record.trust = Trust.CONFIRMED
     record.expires_at = life.expires_at
     record.save(update_fields=["trust", "expires_at"])
-    event = PromotionEvent.objects.create(
+    event = PromotionEvent(
         tenant=tenant,
         record=record,
         request=request,
@@ -357,13 +409,21 @@ def _promote(
         evidence=evidence,
         promoted_at=now,
     )
-    audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="record.promote",
-        object_type="record",
-        object_id=str(record.pk),
-        data={"promotion_event": str(event.pk), "request": str(request.pk) if request else None},
+    audit_append(
+        audit_event(
+            tenant=tenant,
+            actor=actor,
+            action="record.promote",
+            object_type="record",
+            object_id=str(record.pk),
+            data={
+                "promotion_event": str(event.pk),
+                "request": str(request.pk) if request else None,
+            },
+            # Every event of one fact's change goes to the fact's lane (see audit_event).
+            lane_key=str(record.fact_id),
+        ),
+        alongside=[insert_statement(event)],
     )
     return event
 
@@ -447,6 +507,7 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
         object_type="promotion_request",
         object_id=str(request.pk),
         data={"record": str(record.pk)},
+        lane_key=str(record.fact_id),  # the lane of record.promote below (see audit_event)
     )
     if record.trust == Trust.CONFIRMED:
         event = PromotionEvent.objects.filter(record=record).order_by("-promoted_at").first()
@@ -591,6 +652,7 @@ def conflict_resolve(
         object_id=str(conflict.pk),
         digest=record_digest(winner) if resolution == Resolution.CORRECTED else "",
         data={"resolution": resolution, "winner": str(winner.pk)},
+        lane_key=str(fact.pk),  # the lane of record.promote above (see audit_event)
     )
     return conflict
 
@@ -668,27 +730,37 @@ def fact_is_held(fact: Fact) -> bool:
     )
 
 
-@transaction.atomic
 def record_delete(
     *, record: MemoryRecord, actor: Actor, reason: str, kind: str = "record", parent: Any = None
 ) -> DeletionResult:
     """Delete a fact: every version of it, its observations, promotion history and conflicts,
     and stored API responses describing them, in one transaction; leave a receipt with ids
     and a digest, never the content."""
+    if not connection.in_atomic_block:
+        with transaction.atomic():
+            return record_delete(
+                record=record, actor=actor, reason=reason, kind=kind, parent=parent
+            )
+    # Lock and hold check change nothing, so a refusal (Held) leaves the caller's transaction
+    # usable; from there on nothing is caught, and no savepoint is needed (two round trips
+    # fewer on a path that must stay under 10 ms).
     fact = Fact.objects.select_for_update().get(pk=record.fact_id)
     if fact_is_held(fact):
         raise Held("A legal hold keeps this record; lift the hold before deleting it.")
-    versions = list(MemoryRecord.objects.filter(fact=fact).order_by("version"))
-    return _versions_delete(
-        fact=fact,
-        versions=versions,
-        whole_fact=True,
-        actor=actor,
-        reason=reason,
-        kind=kind,
-        parent=parent,
-        audited_record=record,
-    )
+    with transaction.atomic(savepoint=False):
+        versions = list(
+            MemoryRecord.objects.filter(fact=fact).select_for_update().order_by("version")
+        )
+        return _versions_delete(
+            fact=fact,
+            versions=versions,
+            whole_fact=True,
+            actor=actor,
+            reason=reason,
+            kind=kind,
+            parent=parent,
+            audited_record=record,
+        )
 
 
 def _conflicts_about(record_pks: list[Any]) -> QuerySet[Conflict]:
@@ -719,40 +791,26 @@ def _versions_delete(
     parent: Any,
     audited_record: MemoryRecord,
 ) -> DeletionResult:
-    """Delete ``versions`` of the locked ``fact`` (the fact itself with ``whole_fact``), with
-    what hangs off them: observations, promotion requests and events, the conflicts they take
-    part in, stored responses about any of these. Receipt and audit keep ids, counts and a
+    """Delete ``versions`` (locked) of the locked ``fact`` (the fact itself with
+    ``whole_fact``), with what hangs off them: observations, promotion requests and events,
+    the conflicts they take part in, embeddings, citing summaries (invalidated), queued work
+    and stored responses about any of these, in one statement
+    (:func:`apps.derivations.purge.versions_purge`). Receipt and audit keep ids, counts and a
     digest."""
-    from apps.api.idempotency import purge_responses_about
     from apps.audit.models import DeletionReceipt
-    from apps.derivations.propagation import deletion_propagate
+    from apps.derivations.purge import versions_purge
 
     pks = [v.pk for v in versions]
     record_ids = [str(pk) for pk in pks]
-    requests = PromotionRequest.objects.filter(record_id__in=pks)
-    conflicts = _conflicts_about(pks)
-    related_ids = _ids_about(pks)
     digest = content_digest([record_digest(v) for v in versions])
-    counts = {
-        "versions": len(versions),
-        "observations": Observation.objects.filter(record_id__in=pks).count(),
-        "promotion_requests": requests.count(),
-        "conflicts": conflicts.count(),
-    }
-    counts["stored_responses"] = purge_responses_about(related_ids)
-    derived = deletion_propagate(
-        record_ids=pks, fact_ids=[fact.pk] if whole_fact else [], reason=f"source {kind}: {reason}"
-    )
-    counts.update(derived.counts)
-    if whole_fact:
-        Fact.objects.filter(pk=fact.pk).update(current=None)
-        MemoryRecord.objects.filter(fact=fact).update(supersedes=None, superseded_by=None)
-        fact.delete()
-    else:
-        # Surviving versions lose their pointers to the deleted ones (SET_NULL); a deleted
-        # current leaves the fact without one until the next write.
-        MemoryRecord.objects.filter(pk__in=pks).delete()
     now = timezone.now()
+    purge = versions_purge(
+        record_ids=pks,
+        fact_ids=[fact.pk] if whole_fact else [],
+        reason=f"source {kind}: {reason}",
+        now=now,
+    )
+    counts = purge.counts
     receipt = DeletionReceipt.objects.create(
         tenant_id=fact.tenant_id,
         kind=kind,
@@ -776,7 +834,7 @@ def _versions_delete(
         digest=digest,
         data={"receipt": str(receipt.pk), "records": record_ids, "counts": counts, "kind": kind},
     )
-    derived.stamp(event.pk)  # invalidated summaries name the deletion's event
+    purge.stamp(event.pk)  # invalidated summaries name the deletion's event
     return DeletionResult(receipt=receipt, record_ids=record_ids)
 
 
@@ -794,7 +852,9 @@ def records_compact_expired(*, limit: int = 1000) -> int:
     compacted = 0
     for fact in Fact.objects.select_for_update().filter(pk__in=fact_ids[:limit]).order_by("pk"):
         # Re-read under the fact's lock: a write or a hold may have come in meanwhile.
-        versions = list(expired.filter(fact=fact).order_by("version"))
+        versions = list(
+            expired.filter(fact=fact).select_for_update(of=("self",)).order_by("version")
+        )
         if not versions:
             continue
         whole = (

@@ -12,16 +12,17 @@ must learn the winner's result and the attempt belongs in the trail.
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.audit.services import Actor, audit_record, content_digest
+from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
 from apps.tenancy.models import Tenant
 
 from .models import (
@@ -417,14 +418,65 @@ class CommitOutcome:
     pending_dependencies: list[Obligation] = field(default_factory=list)
 
 
+# The usual commit in one statement: claim the obligation while it is pending and all its
+# dependencies are committed, and append the audit event only if the claim matched. Under
+# READ COMMITTED a concurrent claim of the same row waits for the first one's commit and then
+# re-checks ``state = 'pending'`` on the committed row: it matches nothing.
+CLAIM_SQL = """
+UPDATE state_obligation o
+   SET state = 'committed', result = %s, committed_at = %s,
+       committed_by_type = %s, committed_by_id = %s, committed_by_label = %s
+ WHERE o.id = %s AND o.state = 'pending'
+   AND NOT EXISTS (
+       SELECT 1 FROM state_obligation d
+        WHERE d.tenant_id = o.tenant_id AND d.id = ANY (o.depends_on)
+          AND d.state <> 'committed')
+RETURNING o.id
+"""
+
+
 # No savepoint when nested (in a request's transaction): it raises nothing by design, and a
 # RELEASE would be one more round trip while the tenant's audit chain head is locked.
 @transaction.atomic(savepoint=False)
 def obligation_commit(*, obligation: Obligation, result: Any, actor: Actor) -> CommitOutcome:
-    """Commit exactly once. ``SELECT ... FOR UPDATE`` serialises concurrent commits of one
-    obligation: the first stores its result and wins; every later one, including those that
-    were waiting on the lock, reads the committed row and is refused with the winner's result.
-    An obligation with uncommitted dependencies is refused. Both outcomes are audited."""
+    """Commit exactly once: the first commit stores its result and wins; every later one,
+    including those that were waiting on the row lock, is refused with the winner's result.
+    An obligation with uncommitted dependencies is refused. Both outcomes are audited.
+
+    A claim (an UPDATE guarded by the state and the dependencies) commits in one round trip,
+    with its audit event. When it matches nothing, ``SELECT ... FOR UPDATE`` reads the row as
+    it now is, to say why (or, should the dependencies have been committed meanwhile, to
+    commit after all)."""
+    now = timezone.now()
+    fields = _actor_fields("committed_by", actor)
+    event = audit_event(
+        tenant=obligation.tenant_id,
+        actor=actor,
+        action="obligation.commit",
+        object_type="obligation",
+        object_id=str(obligation.pk),
+        digest=content_digest(result),
+        data={"task_id": obligation.task_id, "kind": obligation.kind},
+    )
+    # The result as the model field stores it (None is SQL NULL, not JSON null).
+    stored_result = Obligation._meta.get_field("result").get_db_prep_save(result, connection)
+    claim = (CLAIM_SQL, [stored_result, now, *fields.values(), obligation.pk])
+    if audit_append(event, alongside=[claim], when="EXISTS (SELECT 1 FROM change_1)"):
+        # Only state, result and committed_* changed; the other columns never do once the
+        # obligation exists, and it was pending (so no ended_* either). A copy: the caller's
+        # instance stays as it was read.
+        committed = copy.copy(obligation)
+        committed.state = ObligationState.COMMITTED
+        committed.result = result
+        committed.committed_at = now
+        for name, value in fields.items():
+            setattr(committed, name, value)
+        return CommitOutcome(committed, committed=True)
+    return _commit_locked(obligation=obligation, result=result, actor=actor)
+
+
+def _commit_locked(*, obligation: Obligation, result: Any, actor: Actor) -> CommitOutcome:
+    """The commit after a claim matched nothing: lock the row and read why."""
     locked = Obligation.objects.select_for_update().get(pk=obligation.pk)
     refusal = ""
     pending: list[Obligation] = []

@@ -15,6 +15,8 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 
 from django.db import DatabaseError, connection, transaction
+from django.db.models import Func, TextField, Value
+from django.db.models.functions import Cast
 
 TENANT_SETTING = "memoryconsole.tenant_id"
 TOKEN_HASH_SETTING = "memoryconsole.token_hash"  # noqa: S105 - a setting name
@@ -41,6 +43,32 @@ def activate_tenant(tenant_id: uuid.UUID | str) -> None:
     value = tenant_id if isinstance(tenant_id, uuid.UUID) else uuid.UUID(str(tenant_id))
     _set_local(TENANT_SETTING, str(value))
     _current_tenant.set(value)
+
+
+def activating_tenant(tenant_column: str = "tenant_id") -> Func:
+    """An expression making the row's tenant the transaction's tenant as the row is read.
+
+    For a lookup that decides the tenant (a credential by its token): annotated onto the
+    query, ``set_config`` runs in the select list, only for the row the query returns, so
+    finding the row and entering its tenant take one round trip. The caller then tells the
+    Python side with :func:`tenant_activated`.
+    """
+    if not connection.in_atomic_block:
+        raise TenantContextError(
+            f"{TENANT_SETTING} can only be set inside a transaction (it is transaction-local)"
+        )
+    return Func(
+        Value(TENANT_SETTING),
+        Cast(tenant_column, output_field=TextField()),
+        Value(True),
+        function="set_config",
+        output_field=TextField(),
+    )
+
+
+def tenant_activated(tenant_id: uuid.UUID) -> None:
+    """Record on the Python side a tenant set by :func:`activating_tenant`."""
+    _current_tenant.set(tenant_id)
 
 
 def deactivate_tenant() -> None:

@@ -15,7 +15,14 @@ from django.utils import timezone
 from apps.audit.models import AuditEvent
 from apps.audit.services import Actor, audit_record
 
-from .context import USER_SETTING, expose_credential_lookup, expose_memberships_of, tenant_scope
+from .context import (
+    USER_SETTING,
+    activating_tenant,
+    expose_credential_lookup,
+    expose_memberships_of,
+    tenant_activated,
+    tenant_scope,
+)
 from .models import AgentCredential, Membership, Role, Tenant
 from .permissions import ALL_PERMISSIONS
 
@@ -25,17 +32,28 @@ T = TypeVar("T")
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def credential_for_token(token: str) -> AgentCredential | None:
-    """The active credential ``token`` belongs to, or None. Must run inside a transaction."""
+def credential_for_token(token: str, *, activate: bool = False) -> AgentCredential | None:
+    """The active credential ``token`` belongs to, or None. Must run inside a transaction.
+
+    ``activate``: also make the credential's tenant the transaction's tenant, in the same
+    statement (an API request's authentication: one round trip fewer)."""
     from .services import TOKEN_PREFIX, hash_token
 
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     digest = hash_token(token)
     expose_credential_lookup(digest)
-    credential = AgentCredential.objects.select_related("tenant").filter(token_hash=digest).first()
+    credentials = AgentCredential.objects.select_related("tenant").filter(token_hash=digest)
+    if activate:
+        # A revoked credential's row is not returned, so its tenant is never entered.
+        credentials = credentials.filter(revoked_at__isnull=True).annotate(
+            tenant_setting=activating_tenant()
+        )
+    credential = credentials.first()
     if credential is None or credential.revoked_at is not None:
         return None
+    if activate:
+        tenant_activated(credential.tenant_id)
     return credential
 
 
