@@ -14,10 +14,11 @@ from rest_framework.views import APIView
 from apps.api.problems import Problem
 from apps.audit.services import Actor
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
+from apps.derivations.models import Summary
 from apps.records.serializers import RecordSerializer
 from apps.tenancy.models import AgentCredential
 
-from .search import SearchRejected, parse_search, search_scoped
+from .search import Hit, SearchRejected, parse_search, search_scoped
 
 SearchInput = inline_serializer(
     "SearchInput",
@@ -73,17 +74,24 @@ class SearchView(APIView):
         )
 
 
-def _hit(hit: Any) -> dict[str, Any]:
+def _why(hit: Hit) -> dict[str, Any]:
+    return {
+        "vector": None if hit.vector_similarity is None else round(hit.vector_similarity, 6),
+        "text": None if hit.text_rank is None else round(hit.text_rank, 6),
+        "vector_rank": hit.vector_position,
+        "text_rank": hit.text_position,
+    }
+
+
+def _hit(hit: Hit) -> dict[str, Any]:
+    if hit.summary is not None:
+        return _summary_hit(hit, hit.summary)
     record = RecordSerializer(hit.record).data
     return {
+        "kind": "record",
         "record": record,
         "score": round(hit.score, 6),
-        "why": {
-            "vector": None if hit.vector_similarity is None else round(hit.vector_similarity, 6),
-            "text": None if hit.text_rank is None else round(hit.text_rank, 6),
-            "vector_rank": hit.vector_position,
-            "text_rank": hit.text_position,
-        },
+        "why": _why(hit),
         "trust": record["trust"],
         "expires_at": record["expires_at"],
         "source": record["source"],
@@ -93,5 +101,40 @@ def _hit(hit: Any) -> dict[str, Any]:
             "writer": record["writer"],
             "owner": record["owner"],
             "reason": record["reason"],
+        },
+    }
+
+
+def _summary_hit(hit: Hit, summary: Summary) -> dict[str, Any]:
+    """A summary has no trust or expiry of its own: it lives while its sources do."""
+    sources = [
+        {"type": s.source_type, "id": str(s.source_id)}
+        for s in sorted(summary.sources.all(), key=lambda s: s.pk)
+    ]
+    return {
+        "kind": "summary",
+        "summary": {
+            "id": str(summary.pk),
+            "text": summary.text,
+            "reason": summary.reason,
+            "sensitivity": summary.sensitivity,
+            "sources": sources,
+            "created_at": summary.created_at.isoformat(),
+        },
+        "score": round(hit.score, 6),
+        "why": _why(hit),
+        "trust": None,
+        "expires_at": None,
+        "source": {"kind": "derived", "sources": sources},
+        "provenance": {
+            "source": {"kind": "derived", "sources": sources},
+            "observed_at": summary.created_at.isoformat(),
+            "writer": {
+                "type": summary.writer_type,
+                "id": summary.writer_id,
+                "label": summary.writer_label,
+            },
+            "owner": None,
+            "reason": summary.reason,
         },
     }

@@ -2,7 +2,8 @@
 
 Filtering and ranking happen in one SQL statement, so an out-of-scope, expired, superseded,
 deleted or other tenant's record is never even a ranking candidate (row-level security adds
-the tenant on top of the explicit predicate).
+the tenant on top of the explicit predicate). Valid summaries are candidates beside records,
+under the same sensitivity limit and only when every record they cite is live and in scope.
 
 Ranking is hybrid: pgvector cosine distance on the tenant's embedding model and PostgreSQL
 full-text rank (``ts_rank_cd``), fused with reciprocal rank fusion (RRF, k=60). RRF needs no
@@ -21,6 +22,8 @@ HNSW scan returns only the filtered survivors of its first ``ef_search`` candida
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,13 +34,24 @@ from django.utils.dateparse import parse_datetime
 
 from apps.audit.services import Actor, audit_record
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
+from apps.derivations.models import Summary
 from apps.records.models import SENSITIVITY_ORDER, MemoryRecord
 from apps.records.validation import KEY_RE, SCOPE_NAME_RE, SUBJECT_RE
 from apps.tenancy.models import Tenant
 
 RRF_K = 60
 EXACT_LIMIT = 10_000
-HNSW_INDEXED = {"hashing-256": 256, "st-all-MiniLM-L6-v2": 384}
+# Models with an HNSW index (see the migrations), by dimension.
+HNSW_INDEXED = {"hashing-256": 256, "st-all-MiniLM-L6-v2": 384, "client-384": 384}
+# Every stored column of a record but the generated full-text vector (deferred).
+RECORD_FIELDS = [
+    f for f in MemoryRecord._meta.concrete_fields if not getattr(f, "generated", False)
+]
+RANKING_COLUMNS = 7  # id, kind, distance, rank, vec_position, txt_position, score
+# Candidate-list size of the HNSW scan: on clustered 384-dimension vectors with a tenant holding
+# 20 % of the index, 400 kept recall@10 at 0.979 and 800 at 0.993 (benchmarks/retrieval_search.py).
+HNSW_EF_SEARCH = 800
+HNSW_MAX_SCAN_TUPLES = 200_000
 SEARCH_FIELDS = frozenset(
     {"query", "vector", "scope", "purpose", "top_k", "subject", "keys", "sensitivity_max", "as_of"}
 )
@@ -67,12 +81,21 @@ class SearchQuery:
 
 @dataclass
 class Hit:
-    record: MemoryRecord
+    """A ranked record or (valid) summary: exactly one of the two is set."""
+
+    record: MemoryRecord | None
+    summary: Summary | None
     score: float
     vector_similarity: float | None
     text_rank: float | None
     vector_position: int | None
     text_position: int | None
+
+    @property
+    def pk(self) -> uuid.UUID:
+        item = self.record if self.record is not None else self.summary
+        assert item is not None
+        return item.pk
 
 
 @dataclass
@@ -184,6 +207,50 @@ def parse_search(body: Any, *, dimension: int) -> SearchQuery:
     return q
 
 
+def _expiry_sql(alias: str) -> str:
+    """The expiry predicate every selector applies: the same as
+    ``apps.records.retention.live_q`` (expired, or written under a revoked consent, unless a
+    legal hold keeps it)."""
+    r = alias
+    return (
+        f"((({r}.expires_at IS NULL OR {r}.expires_at > %(now)s) AND {r}.status <> 'expired' "
+        f"AND NOT ({r}.consent_ref <> '' AND EXISTS (SELECT 1 FROM records_consentrevocation cr "
+        f"WHERE cr.consent_ref = {r}.consent_ref))) "
+        "OR EXISTS (SELECT 1 FROM records_legalhold h WHERE h.lifted_at IS NULL "
+        f"AND (h.subject = {r}.subject OR h.fact_id = {r}.fact_id)))"
+    )
+
+
+def _scope_clauses(q: SearchQuery, params: dict[str, Any], alias: str) -> list[str]:
+    """The caller's own filters (scope, subject, keys) over a record alias."""
+    r = alias
+    clauses = []
+    if q.domain:
+        params["domain"] = q.domain
+        clauses.append(f"{r}.scope_domain = %(domain)s")
+    if q.task_type:
+        params["task_type"] = q.task_type
+        clauses.append(f"{r}.scope_task_type = %(task_type)s")
+    if q.conditions:
+        params["conditions"] = json.dumps(q.conditions)
+        clauses.append(f"{r}.scope_conditions @> %(conditions)s::jsonb")
+    if q.subject:
+        params["subject"] = q.subject
+        clauses.append(f"{r}.subject = %(subject)s")
+    if q.keys:
+        params["keys"] = q.keys
+        clauses.append(f"{r}.key = ANY(%(keys)s)")
+    return clauses
+
+
+def _sensitivity_clause(q: SearchQuery, params: dict[str, Any], alias: str) -> list[str]:
+    if not q.sensitivity_max:
+        return []
+    allowed = list(SENSITIVITY_ORDER[: SENSITIVITY_ORDER.index(q.sensitivity_max) + 1])
+    params["sensitivities"] = allowed
+    return [f"{alias}.sensitivity = ANY(%(sensitivities)s)"]
+
+
 def _candidate_sql(q: SearchQuery, params: dict[str, Any]) -> str:
     """WHERE clause over ``r`` (records): everything decided before ranking."""
     clauses = ["r.tenant_id = %(tenant)s"]
@@ -195,37 +262,40 @@ def _candidate_sql(q: SearchQuery, params: dict[str, Any]) -> str:
             "r.current_from <= %(as_of)s AND (r.current_until IS NULL OR "
             "r.current_until > %(as_of)s) AND (r.expires_at IS NULL OR r.expires_at > %(as_of)s)"
         )
-    # The expiry predicate every selector applies (a legal hold keeps a record readable).
-    # The same predicate as apps.records.retention.live_q: expired, or written under a revoked
-    # consent, unless a legal hold keeps it.
-    clauses.append(
-        "(((r.expires_at IS NULL OR r.expires_at > %(now)s) AND r.status <> 'expired' "
-        "AND NOT (r.consent_ref <> '' AND EXISTS (SELECT 1 FROM records_consentrevocation cr "
-        "WHERE cr.consent_ref = r.consent_ref))) "
-        "OR EXISTS (SELECT 1 FROM records_legalhold h WHERE h.lifted_at IS NULL "
-        "AND (h.subject = r.subject OR h.fact_id = r.fact_id)))"
-    )
-    if q.domain:
-        params["domain"] = q.domain
-        clauses.append("r.scope_domain = %(domain)s")
-    if q.task_type:
-        params["task_type"] = q.task_type
-        clauses.append("r.scope_task_type = %(task_type)s")
-    if q.conditions:
-        params["conditions"] = json.dumps(q.conditions)
-        clauses.append("r.scope_conditions @> %(conditions)s::jsonb")
+    clauses.append(_expiry_sql("r"))
+    clauses.extend(_scope_clauses(q, params, "r"))
     if q.purpose == "decision":
         clauses.append("r.trust = 'confirmed'")
-    if q.sensitivity_max:
-        allowed = list(SENSITIVITY_ORDER[: SENSITIVITY_ORDER.index(q.sensitivity_max) + 1])
-        params["sensitivities"] = allowed
-        clauses.append("r.sensitivity = ANY(%(sensitivities)s)")
-    if q.subject:
-        params["subject"] = q.subject
-        clauses.append("r.subject = %(subject)s")
-    if q.keys:
-        params["keys"] = q.keys
-        clauses.append("r.key = ANY(%(keys)s)")
+    clauses.extend(_sensitivity_clause(q, params, "r"))
+    return " AND ".join(clauses)
+
+
+def _summary_candidate_sql(q: SearchQuery, params: dict[str, Any]) -> str | None:
+    """WHERE clause over ``s`` (summaries), or None when no summary can qualify.
+
+    A summary is a candidate while it is valid, within ``sensitivity_max`` (its sensitivity
+    is already the highest of its sources'), and every record it cites is still live. It has
+    no scope of its own: under a scope, subject or keys filter it qualifies only when it
+    cites at least one record and every record it cites matches the filter, so a summary
+    never carries out-of-scope content into a scoped search. A summary is never
+    ``confirmed``, so a decision search leaves summaries out.
+    """
+    if q.purpose == "decision":
+        return None
+    clauses = ["s.tenant_id = %(tenant)s", "s.valid"]
+    if q.as_of is not None:
+        params["as_of"] = q.as_of
+        clauses.append("s.created_at <= %(as_of)s")
+    clauses.extend(_sensitivity_clause(q, params, "s"))
+    cited = (
+        "FROM derivations_summarysource ss JOIN records_memoryrecord sr ON sr.id = ss.source_id "
+        "WHERE ss.summary_id = s.id AND ss.source_type = 'record'"
+    )
+    scope = _scope_clauses(q, params, "sr")
+    source_ok = [_expiry_sql("sr"), *scope]
+    clauses.append(f"NOT EXISTS (SELECT 1 {cited} AND NOT ({' AND '.join(source_ok)}))")
+    if scope:
+        clauses.append(f"EXISTS (SELECT 1 {cited})")
     return " AND ".join(clauses)
 
 
@@ -233,115 +303,235 @@ def _vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
+@dataclass
+class SearchStatement:
+    """The one SQL statement of a search, with the transaction-local settings its plan needs."""
+
+    plan: str
+    settings: list[str]
+    sql: str
+    params: dict[str, Any]
+
+
+def query_vector_for(q: SearchQuery, model: str) -> list[float] | None:
+    """The vector to rank by: the caller's, or the query text embedded by the tenant's model."""
+    if q.vector is not None:
+        return q.vector
+    embedder = get_embedder(model)
+    if not q.query or not embedder.computes:
+        return None
+    try:
+        vector = [float(x) for x in embedder.embed([q.query])[0]]
+    except EmbedderUnavailable:
+        return None
+    return vector if any(vector) else None
+
+
+def search_statement(
+    cursor: Any,
+    *,
+    tenant_id: Any,
+    model: str,
+    q: SearchQuery,
+    query_vector: list[float] | None,
+    now: datetime | None = None,
+) -> SearchStatement:
+    """Build the filter-then-rank statement, choosing the vector plan for this query.
+
+    ``cursor`` (a DB-API cursor inside the tenant's transaction) counts the filtered
+    candidates, at most ``EXACT_LIMIT + 1`` of them, to pick exact or HNSW.
+    """
+    params: dict[str, Any] = {
+        "tenant": tenant_id,
+        "now": now or timezone.now(),
+        "k": q.top_k,
+        "depth": max(q.top_k * 4, 40),
+        "model": model,
+    }
+    where = _candidate_sql(q, params)
+    summaries = _summary_candidate_sql(q, params)
+    base = f"records_memoryrecord r WHERE {where}"
+    plan = "text"
+    settings: list[str] = []
+    parts: list[str] = []
+    vec_sources: list[str] = []
+    txt_sources: list[str] = []
+    if summaries is not None:
+        parts.append(
+            f"summaries AS MATERIALIZED (SELECT s.id, s.text FROM derivations_summary s "
+            f"WHERE {summaries})"
+        )
+    if query_vector is not None:
+        params["vec"] = _vector_literal(query_vector)
+        dimension = HNSW_INDEXED.get(model)
+        plan = "exact"
+        if dimension is not None:
+            cursor.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {base} LIMIT {EXACT_LIMIT + 1}) c", params
+            )
+            row = cursor.fetchone()
+            if row is not None and row[0] > EXACT_LIMIT:
+                plan = "hnsw"
+        if plan == "hnsw":
+            # Transaction-local, like SET LOCAL, in one round trip.
+            settings = [
+                "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
+                f"set_config('hnsw.ef_search', '{HNSW_EF_SEARCH}', true), "
+                f"set_config('hnsw.max_scan_tuples', '{HNSW_MAX_SCAN_TUPLES}', true)"
+            ]
+            distance = f"(e.vector::vector({dimension})) <=> %(vec)s::vector({dimension})"
+            parts.append(
+                f"""vec_records AS (
+                    SELECT e.record_id AS id, {distance} AS distance
+                      FROM derivations_embedding e
+                      JOIN records_memoryrecord r ON r.id = e.record_id
+                     WHERE e.model = %(model)s AND {where}
+                     ORDER BY {distance} LIMIT %(depth)s)"""
+            )
+        else:
+            parts.append(
+                f"""candidates AS MATERIALIZED (SELECT r.id FROM {base}),
+                vec_records AS (
+                    SELECT e.record_id AS id, e.vector <=> %(vec)s::vector AS distance
+                      FROM derivations_embedding e JOIN candidates c ON c.id = e.record_id
+                     WHERE e.model = %(model)s
+                     ORDER BY distance LIMIT %(depth)s)"""
+            )
+        vec_sources.append("SELECT id, 'record' AS kind, distance FROM vec_records")
+        if summaries is not None:
+            # Summaries are few beside records: always an exact scan of the valid ones.
+            parts.append(
+                """vec_summaries AS (
+                    SELECT e.summary_id AS id, e.vector <=> %(vec)s::vector AS distance
+                      FROM derivations_embedding e JOIN summaries s ON s.id = e.summary_id
+                     WHERE e.model = %(model)s
+                     ORDER BY distance LIMIT %(depth)s)"""
+            )
+            vec_sources.append("SELECT id, 'summary' AS kind, distance FROM vec_summaries")
+    if q.query:
+        params["query"] = q.query
+        parts.append("tsq AS (SELECT websearch_to_tsquery('english', %(query)s) AS q)")
+        parts.append(
+            f"""txt_records AS (
+                SELECT r.id, ts_rank_cd(r.search, tsq.q) AS rank
+                  FROM tsq, {base} AND r.search @@ tsq.q
+                 ORDER BY rank DESC, r.id LIMIT %(depth)s)"""
+        )
+        txt_sources.append("SELECT id, 'record' AS kind, rank FROM txt_records")
+        if summaries is not None:
+            parts.append(
+                """txt_summaries AS (
+                    SELECT s.id, ts_rank_cd(to_tsvector('english', s.text), tsq.q) AS rank
+                      FROM tsq, summaries s
+                     WHERE to_tsvector('english', s.text) @@ tsq.q
+                     ORDER BY rank DESC, s.id LIMIT %(depth)s)"""
+            )
+            txt_sources.append("SELECT id, 'summary' AS kind, rank FROM txt_summaries")
+        plan = "text" if plan == "text" else f"{plan}+text"
+    if vec_sources:
+        parts.append(
+            f"""vec AS (
+                SELECT id, kind, distance,
+                       row_number() OVER (ORDER BY distance, id) AS position
+                  FROM ({" UNION ALL ".join(vec_sources)}) v
+                 ORDER BY distance, id LIMIT %(depth)s)"""
+        )
+    else:
+        parts.append(
+            "vec AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float8 AS distance, "
+            "NULL::bigint AS position WHERE false)"
+        )
+    if txt_sources:
+        parts.append(
+            f"""txt AS (
+                SELECT id, kind, rank,
+                       row_number() OVER (ORDER BY rank DESC, id) AS position
+                  FROM ({" UNION ALL ".join(txt_sources)}) t
+                 ORDER BY rank DESC, id LIMIT %(depth)s)"""
+        )
+    else:
+        parts.append(
+            "txt AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float4 AS rank, "
+            "NULL::bigint AS position WHERE false)"
+        )
+    parts.append(
+        f"""ranked AS (
+            SELECT coalesce(vec.id, txt.id) AS id, coalesce(vec.kind, txt.kind) AS kind,
+                   vec.distance, txt.rank, vec.position AS vec_position,
+                   txt.position AS txt_position,
+                   coalesce(1.0 / ({RRF_K} + vec.position), 0)
+                   + coalesce(1.0 / ({RRF_K} + txt.position), 0) AS score
+              FROM vec FULL OUTER JOIN txt ON vec.id = txt.id AND vec.kind = txt.kind
+             ORDER BY score DESC, vec.distance ASC NULLS LAST, id
+             LIMIT %(k)s)"""
+    )
+    # The hits' record rows come with the ranking: no second round trip to load them.
+    record_columns = ", ".join(f'rec."{f.column}"' for f in RECORD_FIELDS)
+    sql = (
+        "WITH "
+        + ",\n".join(parts)
+        + f"""
+        SELECT ranked.id, ranked.kind, ranked.distance, ranked.rank, ranked.vec_position,
+               ranked.txt_position, ranked.score, {record_columns}
+          FROM ranked
+          LEFT JOIN records_memoryrecord rec ON ranked.kind = 'record' AND rec.id = ranked.id
+         ORDER BY ranked.score DESC, ranked.distance ASC NULLS LAST, ranked.id"""
+    )
+    return SearchStatement(plan=plan, settings=settings, sql=sql, params=params)
+
+
+def _record_from_row(values: Sequence[Any]) -> MemoryRecord:
+    """A record from its columns in ``RECORD_FIELDS`` order, converted as the ORM would."""
+    converted = []
+    for model_field, value in zip(RECORD_FIELDS, values, strict=True):
+        for converter in model_field.get_db_converters(connection):  # type: ignore[attr-defined]
+            value = converter(value, model_field, connection)
+        converted.append(value)
+    return MemoryRecord.from_db(connection.alias, [f.attname for f in RECORD_FIELDS], converted)
+
+
 def search_scoped(*, tenant: Tenant, q: SearchQuery, actor: Actor) -> SearchResult:
     """Run a scoped search for the current tenant (RLS) and return the fused top ``k``."""
     embedder = get_embedder(tenant.embedding_model)
-    query_vector = q.vector
-    if query_vector is None and q.query and embedder.computes:
-        try:
-            query_vector = [float(x) for x in embedder.embed([q.query])[0]]
-        except EmbedderUnavailable:
-            query_vector = None
-        if query_vector is not None and not any(query_vector):
-            query_vector = None
-    params: dict[str, Any] = {
-        "tenant": tenant.pk,
-        "now": timezone.now(),
-        "k": q.top_k,
-        "depth": max(q.top_k * 4, 40),
-        "model": embedder.name,
-    }
-    where = _candidate_sql(q, params)
-    base = f"records_memoryrecord r WHERE {where}"
-    plan = "text"
-    parts: list[str] = []
+    query_vector = query_vector_for(q, embedder.name)
     with connection.cursor() as cursor:
-        if query_vector is not None:
-            params["vec"] = _vector_literal(query_vector)
-            dimension = HNSW_INDEXED.get(embedder.name)
-            plan = "exact"
-            if dimension is not None:
-                cursor.execute(
-                    f"SELECT count(*) FROM (SELECT 1 FROM {base} LIMIT {EXACT_LIMIT + 1}) c",
-                    params,
-                )
-                row = cursor.fetchone()
-                if row is not None and row[0] > EXACT_LIMIT:
-                    plan = "hnsw"
-            if plan == "hnsw":
-                cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                cursor.execute("SET LOCAL hnsw.ef_search = 400")
-                cursor.execute("SET LOCAL hnsw.max_scan_tuples = 200000")
-                distance = f"(e.vector::vector({dimension})) <=> %(vec)s::vector({dimension})"
-                parts.append(
-                    f"""vec AS (
-                        SELECT e.record_id AS id, {distance} AS distance,
-                               row_number() OVER (ORDER BY {distance}) AS position
-                          FROM (SELECT e.record_id, e.vector FROM derivations_embedding e
-                                  JOIN records_memoryrecord r ON r.id = e.record_id
-                                 WHERE e.model = %(model)s AND {where}
-                                 ORDER BY {distance} LIMIT %(depth)s) e)"""
-                )
-            else:
-                parts.append(
-                    f"""candidates AS MATERIALIZED (SELECT r.id FROM {base}),
-                    vec AS (
-                        SELECT e.record_id AS id, e.vector <=> %(vec)s::vector AS distance,
-                               row_number() OVER (ORDER BY e.vector <=> %(vec)s::vector)
-                                 AS position
-                          FROM derivations_embedding e JOIN candidates c ON c.id = e.record_id
-                         WHERE e.model = %(model)s
-                         ORDER BY distance LIMIT %(depth)s)"""
-                )
-        else:
-            parts.append(
-                "vec AS (SELECT NULL::uuid AS id, NULL::float8 AS distance, "
-                "NULL::bigint AS position WHERE false)"
-            )
-        if q.query:
-            params["query"] = q.query
-            parts.append(
-                f"""tsq AS (SELECT websearch_to_tsquery('english', %(query)s) AS q),
-                txt AS (
-                    SELECT r.id, ts_rank_cd(r.search, tsq.q) AS rank,
-                           row_number() OVER (ORDER BY ts_rank_cd(r.search, tsq.q) DESC, r.id)
-                             AS position
-                      FROM tsq, {base} AND r.search @@ tsq.q
-                     ORDER BY rank DESC LIMIT %(depth)s)"""
-            )
-            plan = "text" if plan == "text" else f"{plan}+text"
-        else:
-            parts.append(
-                "txt AS (SELECT NULL::uuid AS id, NULL::float4 AS rank, "
-                "NULL::bigint AS position WHERE false)"
-            )
-        sql = (
-            "WITH "
-            + ",\n".join(parts)
-            + f"""
-            SELECT coalesce(vec.id, txt.id) AS id, vec.distance, txt.rank,
-                   vec.position, txt.position,
-                   coalesce(1.0 / ({RRF_K} + vec.position), 0)
-                   + coalesce(1.0 / ({RRF_K} + txt.position), 0) AS score
-              FROM vec FULL OUTER JOIN txt ON vec.id = txt.id
-             ORDER BY score DESC, vec.distance ASC NULLS LAST, id
-             LIMIT %(k)s"""
+        statement = search_statement(
+            cursor, tenant_id=tenant.pk, model=embedder.name, q=q, query_vector=query_vector
         )
-        cursor.execute(sql, params)
+        for setting in statement.settings:
+            cursor.execute(setting)
+        cursor.execute(statement.sql, statement.params)
         rows = cursor.fetchall()
-    records = {r.pk: r for r in MemoryRecord.objects.filter(pk__in=[row[0] for row in rows])}
-    hits = [
-        Hit(
-            record=records[row[0]],
-            score=float(row[5]),
-            vector_similarity=None if row[1] is None else 1.0 - float(row[1]),
-            text_rank=None if row[2] is None else float(row[2]),
-            vector_position=row[3],
-            text_position=row[4],
-        )
+    records = {
+        row[0]: _record_from_row(row[RANKING_COLUMNS:])
         for row in rows
-        if row[0] in records
-    ]
+        if row[1] == "record" and row[RANKING_COLUMNS] is not None
+    }
+    summary_ids = [row[0] for row in rows if row[1] == "summary"]
+    found: dict[uuid.UUID, Summary] = {}
+    if summary_ids:
+        found = {
+            s.pk: s
+            for s in Summary.objects.filter(pk__in=summary_ids, valid=True).prefetch_related(
+                "sources"
+            )
+        }
+    hits = []
+    for row in rows:
+        item = records.get(row[0]) if row[1] == "record" else found.get(row[0])
+        if item is None:
+            continue
+        hits.append(
+            Hit(
+                record=item if isinstance(item, MemoryRecord) else None,
+                summary=item if isinstance(item, Summary) else None,
+                score=float(row[6]),
+                vector_similarity=None if row[2] is None else 1.0 - float(row[2]),
+                text_rank=None if row[3] is None else float(row[3]),
+                vector_position=row[4],
+                text_position=row[5],
+            )
+        )
     if q.purpose == "decision":
         # What the agent relied on for a decision is part of the record.
         audit_record(
@@ -349,6 +539,6 @@ def search_scoped(*, tenant: Tenant, q: SearchQuery, actor: Actor) -> SearchResu
             actor=actor,
             action="search.decision",
             object_type="search",
-            data={"returned": [str(h.record.pk) for h in hits], "plan": plan},
+            data={"returned": [str(h.pk) for h in hits], "plan": statement.plan},
         )
-    return SearchResult(hits=hits, plan=plan, model=embedder.name)
+    return SearchResult(hits=hits, plan=statement.plan, model=embedder.name)

@@ -198,3 +198,50 @@ def test_it_lets_gin_indexes_work_under_row_level_security():
             "WHERE proname IN ('jsonb_contains', 'ts_match_vq') ORDER BY proname"
         )
         assert cursor.fetchall() == [("jsonb_contains", True), ("ts_match_vq", True)]
+
+
+def test_it_includes_valid_summaries_under_the_same_filters(agent, tenant):
+    from apps.derivations.models import Summary
+    from tests.derivations.support import drain, summarise
+
+    in_scope = write(agent, subject="user:1", value="plain", scope={"domain": "commerce"})
+    elsewhere = write(agent, subject="user:2", value="plain", scope={"domain": "legal"})
+    digest = summarise(agent, [in_scope["id"]], text="zanzibar courier digest").json()
+    mixed = summarise(agent, [in_scope["id"], elsewhere["id"]], text="zanzibar courier mix").json()
+    drain()  # embeds the records and both summaries, as the worker would
+
+    def found(**payload):
+        response = search(agent, query="zanzibar courier", **payload)
+        assert response.status_code == 200, response.content
+        return {
+            hit["summary"]["id"] for hit in response.json()["results"] if hit["kind"] == "summary"
+        }
+
+    hit = next(h for h in search(agent, query="zanzibar courier").json()["results"])
+    assert hit["kind"] == "summary"
+    assert hit["why"]["vector"] is not None
+    assert hit["why"]["text"] is not None
+    assert hit["provenance"]["source"]["sources"][0]["id"] == in_scope["id"]
+    assert found() == {digest["id"], mixed["id"]}
+    # Under a scope, only summaries whose every cited record is in that scope.
+    assert found(scope={"domain": "commerce"}) == {digest["id"]}
+    # Their sensitivity is their sources' (personal): a lower limit leaves them out.
+    assert found(sensitivity_max="internal") == set()
+    # Never confirmed, so never a basis for a decision.
+    assert found(purpose="decision") == set()
+    with tenant_scope(tenant.pk):
+        Summary.objects.filter(pk=digest["id"]).update(valid=False)
+    assert found() == {mixed["id"]}
+
+
+def test_it_returns_each_record_exactly_as_a_read_does(agent, tenant):
+    created = write(
+        agent,
+        value={"carrier": "alpha", "n": [1, 2]},
+        scope={"domain": "commerce", "task_type": "checkout", "conditions": {"region": "eu"}},
+    )
+    embed_all(tenant)
+    [hit] = search(agent, query="alpha").json()["results"]
+    read = agent.get(f"/api/v1/records/{created['id']}").json()
+    assert hit["record"] == {field: read[field] for field in hit["record"]}
+    assert hit["record"]["value"] == {"carrier": "alpha", "n": [1, 2]}
