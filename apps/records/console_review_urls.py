@@ -3,6 +3,21 @@ namespace (apps/tenancy/urls.py)."""
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from .views import review
+
+urlpatterns: list[URLPattern] = [
+    path("review/", review.review_queue, name="review"),
+    path("review/bulk-approve/", review.review_bulk_approve, name="review-bulk-approve"),
+    path("review/<uuid:request_id>/", review.review_request, name="review-request"),
+    path("review/<uuid:request_id>/approve/", review.review_approve, name="review-approve"),
+    path("review/<uuid:request_id>/reject/", review.review_reject, name="review-reject"),
+    path("conflicts/", review.conflicts, name="conflicts"),
+    path("conflicts/<uuid:conflict_id>/", review.conflict_detail, name="conflict"),
+    path(
+        "conflicts/<uuid:conflict_id>/resolve/",
+        review.conflict_resolve_view,
+        name="conflict-resolve",
+    ),
+]

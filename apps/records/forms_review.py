@@ -1,0 +1,210 @@
+"""Forms of the review console: queue filters, decisions, bulk approval, conflict resolution."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.http import QueryDict
+
+from .models import Resolution, Sensitivity
+from .review import PromotionQueueFilters, QueueCursor
+
+REASON_MAX_LENGTH = 2000
+
+PENDING_AGE_CHOICES = (
+    ("", "Any age"),
+    ("1", "1 day or more"),
+    ("7", "7 days or more"),
+    ("30", "30 days or more"),
+)
+
+
+class QueueCursorField(forms.CharField):
+    """A keyset position from a pager link; a tampered one is a form error, not a 500."""
+
+    widget = forms.HiddenInput
+
+    def to_python(self, value: Any) -> QueueCursor | None:  # type: ignore[override]
+        text = super().to_python(value)
+        if not text:
+            return None
+        cursor = QueueCursor.parse(text)
+        if cursor is None:
+            raise forms.ValidationError("This page link is not valid; start from the first page.")
+        return cursor
+
+
+class PagerForm(forms.Form):
+    """The keyset cursors of a queue page (both optional)."""
+
+    after = QueueCursorField(required=False)
+    before = QueueCursorField(required=False)
+
+    FILTER_FIELDS: tuple[str, ...] = ()
+
+    def query_for(self, **cursor: str) -> str:
+        """The query string of this form's filters with another cursor (pager links)."""
+        query = QueryDict(mutable=True)
+        if self.is_bound:
+            for name in self.FILTER_FIELDS:
+                value = self.data.get(name)
+                if value:
+                    query[name] = value
+        for name, value in cursor.items():
+            query[name] = value
+        return query.urlencode()
+
+
+class PromotionQueueFilterForm(PagerForm):
+    """Filters of the promotion queue (all optional) and its keyset cursors."""
+
+    key = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="Exact key or a prefix, e.g. “shipping.”.",
+        widget=forms.TextInput(attrs={"spellcheck": "false"}),
+    )
+    subject = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="Exact, e.g. “user:8812”.",
+        widget=forms.TextInput(attrs={"spellcheck": "false"}),
+    )
+    domain = forms.CharField(
+        required=False,
+        max_length=100,
+        help_text="Scope domain, e.g. “commerce”.",
+        widget=forms.TextInput(attrs={"spellcheck": "false"}),
+    )
+    sensitivity = forms.ChoiceField(
+        required=False, choices=[("", "Any sensitivity"), *Sensitivity.choices]
+    )
+    age = forms.ChoiceField(
+        required=False, label="Pending for", choices=PENDING_AGE_CHOICES, help_text="At least."
+    )
+
+    FILTER_FIELDS = ("key", "subject", "domain", "sensitivity", "age")
+
+    def filters(self) -> PromotionQueueFilters:
+        """The cleaned filters (none when the form is unbound or invalid)."""
+        if not self.is_bound or not self.is_valid():
+            return PromotionQueueFilters()
+        data = self.cleaned_data
+        age = data.get("age")
+        return PromotionQueueFilters(
+            key=(data.get("key") or "").strip(),
+            subject=(data.get("subject") or "").strip(),
+            domain=(data.get("domain") or "").strip(),
+            sensitivity=data.get("sensitivity") or "",
+            pending_at_least=timedelta(days=int(age)) if age else None,
+        )
+
+    def filter_summary(self) -> list[tuple[str, str]]:
+        """(label, value) of each filter in use, to say what a bulk approval covers."""
+        if not self.is_bound or not self.is_valid():
+            return []
+        summary = []
+        for name in self.FILTER_FIELDS:
+            value = self.cleaned_data.get(name)
+            if value:
+                field = self[name]
+                choices = dict(getattr(field.field, "choices", ()))
+                summary.append((str(field.label), str(choices.get(value, value))))
+        return summary
+
+
+class ConflictQueueForm(PagerForm):
+    """The conflict queue's keyset cursors."""
+
+
+class ApproveForm(forms.Form):
+    reason = forms.CharField(
+        required=False,
+        max_length=REASON_MAX_LENGTH,
+        label="Approval note",
+        help_text="Optional.",
+    )
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(
+        max_length=REASON_MAX_LENGTH,
+        label="Reason for rejecting",
+        error_messages={"required": "Say why you reject it: the reason is kept with the request."},
+    )
+
+
+class BulkApproveForm(PromotionQueueFilterForm):
+    """Approve every pending request matching the filters that was requested by ``as_of``
+    (when the reviewer saw the count), up to the bulk limit."""
+
+    as_of = forms.DateTimeField(widget=forms.HiddenInput)
+    nonce = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    reason = forms.CharField(
+        max_length=REASON_MAX_LENGTH,
+        label="Reason for approving these",
+        help_text="Kept with every approved request, e.g. “verified against the CRM export”.",
+        error_messages={"required": "Say why you approve them: the reason is kept with each."},
+    )
+
+    def filters(self) -> PromotionQueueFilters:
+        base = super().filters()
+        as_of = self.cleaned_data.get("as_of") if self.is_valid() else None
+        return PromotionQueueFilters(
+            key=base.key,
+            subject=base.subject,
+            domain=base.domain,
+            sensitivity=base.sensitivity,
+            pending_at_least=base.pending_at_least,
+            requested_until=as_of,
+        )
+
+
+class ConflictResolveForm(forms.Form):
+    resolution = forms.ChoiceField(
+        choices=[
+            (Resolution.KEEP_CURRENT, "Keep the current value"),
+            (Resolution.ACCEPT_NEW, "Accept the new value"),
+            (Resolution.CORRECTED, "Write a corrected value"),
+        ],
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose how to resolve the conflict."},
+    )
+    value = forms.CharField(
+        required=False,
+        label="Corrected value (JSON)",
+        help_text='Only for a corrected value, e.g. "carrier_b" or {"carrier": "b"}.',
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )
+    reason = forms.CharField(
+        max_length=REASON_MAX_LENGTH,
+        label="Reason",
+        error_messages={"required": "Say why: the reason is kept with the resolution."},
+    )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("resolution") != Resolution.CORRECTED:
+            cleaned["parsed_value"] = None
+            return cleaned
+        text = (cleaned.get("value") or "").strip()
+        if not text:
+            self.add_error("value", "Write the corrected value as JSON.")
+            return cleaned
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as error:
+            self.add_error(
+                "value",
+                f"Not valid JSON ({error.msg}, line {error.lineno} column {error.colno}). "
+                'Quote text, e.g. "carrier_b".',
+            )
+            return cleaned
+        if parsed is None:
+            self.add_error("value", "null is not a value; write the value the fact should hold.")
+            return cleaned
+        cleaned["parsed_value"] = parsed
+        return cleaned

@@ -1,0 +1,365 @@
+"""Review queues: the pending promotion requests and the open conflicts, as reviewers work them.
+
+Reads here serve the console's queues: keyset pages in oldest-first order (the index on
+``(tenant, state, requested_at)`` / ``(tenant, state, opened_at)`` drives them), with each
+page's observations and version history fetched in one query per kind, so the number of
+queries does not grow with the page or the queue. Every read applies the expiry predicate
+through :func:`records_live`; row-level security applies the tenant.
+
+The one change here, :func:`promotions_approve_bulk`, only loops over the existing
+``promotion_approve`` service, so each approval keeps its own rules, locks and audit event.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+from django.db import transaction
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Window,
+)
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from apps.audit.services import Actor
+
+from .models import (
+    Conflict,
+    ConflictState,
+    MemoryRecord,
+    Observation,
+    PromotionRequest,
+    PromotionState,
+)
+from .selectors import records_live
+from .services import RecordError, promotion_approve
+
+QUEUE_PAGE_SIZE = 20
+# Each conflict shows two versions and a history: fewer per page keeps the page light.
+CONFLICT_PAGE_SIZE = 10
+# A bulk approval runs every approval in one transaction (each some 15 statements, with the
+# tenant's audit chain locked until commit); this many keeps one request to a few seconds.
+# The rest stays queued for the next run.
+BULK_APPROVE_LIMIT = 200
+# Observations shown per record version on a queue page (the count says when there are more).
+OBSERVATIONS_SHOWN = 6
+# Versions of a fact shown beside a conflict in the queue; its own page shows up to
+# HISTORY_SHOWN.
+QUEUE_HISTORY_SHOWN = 5
+HISTORY_SHOWN = 100
+# Counting stops here: "more than 1000 pending" tells a reviewer as much as the exact figure,
+# and counting each page view stays cheap (every candidate needs its expiry check).
+COUNT_LIMIT = 1_000
+
+
+# --- cursors and pages ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueCursor:
+    """A position in an oldest-first queue ordered by ``(moment, id)``; opaque in URLs."""
+
+    moment: datetime
+    id: uuid.UUID
+
+    def token(self) -> str:
+        return f"{self.moment.isoformat()}~{self.id}"
+
+    @classmethod
+    def parse(cls, token: str) -> QueueCursor | None:
+        moment_text, _, pk = token.partition("~")
+        try:
+            moment = datetime.fromisoformat(moment_text)
+            return cls(moment, uuid.UUID(pk)) if moment.tzinfo else None
+        except ValueError:
+            return None
+
+
+QueueItem = TypeVar("QueueItem", PromotionRequest, Conflict)
+
+
+@dataclass(frozen=True)
+class QueuePage(Generic[QueueItem]):
+    items: list[QueueItem]
+    earlier_than: QueueCursor | None  # set when older items exist (a link back)
+    later_than: QueueCursor | None  # set when newer items exist (a link on)
+
+
+def _keyset_page(
+    queryset: QuerySet[QueueItem],
+    moment_field: str,
+    *,
+    after: QueueCursor | None,
+    before: QueueCursor | None,
+    size: int,
+) -> QueuePage[QueueItem]:
+    """One page of ``queryset`` in ascending ``(moment_field, id)`` order, by keyset."""
+
+    def position(item: QueueItem) -> QueueCursor:
+        return QueueCursor(getattr(item, moment_field), item.pk)
+
+    if before is not None:
+        # Walk back from the cursor, then show the slice oldest first like every page.
+        earlier = Q(**{f"{moment_field}__lt": before.moment}) | Q(
+            **{moment_field: before.moment, "id__lt": before.id}
+        )
+        rows = list(queryset.filter(earlier).order_by(f"-{moment_field}", "-id")[: size + 1])
+        has_earlier = len(rows) > size
+        rows = rows[:size][::-1]
+        has_later = True
+    else:
+        if after is not None:
+            queryset = queryset.filter(
+                Q(**{f"{moment_field}__gt": after.moment})
+                | Q(**{moment_field: after.moment, "id__gt": after.id})
+            )
+        rows = list(queryset.order_by(moment_field, "id")[: size + 1])
+        has_later = len(rows) > size
+        rows = rows[:size]
+        has_earlier = after is not None
+    if not rows:
+        return QueuePage(items=[], earlier_than=None, later_than=None)
+    return QueuePage(
+        items=rows,
+        earlier_than=position(rows[0]) if has_earlier else None,
+        later_than=position(rows[-1]) if has_later else None,
+    )
+
+
+def _live(record_field: str, now: datetime) -> Exists:
+    """The row's ``record_field`` names a live record (not expired, or kept by a hold).
+
+    A correlated EXISTS keeps the queue's own index order: the planner checks each candidate
+    by primary key instead of first listing every live record of the tenant.
+    """
+    return Exists(records_live(now).filter(pk=OuterRef(record_field)))
+
+
+def _observations_prefetch(path: str) -> Prefetch[Any]:
+    ordered = Observation.objects.order_by("observed_at", "recorded_at", "id")
+    return Prefetch(path, queryset=ordered[:OBSERVATIONS_SHOWN], to_attr="observations_shown")
+
+
+def attach_observation_counts(records: Iterable[MemoryRecord]) -> None:
+    """Set ``record.observation_count`` on each record, in one query for all of them.
+
+    A separate grouped query rather than a subquery per row: beside the queue's joins and
+    expiry checks, per-row subqueries made the conflict query's planning alone cost more
+    than the whole page should.
+    """
+    records = list(records)
+    counted = (
+        Observation.objects.filter(record_id__in={record.pk for record in records})
+        .order_by()
+        .values_list("record_id")
+        .annotate(total=Count("id"))
+    )
+    totals: dict[uuid.UUID, int] = dict(counted)
+    for record in records:
+        record.observation_count = totals.get(record.pk, 0)  # type: ignore[attr-defined]
+
+
+# --- the promotion queue --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromotionQueueFilters:
+    """What a reviewer narrowed the queue to. ``key`` is a prefix (``shipping.`` matches every
+    shipping key); the others are exact. ``requested_until`` pins a selection to what the
+    reviewer was shown (bulk approval), so later arrivals are not approved unseen."""
+
+    key: str = ""
+    subject: str = ""
+    domain: str = ""
+    sensitivity: str = ""
+    pending_at_least: timedelta | None = None
+    requested_until: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return any((self.key, self.subject, self.domain, self.sensitivity, self.pending_at_least))
+
+
+def _open_requests(filters: PromotionQueueFilters, now: datetime) -> QuerySet[PromotionRequest]:
+    queryset = PromotionRequest.objects.filter(state=PromotionState.OPEN).filter(
+        _live("record_id", now)
+    )
+    if filters.key:
+        queryset = queryset.filter(record__key__startswith=filters.key)
+    if filters.subject:
+        queryset = queryset.filter(record__subject=filters.subject)
+    if filters.domain:
+        queryset = queryset.filter(record__scope_domain=filters.domain)
+    if filters.sensitivity:
+        queryset = queryset.filter(record__sensitivity=filters.sensitivity)
+    if filters.pending_at_least is not None:
+        queryset = queryset.filter(requested_at__lte=now - filters.pending_at_least)
+    if filters.requested_until is not None:
+        queryset = queryset.filter(requested_at__lte=filters.requested_until)
+    return queryset
+
+
+def _with_record_details(queryset: QuerySet[PromotionRequest]) -> QuerySet[PromotionRequest]:
+    return queryset.select_related("record").prefetch_related(
+        _observations_prefetch("record__observations")
+    )
+
+
+def promotion_queue_page(
+    *,
+    filters: PromotionQueueFilters,
+    after: QueueCursor | None = None,
+    before: QueueCursor | None = None,
+    size: int = QUEUE_PAGE_SIZE,
+) -> QueuePage[PromotionRequest]:
+    """Pending requests, oldest first, each with its record and first observations."""
+    queryset = _with_record_details(_open_requests(filters, timezone.now()))
+    page = _keyset_page(queryset, "requested_at", after=after, before=before, size=size)
+    attach_observation_counts(item.record for item in page.items)
+    return page
+
+
+def promotion_queue_count(*, filters: PromotionQueueFilters, limit: int = COUNT_LIMIT) -> int:
+    """How many pending requests match, counted up to ``limit`` (one more means "more")."""
+    return _open_requests(filters, timezone.now()).order_by()[: limit + 1].count()
+
+
+def promotion_queue_selection(
+    *, filters: PromotionQueueFilters, limit: int = BULK_APPROVE_LIMIT
+) -> list[PromotionRequest]:
+    """The oldest ``limit`` pending requests matching ``filters``: a bulk approval's batch."""
+    queryset = _open_requests(filters, timezone.now()).select_related("record")
+    return list(queryset.order_by("requested_at", "id")[:limit])
+
+
+def promotion_request_get(request_id: uuid.UUID) -> PromotionRequest | None:
+    """A request (in any state) whose record is live, with its record's observations."""
+    queryset = PromotionRequest.objects.filter(pk=request_id).filter(
+        _live("record_id", timezone.now())
+    )
+    found = _with_record_details(queryset).first()
+    if found is not None:
+        attach_observation_counts([found.record])
+    return found
+
+
+# --- the conflict queue ---------------------------------------------------------------------
+
+
+def _conflicts_live(now: datetime) -> QuerySet[Conflict]:
+    """Conflicts between live versions: one whose side has expired is moot."""
+    return Conflict.objects.filter(_live("current_record_id", now)).filter(
+        _live("contender_id", now)
+    )
+
+
+def _with_version_details(queryset: QuerySet[Conflict]) -> QuerySet[Conflict]:
+    return queryset.select_related("current_record", "contender", "fact").prefetch_related(
+        _observations_prefetch("current_record__observations"),
+        _observations_prefetch("contender__observations"),
+    )
+
+
+def _attach_version_details(conflicts: Sequence[Conflict], *, per_fact: int) -> None:
+    attach_observation_counts(
+        record for conflict in conflicts for record in (conflict.current_record, conflict.contender)
+    )
+    attach_history(conflicts, per_fact=per_fact)
+
+
+def conflict_queue_page(
+    *,
+    after: QueueCursor | None = None,
+    before: QueueCursor | None = None,
+    size: int = CONFLICT_PAGE_SIZE,
+) -> QueuePage[Conflict]:
+    """Open conflicts, oldest first, each with both versions, their observations and the
+    fact's latest versions (``conflict.history``)."""
+    queryset = _with_version_details(
+        _conflicts_live(timezone.now()).filter(state=ConflictState.OPEN)
+    )
+    page = _keyset_page(queryset, "opened_at", after=after, before=before, size=size)
+    _attach_version_details(page.items, per_fact=QUEUE_HISTORY_SHOWN)
+    return page
+
+
+def conflict_queue_count(*, limit: int = COUNT_LIMIT) -> int:
+    queryset = _conflicts_live(timezone.now()).filter(state=ConflictState.OPEN)
+    return queryset.order_by()[: limit + 1].count()
+
+
+def conflict_get(conflict_id: uuid.UUID) -> Conflict | None:
+    """A conflict (open or resolved) between live versions, with the fact's history."""
+    queryset = _with_version_details(_conflicts_live(timezone.now()).filter(pk=conflict_id))
+    conflict = queryset.select_related("resolved_record").first()
+    if conflict is not None:
+        _attach_version_details([conflict], per_fact=HISTORY_SHOWN)
+    return conflict
+
+
+def attach_history(conflicts: Sequence[Conflict], *, per_fact: int) -> None:
+    """Set ``conflict.history`` (newest version first, up to ``per_fact``) and
+    ``conflict.history_more`` on each conflict, in one query for all of them."""
+    fact_ids = {conflict.fact_id for conflict in conflicts}
+    by_fact: dict[uuid.UUID, list[MemoryRecord]] = {fact_id: [] for fact_id in fact_ids}
+    if fact_ids:
+        ranked = (
+            records_live()
+            .filter(fact_id__in=fact_ids)
+            .annotate(
+                newest_rank=Window(
+                    RowNumber(), partition_by=[F("fact_id")], order_by=F("version").desc()
+                )
+            )
+            .filter(newest_rank__lte=per_fact + 1)
+            .order_by("fact_id", "-version")
+        )
+        for version in ranked:
+            by_fact[version.fact_id].append(version)
+    for conflict in conflicts:
+        versions = by_fact.get(conflict.fact_id, [])
+        conflict.history = versions[:per_fact]  # type: ignore[attr-defined]
+        conflict.history_more = len(versions) > per_fact  # type: ignore[attr-defined]
+
+
+# --- bulk approval --------------------------------------------------------------------------
+
+
+@dataclass
+class BulkApproval:
+    """What a bulk approval did: every request it approved, and each it could not, why."""
+
+    approved: list[PromotionRequest] = field(default_factory=list)
+    refused: list[tuple[PromotionRequest, str]] = field(default_factory=list)
+
+
+@transaction.atomic
+def promotions_approve_bulk(
+    *, requests: Iterable[PromotionRequest], actor: Actor, reason: str
+) -> BulkApproval:
+    """Approve each request with ``promotion_approve``, in one transaction.
+
+    A request the rules refuse (the reviewer wrote the record, it was decided meanwhile, its
+    record was superseded) is reported and skipped: ``promotion_approve`` runs in its own
+    savepoint, so a refusal undoes only its own work and the others still commit.
+    """
+    outcome = BulkApproval()
+    for request in requests:
+        try:
+            promotion_approve(request=request, actor=actor, reason=reason)
+        except RecordError as error:
+            outcome.refused.append((request, str(error)))
+        else:
+            outcome.approved.append(request)
+    return outcome

@@ -1,0 +1,27 @@
+"""Template filters of the review console."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def json_value(value: Any) -> str:
+    """A stored JSON value as JSON (quoted strings, no Python reprs), indented when nested."""
+    nested = isinstance(value, dict | list) and len(json.dumps(value, ensure_ascii=False)) > 60
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2 if nested else None)
+
+
+@register.filter
+def conditions(value: Any) -> str:
+    """Scope conditions as ``name=value`` pairs, or a dash when there are none."""
+    if not value:
+        return "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{name}={json_value(item)}" for name, item in sorted(value.items()))
+    return json_value(value)
