@@ -3,6 +3,14 @@ namespace (apps/tenancy/urls.py)."""
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from .views import memories
+
+urlpatterns: list[URLPattern] = [
+    path("memories/", memories.memories, name="memories"),
+    path("memories/<uuid:record_id>/", memories.memory, name="memory"),
+    path("memories/<uuid:record_id>/delete/", memories.memory_delete, name="memory-delete"),
+    path("memories/<uuid:record_id>/redact/", memories.memory_redact, name="memory-redact"),
+    path("receipts/<uuid:receipt_id>/", memories.receipt, name="receipt"),
+]

@@ -168,6 +168,22 @@ class MemoryRecord(TenantOwned):
                 condition=models.Q(is_current=True),
                 name="record_tenant_scope_current",
             ),
+            # The console's memory browser: newest first under one filter, in index order,
+            # so a filter value held by few records does not scan the tenant's table.
+            models.Index(fields=["tenant", "key", "written_at"], name="record_tenant_key_written"),
+            models.Index(
+                fields=["tenant", "scope_domain", "written_at"], name="record_tenant_domain_written"
+            ),
+            models.Index(
+                fields=["tenant", "trust", "written_at"], name="record_tenant_trust_written"
+            ),
+            models.Index(
+                fields=["tenant", "status", "written_at"], name="record_tenant_status_written"
+            ),
+            models.Index(
+                fields=["tenant", "sensitivity", "written_at"],
+                name="record_tenant_sens_written",
+            ),
             GinIndex(fields=["search"], name="record_search"),
             GinIndex(
                 fields=["scope_conditions"], name="record_conditions", opclasses=["jsonb_path_ops"]

@@ -166,3 +166,129 @@ def derived_artifacts(record: MemoryRecord) -> dict[str, list[Any]]:
     from apps.derivations.selectors import derived_from_record
 
     return derived_from_record(record)
+
+
+# --- console: the memory browser's keyset pages --------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordCursor:
+    """A position in the newest-first order ``(written_at, id)``; opaque in URLs."""
+
+    written_at: datetime
+    id: uuid.UUID
+
+    def token(self) -> str:
+        return f"{self.written_at.isoformat()}~{self.id}"
+
+    @classmethod
+    def parse(cls, token: str) -> RecordCursor | None:
+        written, _, pk = token.partition("~")
+        try:
+            moment = datetime.fromisoformat(written)
+            return cls(moment, uuid.UUID(pk)) if moment.tzinfo else None
+        except ValueError:
+            return None
+
+    @classmethod
+    def of(cls, record: MemoryRecord) -> RecordCursor:
+        return cls(record.written_at, record.pk)
+
+
+@dataclass(frozen=True)
+class RecordPage:
+    records: list[MemoryRecord]
+    newer_than: RecordCursor | None  # set when newer records exist (a link back)
+    older_than: RecordCursor | None  # set when older records exist (a link on)
+
+
+RECORD_PAGE_COLUMNS = (
+    "id",
+    "fact_id",
+    "subject",
+    "key",
+    "version",
+    "scope_domain",
+    "scope_task_type",
+    "sensitivity",
+    "trust",
+    "status",
+    "redaction_state",
+    "written_at",
+    "expires_at",
+)
+PREVIEW_CHARACTERS = 160
+
+
+def records_page(
+    filters: dict[str, str],
+    *,
+    before: RecordCursor | None = None,
+    after: RecordCursor | None = None,
+    size: int = 50,
+) -> RecordPage:
+    """One page of live records, newest first, by keyset on ``(written_at, id)``.
+
+    Rows carry a short ``content_preview`` instead of the value and text, whose size is
+    unbounded. The range condition on ``written_at`` alone lets the (tenant, written_at)
+    index start at the cursor, so a deep page costs what the first one does.
+    """
+    from django.db.models.functions import Substr
+
+    queryset = (
+        records_list(filters)
+        .only(*RECORD_PAGE_COLUMNS)
+        .annotate(content_preview=Substr("content", 1, PREVIEW_CHARACTERS))
+    )
+    if after is not None:
+        rows: list[MemoryRecord] = list(
+            queryset.filter(written_at__gte=after.written_at)
+            .filter(Q(written_at__gt=after.written_at) | Q(id__gt=after.id))
+            .order_by("written_at", "id")[: size + 1]
+        )
+        has_newer = len(rows) > size
+        records = rows[:size][::-1]
+        return RecordPage(
+            records=records,
+            newer_than=RecordCursor.of(records[0]) if has_newer and records else None,
+            older_than=RecordCursor.of(records[-1]) if records else None,
+        )
+    if before is not None:
+        queryset = queryset.filter(written_at__lte=before.written_at).filter(
+            Q(written_at__lt=before.written_at) | Q(id__lt=before.id)
+        )
+    newest_first: list[MemoryRecord] = list(queryset.order_by("-written_at", "-id")[: size + 1])
+    records = newest_first[:size]
+    return RecordPage(
+        records=records,
+        newer_than=RecordCursor.of(records[0]) if before is not None and records else None,
+        older_than=RecordCursor.of(records[-1]) if len(newest_first) > size else None,
+    )
+
+
+def record_active_holds(record: MemoryRecord) -> list[Any]:
+    """The legal holds keeping ``record``'s fact (on its subject or on the fact itself)."""
+    from .models import LegalHold
+
+    return list(
+        LegalHold.objects.filter(lifted_at__isnull=True)
+        .filter(Q(subject=record.subject) | Q(fact_id=record.fact_id))
+        .order_by("placed_at")
+    )
+
+
+def record_open_reviews(record: MemoryRecord) -> tuple[list[Conflict], list[PromotionRequest]]:
+    """The open conflicts ``record`` takes part in and its open promotion requests."""
+    from .models import PromotionState
+
+    open_conflicts = list(
+        Conflict.objects.filter(state=ConflictState.OPEN)
+        .filter(Q(current_record_id=record.pk) | Q(contender_id=record.pk))
+        .order_by("-opened_at")
+    )
+    open_requests = list(
+        PromotionRequest.objects.filter(record_id=record.pk, state=PromotionState.OPEN).order_by(
+            "-requested_at"
+        )
+    )
+    return open_conflicts, open_requests
