@@ -105,6 +105,13 @@ class DeletionReceipt(TenantOwned):
     class Meta:
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["tenant", "deleted_at"], name="receipt_tenant_time"),
+            # The console's deletion history lists top-level receipts newest first; without
+            # this, an erasure's 100k per-fact receipts would be scanned past on every page.
+            models.Index(
+                fields=["tenant", "-deleted_at", "-id"],
+                condition=models.Q(parent__isnull=True),
+                name="receipt_tenant_top_time",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -3,6 +3,15 @@ namespace (apps/tenancy/urls.py)."""
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from . import views
+
+urlpatterns: list[URLPattern] = [
+    path("deletions/", views.deletions, name="deletions"),
+    path("deletions/<uuid:receipt_id>/", views.deletion, name="deletion"),
+    path("deletions/<uuid:receipt_id>/verify/", views.deletion_verify, name="deletion-verify"),
+    path("erasures/", views.erasures, name="erasures"),
+    path("erasures/start/", views.erasure_start, name="erasure-start"),
+    path("erasures/<uuid:job_id>/", views.erasure_job, name="erasure-job"),
+]

@@ -103,3 +103,7 @@ def reclaim_deleted() -> int:
     from .reclamation import deletions_reclaim
 
     return deletions_reclaim()
+
+
+# Registers the console's erasure task (``derivations.erasure_job``) wherever tasks load.
+from . import erasure_jobs as _erasure_jobs  # noqa: E402, F401

@@ -1,0 +1,129 @@
+"""Console forms of deletions and erasures: they parse input; the services decide."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.http import QueryDict
+from django.utils.dateparse import parse_datetime
+
+RECEIPT_KINDS = (
+    ("", "Any kind"),
+    ("record", "record"),
+    ("erasure", "erasure"),
+    ("expiry", "expiry"),
+)
+
+
+class DeletionFilterForm(forms.Form):
+    """Filters of the deletion history (all optional) and its keyset cursor."""
+
+    kind = forms.ChoiceField(required=False, choices=RECEIPT_KINDS)
+    who = forms.CharField(
+        required=False, max_length=200, label="Requested by", help_text="Username or credential."
+    )
+    since = forms.DateField(
+        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    parent = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    before = forms.CharField(required=False, max_length=80, widget=forms.HiddenInput)
+
+    FILTER_FIELDS = ("kind", "who", "since", "until", "parent")
+
+    def clean_before(self) -> tuple[datetime, uuid.UUID] | None:
+        """The cursor ``<deleted_at ISO>_<receipt id>`` of the last row of the previous page."""
+        raw = self.cleaned_data.get("before") or ""
+        if not raw:
+            return None
+        moment, _, pk = raw.rpartition("_")
+        parsed = parse_datetime(moment)
+        try:
+            receipt_id = uuid.UUID(pk)
+        except ValueError:
+            receipt_id = None
+        if parsed is None or receipt_id is None:
+            raise forms.ValidationError("Not a page of this list; start from the newest.")
+        return parsed, receipt_id
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since and until and until < since:
+            self.add_error("until", "The end date is before the start date.")
+        return data
+
+    def filters(self) -> dict[str, Any]:
+        if not self.is_bound or not self.is_valid():
+            return {}
+        return {name: self.cleaned_data.get(name) for name in self.FILTER_FIELDS}
+
+    @property
+    def filtered(self) -> bool:
+        return self.is_bound and any(self.data.get(name) for name in self.FILTER_FIELDS)
+
+    def query_for(self, **cursor: str) -> str:
+        query = QueryDict(mutable=True)
+        if self.is_bound:
+            for name in self.FILTER_FIELDS:
+                value = self.data.get(name)
+                if value:
+                    query[name] = value
+        for name, value in cursor.items():
+            query[name] = value
+        return query.urlencode()
+
+
+def receipt_cursor(deleted_at: datetime, receipt_id: Any) -> str:
+    return f"{deleted_at.isoformat()}_{receipt_id}"
+
+
+SELECTOR_CHOICES = (
+    ("subject", "Subject (every fact about it)"),
+    ("owner", "Owner (everything a user or service is accountable for)"),
+    ("consent_ref", "Consent reference (everything written under a consent)"),
+)
+
+
+class ErasureForm(forms.Form):
+    """Erase by exactly one of subject, owner or consent reference, with a reason."""
+
+    selector = forms.ChoiceField(
+        choices=SELECTOR_CHOICES, widget=forms.RadioSelect, label="Erase by", initial="subject"
+    )
+    value = forms.CharField(
+        max_length=200,
+        label="Value",
+        help_text="Exactly as written, e.g. user:1042 or consent-2025-17.",
+        widget=forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off"}),
+    )
+    reason = forms.CharField(
+        max_length=2000,
+        label="Reason",
+        help_text="Kept on the deletion receipt, e.g. “GDPR art. 17 request #4411”.",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+    def clean_value(self) -> str:
+        value: str = self.cleaned_data["value"].strip()
+        if not value:
+            raise forms.ValidationError("Give the value to erase by.")
+        return value
+
+    def clean_reason(self) -> str:
+        reason: str = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError("Say why: the reason is kept on the receipt.")
+        return reason
+
+
+class ErasureConfirmForm(ErasureForm):
+    """The confirmed erasure: the same fields, the count that was shown, a one-time nonce."""
+
+    records = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    nonce = forms.CharField(max_length=64, widget=forms.HiddenInput)

@@ -1,0 +1,184 @@
+"""Console forms of retention rules and legal holds: they parse input; the services decide."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django import forms
+from django.http import QueryDict
+from django.utils.dateparse import parse_datetime, parse_duration
+
+from .models import DEFAULT_RETENTION, Sensitivity
+
+NO_LIMIT_WORDS = {"", "none", "no limit", "never"}
+_SHORT_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(d|day|days|h|hour|hours|w|week|weeks)?$")
+_UNITS = {"d": 1.0, "day": 1.0, "days": 1.0, "w": 7.0, "week": 7.0, "weeks": 7.0}
+LONGEST = timedelta(days=36500)
+
+
+def duration_parse(text: str) -> timedelta | None:
+    """``30`` or ``30d`` (days), ``12h``, ``2w``, or ISO 8601 (``P30D``); None if unreadable."""
+    text = text.strip().lower()
+    match = _SHORT_DURATION.match(text)
+    if match:
+        amount, unit = float(match.group(1)), match.group(2) or "d"
+        if unit.startswith("h"):
+            return timedelta(hours=amount)
+        return timedelta(days=amount * _UNITS[unit])
+    return parse_duration(text.upper()) if text.startswith("p") else None
+
+
+def duration_text(value: timedelta | None) -> str:
+    """The shortest input that reads back as ``value`` (``none`` for no limit)."""
+    if value is None:
+        return "none"
+    seconds = int(value.total_seconds())
+    if seconds % 86400 == 0:
+        return f"{seconds // 86400}d"
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    return f"PT{seconds}S"
+
+
+def duration_words(value: timedelta | None) -> str:
+    """``value`` for reading: "30 days", "12 hours", or "no limit"."""
+    if value is None:
+        return "no limit"
+    seconds = int(value.total_seconds())
+    if seconds % 86400 == 0:
+        days = seconds // 86400
+        return f"{days} day{'s' if days != 1 else ''}"
+    if seconds % 3600 == 0:
+        hours = seconds // 3600
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    return f"{seconds} seconds"
+
+
+class RetentionRuleForm(forms.Form):
+    """One sensitivity class's longest lifetimes. ``none`` (no limit) is accepted for the
+    confirmed lifetime only where the class's default has none: expiry by default stays the
+    rule for every class that starts with a limit."""
+
+    sensitivity = forms.ChoiceField(choices=Sensitivity.choices, widget=forms.HiddenInput)
+    provisional_max = forms.CharField(
+        max_length=40,
+        label="Provisional lifetime",
+        help_text="e.g. 30d, 12h, 2w.",
+        widget=forms.TextInput(attrs={"size": 8, "spellcheck": "false"}),
+    )
+    confirmed_max = forms.CharField(
+        max_length=40,
+        required=False,
+        label="Confirmed lifetime",
+        help_text="e.g. 365d; “none” for no limit where the class allows it.",
+        widget=forms.TextInput(attrs={"size": 8, "spellcheck": "false"}),
+    )
+
+    def clean_provisional_max(self) -> timedelta:
+        value = duration_parse(self.cleaned_data["provisional_max"])
+        if value is None:
+            raise forms.ValidationError("Write a length such as 30d, 12h or 2w.")
+        if value <= timedelta(0):
+            raise forms.ValidationError("Must be longer than zero.")
+        if value > LONGEST:
+            raise forms.ValidationError("At most 100 years.")
+        return value
+
+    def clean_confirmed_max(self) -> timedelta | None:
+        raw = self.cleaned_data.get("confirmed_max", "").strip().lower()
+        if raw in NO_LIMIT_WORDS:
+            sensitivity = self.data.get("sensitivity", "")
+            default = DEFAULT_RETENTION.get(sensitivity, (None, timedelta(1)))[1]
+            if default is not None:
+                raise forms.ValidationError(
+                    f"{sensitivity.capitalize()} records need a limit "
+                    f"(the default is {duration_text(default)})."
+                )
+            return None
+        value = duration_parse(raw)
+        if value is None:
+            raise forms.ValidationError("Write a length such as 365d, or “none”.")
+        if value <= timedelta(0):
+            raise forms.ValidationError("Must be longer than zero.")
+        if value > LONGEST:
+            raise forms.ValidationError("At most 100 years.")
+        return value
+
+
+HOLD_TARGETS = (("subject", "A subject (all its facts)"), ("record", "A record id (its fact)"))
+
+
+class LegalHoldPlaceForm(forms.Form):
+    target = forms.ChoiceField(
+        choices=HOLD_TARGETS, widget=forms.RadioSelect, label="Hold", initial="subject"
+    )
+    value = forms.CharField(
+        max_length=200,
+        label="Subject or record id",
+        help_text="A subject exactly as written (user:1042), or a record's id.",
+        widget=forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off"}),
+    )
+    reason = forms.CharField(
+        max_length=2000,
+        label="Reason",
+        help_text="e.g. “litigation hold, case 2026-114”.",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    nonce = forms.CharField(max_length=64, widget=forms.HiddenInput)
+
+    def clean_value(self) -> str:
+        value: str = self.cleaned_data["value"].strip()
+        if not value:
+            raise forms.ValidationError("Give the subject or the record id.")
+        return value
+
+    def clean_reason(self) -> str:
+        reason: str = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError("Say why: the reason is kept with the hold.")
+        return reason
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("target") == "record" and data.get("value"):
+            try:
+                data["record_id"] = uuid.UUID(data["value"])
+            except ValueError:
+                self.add_error("value", "A record id looks like 3f2b…-…; check it.")
+        return data
+
+
+HOLD_STATES = (("active", "Active"), ("lifted", "Lifted"), ("all", "All"))
+
+
+class LegalHoldFilterForm(forms.Form):
+    state = forms.ChoiceField(required=False, choices=HOLD_STATES, label="Show")
+    before = forms.CharField(required=False, max_length=80, widget=forms.HiddenInput)
+
+    def clean_state(self) -> str:
+        return self.cleaned_data.get("state") or "active"
+
+    def clean_before(self) -> tuple[datetime, uuid.UUID] | None:
+        raw = self.cleaned_data.get("before") or ""
+        if not raw:
+            return None
+        moment, _, pk = raw.rpartition("_")
+        parsed = parse_datetime(moment)
+        try:
+            hold_id = uuid.UUID(pk)
+        except ValueError:
+            hold_id = None
+        if parsed is None or hold_id is None:
+            raise forms.ValidationError("Not a page of this list; start from the newest.")
+        return parsed, hold_id
+
+    def query_for(self, **cursor: str) -> str:
+        query = QueryDict(mutable=True)
+        if self.is_bound and self.data.get("state"):
+            query["state"] = self.data["state"]
+        for name, value in cursor.items():
+            query[name] = value
+        return query.urlencode()

@@ -1,0 +1,319 @@
+"""Console: retention rules per sensitivity class, and legal holds.
+
+Administrators (``manage_retention``) change them; auditors (``view_audit``) read them. Every
+change goes through the same service as the Django admin (``retention_rule_set``,
+``legal_hold_place``, ``legal_hold_lift``), which audits it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from apps.audit.services import Actor
+from apps.tenancy.models import Tenant
+from apps.tenancy.permissions import MANAGE_RETENTION, VIEW_AUDIT, VIEW_MEMORIES
+from apps.tenancy.views import (
+    ConsoleRequest,
+    _render,
+    form_nonce_consume,
+    form_nonce_issue,
+    tenant_view,
+)
+
+from ..forms_governance import (
+    LegalHoldFilterForm,
+    LegalHoldPlaceForm,
+    RetentionRuleForm,
+    duration_text,
+    duration_words,
+)
+from ..models import DEFAULT_RETENTION, SENSITIVITY_ORDER, LegalHold, RetentionRule
+from ..selectors import record_get
+from ..services import RecordError, legal_hold_lift, legal_hold_place, retention_rule_set
+
+HOLDS_PAGE_SIZE = 50
+
+
+def _may_read_governance(request: ConsoleRequest) -> bool:
+    return bool(request.console_perms & {MANAGE_RETENTION, VIEW_AUDIT})
+
+
+def _require_read(request: ConsoleRequest) -> None:
+    if not _may_read_governance(request):
+        raise PermissionDenied("Your role in this tenant does not allow this page.")
+
+
+def _require_manage(request: ConsoleRequest) -> None:
+    if MANAGE_RETENTION not in request.console_perms:
+        raise PermissionDenied("Your role may read retention and holds, not change them.")
+
+
+# --- retention rules ------------------------------------------------------------------------------
+
+
+@dataclass
+class RetentionRow:
+    """A sensitivity class with its rule in force (the tenant's, or the default)."""
+
+    sensitivity: str
+    provisional_max: timedelta
+    confirmed_max: timedelta | None
+    customised: bool
+    default_provisional: timedelta
+    default_confirmed: timedelta | None
+    form: RetentionRuleForm | None = None
+    saved: bool = False
+
+    @property
+    def allows_no_limit(self) -> bool:
+        return self.default_confirmed is None
+
+    @property
+    def provisional_words(self) -> str:
+        return duration_words(self.provisional_max)
+
+    @property
+    def confirmed_words(self) -> str:
+        return duration_words(self.confirmed_max)
+
+    @property
+    def default_words(self) -> str:
+        provisional = duration_words(self.default_provisional)
+        return f"{provisional} / {duration_words(self.default_confirmed)}"
+
+
+def _retention_rows(
+    request: ConsoleRequest, bound: RetentionRuleForm | None = None, saved: str = ""
+) -> list[RetentionRow]:
+    rules = {rule.sensitivity: rule for rule in RetentionRule.objects.all()}
+    manage = MANAGE_RETENTION in request.console_perms
+    rows = []
+    for sensitivity in SENSITIVITY_ORDER:
+        default_provisional, default_confirmed = DEFAULT_RETENTION[sensitivity]
+        rule = rules.get(sensitivity)
+        provisional = rule.provisional_max if rule else default_provisional
+        confirmed = rule.confirmed_max if rule else default_confirmed
+        row = RetentionRow(
+            sensitivity=sensitivity,
+            provisional_max=provisional,
+            confirmed_max=confirmed,
+            customised=rule is not None,
+            default_provisional=default_provisional,
+            default_confirmed=default_confirmed,
+            saved=saved == sensitivity,
+        )
+        if manage:
+            if bound is not None and bound.data.get("sensitivity") == sensitivity:
+                row.form = bound
+            else:
+                row.form = RetentionRuleForm(
+                    initial={
+                        "sensitivity": sensitivity,
+                        "provisional_max": duration_text(provisional),
+                        "confirmed_max": duration_text(confirmed),
+                    },
+                    auto_id=f"id_{sensitivity}_%s",
+                )
+        rows.append(row)
+    return rows
+
+
+def _retention_context(request: ConsoleRequest, tenant: Tenant, **extra: Any) -> dict[str, Any]:
+    return {
+        "tenant": tenant,
+        "section": "retention",
+        "can_manage": MANAGE_RETENTION in request.console_perms,
+        **extra,
+    }
+
+
+@tenant_view(VIEW_MEMORIES)
+@require_http_methods(["GET", "POST"])
+def retention(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """The rule of each sensitivity class; POST changes one class (htmx: its row)."""
+    _require_read(request)
+    template = "console/governance/retention.html"
+    if request.method != "POST":
+        rows = _retention_rows(request)
+        return render(request, template, _retention_context(request, tenant, rows=rows))
+    _require_manage(request)
+    data = request.POST
+    form = RetentionRuleForm(data, auto_id=f"id_{data.get('sensitivity', 'x')}_%s")
+    if form.is_valid():
+        try:
+            retention_rule_set(
+                tenant=tenant,
+                sensitivity=form.cleaned_data["sensitivity"],
+                provisional_max=form.cleaned_data["provisional_max"],
+                confirmed_max=form.cleaned_data["confirmed_max"],
+                actor=Actor.for_user(request.user),
+            )
+        except ValidationError as error:
+            for field, errors in error.message_dict.items():
+                for message in errors:
+                    form.add_error(field if field in form.fields else None, message)
+    sensitivity = str(data.get("sensitivity", ""))
+    if form.is_valid():
+        messages.success(
+            request,
+            f"{sensitivity.capitalize()}: new writes and promotions use the new lifetimes; "
+            "records already written keep their expiry.",
+        )
+        if not request.htmx:
+            return redirect("console:retention", tenant_slug=tenant.slug)
+        rows = _retention_rows(request, saved=sensitivity)
+    else:
+        rows = _retention_rows(request, bound=form)
+    context = _retention_context(request, tenant, rows=rows)
+    row = next((r for r in rows if r.sensitivity == sensitivity), None)
+    if request.htmx and row is not None:
+        return render(request, f"{template}#rule_row_response", {**context, "row": row})
+    return render(request, template, context, status=200 if form.is_valid() else 400)
+
+
+# --- legal holds ------------------------------------------------------------------------------
+
+
+def _holds_context(
+    request: ConsoleRequest, tenant: Tenant, *, place_form: LegalHoldPlaceForm | None = None
+) -> dict[str, Any]:
+    filter_form = LegalHoldFilterForm(request.GET or None)
+    base = reverse("console:holds", kwargs={"tenant_slug": tenant.slug})
+    holds: list[LegalHold] = []
+    older_url = None
+    valid = not filter_form.is_bound or filter_form.is_valid()
+    state = filter_form.cleaned_data.get("state", "active") if filter_form.is_bound else "active"
+    if valid:
+        queryset = LegalHold.objects.select_related("fact")
+        if state == "active":
+            queryset = queryset.filter(lifted_at__isnull=True)
+        elif state == "lifted":
+            queryset = queryset.filter(lifted_at__isnull=False)
+        cursor = filter_form.cleaned_data.get("before") if filter_form.is_bound else None
+        if cursor:
+            moment, pk = cursor
+            queryset = queryset.filter(Q(placed_at__lt=moment) | Q(placed_at=moment, pk__lt=pk))
+        holds = list(queryset.order_by("-placed_at", "-id")[: HOLDS_PAGE_SIZE + 1])
+        if len(holds) > HOLDS_PAGE_SIZE:
+            holds = holds[:HOLDS_PAGE_SIZE]
+            last = holds[-1]
+            cursor_text = f"{last.placed_at.isoformat()}_{last.pk}"
+            older_url = f"{base}?{filter_form.query_for(before=cursor_text)}"
+    can_manage = MANAGE_RETENTION in request.console_perms
+    if can_manage and place_form is None:
+        place_form = LegalHoldPlaceForm(initial={"nonce": form_nonce_issue(request)})
+    paged = valid and filter_form.is_bound and bool(filter_form.cleaned_data.get("before"))
+    return {
+        "tenant": tenant,
+        "section": "holds",
+        "can_manage": can_manage,
+        "filter_form": filter_form,
+        "state": state,
+        "holds": holds,
+        "paged": paged,
+        "first_url": f"{base}?{filter_form.query_for()}",
+        "older_url": older_url,
+        "place_form": place_form,
+    }
+
+
+@tenant_view(VIEW_MEMORIES)
+@require_http_methods(["GET", "POST"])
+def holds(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """Legal holds, newest first; POST places one on a subject or on a record's fact."""
+    _require_read(request)
+    template = "console/governance/holds.html"
+    if request.method != "POST":
+        return _render(request, template, _holds_context(request, tenant), partial="hold_results")
+    _require_manage(request)
+    form = LegalHoldPlaceForm(request.POST)
+    fact = None
+    if form.is_valid() and form.cleaned_data["target"] == "record":
+        record = record_get(form.cleaned_data["record_id"])
+        if record is None:
+            form.add_error("value", f"No live record with this id in {tenant.name}.")
+        else:
+            fact = record.fact
+    if form.is_valid():
+        if not form_nonce_consume(request, form.cleaned_data["nonce"]):
+            messages.info(request, "That hold was already placed; it is listed below.")
+            return _back_to_holds(request, tenant)
+        try:
+            hold = legal_hold_place(
+                tenant=tenant,
+                actor=Actor.for_user(request.user),
+                reason=form.cleaned_data["reason"],
+                subject=form.cleaned_data["value"] if fact is None else "",
+                fact=fact,
+            )
+        except RecordError as error:
+            form.add_error(None, str(error))
+        else:
+            target = f"subject “{hold.subject}”" if hold.subject else "the record's fact"
+            messages.success(
+                request, f"Placed a legal hold on {target}: it can no longer expire or be deleted."
+            )
+            return _back_to_holds(request, tenant)
+    context = _holds_context(request, tenant, place_form=form)
+    if request.htmx:
+        return render(request, f"{template}#place_panel", context)
+    return render(request, template, context, status=400)
+
+
+def _back_to_holds(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """After a change: the refreshed list and a fresh form (htmx), or a redirect (PRG)."""
+    if not request.htmx:
+        return redirect("console:holds", tenant_slug=tenant.slug)
+    return render(
+        request,
+        "console/governance/holds.html#holds_changed_response",
+        _holds_context(request, tenant),
+    )
+
+
+def _hold_or_404(hold_id: uuid.UUID, *, lock: bool = False) -> LegalHold:
+    queryset = LegalHold.objects.select_related("fact")
+    if lock:
+        # Two lifts of one hold (a double click) queue here; the second sees it lifted.
+        queryset = queryset.select_for_update(of=("self",))
+    hold = queryset.filter(pk=hold_id).first()
+    if hold is None:
+        raise Http404("No such legal hold")
+    return hold
+
+
+@tenant_view(MANAGE_RETENTION)
+@require_http_methods(["GET", "POST"])
+def hold_lift(request: ConsoleRequest, tenant: Tenant, hold_id: uuid.UUID) -> HttpResponse:
+    """GET: confirmation page (for browsers without JS). POST: lift; repeating is harmless."""
+    if request.method != "POST":
+        hold = _hold_or_404(hold_id)
+        return render(
+            request,
+            "console/governance/hold_lift.html",
+            {"tenant": tenant, "section": "holds", "hold": hold},
+        )
+    hold = _hold_or_404(hold_id, lock=True)
+    if hold.lifted_at is None:
+        legal_hold_lift(hold=hold, actor=Actor.for_user(request.user))
+        messages.success(request, "Lifted the hold: its facts follow their retention again.")
+    else:
+        messages.info(request, "That hold was already lifted.")
+    if not request.htmx:
+        return redirect("console:holds", tenant_slug=tenant.slug)
+    return render(
+        request,
+        "console/governance/holds.html#hold_row_response",
+        {"tenant": tenant, "section": "holds", "hold": hold, "can_manage": True},
+    )
