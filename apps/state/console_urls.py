@@ -3,6 +3,10 @@ namespace (apps/tenancy/urls.py)."""
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from . import views
+
+urlpatterns: list[URLPattern] = [
+    path("runs/", views.runs, name="runs"),
+]

@@ -1,29 +1,44 @@
 """What the console's tenant dashboard shows, read in a fixed, small number of queries.
 
-The dashboard grows with the product (memory counts, open reviews and conflicts, expiring
-items): each app adds its figures here as another field of :class:`TenantDashboard`, read by
-its own selector, so the view and the template stay thin.
+The memory figures are one aggregate over the tenant's records (``COUNT(*) FILTER (WHERE ...)``
+through Django's ``aggregate(..., filter=Q(...))``), never one query per class or per row; the
+other counts share one row of scalar subqueries, and the review queues are counted by the same
+functions as their pages. So the dashboard costs the same number of queries with ten records or
+a hundred thousand. The charts are drawn on the
+server as inline SVG from these same figures (:func:`bar_chart`), so they need no script.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
 
+from django.db.models import Count, F, Func, IntegerField, Q, QuerySet, Subquery
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-
-from .models import Role, Tenant
-from .selectors import (
-    audit_event_count_since,
-    audit_event_recent,
-    credential_list,
-    membership_counts_by_role,
+from apps.records.models import SENSITIVITY_ORDER, RecordStatus, Trust
+from apps.records.review import (
+    COUNT_LIMIT,
+    PromotionQueueFilters,
+    conflict_queue_count,
+    promotion_queue_count,
 )
+from apps.records.selectors import records_live
+from apps.state.models import ObligationState, RunState
+from apps.state.selectors import obligations_list, obligations_overdue, runs_list
+
+from .models import Membership, Role, Tenant
+from .selectors import audit_event_recent, credential_list
 
 RECENT_WINDOW = timedelta(days=7)
 RECENT_EVENTS = 10
+# The expiry horizons the dashboard counts, in days (shortest first).
+EXPIRY_HORIZONS: tuple[int, ...] = (7, 30)
+TRUST_ORDER: tuple[str, ...] = (Trust.PROVISIONAL, Trust.CONFIRMED)
 
 
 @dataclass(frozen=True)
@@ -31,6 +46,54 @@ class RoleCount:
     role: str
     label: str
     count: int
+
+
+@dataclass(frozen=True)
+class ClassCount:
+    """Live memories of one sensitivity class, by trust."""
+
+    sensitivity: str
+    provisional: int
+    confirmed: int
+
+    @property
+    def total(self) -> int:
+        return self.provisional + self.confirmed
+
+
+@dataclass(frozen=True)
+class ExpiryCount:
+    days: int
+    count: int
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """The tenant's live memories (current versions, not expired) and what needs attention.
+
+    Only a fact's current version counts: superseded versions stay readable but are not what
+    the memory holds now, and counting them would inflate every class with history.
+    """
+
+    by_class: list[ClassCount]
+    expiring: list[ExpiryCount]
+    open_promotions: int
+    open_conflicts: int
+    open_runs: int
+    pending_obligations: int
+    overdue_obligations: int
+
+    @property
+    def total(self) -> int:
+        return sum(item.total for item in self.by_class)
+
+    @property
+    def provisional(self) -> int:
+        return sum(item.provisional for item in self.by_class)
+
+    @property
+    def confirmed(self) -> int:
+        return sum(item.confirmed for item in self.by_class)
 
 
 @dataclass(frozen=True)
@@ -47,24 +110,340 @@ class TenantDashboard:
     audit_window_start: datetime
     audit_events_recent: int | None
     latest_events: list[AuditEvent] | None
+    memory: MemoryFigures
+
+
+def _class_key(trust: str, sensitivity: str) -> str:
+    return f"{trust}__{sensitivity}"
+
+
+def count_of(queryset: QuerySet[Any]) -> Subquery:
+    """``(SELECT COUNT(*) FROM ...)`` of ``queryset``, to read several counts in one query.
+
+    ``COUNT`` through ``Func`` rather than the ``Count`` aggregate: an aggregate inside
+    ``values()`` would add a GROUP BY, and this must stay one row.
+    """
+    return Subquery(
+        queryset.order_by().values(n=Func(F("pk"), function="COUNT")),
+        output_field=IntegerField(),
+    )
+
+
+def _counts_row(*, tenant: Tenant, now: datetime, audit_since: datetime | None) -> Any:
+    """Runs, obligations, members by role, credentials and recent audit events: one query of
+    scalar subqueries (each uses its table's ``(tenant, ...)`` index)."""
+    counts: dict[str, Any] = {
+        "open_runs": count_of(runs_list(state=RunState.OPEN)),
+        "pending_obligations": count_of(obligations_list(state=ObligationState.PENDING)),
+        "overdue_obligations": count_of(obligations_overdue(now)),
+        "active_credentials": count_of(
+            credential_list(tenant=tenant).filter(revoked_at__isnull=True)
+        ),
+    }
+    for role in Role.values:
+        counts[f"members_{role}"] = count_of(Membership.objects.filter(tenant=tenant, role=role))
+    if audit_since is not None:
+        counts["audit_events_recent"] = count_of(
+            AuditEvent.objects.filter(tenant=tenant, occurred_at__gte=audit_since)
+        )
+    return Tenant.objects.filter(pk=tenant.pk).values(**counts).get()
+
+
+def _class_counts(now: datetime) -> dict[str, int]:
+    """Live current memories by trust and sensitivity, and those expiring within each horizon:
+    one pass over the tenant's records whatever their number."""
+    current = records_live(now).filter(
+        is_current=True, status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED]
+    )
+    aggregates: dict[str, Any] = {
+        _class_key(trust, sensitivity): Count("pk", filter=Q(trust=trust, sensitivity=sensitivity))
+        for trust in TRUST_ORDER
+        for sensitivity in SENSITIVITY_ORDER
+    }
+    for days in EXPIRY_HORIZONS:
+        aggregates[f"expiring_{days}"] = Count(
+            "pk", filter=Q(expires_at__gt=now, expires_at__lte=now + timedelta(days=days))
+        )
+    return current.aggregate(**aggregates)
+
+
+def _memory_figures(counts: dict[str, int], counts_row: dict[str, int]) -> MemoryFigures:
+    return MemoryFigures(
+        by_class=[
+            ClassCount(
+                sensitivity=sensitivity,
+                provisional=counts[_class_key(Trust.PROVISIONAL, sensitivity)],
+                confirmed=counts[_class_key(Trust.CONFIRMED, sensitivity)],
+            )
+            for sensitivity in SENSITIVITY_ORDER
+        ],
+        expiring=[ExpiryCount(days, counts[f"expiring_{days}"]) for days in EXPIRY_HORIZONS],
+        open_promotions=promotion_queue_count(filters=PromotionQueueFilters()),
+        open_conflicts=conflict_queue_count(),
+        open_runs=counts_row["open_runs"],
+        pending_obligations=counts_row["pending_obligations"],
+        overdue_obligations=counts_row["overdue_obligations"],
+    )
 
 
 def tenant_dashboard(
     *, tenant: Tenant, include_audit: bool, now: datetime | None = None
 ) -> TenantDashboard:
-    """The dashboard of ``tenant`` (the current tenant context must be ``tenant``)."""
-    window_start = (now or timezone.now()) - RECENT_WINDOW
-    counts = membership_counts_by_role(tenant=tenant)
-    by_role = [RoleCount(role, label, counts.get(role, 0)) for role, label in Role.choices]
+    """The dashboard of ``tenant`` (the current tenant context must be ``tenant``).
+
+    Five queries whatever the tenant's size: the record aggregate, one row of counts (runs,
+    obligations, members by role, credentials, audit events), the promotion and conflict queue
+    counts exactly as the review pages count them (capped at ``COUNT_LIMIT``), and the latest
+    audit events when the person may see them.
+    """
+    now = now or timezone.now()
+    window_start = now - RECENT_WINDOW
+    counts_row = _counts_row(
+        tenant=tenant, now=now, audit_since=window_start if include_audit else None
+    )
+    by_role = [
+        RoleCount(role, label, counts_row[f"members_{role}"]) for role, label in Role.choices
+    ]
     return TenantDashboard(
         members_by_role=by_role,
         members_total=sum(item.count for item in by_role),
-        active_credentials=credential_list(tenant=tenant).filter(revoked_at__isnull=True).count(),
+        active_credentials=counts_row["active_credentials"],
         audit_window_start=window_start,
-        audit_events_recent=(
-            audit_event_count_since(tenant=tenant, since=window_start) if include_audit else None
-        ),
+        audit_events_recent=counts_row["audit_events_recent"] if include_audit else None,
         latest_events=(
             audit_event_recent(tenant=tenant, limit=RECENT_EVENTS) if include_audit else None
         ),
+        memory=_memory_figures(_class_counts(now), counts_row),
+    )
+
+
+# --- charts -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of a chart, with its geometry precomputed for the template."""
+
+    label: str
+    value: int
+    text: str
+    url: str | None
+    y: int
+    width: int
+    css_class: str
+
+
+@dataclass(frozen=True)
+class BarChart:
+    """A horizontal bar chart: every bar carries its label and value as text, so the chart
+    reads without colour and the same figures are in the table next to it."""
+
+    title: str
+    bars: list[Bar]
+    width: int
+    height: int
+    label_width: int
+    bar_area: int
+    bar_height: int
+
+    @property
+    def value_x_offset(self) -> int:
+        return self.label_width + 6
+
+
+@dataclass(frozen=True)
+class BarSpec:
+    label: str
+    value: int
+    url: str | None = None
+    css_class: str = ""
+    text: str = ""  # the value as shown, when not simply the number
+
+
+CHART_WIDTH = 540
+CHART_LABEL_WIDTH = 210
+CHART_VALUE_ROOM = 70  # room right of the longest bar for its value
+CHART_BAR_HEIGHT = 22
+CHART_ROW_GAP = 8
+
+
+def bar_chart(title: str, specs: list[BarSpec]) -> BarChart:
+    """Lay out ``specs`` as horizontal bars scaled to the largest value (all-zero: no bars)."""
+    bar_area = CHART_WIDTH - CHART_LABEL_WIDTH - CHART_VALUE_ROOM
+    largest = max((spec.value for spec in specs), default=0)
+    bars = []
+    for index, spec in enumerate(specs):
+        width = round(bar_area * spec.value / largest) if largest else 0
+        if spec.value and width < 2:
+            width = 2  # a non-zero value stays visible next to a very large one
+        bars.append(
+            Bar(
+                label=spec.label,
+                value=spec.value,
+                text=spec.text or str(spec.value),
+                url=spec.url,
+                y=index * (CHART_BAR_HEIGHT + CHART_ROW_GAP),
+                width=width,
+                css_class=spec.css_class,
+            )
+        )
+    return BarChart(
+        title=title,
+        bars=bars,
+        width=CHART_WIDTH,
+        height=max(len(specs) * (CHART_BAR_HEIGHT + CHART_ROW_GAP) - CHART_ROW_GAP, 0),
+        label_width=CHART_LABEL_WIDTH,
+        bar_area=bar_area,
+        bar_height=CHART_BAR_HEIGHT,
+    )
+
+
+# --- links and charts for the page --------------------------------------------------------------
+
+
+def console_url(
+    url_name: str, *, tenant_slug: str, perms: frozenset[str], query: dict[str, str] | None = None
+) -> str | None:
+    """The console page ``url_name`` with ``query``, or None when the person may not open it
+    or it is not routed (yet): a figure then shows as plain text instead of a dead link."""
+    from .context_processors import NAVIGATION
+
+    needed = next((perm for _, _, name, perm in NAVIGATION if name == url_name), None)
+    if needed is not None and needed not in perms:
+        return None
+    try:
+        url = reverse(url_name, kwargs={"tenant_slug": tenant_slug})
+    except NoReverseMatch:
+        return None
+    return f"{url}?{urlencode(query)}" if query else url
+
+
+@dataclass(frozen=True)
+class ClassRow:
+    """One row of the trust-by-sensitivity table, each figure with its link (or None)."""
+
+    sensitivity: str
+    provisional: int
+    provisional_url: str | None
+    confirmed: int
+    confirmed_url: str | None
+    total: int
+    total_url: str | None
+
+
+@dataclass(frozen=True)
+class AttentionItem:
+    key: str
+    label: str
+    value: int
+    url: str | None
+    hint: str
+
+    @property
+    def text(self) -> str:
+        """The value as shown: queue counts stop at ``COUNT_LIMIT`` (one more means more)."""
+        return f"{COUNT_LIMIT:,}+" if self.value > COUNT_LIMIT else str(self.value)
+
+
+@dataclass(frozen=True)
+class DashboardPage:
+    """Everything the dashboard template draws beyond the raw figures."""
+
+    class_rows: list[ClassRow]
+    memories_url: str | None
+    provisional_url: str | None
+    confirmed_url: str | None
+    attention: list[AttentionItem]
+    memory_chart: BarChart
+    attention_chart: BarChart
+
+
+def dashboard_page(
+    *, tenant: Tenant, perms: frozenset[str], figures: MemoryFigures
+) -> DashboardPage:
+    """Links and charts for ``figures``, as ``perms`` allows."""
+
+    def link(url_name: str, **query: str) -> str | None:
+        return console_url(url_name, tenant_slug=tenant.slug, perms=perms, query=query or None)
+
+    memories = "console:memories"
+    rows = [
+        ClassRow(
+            sensitivity=item.sensitivity,
+            provisional=item.provisional,
+            provisional_url=link(memories, trust=Trust.PROVISIONAL, sensitivity=item.sensitivity),
+            confirmed=item.confirmed,
+            confirmed_url=link(memories, trust=Trust.CONFIRMED, sensitivity=item.sensitivity),
+            total=item.total,
+            total_url=link(memories, sensitivity=item.sensitivity),
+        )
+        for item in figures.by_class
+    ]
+    attention = [
+        *(
+            AttentionItem(
+                key=f"expiring-{item.days}",
+                label=f"Expiring within {item.days} days",
+                value=item.count,
+                url=link(memories),
+                hint="Live memories whose lifetime ends in this window.",
+            )
+            for item in figures.expiring
+        ),
+        AttentionItem(
+            key="open-promotions",
+            label="Promotion requests to review",
+            value=figures.open_promotions,
+            url=link("console:review"),
+            hint="Provisional memories waiting for a reviewer to confirm or reject them.",
+        ),
+        AttentionItem(
+            key="open-conflicts",
+            label="Open conflicts",
+            value=figures.open_conflicts,
+            url=link("console:conflicts"),
+            hint="Contradicting writes waiting for a reviewer to choose the value.",
+        ),
+        AttentionItem(
+            key="overdue-obligations",
+            label="Overdue obligations",
+            value=figures.overdue_obligations,
+            url=link("console:runs", overdue="1"),
+            hint="Pending obligations past their deadline.",
+        ),
+    ]
+    memory_chart = bar_chart(
+        "Live memories by sensitivity and trust",
+        [
+            BarSpec(
+                label=f"{row.sensitivity.capitalize()}, {trust}",
+                value=row.provisional if trust == Trust.PROVISIONAL else row.confirmed,
+                url=row.provisional_url if trust == Trust.PROVISIONAL else row.confirmed_url,
+                css_class=f"bar-{trust}",
+            )
+            for row in rows
+            for trust in TRUST_ORDER
+        ],
+    )
+    attention_chart = bar_chart(
+        "Needs attention",
+        [
+            BarSpec(
+                label=item.label,
+                value=item.value,
+                url=item.url,
+                css_class="bar-attention",
+                text=item.text,
+            )
+            for item in attention
+        ],
+    )
+    return DashboardPage(
+        class_rows=rows,
+        memories_url=link(memories),
+        provisional_url=link(memories, trust=Trust.PROVISIONAL),
+        confirmed_url=link(memories, trust=Trust.CONFIRMED),
+        attention=attention,
+        memory_chart=memory_chart,
+        attention_chart=attention_chart,
     )

@@ -34,7 +34,7 @@ from apps.audit.selectors import audit_chain_verify
 from apps.audit.services import Actor
 
 from .context import activate_tenant
-from .dashboard import tenant_dashboard
+from .dashboard import dashboard_page, tenant_dashboard
 from .forms import AuditFilterForm, CredentialIssueForm, MemberAddForm, MemberRoleForm
 from .models import AgentCredential, Membership, Role, Tenant
 from .permissions import MANAGE_CREDENTIALS, MANAGE_MEMBERS, VIEW_AUDIT, VIEW_MEMORIES
@@ -140,11 +140,14 @@ def home(request: ConsoleRequest) -> HttpResponse:
 @tenant_view(VIEW_MEMORIES)
 @require_GET
 def dashboard(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """The tenant at a glance: memories by trust and sensitivity, what expires soon, and what
+    waits for a person (reviews, conflicts, overdue obligations), each linked to its page."""
     figures = tenant_dashboard(tenant=tenant, include_audit=VIEW_AUDIT in request.console_perms)
+    page = dashboard_page(tenant=tenant, perms=request.console_perms, figures=figures.memory)
     return render(
         request,
         "console/dashboard.html",
-        {"tenant": tenant, "dashboard": figures, "section": "dashboard"},
+        {"tenant": tenant, "dashboard": figures, "page": page, "section": "dashboard"},
     )
 
 

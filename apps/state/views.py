@@ -1,0 +1,140 @@
+"""Console: the tenant's runs and obligations (read-only).
+
+People see what agents are doing and what they still owe: every run with its latest
+checkpoint, and every obligation with its state and deadline. Overdue obligations (pending
+past their deadline) come first and are marked in words, not only in colour. Reads go through
+``apps.state.selectors`` under the request's tenant context (row-level security).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.http import HttpResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from apps.tenancy.models import Tenant
+from apps.tenancy.permissions import VIEW_MEMORIES
+from apps.tenancy.views import ConsoleRequest, _render, tenant_view
+
+from .forms import Cursor, RunsFilterForm
+from .models import Checkpoint, Obligation, Run
+from .selectors import is_overdue, obligations_list, obligations_overdue, runs_list
+
+PAGE_SIZE = 25
+OVERDUE_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class ObligationRow:
+    obligation: Obligation
+    overdue: bool
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[Any]
+    next_url: str | None
+
+
+def _with_latest_step(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Each run with the step of its latest checkpoint (None before the first), read through
+    the (tenant, run, step) unique index: one query for the whole page."""
+    latest = (
+        Checkpoint.objects.filter(tenant_id=OuterRef("tenant_id"), run_id=OuterRef("pk"))
+        .order_by("-step")
+        .values("step")[:1]
+    )
+    return runs.annotate(latest_step=Subquery(latest))
+
+
+def _after(rows: QuerySet[Any], column: str, cursor: Cursor | None) -> QuerySet[Any]:
+    """Rows strictly after ``cursor`` in ``(-column, -id)`` order (keyset: no OFFSET)."""
+    if cursor is None:
+        return rows
+    return rows.filter(
+        Q(**{f"{column}__lt": cursor.at}) | Q(**{column: cursor.at, "id__lt": cursor.id})
+    )
+
+
+def _page(
+    rows: QuerySet[Any], column: str, cursor: Cursor | None, next_url: Any
+) -> tuple[list[Any], str | None]:
+    found = list(_after(rows.order_by(f"-{column}", "-id"), column, cursor)[: PAGE_SIZE + 1])
+    if len(found) <= PAGE_SIZE:
+        return found, None
+    last = found[PAGE_SIZE - 1]
+    return found[:PAGE_SIZE], next_url(Cursor(getattr(last, column), last.pk).encode())
+
+
+def _runs_context(request: ConsoleRequest, tenant: Tenant, now: datetime) -> dict[str, Any]:
+    form = RunsFilterForm(request.GET or None)
+    base = reverse("console:runs", kwargs={"tenant_slug": tenant.slug})
+    context: dict[str, Any] = {
+        "tenant": tenant,
+        "section": "runs",
+        "filter_form": form,
+        "filtered": form.is_bound
+        and any(request.GET.get(name) for name in RunsFilterForm.FILTER_FIELDS),
+        "base_url": base,
+        "now": now,
+    }
+    if form.is_bound and not form.is_valid():
+        return context
+    data = form.cleaned_data if form.is_bound else {}
+    task_id = data.get("task_id") or ""
+
+    runs = _with_latest_step(runs_list(task_id=task_id, state=data.get("run_state") or ""))
+    run_rows, runs_next = _page(
+        runs,
+        "opened_at",
+        data.get("runs_after"),
+        lambda cursor: f"{base}?{form.query_for(runs_after=cursor)}#runs-heading",
+    )
+    obligations = obligations_list(
+        task_id=task_id,
+        state=data.get("state") or "",
+        overdue=True if data.get("overdue") else None,
+        now=now,
+    )
+    obligation_rows, obligations_next = _page(
+        obligations,
+        "created_at",
+        data.get("obligations_after"),
+        lambda cursor: f"{base}?{form.query_for(obligations_after=cursor)}#obligations-heading",
+    )
+    overdue = obligations_overdue(now)
+    if task_id:
+        overdue = overdue.filter(task_id=task_id)
+    overdue_shown = list(overdue[: OVERDUE_SHOWN + 1])
+    context.update(
+        runs=Page(run_rows, runs_next),
+        obligations=Page(
+            [ObligationRow(item, is_overdue(item, now)) for item in obligation_rows],
+            obligations_next,
+        ),
+        overdue=overdue_shown[:OVERDUE_SHOWN],
+        overdue_more=len(overdue_shown) > OVERDUE_SHOWN,
+        overdue_url=f"{base}?{form.query_for(overdue='on', state='', obligations_after='')}"
+        "#obligations-heading",
+        paged=bool(data.get("runs_after") or data.get("obligations_after")),
+    )
+    return context
+
+
+@tenant_view(VIEW_MEMORIES)
+@require_GET
+def runs(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """Runs (open and closed, with their latest checkpoint) and obligations, filtered by task,
+    state and overdue, each list paged by keyset; overdue obligations first."""
+    return _render(
+        request,
+        "console/state/runs.html",
+        _runs_context(request, tenant, timezone.now()),
+        partial="results",
+    )
