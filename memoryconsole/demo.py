@@ -50,8 +50,106 @@ class DemoContext:
     notes: list[str] = field(default_factory=list)
 
 
+def _sample_memories(context: DemoContext) -> None:
+    """A few memories written by the demo agent through the write path, so every console
+    page has something to show: provisional and confirmed records in several sensitivity
+    classes, a second observation waiting for review, a contradiction waiting as a conflict,
+    a summary, and a run with a checkpoint and an overdue obligation. Skipped once the tenant
+    holds any memory (the loader must be idempotent)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.derivations.services import summary_create
+    from apps.records.models import MemoryRecord
+    from apps.records.services import promotion_request_create, record_write
+    from apps.records.validation import validate_write
+    from apps.state.services import checkpoint_write, obligation_create, run_open
+
+    tenant = context.tenant
+    with tenant_scope(tenant.pk):
+        if MemoryRecord.objects.exists():
+            return
+        credential = AgentCredential.objects.get(
+            tenant=tenant, name=DEMO_AGENT_NAME, revoked_at__isnull=True
+        )
+    agent = Actor.for_credential(credential)
+    observed = (timezone.now() - timedelta(hours=2)).isoformat()
+
+    def write(
+        key: str, subject: str, value: Any, ref: str, *, actor: Actor = agent, **extra: Any
+    ) -> Any:
+        body: dict[str, Any] = {
+            "key": key,
+            "subject": subject,
+            "value": value,
+            "source": {"kind": "interaction", "ref": ref},
+            "observed_at": observed,
+            "owner": extra.pop("owner", subject),
+            "reason": extra.pop("reason", "said by the customer during support"),
+            "scope": extra.pop("scope", {"domain": "commerce", "task_type": "checkout"}),
+            "sensitivity": extra.pop("sensitivity", "personal"),
+            "retention": extra.pop("retention", {"basis": "contract", "ttl": "P30D"}),
+            **extra,
+        }
+        with tenant_scope(tenant.pk):
+            return record_write(tenant=tenant, actor=actor, data=validate_write(body))
+
+    shipping = write("shipping.preference", "user:8812", "carrier_a", "interaction:4821")
+    # The same value from an independent writer and source: a promotion request.
+    member = Actor.for_user(context.people[Role.MEMBER])
+    write("shipping.preference", "user:8812", "carrier_a", "ticket:311", actor=member)
+    write("shipping.preference", "user:8812", "carrier_b", "interaction:5102")  # contradicts
+    write("language", "user:8812", "en-GB", "interaction:4821", sensitivity="internal")
+    write("delivery.window", "user:8812", {"from": "09:00", "to": "12:00"}, "interaction:4830")
+    write(
+        "refund.policy",
+        "org:acme",
+        "Refunds within 30 days with a receipt.",
+        "document:policy-2026",
+        sensitivity="public",
+        reason="published refund policy",
+        owner="team:support",
+        scope={"domain": "support", "task_type": "refund"},
+        retention={"basis": "contract", "ttl": "P365D"},
+    )
+    email = write(
+        "contact.email",
+        "user:9120",
+        "sam@example.com",
+        "interaction:6001",
+        sensitivity="restricted",
+    )
+    with tenant_scope(tenant.pk):
+        promotion_request_create(
+            record=email.record,
+            actor=agent,
+            evidence={"note": "confirmed by the customer in a second chat"},
+            reason="the customer confirmed the address",
+        )
+        summary_create(
+            tenant=tenant,
+            actor=agent,
+            text="user:8812 ships with carrier_a, speaks en-GB, prefers morning delivery.",
+            sources=[{"type": "record", "id": str(shipping.record.pk)}],
+            reason="context for the next checkout",
+        )
+        run = run_open(tenant=tenant, task_id="checkout-8812", owner="user:8812", actor=agent)
+        checkpoint_write(run=run, step=1, state={"cart": "ready"}, actor=agent)
+        obligation_create(
+            tenant=tenant,
+            task_id="checkout-8812",
+            kind="email",
+            key="checkout-8812:receipt-email",
+            actor=agent,
+            deadline=timezone.now() - timedelta(minutes=30),
+            payload={"template": "receipt"},
+        )
+    context.notes.append("loaded sample memories, a review, a conflict, a run and an obligation")
+
+
 # Loaders of sample data, run in order after the tenant, people and agent exist.
-SAMPLE_DATA: list[Callable[[DemoContext], None]] = []
+SAMPLE_DATA: list[Callable[[DemoContext], None]] = [_sample_memories]
 
 
 @transaction.atomic
