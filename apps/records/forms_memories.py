@@ -7,8 +7,9 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from apps.tenancy.keyset import CursorField
+
 from .models import RecordStatus, Sensitivity, Trust
-from .selectors import RecordCursor
 
 ANY = [("", "Any")]
 
@@ -38,25 +39,10 @@ class MemoryFilterForm(forms.Form):
     trust = forms.ChoiceField(required=False, choices=ANY + list(Trust.choices))
     sensitivity = forms.ChoiceField(required=False, choices=ANY + list(Sensitivity.choices))
     status = forms.ChoiceField(required=False, choices=ANY + list(RecordStatus.choices))
-    before = forms.CharField(required=False, max_length=100, widget=forms.HiddenInput)
-    after = forms.CharField(required=False, max_length=100, widget=forms.HiddenInput)
+    before = CursorField(required=False)
+    after = CursorField(required=False)
 
     FILTER_FIELDS = ("q", "subject", "key", "domain", "trust", "sensitivity", "status")
-
-    def _cursor(self, name: str) -> RecordCursor | None:
-        token = self.cleaned_data.get(name) or ""
-        if not token:
-            return None
-        cursor = RecordCursor.parse(token)
-        if cursor is None:
-            raise forms.ValidationError("This page link is damaged; start from the first page.")
-        return cursor
-
-    def clean_before(self) -> RecordCursor | None:
-        return self._cursor("before")
-
-    def clean_after(self) -> RecordCursor | None:
-        return self._cursor("after")
 
     def filters(self) -> dict[str, str]:
         """The list filters, named as ``records_list`` takes them."""

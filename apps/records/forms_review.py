@@ -9,8 +9,10 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from apps.tenancy.keyset import CursorField
+
 from .models import Resolution, Sensitivity
-from .review import PromotionQueueFilters, QueueCursor
+from .review import PromotionQueueFilters
 
 REASON_MAX_LENGTH = 2000
 
@@ -22,26 +24,11 @@ PENDING_AGE_CHOICES = (
 )
 
 
-class QueueCursorField(forms.CharField):
-    """A keyset position from a pager link; a tampered one is a form error, not a 500."""
-
-    widget = forms.HiddenInput
-
-    def to_python(self, value: Any) -> QueueCursor | None:  # type: ignore[override]
-        text = super().to_python(value)
-        if not text:
-            return None
-        cursor = QueueCursor.parse(text)
-        if cursor is None:
-            raise forms.ValidationError("This page link is not valid; start from the first page.")
-        return cursor
-
-
 class PagerForm(forms.Form):
     """The keyset cursors of a queue page (both optional)."""
 
-    after = QueueCursorField(required=False)
-    before = QueueCursorField(required=False)
+    after = CursorField(required=False)
+    before = CursorField(required=False)
 
     FILTER_FIELDS: tuple[str, ...] = ()
 

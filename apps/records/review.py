@@ -33,6 +33,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from apps.audit.services import Actor
+from apps.tenancy.keyset import Cursor
 
 from .models import (
     Conflict,
@@ -66,48 +67,28 @@ COUNT_LIMIT = 1_000
 # --- cursors and pages ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class QueueCursor:
-    """A position in an oldest-first queue ordered by ``(moment, id)``; opaque in URLs."""
-
-    moment: datetime
-    id: uuid.UUID
-
-    def token(self) -> str:
-        return f"{self.moment.isoformat()}~{self.id}"
-
-    @classmethod
-    def parse(cls, token: str) -> QueueCursor | None:
-        moment_text, _, pk = token.partition("~")
-        try:
-            moment = datetime.fromisoformat(moment_text)
-            return cls(moment, uuid.UUID(pk)) if moment.tzinfo else None
-        except ValueError:
-            return None
-
-
 QueueItem = TypeVar("QueueItem", PromotionRequest, Conflict)
 
 
 @dataclass(frozen=True)
 class QueuePage(Generic[QueueItem]):
     items: list[QueueItem]
-    earlier_than: QueueCursor | None  # set when older items exist (a link back)
-    later_than: QueueCursor | None  # set when newer items exist (a link on)
+    earlier_than: Cursor | None  # set when older items exist (a link back)
+    later_than: Cursor | None  # set when newer items exist (a link on)
 
 
 def _keyset_page(
     queryset: QuerySet[QueueItem],
     moment_field: str,
     *,
-    after: QueueCursor | None,
-    before: QueueCursor | None,
+    after: Cursor | None,
+    before: Cursor | None,
     size: int,
 ) -> QueuePage[QueueItem]:
     """One page of ``queryset`` in ascending ``(moment_field, id)`` order, by keyset."""
 
-    def position(item: QueueItem) -> QueueCursor:
-        return QueueCursor(getattr(item, moment_field), item.pk)
+    def position(item: QueueItem) -> Cursor:
+        return Cursor(getattr(item, moment_field), item.pk)
 
     if before is not None:
         # Walk back from the cursor, then show the slice oldest first like every page.
@@ -219,8 +200,8 @@ def _with_record_details(queryset: QuerySet[PromotionRequest]) -> QuerySet[Promo
 def promotion_queue_page(
     *,
     filters: PromotionQueueFilters,
-    after: QueueCursor | None = None,
-    before: QueueCursor | None = None,
+    after: Cursor | None = None,
+    before: Cursor | None = None,
     size: int = QUEUE_PAGE_SIZE,
 ) -> QueuePage[PromotionRequest]:
     """Pending requests, oldest first, each with its record and first observations."""
@@ -280,8 +261,8 @@ def _attach_version_details(conflicts: Sequence[Conflict], *, per_fact: int) -> 
 
 def conflict_queue_page(
     *,
-    after: QueueCursor | None = None,
-    before: QueueCursor | None = None,
+    after: Cursor | None = None,
+    before: Cursor | None = None,
     size: int = CONFLICT_PAGE_SIZE,
 ) -> QueuePage[Conflict]:
     """Open conflicts, oldest first, each with both versions, their observations and the

@@ -10,6 +10,8 @@ from typing import Any
 from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from apps.tenancy.keyset import Cursor
+
 from .models import (
     Conflict,
     ConflictState,
@@ -171,35 +173,16 @@ def derived_artifacts(record: MemoryRecord) -> dict[str, list[Any]]:
 # --- console: the memory browser's keyset pages --------------------------------------------
 
 
-@dataclass(frozen=True)
-class RecordCursor:
-    """A position in the newest-first order ``(written_at, id)``; opaque in URLs."""
-
-    written_at: datetime
-    id: uuid.UUID
-
-    def token(self) -> str:
-        return f"{self.written_at.isoformat()}~{self.id}"
-
-    @classmethod
-    def parse(cls, token: str) -> RecordCursor | None:
-        written, _, pk = token.partition("~")
-        try:
-            moment = datetime.fromisoformat(written)
-            return cls(moment, uuid.UUID(pk)) if moment.tzinfo else None
-        except ValueError:
-            return None
-
-    @classmethod
-    def of(cls, record: MemoryRecord) -> RecordCursor:
-        return cls(record.written_at, record.pk)
+def record_cursor(record: MemoryRecord) -> Cursor:
+    """The position of ``record`` in the browser's newest-first ``(written_at, id)`` order."""
+    return Cursor(record.written_at, record.pk)
 
 
 @dataclass(frozen=True)
 class RecordPage:
     records: list[MemoryRecord]
-    newer_than: RecordCursor | None  # set when newer records exist (a link back)
-    older_than: RecordCursor | None  # set when older records exist (a link on)
+    newer_than: Cursor | None  # set when newer records exist (a link back)
+    older_than: Cursor | None  # set when older records exist (a link on)
 
 
 RECORD_PAGE_COLUMNS = (
@@ -223,8 +206,8 @@ PREVIEW_CHARACTERS = 160
 def records_page(
     filters: dict[str, str],
     *,
-    before: RecordCursor | None = None,
-    after: RecordCursor | None = None,
+    before: Cursor | None = None,
+    after: Cursor | None = None,
     size: int = 50,
 ) -> RecordPage:
     """One page of live records, newest first, by keyset on ``(written_at, id)``.
@@ -242,27 +225,27 @@ def records_page(
     )
     if after is not None:
         rows: list[MemoryRecord] = list(
-            queryset.filter(written_at__gte=after.written_at)
-            .filter(Q(written_at__gt=after.written_at) | Q(id__gt=after.id))
+            queryset.filter(written_at__gte=after.moment)
+            .filter(Q(written_at__gt=after.moment) | Q(id__gt=after.id))
             .order_by("written_at", "id")[: size + 1]
         )
         has_newer = len(rows) > size
         records = rows[:size][::-1]
         return RecordPage(
             records=records,
-            newer_than=RecordCursor.of(records[0]) if has_newer and records else None,
-            older_than=RecordCursor.of(records[-1]) if records else None,
+            newer_than=record_cursor(records[0]) if has_newer and records else None,
+            older_than=record_cursor(records[-1]) if records else None,
         )
     if before is not None:
-        queryset = queryset.filter(written_at__lte=before.written_at).filter(
-            Q(written_at__lt=before.written_at) | Q(id__lt=before.id)
+        queryset = queryset.filter(written_at__lte=before.moment).filter(
+            Q(written_at__lt=before.moment) | Q(id__lt=before.id)
         )
     newest_first: list[MemoryRecord] = list(queryset.order_by("-written_at", "-id")[: size + 1])
     records = newest_first[:size]
     return RecordPage(
         records=records,
-        newer_than=RecordCursor.of(records[0]) if before is not None and records else None,
-        older_than=RecordCursor.of(records[-1]) if len(newest_first) > size else None,
+        newer_than=record_cursor(records[0]) if before is not None and records else None,
+        older_than=record_cursor(records[-1]) if len(newest_first) > size else None,
     )
 
 

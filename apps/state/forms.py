@@ -2,52 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
-
 from django import forms
 from django.http import QueryDict
-from django.utils.dateparse import parse_datetime
+
+from apps.tenancy.keyset import CursorField
 
 from .models import ObligationState, RunState
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """A keyset position: the (time, id) of the last row shown; the next page starts after it."""
-
-    at: datetime
-    id: uuid.UUID
-
-    def encode(self) -> str:
-        return f"{self.at.isoformat()}~{self.id}"
-
-
-def cursor_parse(value: str) -> Cursor | None:
-    at_text, _, id_text = value.partition("~")
-    at = parse_datetime(at_text)
-    try:
-        pk = uuid.UUID(id_text)
-    except ValueError:
-        return None
-    if at is None or at.tzinfo is None:
-        return None
-    return Cursor(at, pk)
-
-
-class CursorField(forms.CharField):
-    widget = forms.HiddenInput
-
-    def to_python(self, value: Any) -> Cursor | None:  # type: ignore[override]
-        text = super().to_python(value)
-        if not text:
-            return None
-        cursor = cursor_parse(text)
-        if cursor is None:
-            raise forms.ValidationError("This page link is damaged; start from the first page.")
-        return cursor
 
 
 class RunsFilterForm(forms.Form):

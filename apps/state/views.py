@@ -18,11 +18,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from apps.tenancy.keyset import Cursor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import VIEW_MEMORIES
 from apps.tenancy.views import ConsoleRequest, _render, tenant_view
 
-from .forms import Cursor, RunsFilterForm
+from .forms import RunsFilterForm
 from .models import Checkpoint, Obligation, Run
 from .selectors import is_overdue, obligations_list, obligations_overdue, runs_list
 
@@ -58,7 +59,7 @@ def _after(rows: QuerySet[Any], column: str, cursor: Cursor | None) -> QuerySet[
     if cursor is None:
         return rows
     return rows.filter(
-        Q(**{f"{column}__lt": cursor.at}) | Q(**{column: cursor.at, "id__lt": cursor.id})
+        Q(**{f"{column}__lt": cursor.moment}) | Q(**{column: cursor.moment, "id__lt": cursor.id})
     )
 
 
@@ -69,7 +70,7 @@ def _page(
     if len(found) <= PAGE_SIZE:
         return found, None
     last = found[PAGE_SIZE - 1]
-    return found[:PAGE_SIZE], next_url(Cursor(getattr(last, column), last.pk).encode())
+    return found[:PAGE_SIZE], next_url(Cursor(getattr(last, column), last.pk).token())
 
 
 def _runs_context(request: ConsoleRequest, tenant: Tenant, now: datetime) -> dict[str, Any]:

@@ -263,7 +263,7 @@ def test_it_pages_the_queue_oldest_first(client, tenant, reviewer, monkeypatch):
 def test_it_explains_a_tampered_page_link(client, tenant, reviewer):
     response = signed_in(client, reviewer).get(url("review", tenant), {"after": "nonsense"})
     assert response.status_code == 200
-    assert "page link is not valid" in response.content.decode()
+    assert "page link is damaged" in response.content.decode()
 
 
 def test_it_shows_one_request_on_its_own_page(client, tenant, reviewer):
