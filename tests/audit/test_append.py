@@ -32,7 +32,7 @@ def _fresh_lane(tenant) -> str:
         candidate = str(uuid.uuid4())
         if lane_for(candidate) not in used:
             return candidate
-    pytest.skip("every lane already has a head")
+    raise AssertionError("every lane of the test tenant already has a head")
 
 
 def test_it_stores_the_change_and_its_event_together(tenant):
