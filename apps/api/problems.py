@@ -26,7 +26,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, connections
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from django.utils.http import parse_header_parameters
-from rest_framework import exceptions, parsers, status
+from rest_framework import exceptions, parsers, renderers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.utils import json as drf_json
@@ -257,6 +257,32 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
 
 # --- request bodies ---------------------------------------------------------------------------
+
+
+class JSONRenderer(renderers.JSONRenderer):
+    """DRF's JSON renderer, except that data holding an unpaired UTF-16 surrogate (JSON may
+    spell one, ``"\\ud800"``, and an error about an unknown field echoes its name) is written
+    with JSON escapes instead of failing the response with a 500: the escape is exactly what
+    the client sent."""
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        try:
+            rendered: bytes = super().render(data, accepted_media_type, renderer_context)
+        except UnicodeEncodeError:
+            rendered = _ESCAPING_RENDERER.render(data, accepted_media_type, renderer_context)
+        return rendered
+
+
+class _EscapingJSONRenderer(renderers.JSONRenderer):
+    ensure_ascii = True
+
+
+_ESCAPING_RENDERER = _EscapingJSONRenderer()
 
 
 def _json_depth_exceeds(value: Any, limit: int) -> bool:

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.tenancy.models import Tenant
+from apps.tenancy.prepared import prepared_cursor
 
 from .models import ActorType, AuditChainHead, AuditEvent
 
@@ -182,7 +183,7 @@ def audit_append(
     clauses = [f"change_{n} AS ({sql})" for n, (sql, _) in enumerate(alongside, 1)]
     params = [p for _, change_params in alongside for p in change_params]
     statement = "WITH " + ",\n".join([*clauses, APPEND_TAIL.replace("CONDITION", when)])
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), prepared_cursor() as cursor:
         cursor.execute(statement, [*params, *_append_params(event)])
         wanted, *link = cursor.fetchone() or (False,)
         if not wanted:

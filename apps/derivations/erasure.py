@@ -25,9 +25,10 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from apps.audit.models import DeletionReceipt
-from apps.audit.services import Actor, audit_record, content_digest
+from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
 from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.tenancy.models import Tenant
+from apps.tenancy.prepared import prepared_cursor
 
 from .purge import versions_purge
 from .services import DerivationRejected
@@ -103,6 +104,12 @@ def erasure_run(
             counts={"selector": selector},
             content_digest=content_digest({selector: value}),
         )
+    # Foreign-key checks run through plans PostgreSQL caches per session, made when this
+    # session first deleted a row of each table. A long-lived session's plans can predate the
+    # data's growth (a scan that suited a small table), and an erasure runs such checks for
+    # every row it removes: plan them afresh, against the tables as they are now.
+    with connection.cursor() as cursor:
+        cursor.execute("DISCARD PLANS")
     totals: dict[str, int] = defaultdict(int)
     for name in TOTALS:
         totals[name] = 0
@@ -166,10 +173,12 @@ def _erase_batch(
     tenant: Tenant, actor: Actor, parent: DeletionReceipt, fact_ids: list[Any], reason: str
 ) -> dict[str, Any]:
     now = timezone.now()
-    with connection.cursor() as cursor:
+    # Server-side binding (prepared_cursor) throughout: the batch's id arrays travel as
+    # parameters, not as quoted literals built in Python.
+    with prepared_cursor() as cursor:
         cursor.execute(
             "SELECT id, fact_id, subject, key, value::text, content FROM records_memoryrecord"
-            " WHERE fact_id = ANY(%s) ORDER BY fact_id, version FOR UPDATE",
+            " WHERE fact_id = ANY(%s::uuid[]) ORDER BY fact_id, version FOR UPDATE",
             [fact_ids],
         )
         rows = cursor.fetchall()
@@ -181,7 +190,7 @@ def _erase_batch(
     for row in rows:
         by_fact[row[1]].append(row)
     receipt_ids = [uuid.uuid4() for _ in by_fact]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             INSERT_RECEIPTS,
             {
@@ -199,7 +208,7 @@ def _erase_batch(
                 "digests": [_fact_digest(vs) for vs in by_fact.values()],
             },
         )
-    event = audit_record(
+    event = audit_event(
         tenant=tenant,
         actor=actor,
         action="erasure.batch",
@@ -207,7 +216,8 @@ def _erase_batch(
         object_id=str(parent.pk),
         data={"facts": [str(pk) for pk in fact_ids], "records": len(record_ids)},
     )
-    purge.stamp(event.pk)
+    # The event, and the invalidated summaries naming it, in one statement.
+    audit_append(event, alongside=purge.stamp(event.pk))
     counts = dict(purge.counts)
     counts["records"] = counts.pop("versions")
     return {

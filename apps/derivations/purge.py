@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from apps.tenancy.prepared import prepared_cursor
 
 PURGE_SQL = """
 WITH
@@ -157,17 +157,9 @@ SELECT
       + (SELECT count(*) FROM facts)
 """
 
-PREPARED_NAME = "memoryconsole_versions_purge"
-PREPARE_SQL = f"PREPARE {PREPARED_NAME} (uuid[], uuid[], text, timestamptz) AS " + (
-    PURGE_SQL.replace("%(records)s", "$1")
-    .replace("%(facts)s", "$2")
-    .replace("%(reason)s", "$3")
-    .replace("%(now)s", "$4")
-)
-
 STAMP_SQL = """
 UPDATE derivations_summary SET invalidated_by = %s
- WHERE id = ANY(%s) AND invalidated_by IS NULL
+ WHERE id = ANY(%s::uuid[]) AND invalidated_by IS NULL
 """
 
 
@@ -178,11 +170,12 @@ class Purge:
     counts: dict[str, int] = field(default_factory=dict)
     summary_ids: list[Any] = field(default_factory=list)
 
-    def stamp(self, event_id: Any) -> None:
-        """Name the deletion's audit event on the summaries it invalidated."""
-        if self.summary_ids:
-            with connection.cursor() as cursor:
-                cursor.execute(STAMP_SQL, [event_id, self.summary_ids])
+    def stamp(self, event_id: Any) -> list[tuple[str, list[Any]]]:
+        """The statement naming the deletion's audit event on the summaries it invalidated
+        (to run alongside that event: :func:`apps.audit.services.audit_append`)."""
+        if not self.summary_ids:
+            return []
+        return [(STAMP_SQL, [event_id, self.summary_ids])]
 
 
 def versions_purge(
@@ -191,23 +184,14 @@ def versions_purge(
     """Delete the (locked) versions ``record_ids`` and the whole facts ``fact_ids`` (each of
     which must have all its versions in ``record_ids``), with everything the module doc
     lists, in the current tenant. ``reason`` is written on the summaries it invalidates."""
-    with connection.cursor() as cursor:
-        # Planning this statement (twenty CTEs, each table with its RLS policy) costs more
-        # than running it for one fact, so it is prepared once per database session and
-        # planned once (a generic plan: the policies read the tenant setting at run time).
-        # The check, the preparation and the execution share one transaction, so a pooler
-        # that hands out sessions per transaction still finds the statement it prepared.
+    # Planning this statement (twenty CTEs, each table with its RLS policy) costs more than
+    # running it for one fact, so it is prepared on the server (once per database session)
+    # and planned once (sessions use generic plans: see memoryconsole.database): the policies
+    # read the tenant setting at run time, so one plan serves every tenant.
+    with prepared_cursor() as cursor:
         cursor.execute(
-            "SELECT set_config('plan_cache_mode', 'force_generic_plan', true),"
-            " EXISTS (SELECT 1 FROM pg_prepared_statements WHERE name = %s)",
-            [PREPARED_NAME],
-        )
-        prepared = cursor.fetchone()
-        if not (prepared and prepared[1]):
-            cursor.execute(PREPARE_SQL)
-        cursor.execute(
-            f"EXECUTE {PREPARED_NAME} (%s, %s, %s, %s)",
-            [list(record_ids), list(fact_ids), reason, now],
+            PURGE_SQL,
+            {"records": list(record_ids), "facts": list(fact_ids), "reason": reason, "now": now},
         )
         row = cursor.fetchone()
     assert row is not None

@@ -70,8 +70,19 @@ class Fact(TenantOwned):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     subject = models.CharField(max_length=200)
     key = models.CharField(max_length=200)
+    # The pointers between versions (current, supersedes, superseded_by, a conflict's resolved
+    # record) carry no database constraint: the write path sets them and every deletion path
+    # clears them in the statement that deletes their target (apps.derivations.purge). A
+    # constraint would only add a check per deleted version at commit, which is what bounds an
+    # erasure's throughput. Relations that say where a row belongs (fact, record, tenant) keep
+    # theirs.
     current = models.ForeignKey(
-        "MemoryRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "MemoryRecord",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
     )
     last_version = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -139,11 +150,22 @@ class MemoryRecord(TenantOwned):
     status = models.CharField(
         max_length=16, choices=RecordStatus.choices, default=RecordStatus.ACTIVE
     )
+    # Version pointers: no database constraint (see Fact.current).
     supersedes = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
     )
     superseded_by = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
     )
     superseded_at = models.DateTimeField(null=True, blank=True)
     # System time during which this version was the fact's current value (for as_of reads).
@@ -251,8 +273,14 @@ class Conflict(TenantOwned):
     )
     opened_at = models.DateTimeField()
     resolution = models.CharField(max_length=16, choices=Resolution.choices, blank=True)
+    # A pointer: no database constraint (see Fact.current).
     resolved_record = models.ForeignKey(
-        MemoryRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        MemoryRecord,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
     )
     resolver_type = models.CharField(max_length=16, blank=True)
     resolver_id = models.CharField(max_length=64, blank=True)

@@ -15,8 +15,6 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Func, TextField, Value
-from django.db.models.functions import Cast
 
 TENANT_SETTING = "memoryconsole.tenant_id"
 TOKEN_HASH_SETTING = "memoryconsole.token_hash"  # noqa: S105 - a setting name
@@ -34,7 +32,9 @@ def _set_local(name: str, value: str) -> None:
         raise TenantContextError(
             f"{name} can only be set inside a transaction (it is transaction-local)"
         )
-    with connection.cursor() as cursor:
+    from .prepared import prepared_cursor
+
+    with prepared_cursor() as cursor:
         cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
 
 
@@ -45,29 +45,9 @@ def activate_tenant(tenant_id: uuid.UUID | str) -> None:
     _current_tenant.set(value)
 
 
-def activating_tenant(tenant_column: str = "tenant_id") -> Func:
-    """An expression making the row's tenant the transaction's tenant as the row is read.
-
-    For a lookup that decides the tenant (a credential by its token): annotated onto the
-    query, ``set_config`` runs in the select list, only for the row the query returns, so
-    finding the row and entering its tenant take one round trip. The caller then tells the
-    Python side with :func:`tenant_activated`.
-    """
-    if not connection.in_atomic_block:
-        raise TenantContextError(
-            f"{TENANT_SETTING} can only be set inside a transaction (it is transaction-local)"
-        )
-    return Func(
-        Value(TENANT_SETTING),
-        Cast(tenant_column, output_field=TextField()),
-        Value(True),
-        function="set_config",
-        output_field=TextField(),
-    )
-
-
 def tenant_activated(tenant_id: uuid.UUID) -> None:
-    """Record on the Python side a tenant set by :func:`activating_tenant`."""
+    """Record on the Python side a tenant a statement entered with ``set_config`` (the API's
+    credential lookup enters the credential's tenant as it reads the row)."""
     _current_tenant.set(tenant_id)
 
 

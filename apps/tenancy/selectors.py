@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any, TypeVar
 
 from django.db import connection, transaction
@@ -16,8 +17,8 @@ from apps.audit.models import AuditEvent
 from apps.audit.services import Actor, audit_record
 
 from .context import (
+    TENANT_SETTING,
     USER_SETTING,
-    activating_tenant,
     expose_credential_lookup,
     expose_memberships_of,
     tenant_activated,
@@ -25,6 +26,7 @@ from .context import (
 )
 from .models import AgentCredential, Membership, Role, Tenant
 from .permissions import ALL_PERMISSIONS
+from .prepared import prepared_cursor
 
 T = TypeVar("T")
 
@@ -32,29 +34,60 @@ T = TypeVar("T")
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
+def _columns(model: type[Any], alias: str) -> str:
+    return ", ".join(f'{alias}."{f.column}"' for f in model._meta.concrete_fields)
+
+
+@cache
+def _activating_lookup_sql() -> str:
+    """The credential (with its tenant) whose token hashes to the parameter, entering the
+    credential's tenant in the select list, so only for a row that is returned."""
+    return (
+        f"SELECT {_columns(AgentCredential, 'c')}, {_columns(Tenant, 't')}, "  # noqa: S608 (model columns)
+        f"set_config('{TENANT_SETTING}', c.tenant_id::text, true) "
+        'FROM "tenancy_agentcredential" c JOIN "tenancy_tenant" t ON t.id = c.tenant_id '
+        "WHERE c.token_hash = %s AND c.revoked_at IS NULL"
+    )
+
+
+def _from_row(model: type[Any], values: Sequence[Any]) -> Any:
+    fields = model._meta.concrete_fields
+    converted = [
+        f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
+        for f, v in zip(fields, values, strict=True)
+    ]
+    return model.from_db(connection.alias, [f.attname for f in fields], converted)
+
+
 def credential_for_token(token: str, *, activate: bool = False) -> AgentCredential | None:
     """The active credential ``token`` belongs to, or None. Must run inside a transaction.
 
     ``activate``: also make the credential's tenant the transaction's tenant, in the same
-    statement (an API request's authentication: one round trip fewer)."""
+    statement (an API request's authentication: one round trip fewer). That statement runs
+    on every API request, so it is a fixed text prepared on the server.
+    """
     from .services import TOKEN_PREFIX, hash_token
 
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     digest = hash_token(token)
     expose_credential_lookup(digest)
-    credentials = AgentCredential.objects.select_related("tenant").filter(token_hash=digest)
     if activate:
         # A revoked credential's row is not returned, so its tenant is never entered.
-        credentials = credentials.filter(revoked_at__isnull=True).annotate(
-            tenant_setting=activating_tenant()
-        )
-    credential = credentials.first()
-    if credential is None or credential.revoked_at is not None:
-        return None
-    if activate:
+        with prepared_cursor() as cursor:
+            cursor.execute(_activating_lookup_sql(), [digest])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        width = len(AgentCredential._meta.concrete_fields)
+        credential: AgentCredential = _from_row(AgentCredential, row[:width])
+        credential.tenant = _from_row(Tenant, row[width:-1])
         tenant_activated(credential.tenant_id)
-    return credential
+        return credential
+    found = AgentCredential.objects.select_related("tenant").filter(token_hash=digest).first()
+    if found is None or found.revoked_at is not None:
+        return None
+    return found
 
 
 def credential_touch(credential: AgentCredential) -> None:

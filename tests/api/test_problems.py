@@ -389,3 +389,17 @@ def test_it_guards_the_projects_wsgi_application():
     status, headers, _ = _through_wsgi(application, environ)
     assert status == 400
     assert headers["Content-Type"] == "application/problem+json"
+
+
+def test_it_echoes_an_unknown_field_named_by_an_unpaired_surrogate_as_its_escape(agent):
+    # JSON may spell an unpaired surrogate; the field error names it, escaped, never a 500.
+    response = agent.client.generic(
+        "POST",
+        "/api/v1/records",
+        data=b'{"\\ud800": null}',
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {agent.token}"},
+    )
+    body = assert_problem(response, 400)
+    assert "\ud800" in body["errors"]
+    assert b'"\\ud800"' in response.content

@@ -1,0 +1,63 @@
+"""Server-side prepared statements for the hottest fixed statements.
+
+Django binds parameters on the client (``server_side_binding`` is off: much of the ORM's SQL
+is not preparable), so PostgreSQL parses and plans every statement it receives. The write
+path's few statements are fixed texts run thousands of times a minute; planning the write's
+one multi-CTE statement costs about as much as executing it. :func:`prepared_cursor` runs
+such statements through psycopg's server-side binding with ``prepare=True``: the first
+execution on a connection prepares the statement, later ones skip parsing (and, once
+PostgreSQL's plan cache settles on a generic plan, planning).
+
+The cursor is wrapped like any Django cursor, so execute wrappers, query logging and
+``CaptureQueriesContext`` see these statements too. Row-level security is unaffected: the
+policies read ``current_setting`` at execution time, never at planning time.
+
+Parameters are typed by psycopg (``uuid.UUID``, ``datetime``, ``Jsonb``...). A ``str`` is
+sent untyped, so PostgreSQL infers it from the column; where it cannot (the output list of an
+``INSERT ... SELECT``), the statement casts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import connection
+from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]
+    ServerBindingCursor,
+)
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+
+
+class _PreparingCursor(ServerBindingCursor):  # type: ignore[misc]
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        kwargs.setdefault("prepare", True)
+        return super().execute(query, params, **kwargs)
+
+
+class _DebugWrapper(CursorDebugWrapper):
+    """Logs the statement as written (``%s`` placeholders, parameters beside it): Django's
+    own wrapper asks psycopg for the last query sent, which a prepared execution leaves
+    unset."""
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        with self.debug_sql(sql, params):
+            return CursorWrapper.execute(self, sql, params)
+
+
+@contextmanager
+def prepared_cursor() -> Iterator[Any]:
+    """A Django cursor whose statements are prepared on the server (see module docs)."""
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    raw = _PreparingCursor(connection.connection)
+    cursor = (
+        _DebugWrapper(raw, connection)
+        if connection.queries_logged
+        else CursorWrapper(raw, connection)
+    )
+    try:
+        yield cursor
+    finally:
+        cursor.close()
