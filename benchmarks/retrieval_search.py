@@ -451,8 +451,6 @@ def bare_search_urlpatterns() -> list[Any]:
                 statement = search_statement(
                     cursor, tenant_id=body["tenant"], model=MODEL, q=q, query_vector=q.vector
                 )
-                for setting in statement.settings:
-                    cursor.execute(setting)
                 cursor.execute(statement.sql, statement.params)
                 rows = cursor.fetchall()
             return Response(
@@ -485,8 +483,7 @@ class RecordingCursor:
 
 @dataclass
 class Statement:
-    count_sql: str | None
-    settings: list[str]
+    probe_sql: str | None
     sql: str
     params: dict[str, Any]
     plan: str
@@ -511,8 +508,7 @@ def product_statement(conn: Any, tenant_id: uuid.UUID, q: QuerySet) -> Statement
             recorder, tenant_id=tenant_id, model=MODEL, q=query, query_vector=query.vector
         )
     return Statement(
-        count_sql=recorder.executed[0] if recorder.executed else None,
-        settings=statement.settings,
+        probe_sql=recorder.executed[0] if recorder.executed else None,
         sql=statement.sql,
         params=statement.params,
         plan=statement.plan,
@@ -575,10 +571,8 @@ def _runner(
             params["now"] = datetime.now(UTC)
             with conn.transaction():
                 conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [tenant])
-                if statement.count_sql is not None:
-                    conn.execute(statement.count_sql, params).fetchone()
-                for setting in statement.settings:
-                    conn.execute(setting)
+                if statement.probe_sql is not None:
+                    conn.execute(statement.probe_sql, params).fetchone()
                 conn.execute(statement.sql, params).fetchall()
 
         return query
@@ -780,8 +774,8 @@ def explain(conn: Any, tenant_id: uuid.UUID, statement: Statement, literal: str)
     params = {**statement.params, "vec": literal, "now": datetime.now(UTC)}
     with conn.transaction():
         conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)])
-        for setting in statement.settings:
-            conn.execute(setting)
+        if statement.probe_sql is not None:
+            conn.execute(statement.probe_sql, params).fetchone()  # the HNSW settings
         rows = conn.execute(
             "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + statement.sql, params
         ).fetchall()
@@ -792,7 +786,7 @@ def explain(conn: Any, tenant_id: uuid.UUID, statement: Statement, literal: str)
         for line in lines
         if "Scan" in line and "never executed" not in line and "actual rows=0.00" not in line
     ]
-    timing = [line for line in lines if line.startswith("Execution")][:1]
+    timing = [line for line in lines if line.startswith(("Planning", "Execution"))][:2]
     return [lines[0].strip(), *keep[:12], *timing]
 
 

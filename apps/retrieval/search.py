@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.db import connection
@@ -305,10 +306,9 @@ def _vector_literal(vector: list[float]) -> str:
 
 @dataclass
 class SearchStatement:
-    """The one SQL statement of a search, with the transaction-local settings its plan needs."""
+    """The one SQL statement of a search (its settings were made by the probe before it)."""
 
     plan: str
-    settings: list[str]
     sql: str
     params: dict[str, Any]
 
@@ -338,8 +338,9 @@ def search_statement(
 ) -> SearchStatement:
     """Build the filter-then-rank statement, choosing the vector plan for this query.
 
-    ``cursor`` (a DB-API cursor inside the tenant's transaction) counts the filtered
-    candidates, at most ``EXACT_LIMIT + 1`` of them, to pick exact or HNSW.
+    ``cursor`` (a DB-API cursor inside the tenant's transaction) runs the probe for a vector
+    search: it counts the filtered candidates, at most ``EXACT_LIMIT + 1`` of them, to pick
+    exact or HNSW, and makes the HNSW settings for the rest of the transaction.
     """
     params: dict[str, Any] = {
         "tenant": tenant_id,
@@ -352,10 +353,39 @@ def search_statement(
     summaries = _summary_candidate_sql(q, params)
     base = f"records_memoryrecord r WHERE {where}"
     plan = "text"
-    settings: list[str] = []
     parts: list[str] = []
     vec_sources: list[str] = []
     txt_sources: list[str] = []
+    dimension = HNSW_INDEXED.get(model) if query_vector is not None else None
+    if query_vector is not None:
+        # One round trip settles what the statement needs: how many candidates pass the
+        # filters (up to EXACT_LIMIT + 1: exact scan or HNSW), whether the tenant has any
+        # valid summary (if not, the statement leaves the summary branch out, which halves its
+        # planning time), and the HNSW scan settings (transaction-local, like SET LOCAL; they
+        # only affect HNSW scans).
+        probes = []
+        if dimension is not None:
+            probes.append(
+                f"(SELECT count(*) FROM (SELECT 1 FROM {base} LIMIT {EXACT_LIMIT + 1}) c)"
+            )
+            probes.append(
+                "set_config('hnsw.iterative_scan', 'strict_order', true), "
+                f"set_config('hnsw.ef_search', '{HNSW_EF_SEARCH}', true), "
+                f"set_config('hnsw.max_scan_tuples', '{HNSW_MAX_SCAN_TUPLES}', true)"
+            )
+        if summaries is not None:
+            probes.append(
+                "EXISTS (SELECT 1 FROM derivations_summary s "
+                "WHERE s.tenant_id = %(tenant)s AND s.valid)"
+            )
+        if probes:
+            cursor.execute("SELECT " + ", ".join(probes), params)
+            row = cursor.fetchone()
+            assert row is not None
+            if dimension is not None and row[0] > EXACT_LIMIT:
+                plan = "hnsw"
+            if summaries is not None and not row[-1]:
+                summaries = None
     if summaries is not None:
         parts.append(
             f"summaries AS MATERIALIZED (SELECT s.id, s.text FROM derivations_summary s "
@@ -363,22 +393,7 @@ def search_statement(
         )
     if query_vector is not None:
         params["vec"] = _vector_literal(query_vector)
-        dimension = HNSW_INDEXED.get(model)
-        plan = "exact"
-        if dimension is not None:
-            cursor.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {base} LIMIT {EXACT_LIMIT + 1}) c", params
-            )
-            row = cursor.fetchone()
-            if row is not None and row[0] > EXACT_LIMIT:
-                plan = "hnsw"
         if plan == "hnsw":
-            # Transaction-local, like SET LOCAL, in one round trip.
-            settings = [
-                "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
-                f"set_config('hnsw.ef_search', '{HNSW_EF_SEARCH}', true), "
-                f"set_config('hnsw.max_scan_tuples', '{HNSW_MAX_SCAN_TUPLES}', true)"
-            ]
             distance = f"(e.vector::vector({dimension})) <=> %(vec)s::vector({dimension})"
             parts.append(
                 f"""vec_records AS (
@@ -389,6 +404,7 @@ def search_statement(
                      ORDER BY {distance} LIMIT %(depth)s)"""
             )
         else:
+            plan = "exact"
             parts.append(
                 f"""candidates AS MATERIALIZED (SELECT r.id FROM {base}),
                 vec_records AS (
@@ -477,17 +493,29 @@ def search_statement(
           LEFT JOIN records_memoryrecord rec ON ranked.kind = 'record' AND rec.id = ranked.id
          ORDER BY ranked.score DESC, ranked.distance ASC NULLS LAST, ranked.id"""
     )
-    return SearchStatement(plan=plan, settings=settings, sql=sql, params=params)
+    return SearchStatement(plan=plan, sql=sql, params=params)
+
+
+@cache
+def _record_converters() -> list[tuple[Any, list[Any]]]:
+    """Each record column's field with its database converters (fixed per field)."""
+    return [
+        (f, list(f.get_db_converters(connection)))  # type: ignore[attr-defined]
+        for f in RECORD_FIELDS
+    ]
+
+
+RECORD_ATTNAMES = [f.attname for f in RECORD_FIELDS]
 
 
 def _record_from_row(values: Sequence[Any]) -> MemoryRecord:
     """A record from its columns in ``RECORD_FIELDS`` order, converted as the ORM would."""
     converted = []
-    for model_field, value in zip(RECORD_FIELDS, values, strict=True):
-        for converter in model_field.get_db_converters(connection):  # type: ignore[attr-defined]
+    for (model_field, converters), value in zip(_record_converters(), values, strict=True):
+        for converter in converters:
             value = converter(value, model_field, connection)
         converted.append(value)
-    return MemoryRecord.from_db(connection.alias, [f.attname for f in RECORD_FIELDS], converted)
+    return MemoryRecord.from_db(connection.alias, RECORD_ATTNAMES, converted)
 
 
 def search_scoped(*, tenant: Tenant, q: SearchQuery, actor: Actor) -> SearchResult:
@@ -498,8 +526,6 @@ def search_scoped(*, tenant: Tenant, q: SearchQuery, actor: Actor) -> SearchResu
         statement = search_statement(
             cursor, tenant_id=tenant.pk, model=embedder.name, q=q, query_vector=query_vector
         )
-        for setting in statement.settings:
-            cursor.execute(setting)
         cursor.execute(statement.sql, statement.params)
         rows = cursor.fetchall()
     records = {
