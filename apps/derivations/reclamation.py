@@ -63,10 +63,39 @@ def _pending_tenants() -> list[Any]:
     return pending
 
 
+# An HNSW index's vacuum repairs the graph around every deleted vector, which after a large
+# erasure takes far longer than building the index again (pgvector's own advice: reindex
+# first). Above this share of dead embedding rows, the HNSW indexes are rebuilt concurrently
+# (searches and writes go on) before the vacuum, which then finds nothing to repair in them.
+HNSW_REBUILD_DEAD_SHARE = 0.05
+
+HNSW_INDEXES_SQL = """
+SELECT quote_ident(schemaname) || '.' || quote_ident(indexname) FROM pg_indexes
+ WHERE tablename = 'derivations_embedding' AND indexdef LIKE '% USING hnsw %'
+"""
+DEAD_SHARE_SQL = """
+SELECT n_dead_tup::float8 / greatest(n_live_tup + n_dead_tup, 1) FROM pg_stat_user_tables
+ WHERE relname = 'derivations_embedding'
+"""
+
+
+def _rebuild_hnsw_if_mostly_dead(owner: Any) -> bool:
+    # The statistics of this backend's and others' recent deletes, as of now.
+    owner.execute("SELECT pg_stat_clear_snapshot()")
+    row = owner.execute(DEAD_SHARE_SQL).fetchone()
+    if row is None or row[0] < HNSW_REBUILD_DEAD_SHARE:
+        return False
+    for (index,) in owner.execute(HNSW_INDEXES_SQL).fetchall():
+        owner.execute(f"REINDEX INDEX CONCURRENTLY {index}")
+    return True
+
+
 def vacuum_tables() -> datetime:
-    """VACUUM (ANALYZE) every table deletions touch; returns when the vacuum started."""
+    """VACUUM (ANALYZE) every table deletions touch (rebuilding the HNSW indexes first when
+    many embeddings went); returns when the vacuum started."""
     started = timezone.now()
     with _owner_connection() as owner:
+        _rebuild_hnsw_if_mostly_dead(owner)
         for table in RECLAIMED_TABLES:
             owner.execute(f"VACUUM (ANALYZE) {table}")
     return started

@@ -27,3 +27,30 @@ def test_it_stamps_receipts_deleted_before_the_vacuum(admin_agent, tenant, other
 def test_it_refuses_to_run_inside_a_tenant_scope(tenant):
     with tenant_scope(tenant.pk), pytest.raises(RuntimeError):
         deletions_reclaim()
+
+
+def _hnsw_files() -> dict[str, int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, c.relfilenode FROM pg_class c JOIN pg_am am ON am.oid = c.relam"
+            " WHERE am.amname = 'hnsw'"
+        )
+        return dict(cursor.fetchall())
+
+
+@pytest.mark.parametrize(("dead_share", "rebuilt"), [(0.5, True), (0.0, False)])
+def test_it_rebuilds_the_hnsw_indexes_first_when_many_embeddings_went(
+    monkeypatch, dead_share, rebuilt
+):
+    from apps.derivations import reclamation
+
+    monkeypatch.setattr(reclamation, "DEAD_SHARE_SQL", f"SELECT {dead_share}::float8")
+    before = _hnsw_files()
+    assert before, "the migrations create HNSW indexes"
+    reclamation.vacuum_tables()
+    after = _hnsw_files()
+    assert set(after) == set(before)  # same indexes, by name
+    changed = {name for name in before if after[name] != before[name]}
+    assert changed == (set(before) if rebuilt else set())
