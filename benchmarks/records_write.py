@@ -113,35 +113,44 @@ def raw_connection() -> Any:
     )
 
 
+def insert_fact_and_version(
+    conn: Any, tenant_id: uuid.UUID, credential_id: str, body: dict[str, Any]
+) -> tuple[uuid.UUID, uuid.UUID]:
+    """The fact and version rows of one write, as plain INSERTs in ``conn``'s transaction."""
+    fact_id, record_id = uuid.uuid4(), uuid.uuid4()
+    value = json.dumps(body["value"])
+    conn.execute(RAW_FACT, [fact_id, tenant_id, body["subject"], body["key"]])
+    conn.execute(
+        RAW_RECORD,
+        [
+            record_id,
+            tenant_id,
+            fact_id,
+            body["subject"],
+            body["key"],
+            value,
+            f"{body['key']}: {value}",
+            body["source"]["ref"],
+            credential_id,
+            body["observed_at"],
+            body["owner"],
+            body["reason"],
+            "commerce",
+            "checkout",
+            json.dumps({"region": "eu"}),
+        ],
+    )
+    return fact_id, record_id
+
+
 def run_raw(count: int, tenant_id: uuid.UUID, credential_id: str) -> Timing:
     conn = raw_connection()
 
     def insert(n: int) -> None:
         body = write_body(n, "raw")
-        fact_id, record_id = uuid.uuid4(), uuid.uuid4()
         with conn.transaction():
             conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)])
-            conn.execute(RAW_FACT, [fact_id, tenant_id, body["subject"], body["key"]])
-            conn.execute(
-                RAW_RECORD,
-                [
-                    record_id,
-                    tenant_id,
-                    fact_id,
-                    body["subject"],
-                    body["key"],
-                    json.dumps(body["value"]),
-                    f"{body['key']}: {json.dumps(body['value'])}",
-                    body["source"]["ref"],
-                    credential_id,
-                    body["observed_at"],
-                    body["owner"],
-                    body["reason"],
-                    "commerce",
-                    "checkout",
-                    json.dumps({"region": "eu"}),
-                ],
-            )
+            insert_fact_and_version(conn, tenant_id, credential_id, body)
 
     try:
         return measure("raw: fact + version", count, insert)
@@ -165,31 +174,9 @@ def run_raw_every_row(count: int, tenant_id: uuid.UUID, credential_id: str) -> T
 
     def insert(n: int) -> None:
         body = write_body(n, "raw-all")
-        fact_id, record_id = uuid.uuid4(), uuid.uuid4()
-        value = json.dumps(body["value"])
         with conn.transaction():
             conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)])
-            conn.execute(RAW_FACT, [fact_id, tenant_id, body["subject"], body["key"]])
-            conn.execute(
-                RAW_RECORD,
-                [
-                    record_id,
-                    tenant_id,
-                    fact_id,
-                    body["subject"],
-                    body["key"],
-                    value,
-                    f"{body['key']}: {value}",
-                    body["source"]["ref"],
-                    credential_id,
-                    body["observed_at"],
-                    body["owner"],
-                    body["reason"],
-                    "commerce",
-                    "checkout",
-                    json.dumps({"region": "eu"}),
-                ],
-            )
+            fact_id, record_id = insert_fact_and_version(conn, tenant_id, credential_id, body)
             conn.execute(
                 RAW_OBSERVATION,
                 [
@@ -225,7 +212,7 @@ def run_raw_every_row(count: int, tenant_id: uuid.UUID, credential_id: str) -> T
             )
 
     try:
-        return measure("raw, every row", count, insert)
+        return measure("raw: every row", count, insert)
     finally:
         conn.close()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -64,26 +64,30 @@ class RecordStatus(models.TextChoices):
     REDACTED = "redacted"
 
 
-class Fact(TenantOwned):
-    """The identity of a fact and a pointer to its current version (the write lock)."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    subject = models.CharField(max_length=200)
-    key = models.CharField(max_length=200)
-    # The pointers between versions (current, supersedes, superseded_by, a conflict's resolved
-    # record) carry no database constraint: the write path sets them and every deletion path
-    # clears them in the statement that deletes their target (apps.derivations.purge). A
-    # constraint would only add a check per deleted version at commit, which is what bounds an
-    # erasure's throughput. Relations that say where a row belongs (fact, record, tenant) keep
-    # theirs.
-    current = models.ForeignKey(
-        "MemoryRecord",
+def version_pointer(to: Any) -> models.ForeignKey[Any, Any]:
+    """A pointer between versions (a fact's current one, supersedes, superseded_by, a
+    conflict's resolved record), without a database constraint: the write path sets it and
+    every deletion path clears it in the statement that deletes its target
+    (apps.derivations.purge). A constraint would only add a check per deleted version at
+    commit, which is what bounded an erasure's throughput. Relations that say where a row
+    belongs (fact, record, tenant) keep theirs."""
+    return models.ForeignKey(
+        to,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
         db_constraint=False,
     )
+
+
+class Fact(TenantOwned):
+    """The identity of a fact and a pointer to its current version (the write lock)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    subject = models.CharField(max_length=200)
+    key = models.CharField(max_length=200)
+    current = version_pointer("MemoryRecord")
     last_version = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -150,23 +154,8 @@ class MemoryRecord(TenantOwned):
     status = models.CharField(
         max_length=16, choices=RecordStatus.choices, default=RecordStatus.ACTIVE
     )
-    # Version pointers: no database constraint (see Fact.current).
-    supersedes = models.ForeignKey(
-        "self",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        db_constraint=False,
-    )
-    superseded_by = models.ForeignKey(
-        "self",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        db_constraint=False,
-    )
+    supersedes = version_pointer("self")
+    superseded_by = version_pointer("self")
     superseded_at = models.DateTimeField(null=True, blank=True)
     # System time during which this version was the fact's current value (for as_of reads).
     current_from = models.DateTimeField(null=True, blank=True)
@@ -273,15 +262,7 @@ class Conflict(TenantOwned):
     )
     opened_at = models.DateTimeField()
     resolution = models.CharField(max_length=16, choices=Resolution.choices, blank=True)
-    # A pointer: no database constraint (see Fact.current).
-    resolved_record = models.ForeignKey(
-        MemoryRecord,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        db_constraint=False,
-    )
+    resolved_record = version_pointer(MemoryRecord)
     resolver_type = models.CharField(max_length=16, blank=True)
     resolver_id = models.CharField(max_length=64, blank=True)
     resolver_label = models.CharField(max_length=200, blank=True)
