@@ -58,16 +58,11 @@ def _django_entry(url: str) -> dict[str, Any]:
     )
     entry["ENGINE"] = "django.db.backends.postgresql"
     entry["ATOMIC_REQUESTS"] = True
-    # Only statements prepared on the server (apps.tenancy.prepared: the write path, the API's
-    # credential lookup, the deletion purge) have cached plans. Their row-level security
-    # reads the tenant setting at run time, so one generic plan serves every call, and they
-    # are planned once per session instead of on each of their first executions.
     options = entry.setdefault("OPTIONS", {})
-    # options["options"] = "-c plan_cache_mode=force_generic_plan"
     # Django turns psycopg's statement preparation off (None) for connection poolers; that
     # would also refuse an explicit ``prepare=True``. The ORM binds on the client and never
     # prepares whatever this says; only apps.tenancy.prepared's cursors do.
-    options["prepare_threshold"] = 5
+    options.setdefault("prepare_threshold", 5)
     return entry
 
 

@@ -186,8 +186,8 @@ def versions_purge(
     lists, in the current tenant. ``reason`` is written on the summaries it invalidates."""
     # Planning this statement (twenty CTEs, each table with its RLS policy) costs more than
     # running it for one fact, so it is prepared on the server (once per database session)
-    # and planned once (sessions use generic plans: see memoryconsole.database): the policies
-    # read the tenant setting at run time, so one plan serves every tenant.
+    # and, once PostgreSQL's plan cache settles on a generic plan, not planned again: the
+    # policies read the tenant setting at run time, so one plan serves every tenant.
     with prepared_cursor() as cursor:
         cursor.execute(
             PURGE_SQL,
