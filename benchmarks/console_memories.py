@@ -156,7 +156,7 @@ def main() -> None:
         from django.urls import reverse
 
         from apps.audit.services import Actor
-        from apps.derivations.reclamation import _owner_connection
+        from apps.derivations.reclamation import owner_connection
         from apps.records.models import MemoryRecord
         from apps.tenancy.context import tenant_scope
         from apps.tenancy.models import Role, Tenant
@@ -174,7 +174,7 @@ def main() -> None:
             seed(tenant, args.records)
         record_id, receipt_id = rich_fact(tenant)
         progress("analyzing")
-        with _owner_connection() as owner:
+        with owner_connection() as owner:
             owner.execute("ANALYZE")
 
         client = Client(SERVER_NAME="localhost")

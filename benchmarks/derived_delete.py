@@ -242,9 +242,9 @@ def search_timing(tenant: Any, actor: Any, count: int, label: str) -> Timing:
 
 
 def owner_seconds(statement: str) -> float:
-    from apps.derivations.reclamation import _owner_connection
+    from apps.derivations.reclamation import owner_connection
 
-    with _owner_connection() as owner:
+    with owner_connection() as owner:
         started = time.perf_counter()
         owner.execute(statement)
         return time.perf_counter() - started

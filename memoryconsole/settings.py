@@ -198,7 +198,13 @@ CELERY_BEAT_SCHEDULE = {
     "relay-outbox": {"task": "derivations.outbox_relay", "schedule": 2.0},
     # Deleted rows are reclaimed (and receipts say when) within minutes, not "eventually".
     "reclaim-deleted": {"task": "derivations.reclaim", "schedule": 10 * 60},
+    # Tenants that grew past TENANT_HNSW_MIN_EMBEDDINGS get an HNSW index of their own.
+    "tenant-indexes": {"task": "retrieval.tenant_indexes", "schedule": 60 * 60},
 }
+# A tenant with this many embeddings of its model gets an HNSW index holding only its vectors
+# (apps.retrieval.tenant_indexes); the build's memory (the graph fits in it: far faster).
+TENANT_HNSW_MIN_EMBEDDINGS = 50_000
+TENANT_HNSW_MAINTENANCE_WORK_MEM = "512MB"
 # Publish outbox work right after the commit that wrote it when the broker is cheap to reach
 # (Redis). With the embedded SQL broker a publish is one more database commit, so the beat
 # relay (every 2 s) publishes instead, keeping it off the writer's request.

@@ -36,7 +36,7 @@ RECLAIMED_TABLES = (
 )
 
 
-def _owner_connection() -> Any:
+def owner_connection() -> Any:
     import psycopg
 
     owner = settings.DATABASE_OWNER
@@ -94,7 +94,7 @@ def vacuum_tables() -> datetime:
     """VACUUM (ANALYZE) every table deletions touch (rebuilding the HNSW indexes first when
     many embeddings went); returns when the vacuum started."""
     started = timezone.now()
-    with _owner_connection() as owner:
+    with owner_connection() as owner:
         _rebuild_hnsw_if_mostly_dead(owner)
         for table in RECLAIMED_TABLES:
             owner.execute(f"VACUUM (ANALYZE) {table}")

@@ -16,7 +16,9 @@ HNSW scan returns only the filtered survivors of its first ``ef_search`` candida
 * few candidates (<= ``EXACT_LIMIT``): an exact scan of the filtered candidates' vectors;
 * many candidates: the model's HNSW index with pgvector 0.8 iterative scans
   (``hnsw.iterative_scan = strict_order``), which keeps scanning until it has found ``k``
-  rows that pass the filters.
+  rows that pass the filters. A tenant holding many vectors has an HNSW index of its own
+  (:mod:`apps.retrieval.tenant_indexes`); the statement names the tenant and the model on the
+  embedding itself so the planner can prove that partial index applies and pick it.
 """
 
 from __future__ import annotations
@@ -400,7 +402,7 @@ def search_statement(
                     SELECT e.record_id AS id, {distance} AS distance
                       FROM derivations_embedding e
                       JOIN records_memoryrecord r ON r.id = e.record_id
-                     WHERE e.model = %(model)s AND {where}
+                     WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s AND {where}
                      ORDER BY {distance} LIMIT %(depth)s)"""
             )
         else:

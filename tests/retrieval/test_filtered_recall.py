@@ -214,3 +214,78 @@ def test_it_returns_nothing_from_other_tenants_and_never_fewer_results(corpus, s
         assert len(got) == expected, plan
         assert not set(got) & corpus["other_ids"]
         assert set(got) <= set(corpus["ids"])
+
+
+# --- a tenant index of its own ----------------------------------------------------------------
+# Last in the module: building an index concurrently waits for every open transaction in the
+# database, so this test runs outside the usual per-test transaction (and Django empties the
+# tables after it).
+
+
+def _plan_text(tenant: Tenant, query: np.ndarray, conditions: Any) -> tuple[str, str]:
+    from django.db import connection
+
+    from apps.retrieval.search import search_statement
+
+    q = SearchQuery(vector=query.tolist(), domain="corpus", conditions=conditions, top_k=10)
+    with tenant_scope(tenant.pk), connection.cursor() as cursor:
+        statement = search_statement(
+            cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
+        )
+        cursor.execute("EXPLAIN " + statement.sql, statement.params)
+        return statement.plan, "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(corpus, monkeypatch):
+    from apps.retrieval import search
+    from apps.retrieval.tenant_indexes import index_name, tenant_indexes_sync
+
+    tenant, other = corpus["tenant"], corpus["other"]
+    own = index_name(tenant.pk, "hashing-256")
+    monkeypatch.setattr(search, "EXACT_LIMIT", 1000)  # 10 % (5,000 candidates) goes to HNSW
+    try:
+        plan = tenant_indexes_sync(minimum=40_000)
+        assert [(t, m) for t, m, _dim in plan.create] == [(tenant.pk, "hashing-256")]
+        owner = _owner_connection()
+        valid = owner.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE c.relname = %s",
+            [own],
+        ).fetchone()
+        owner.execute("ANALYZE derivations_embedding")
+        owner.close()
+        assert valid == (True,)
+        assert index_name(other.pk, "hashing-256") not in str(plan)  # 5,000: below the line
+
+        rng = np.random.default_rng(23)
+        for selectivity in ("10%", "100%"):
+            chosen, explained = _plan_text(tenant, probe(rng), SELECTIVITIES[selectivity])
+            assert chosen == "hnsw"
+            assert own in explained, explained
+            mask = _mask(selectivity)
+            found = wanted = 0
+            for _ in range(20):
+                query = probe(rng)
+                got, _plan = _search(tenant, query, SELECTIVITIES[selectivity])
+                truth = _exact(corpus, query, mask, 10)
+                assert len(got) == 10
+                assert not set(got) & corpus["other_ids"]
+                found += len(set(got) & set(truth))
+                wanted += len(truth)
+            assert found / wanted >= 0.99, selectivity
+
+        # Another tenant never plans with it: its search names its own tenant.
+        _chosen, explained = _plan_text(other, probe(rng), None)
+        assert own not in explained
+
+        again = tenant_indexes_sync(minimum=40_000)
+        assert (again.create, again.drop, again.keep) == ([], [], [own])
+        # Half the threshold keeps it (no flapping); below half of a higher one, it goes.
+        assert tenant_indexes_sync(minimum=90_000).keep == [own]
+        assert tenant_indexes_sync(minimum=200_000).drop == [own]
+    finally:
+        owner = _owner_connection()
+        owner.execute(f'DROP INDEX IF EXISTS "{own}"')
+        owner.close()

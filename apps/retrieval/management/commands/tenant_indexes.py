@@ -1,0 +1,62 @@
+"""``memoryconsole tenant-indexes``: give large tenants an HNSW index of their own."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from apps.retrieval.tenant_indexes import index_name, tenant_index_plan, tenant_indexes_sync
+
+
+class Command(BaseCommand):
+    help = (
+        "Build an HNSW index holding only its own vectors for every tenant with at least "
+        "--min embeddings of its model, and drop those of tenants that fell below half of "
+        "that or changed model. Builds run concurrently: searches and writes go on. The "
+        "worker's beat schedule runs the same sync hourly."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--min",
+            type=int,
+            default=None,
+            help=f"embeddings that earn a tenant its index (default "
+            f"{settings.TENANT_HNSW_MIN_EMBEDDINGS:,})",
+        )
+        parser.add_argument(
+            "--maintenance-work-mem",
+            default=settings.TENANT_HNSW_MAINTENANCE_WORK_MEM,
+            help="memory for each build (default %(default)s); the graph should fit in it",
+        )
+        parser.add_argument("--dry-run", action="store_true", help="say what would change")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        minimum = options["min"]
+        if minimum is not None and minimum < 1:
+            raise CommandError("--min must be at least 1")
+        if options["dry_run"]:
+            plan = tenant_index_plan(minimum=minimum)
+            for tenant, model, _dimension in plan.create:
+                self.stdout.write(f"would build {index_name(tenant, model)} ({tenant}, {model})")
+            for name in plan.drop:
+                self.stdout.write(f"would drop {name}")
+            self.stdout.write(f"{len(plan.keep)} index(es) stay as they are")
+            return
+        started = time.monotonic()
+
+        def progress(message: str) -> None:
+            self.stderr.write(f"[{time.monotonic() - started:6.1f} s] {message} ...")
+
+        plan = tenant_indexes_sync(
+            minimum=minimum,
+            maintenance_work_mem=options["maintenance_work_mem"],
+            progress=progress,
+        )
+        self.stdout.write(
+            f"built {len(plan.create)}, dropped {len(plan.drop)}, kept {len(plan.keep)} "
+            f"tenant index(es) in {time.monotonic() - started:.1f} s"
+        )

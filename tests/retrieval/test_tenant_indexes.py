@@ -1,0 +1,88 @@
+"""Which tenants earn an HNSW index of their own, and the command that builds them.
+
+Building one is covered (with recall and the plan it gives) in ``test_filtered_recall.py``;
+here the plan is only computed, which reads the catalog and counts, and locks nothing.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from apps.retrieval.search import SearchQuery, search_statement
+from apps.retrieval.tenant_indexes import index_name, tenant_index_plan
+from apps.tenancy.context import tenant_scope
+from apps.tenancy.models import Tenant
+from apps.tenancy.services import tenant_create
+from tests.conftest import make_agent
+from tests.records.factories import body
+
+from .conftest import embed_all
+
+pytestmark = pytest.mark.django_db
+
+
+def _tenant_with(slug: str, records: int, model: str = "hashing-256") -> Tenant:
+    tenant = tenant_create(slug=slug, name=slug)
+    Tenant.objects.filter(pk=tenant.pk).update(embedding_model=model)
+    tenant.refresh_from_db()
+    agent = make_agent(tenant)
+    for i in range(records):
+        response = agent.post("/api/v1/records", body(subject=f"user:{i}", value=f"fact {i}"))
+        assert response.status_code == 201, response.json()
+    embed_all(tenant)
+    return tenant
+
+
+def test_a_tenant_at_the_threshold_gets_an_index_and_smaller_ones_do_not():
+    big = _tenant_with("big", 3)
+    small = _tenant_with("small", 2)
+    plan = tenant_index_plan(minimum=3)
+    assert plan.create == [(big.pk, "hashing-256", 256)]
+    assert index_name(small.pk, "hashing-256") not in plan.drop + plan.keep
+
+
+def test_a_model_without_a_shared_hnsw_index_gets_none():
+    # client-8 vectors are searched exactly; an HNSW index needs a fixed dimension.
+    tenant = tenant_create(slug="tiny-model", name="Tiny")
+    Tenant.objects.filter(pk=tenant.pk).update(embedding_model="client-8")
+    assert all(t != tenant.pk for t, _m, _d in tenant_index_plan(minimum=1).create)
+
+
+def test_index_names_fit_postgresql_and_differ_per_tenant_and_model():
+    big = _tenant_with("names", 0)
+    names = {index_name(big.pk, "hashing-256"), index_name(big.pk, "st-all-MiniLM-L6-v2")}
+    assert len(names) == 2
+    assert all(len(name) <= 63 for name in names)
+
+
+def test_the_hnsw_statement_names_the_tenant_on_the_embedding(monkeypatch):
+    # Without it the planner cannot prove a tenant's partial index applies.
+    from django.db import connection
+
+    from apps.retrieval import search
+
+    tenant = _tenant_with("stmt", 0)
+    q = SearchQuery(vector=[1.0] * 256)
+    monkeypatch.setattr(search, "EXACT_LIMIT", -1)  # every vector search takes the HNSW plan
+    with tenant_scope(tenant.pk), connection.cursor() as cursor:
+        statement = search_statement(
+            cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
+        )
+    assert statement.plan == "hnsw"
+    assert "e.tenant_id = %(tenant)s" in statement.sql
+
+
+def test_the_command_says_what_it_would_do():
+    big = _tenant_with("dry", 3)
+    out = io.StringIO()
+    call_command("tenant_indexes", "--dry-run", "--min", "3", stdout=out)
+    assert f"would build {index_name(big.pk, 'hashing-256')}" in out.getvalue()
+    assert "0 index(es) stay as they are" in out.getvalue()
+
+
+def test_the_command_refuses_a_minimum_below_one():
+    with pytest.raises(CommandError, match="--min must be at least 1"):
+        call_command("tenant_indexes", "--dry-run", "--min", "0")
