@@ -68,10 +68,19 @@ def _pending_tenants() -> list[Any]:
 # first). Above this share of dead embedding rows, the HNSW indexes are rebuilt concurrently
 # (searches and writes go on) before the vacuum, which then finds nothing to repair in them.
 HNSW_REBUILD_DEAD_SHARE = 0.05
+# A small index (a model few vectors use) is cheaper to vacuum than to rebuild: a concurrent
+# rebuild waits three times for every transaction in flight, whatever the index's size.
+HNSW_REBUILD_MIN_BYTES = 1 << 20
+# Parallel workers for the rebuilds and vacuums: none, so reclamation (background work) takes
+# one core and searches keep the others.
+RECLAIM_PARALLEL_WORKERS = 0
 
 HNSW_INDEXES_SQL = """
-SELECT quote_ident(schemaname) || '.' || quote_ident(indexname) FROM pg_indexes
- WHERE tablename = 'derivations_embedding' AND indexdef LIKE '% USING hnsw %'
+SELECT c.oid::regclass::text FROM pg_index i
+  JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
+ WHERE i.indrelid = 'derivations_embedding'::regclass AND am.amname = 'hnsw'
+   AND pg_relation_size(c.oid) >= %s
+ ORDER BY 1
 """
 DEAD_SHARE_SQL = """
 SELECT n_dead_tup::float8 / greatest(n_live_tup + n_dead_tup, 1) FROM pg_stat_user_tables
@@ -85,7 +94,7 @@ def _rebuild_hnsw_if_mostly_dead(owner: Any) -> bool:
     row = owner.execute(DEAD_SHARE_SQL).fetchone()
     if row is None or row[0] < HNSW_REBUILD_DEAD_SHARE:
         return False
-    for (index,) in owner.execute(HNSW_INDEXES_SQL).fetchall():
+    for (index,) in owner.execute(HNSW_INDEXES_SQL, [HNSW_REBUILD_MIN_BYTES]).fetchall():
         owner.execute(f"REINDEX INDEX CONCURRENTLY {index}")
     return True
 
@@ -95,6 +104,10 @@ def vacuum_tables() -> datetime:
     many embeddings went); returns when the vacuum started."""
     started = timezone.now()
     with owner_connection() as owner:
+        owner.execute(
+            "SELECT set_config('max_parallel_maintenance_workers', %s, false)",
+            [str(RECLAIM_PARALLEL_WORKERS)],
+        )
         _rebuild_hnsw_if_mostly_dead(owner)
         for table in RECLAIMED_TABLES:
             owner.execute(f"VACUUM (ANALYZE) {table}")

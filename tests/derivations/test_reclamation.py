@@ -40,13 +40,22 @@ def _hnsw_files() -> dict[str, int]:
         return dict(cursor.fetchall())
 
 
-@pytest.mark.parametrize(("dead_share", "rebuilt"), [(0.5, True), (0.0, False)])
+@pytest.mark.parametrize(
+    ("dead_share", "min_bytes", "rebuilt"),
+    [
+        (0.5, 0, True),
+        (0.0, 0, False),
+        # Small indexes are vacuumed, not rebuilt, however many of their rows went.
+        (0.5, 1 << 40, False),
+    ],
+)
 def test_it_rebuilds_the_hnsw_indexes_first_when_many_embeddings_went(
-    monkeypatch, dead_share, rebuilt
+    monkeypatch, dead_share, min_bytes, rebuilt
 ):
     from apps.derivations import reclamation
 
     monkeypatch.setattr(reclamation, "DEAD_SHARE_SQL", f"SELECT {dead_share}::float8")
+    monkeypatch.setattr(reclamation, "HNSW_REBUILD_MIN_BYTES", min_bytes)
     before = _hnsw_files()
     assert before, "the migrations create HNSW indexes"
     reclamation.vacuum_tables()
