@@ -202,9 +202,11 @@ CELERY_BEAT_SCHEDULE = {
     "tenant-indexes": {"task": "retrieval.tenant_indexes", "schedule": 60 * 60},
 }
 # A tenant with this many embeddings of its model gets an HNSW index holding only its vectors
-# (apps.retrieval.tenant_indexes); the build's memory (the graph fits in it: far faster).
+# (apps.retrieval.tenant_indexes).
 TENANT_HNSW_MIN_EMBEDDINGS = 50_000
-TENANT_HNSW_MAINTENANCE_WORK_MEM = "512MB"
+# maintenance_work_mem of the sessions that build HNSW indexes (tenant indexes, reclamation's
+# rebuilds): a graph that fits in it builds many times faster than one that spills.
+HNSW_BUILD_MEMORY = "512MB"
 # Publish outbox work right after the commit that wrote it when the broker is cheap to reach
 # (Redis). With the embedded SQL broker a publish is one more database commit, so the beat
 # relay (every 2 s) publishes instead, keeping it off the writer's request.

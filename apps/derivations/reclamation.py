@@ -105,8 +105,9 @@ def vacuum_tables() -> datetime:
     started = timezone.now()
     with owner_connection() as owner:
         owner.execute(
-            "SELECT set_config('max_parallel_maintenance_workers', %s, false)",
-            [str(RECLAIM_PARALLEL_WORKERS)],
+            "SELECT set_config('max_parallel_maintenance_workers', %s, false), "
+            "set_config('maintenance_work_mem', %s, false)",
+            [str(RECLAIM_PARALLEL_WORKERS), settings.HNSW_BUILD_MEMORY],
         )
         _rebuild_hnsw_if_mostly_dead(owner)
         for table in RECLAIMED_TABLES:

@@ -17,7 +17,7 @@ def tenant_indexes() -> dict[str, list[str]]:
 
     from .tenant_indexes import index_name, tenant_indexes_sync
 
-    plan = tenant_indexes_sync(maintenance_work_mem=settings.TENANT_HNSW_MAINTENANCE_WORK_MEM)
+    plan = tenant_indexes_sync(maintenance_work_mem=settings.HNSW_BUILD_MEMORY)
     return {
         "created": [index_name(tenant, model) for tenant, model, _dim in plan.create],
         "dropped": plan.drop,

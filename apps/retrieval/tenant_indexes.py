@@ -35,6 +35,10 @@ from apps.tenancy.context import current_tenant_id, tenant_scope
 from .search import HNSW_INDEXED
 
 PREFIX = "embedding_hnsw_t_"
+# Twice pgvector's default: a better graph for scans that filter most of what they visit. On
+# the 1M benchmark's big tenant (300k vectors), recall@10 at a 10 % scope went from 0.985 to
+# 0.990 (100 queries, ef_search 800), for a build of 156 s instead of 85 s.
+EF_CONSTRUCTION = 128
 
 EXISTING_SQL = """
 SELECT c.relname, i.indisvalid FROM pg_index i
@@ -141,10 +145,12 @@ def _create_sql(name: str, tenant_id: uuid.UUID, model: str, dimension: int, own
     statement = sql.SQL(
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON derivations_embedding "
         "USING hnsw ((vector::vector({dimension})) vector_cosine_ops) "
+        "WITH (m = 16, ef_construction = {ef_construction}) "
         "WHERE model = {model} AND tenant_id = {tenant}::uuid"
     ).format(
         name=sql.Identifier(name),
         dimension=sql.SQL(str(int(dimension))),
+        ef_construction=sql.SQL(str(EF_CONSTRUCTION)),
         model=sql.Literal(model),
         tenant=sql.Literal(str(tenant_id)),
     )

@@ -29,7 +29,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--maintenance-work-mem",
-            default=settings.TENANT_HNSW_MAINTENANCE_WORK_MEM,
+            default=settings.HNSW_BUILD_MEMORY,
             help="memory for each build (default %(default)s); the graph should fit in it",
         )
         parser.add_argument("--dry-run", action="store_true", help="say what would change")
