@@ -86,3 +86,17 @@ def test_the_command_says_what_it_would_do():
 def test_the_command_refuses_a_minimum_below_one():
     with pytest.raises(CommandError, match="--min must be at least 1"):
         call_command("tenant_indexes", "--dry-run", "--min", "0")
+
+
+def test_the_worker_runs_the_sync_hourly():
+    from django.conf import settings
+
+    from apps.retrieval.tasks import tenant_indexes
+    from memoryconsole.celery import app
+
+    app.loader.import_default_modules()
+    entry = settings.CELERY_BEAT_SCHEDULE["tenant-indexes"]
+    assert entry["task"] in app.tasks
+    assert entry["schedule"] == 3600
+    _tenant_with("task", 2)  # below the default threshold: nothing to build
+    assert tenant_indexes() == {"created": [], "dropped": []}
