@@ -7,9 +7,13 @@ The scan then visits many nodes per kept row, which costs time, and the graph's
 approximation costs recall (0.92 at 10 %, measured by ``benchmarks/retrieval_search.py``).
 
 A tenant with at least ``TENANT_HNSW_MIN_EMBEDDINGS`` embeddings of its model gets a partial
-index on the same expression, ``WHERE model = … AND tenant_id = …``, which holds its vectors
-only. Retrieval's HNSW statement names the tenant and the model in its own predicate, so the
-planner proves the partial index applies and, being the smaller index, prefers it.
+index, ``WHERE model = … AND tenant_id = …``, which holds its vectors only. It indexes the
+normalised vector, ``l2_normalize(vector::vector(N))::vector(N)``, whose cosine distance to a
+query is the same as the raw vector's. The planner's costs for a small and a large HNSW index are
+nearly equal, so on the shared index's expression it could pick either; on this expression,
+which no shared index has, it can only pick the tenant's. Retrieval's probe checks that the
+index exists and is valid, then orders by that expression and names the tenant and the
+model on the embedding row, so the partial index's predicate is proved.
 
 :func:`tenant_indexes_sync` creates the missing ones and drops those whose tenant fell
 below half the threshold (the margin keeps a tenant near the line from flapping) or moved to
@@ -52,10 +56,10 @@ SELECT count(*) FROM (
 """
 
 
-def index_name(tenant_id: uuid.UUID, model: str) -> str:
+def index_name(tenant_id: uuid.UUID | str, model: str) -> str:
     """``embedding_hnsw_t_<tenant hex>_<model digest>``: 58 characters, within PostgreSQL's 63."""
     digest = hashlib.sha256(model.encode()).hexdigest()[:8]
-    return f"{PREFIX}{tenant_id.hex}_{digest}"
+    return f"{PREFIX}{uuid.UUID(str(tenant_id)).hex}_{digest}"
 
 
 def min_embeddings() -> int:
@@ -122,6 +126,10 @@ def tenant_indexes_sync(
     progress: Callable[[str], None] | None = None,
 ) -> TenantIndexPlan:
     """Build the per-tenant HNSW indexes the plan wants and drop the rest (concurrently)."""
+    if connection.in_atomic_block:
+        # A concurrent build or drop waits for every transaction open in the database: this
+        # one's too, which would never end.
+        raise RuntimeError("tenant indexes are built outside a transaction")
     plan = tenant_index_plan(minimum=minimum)
     say = progress or (lambda _message: None)
     with owner_connection() as owner:
@@ -144,7 +152,8 @@ def _create_sql(name: str, tenant_id: uuid.UUID, model: str, dimension: int, own
 
     statement = sql.SQL(
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON derivations_embedding "
-        "USING hnsw ((vector::vector({dimension})) vector_cosine_ops) "
+        "USING hnsw ((l2_normalize(vector::vector({dimension}))::vector({dimension})) "
+        "vector_cosine_ops) "
         "WITH (m = 16, ef_construction = {ef_construction}) "
         "WHERE model = {model} AND tenant_id = {tenant}::uuid"
     ).format(

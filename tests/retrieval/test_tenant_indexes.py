@@ -40,7 +40,9 @@ def test_a_tenant_at_the_threshold_gets_an_index_and_smaller_ones_do_not():
     big = _tenant_with("big", 3)
     small = _tenant_with("small", 2)
     plan = tenant_index_plan(minimum=3)
-    assert plan.create == [(big.pk, "hashing-256", 256)]
+    # (Other modules' committed tenants may qualify too: only these two are this test's.)
+    assert (big.pk, "hashing-256", 256) in plan.create
+    assert small.pk not in {t for t, _m, _d in plan.create}
     assert index_name(small.pk, "hashing-256") not in plan.drop + plan.keep
 
 
@@ -56,6 +58,7 @@ def test_index_names_fit_postgresql_and_differ_per_tenant_and_model():
     names = {index_name(big.pk, "hashing-256"), index_name(big.pk, "st-all-MiniLM-L6-v2")}
     assert len(names) == 2
     assert all(len(name) <= 63 for name in names)
+    assert index_name(str(big.pk), "hashing-256") == index_name(big.pk, "hashing-256")
 
 
 def test_the_hnsw_statement_names_the_tenant_on_the_embedding(monkeypatch):
@@ -88,9 +91,10 @@ def test_the_command_refuses_a_minimum_below_one():
         call_command("tenant_indexes", "--dry-run", "--min", "0")
 
 
-def test_the_worker_runs_the_sync_hourly():
+def test_the_worker_runs_the_sync_hourly(monkeypatch):
     from django.conf import settings
 
+    from apps.retrieval import tenant_indexes as module
     from apps.retrieval.tasks import tenant_indexes
     from memoryconsole.celery import app
 
@@ -98,5 +102,56 @@ def test_the_worker_runs_the_sync_hourly():
     entry = settings.CELERY_BEAT_SCHEDULE["tenant-indexes"]
     assert entry["task"] in app.tasks
     assert entry["schedule"] == 3600
-    _tenant_with("task", 2)  # below the default threshold: nothing to build
-    assert tenant_indexes() == {"created": [], "dropped": []}
+    tenant = _tenant_with("task", 0)
+    calls = []
+
+    def sync(**kwargs):
+        calls.append(kwargs)
+        return module.TenantIndexPlan(create=[(tenant.pk, "hashing-256", 256)], drop=["old"])
+
+    monkeypatch.setattr(module, "tenant_indexes_sync", sync)
+    assert tenant_indexes() == {
+        "created": [index_name(tenant.pk, "hashing-256")],
+        "dropped": ["old"],
+    }
+    assert calls == [{"maintenance_work_mem": settings.HNSW_BUILD_MEMORY}]
+
+
+def test_the_sync_refuses_to_run_inside_a_transaction():
+    # A concurrent build waits for every open transaction, the caller's own included.
+    from apps.retrieval.tenant_indexes import tenant_indexes_sync
+
+    with pytest.raises(RuntimeError, match="outside a transaction"):
+        tenant_indexes_sync(minimum=1)
+
+
+@pytest.mark.parametrize(
+    ("filters", "own_index_checked"),
+    [
+        ({}, True),
+        ({"domain": "billing"}, False),
+        ({"subject": "user:1"}, False),
+        ({"purpose": "decision"}, False),
+        ({"sensitivity_max": "internal"}, False),
+    ],
+)
+def test_only_an_unfiltered_search_may_shorten_the_candidate_list(
+    monkeypatch, filters, own_index_checked
+):
+    from django.db import connection
+
+    from apps.retrieval import search
+
+    tenant = _tenant_with(f"ef-{len(filters)}-{own_index_checked}", 0)
+    q = SearchQuery(vector=[1.0] * 256, **filters)
+    monkeypatch.setattr(search, "EXACT_LIMIT", -1)
+    with tenant_scope(tenant.pk), connection.cursor() as cursor:
+        statement = search_statement(
+            cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
+        )
+        cursor.execute("SHOW hnsw.ef_search")
+        ef_search = cursor.fetchone()[0]
+    assert search._unfiltered(q) is own_index_checked
+    # This tenant has no index of its own: the shared index's expression, the full list.
+    assert "l2_normalize" not in statement.sql
+    assert ef_search == str(search.HNSW_EF_SEARCH)
