@@ -47,7 +47,7 @@ EF_CONSTRUCTION = 128
 EXISTING_SQL = """
 SELECT c.relname, i.indisvalid FROM pg_index i
   JOIN pg_class c ON c.oid = i.indexrelid
- WHERE i.indrelid = 'derivations_embedding'::regclass AND c.relname LIKE %s
+ WHERE i.indrelid = 'derivations_embedding'::regclass AND starts_with(c.relname, %s)
 """
 CAPPED_COUNT_SQL = """
 SELECT count(*) FROM (
@@ -93,9 +93,7 @@ def tenant_index_plan(*, minimum: int | None = None) -> TenantIndexPlan:
         raise RuntimeError("tenant indexes are planned across tenants; call outside a scope")
     minimum = min_embeddings() if minimum is None else minimum
     with owner_connection() as owner:
-        existing = {
-            name: valid for name, valid in owner.execute(EXISTING_SQL, [PREFIX + "%"]).fetchall()
-        }
+        existing = {name: valid for name, valid in owner.execute(EXISTING_SQL, [PREFIX]).fetchall()}
     plan = TenantIndexPlan()
     wanted: set[str] = set()
     for tenant_id, model in Tenant.objects.values_list("pk", "embedding_model"):
