@@ -58,10 +58,11 @@ HNSW_EF_SEARCH = 800
 HNSW_MAX_SCAN_TUPLES = 200_000
 # A search with no filter of the caller's own, on a tenant's own index (apps.retrieval
 # .tenant_indexes), keeps nearly everything the scan visits (only expired, superseded and
-# deleted rows fail), so a shorter candidate list finds the same neighbours, much sooner. On
-# the 1M benchmark's big tenant (300k vectors, 100 queries, in-process): ef_search 200 gave
-# recall@10 0.994 at 18 ms p95, against 0.998 at 48 ms with 800.
-HNSW_EF_SEARCH_OWN_UNFILTERED = 200
+# deleted rows fail), so a shorter candidate list finds nearly the same neighbours, sooner. On
+# the 1M benchmark's big tenant (300k vectors; 100 queries, in-process), recall@10 / p95 was
+# 0.994 / 18 ms at ef_search 200, 0.997 / 28 ms at 400 and 0.998 / 48 ms at 800; on the
+# benchmark's own 500 queries, 200 gave 0.983, too close to the 0.98 floor: 400 keeps a margin.
+HNSW_EF_SEARCH_OWN_UNFILTERED = 400
 SEARCH_FIELDS = frozenset(
     {"query", "vector", "scope", "purpose", "top_k", "subject", "keys", "sensitivity_max", "as_of"}
 )
