@@ -891,8 +891,10 @@ def main() -> None:
                             path, name, clients, args.latency_queries
                         )
         finally:
-            pool.close()
-            stop_server(server)
+            try:
+                pool.close()  # raises when a client died (its pipe is broken) ...
+            finally:
+                stop_server(server)  # ... and the server must not outlive the run anyway
 
         report_timings(args, corpus, load_timings, statements, timings, client_counts)
         progress(f"recall and result counts over {args.queries:,} searches ...")
