@@ -438,7 +438,7 @@ def bare_search_urlpatterns() -> list[Any]:
     from rest_framework.response import Response
     from rest_framework.views import APIView
 
-    from apps.retrieval.search import SearchQuery, search_statement
+    from apps.retrieval.search import SearchQuery, run_search
 
     class BareSearchView(APIView):
         authentication_classes: list[Any] = []
@@ -458,11 +458,16 @@ def bare_search_urlpatterns() -> list[Any]:
                 cursor.execute(
                     "SELECT set_config('memoryconsole.tenant_id', %s, true)", [body["tenant"]]
                 )
-                statement = search_statement(
-                    cursor, tenant_id=body["tenant"], model=MODEL, q=q, query_vector=q.vector
+                # The benchmark's tenants write no summaries: the product leaves the summary
+                # branch out for them too.
+                statement, rows = run_search(
+                    cursor,
+                    tenant_id=body["tenant"],
+                    model=MODEL,
+                    q=q,
+                    query_vector=q.vector,
+                    summaries=False,
                 )
-                cursor.execute(statement.sql, statement.params)
-                rows = cursor.fetchall()
             return Response(
                 {
                     "results": [{"id": str(r[0]), "distance": r[2]} for r in rows],
@@ -481,27 +486,32 @@ class RecordingCursor:
 
     def __init__(self, cursor: Any) -> None:
         self.cursor = cursor
-        self.executed: list[str] = []
+        self.executed: list[tuple[str, dict[str, Any]]] = []
 
     def execute(self, sql: str, params: Any = None) -> None:
-        self.executed.append(sql)
+        self.executed.append((sql, params))
         self.cursor.execute(sql, params)
 
-    def fetchone(self) -> Any:
-        return self.cursor.fetchone()
+    def fetchall(self) -> Any:
+        return self.cursor.fetchall()
 
 
 @dataclass
 class Statement:
-    probe_sql: str | None
-    sql: str
-    params: dict[str, Any]
+    """What the product runs for one query class: one statement, or the gated exact one and
+    then the HNSW one (the last is the plan that answers)."""
+
+    statements: list[tuple[str, dict[str, Any]]]
     plan: str
+
+    @property
+    def sql(self) -> str:
+        return self.statements[-1][0]
 
 
 def product_statement(conn: Any, tenant_id: uuid.UUID, q: QuerySet) -> Statement:
     """The statements ``search_scoped`` runs for this query class, captured from the product."""
-    from apps.retrieval.search import SearchQuery, search_statement
+    from apps.retrieval.search import SearchQuery, run_search
 
     scope = q.scope or {}
     query = SearchQuery(
@@ -514,15 +524,15 @@ def product_statement(conn: Any, tenant_id: uuid.UUID, q: QuerySet) -> Statement
     with conn.transaction():
         conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)])
         recorder = RecordingCursor(conn.cursor())
-        statement = search_statement(
-            recorder, tenant_id=tenant_id, model=MODEL, q=query, query_vector=query.vector
+        statement, _rows = run_search(
+            recorder,
+            tenant_id=tenant_id,
+            model=MODEL,
+            q=query,
+            query_vector=query.vector,
+            summaries=False,  # as the product, for a tenant that never wrote a summary
         )
-    return Statement(
-        probe_sql=recorder.executed[0] if recorder.executed else None,
-        sql=statement.sql,
-        params=statement.params,
-        plan=statement.plan,
-    )
+    return Statement(statements=recorder.executed, plan=statement.plan)
 
 
 @dataclass
@@ -577,13 +587,12 @@ def _runner(
         tenant = config.tenant
 
         def query(i: int) -> None:
-            params = {**statement.params, "vec": literals[i % len(literals)]}
-            params["now"] = datetime.now(UTC)
+            now = datetime.now(UTC)
+            literal = literals[i % len(literals)]
             with conn.transaction():
                 conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [tenant])
-                if statement.probe_sql is not None:
-                    conn.execute(statement.probe_sql, params).fetchone()
-                conn.execute(statement.sql, params).fetchall()
+                for sql, params in statement.statements:
+                    conn.execute(sql, {**params, "vec": literal, "now": now}).fetchall()
 
         return query
     candidates = np.load(cls["candidates"], mmap_mode="r")
@@ -781,13 +790,16 @@ def check_quality(big: Any, corpus: Corpus, sets: dict[str, QuerySet]) -> list[Q
 
 
 def explain(conn: Any, tenant_id: uuid.UUID, statement: Statement, literal: str) -> list[str]:
-    params = {**statement.params, "vec": literal, "now": datetime.now(UTC)}
+    """The plan of the statement that answers (after the gated one made the HNSW settings)."""
+    now = datetime.now(UTC)
     with conn.transaction():
         conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)])
-        if statement.probe_sql is not None:
-            conn.execute(statement.probe_sql, params).fetchone()  # the HNSW settings
+        for sql, params in statement.statements[:-1]:
+            conn.execute(sql, {**params, "vec": literal, "now": now}).fetchall()
+        sql, params = statement.statements[-1]
         rows = conn.execute(
-            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + statement.sql, params
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + sql,
+            {**params, "vec": literal, "now": now},
         ).fetchall()
     lines = [str(r[0]) for r in rows]
     # The access paths that ran (scans by index or sequential), not the empty branches.

@@ -123,6 +123,10 @@ def summary_create(
     levels = [SENSITIVITY_ORDER.index(r.sensitivity) for r in records.values()]
     if episode_ids:
         levels.append(SENSITIVITY_ORDER.index(EPISODE_SENSITIVITY))
+    # From now on search plans the summary branch for this tenant (in this transaction: a
+    # search that can see the summary sees the flag). Asked of the database, not of a
+    # possibly stale instance; the row is written (and locked) only the first time.
+    Tenant.objects.filter(pk=tenant.pk, summaries_written=False).update(summaries_written=True)
     summary = Summary.objects.create(
         tenant=tenant,
         text=text,

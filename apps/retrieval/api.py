@@ -64,9 +64,10 @@ class SearchView(APIView):
         except SearchRejected as rejected:
             raise Problem("The search is invalid.", errors=rejected.errors) from rejected
         result = search_scoped(tenant=tenant, q=query, actor=Actor.for_credential(credential))
+        records = RecordSerializer()  # one renderer for every hit
         return Response(
             {
-                "results": [_hit(hit) for hit in result.hits],
+                "results": [_hit(hit, records) for hit in result.hits],
                 "purpose": query.purpose,
                 "plan": result.plan,
                 "model": result.model,
@@ -83,10 +84,11 @@ def _why(hit: Hit) -> dict[str, Any]:
     }
 
 
-def _hit(hit: Hit) -> dict[str, Any]:
+def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
     if hit.summary is not None:
         return _summary_hit(hit, hit.summary)
-    record = RecordSerializer(hit.record).data
+    assert hit.record is not None
+    record = records.to_representation(hit.record)
     return {
         "kind": "record",
         "record": record,

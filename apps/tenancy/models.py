@@ -31,6 +31,9 @@ class Tenant(models.Model):
         help_text="hashing-<dim> (lexical, built in), st-<model> (the [ml] extra) or "
         "client-<dim> (agents send vectors). Changing it needs `memoryconsole reembed`.",
     )
+    # Set, and never cleared, when the tenant's first summary is written: while it is false,
+    # search plans no summary branch (the branch costs planning time on every search).
+    summaries_written = models.BooleanField(default=False, editable=False)
 
     class Meta:
         ordering = ["slug"]

@@ -18,7 +18,9 @@ from apps.audit.services import Actor, audit_record
 
 from .context import (
     TENANT_SETTING,
+    TOKEN_HASH_SETTING,
     USER_SETTING,
+    TenantContextError,
     expose_credential_lookup,
     expose_memberships_of,
     tenant_activated,
@@ -71,11 +73,16 @@ def credential_for_token(token: str, *, activate: bool = False) -> AgentCredenti
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     digest = hash_token(token)
-    expose_credential_lookup(digest)
     if activate:
-        # A revoked credential's row is not returned, so its tenant is never entered.
+        if not connection.in_atomic_block:
+            raise TenantContextError("a credential is looked up inside a transaction")
+        # A revoked credential's row is not returned, so its tenant is never entered. The
+        # transaction's BEGIN, the setting that lets it see this one credential and the
+        # lookup go to the server in one pipeline: one round trip instead of three.
         with prepared_cursor() as cursor:
-            cursor.execute(_activating_lookup_sql(), [digest])
+            with connection.connection.pipeline():
+                cursor.execute("SELECT set_config(%s, %s, true)", [TOKEN_HASH_SETTING, digest])
+                cursor.execute(_activating_lookup_sql(), [digest])
             row = cursor.fetchone()
         if row is None:
             return None
@@ -84,6 +91,7 @@ def credential_for_token(token: str, *, activate: bool = False) -> AgentCredenti
         credential.tenant = _from_row(Tenant, row[width:-1])
         tenant_activated(credential.tenant_id)
         return credential
+    expose_credential_lookup(digest)
     found = AgentCredential.objects.select_related("tenant").filter(token_hash=digest).first()
     if found is None or found.revoked_at is not None:
         return None

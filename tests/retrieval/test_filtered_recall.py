@@ -231,11 +231,11 @@ def test_it_returns_nothing_from_other_tenants_and_never_fewer_results(corpus, s
 def _plan_text(tenant: Tenant, query: np.ndarray, conditions: Any) -> tuple[str, str]:
     from django.db import connection
 
-    from apps.retrieval.search import search_statement
+    from apps.retrieval.search import run_search
 
     q = SearchQuery(vector=query.tolist(), domain="corpus", conditions=conditions, top_k=10)
     with tenant_scope(tenant.pk), connection.cursor() as cursor:
-        statement = search_statement(
+        statement, _rows = run_search(
             cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
         )
         cursor.execute("EXPLAIN " + statement.sql, statement.params)

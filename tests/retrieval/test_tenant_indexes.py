@@ -11,7 +11,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from apps.retrieval.search import SearchQuery, search_statement
+from apps.retrieval.search import SearchQuery, run_search
 from apps.retrieval.tenant_indexes import index_name, tenant_index_plan
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
@@ -71,7 +71,7 @@ def test_the_hnsw_statement_names_the_tenant_on_the_embedding(monkeypatch):
     q = SearchQuery(vector=[1.0] * 256)
     monkeypatch.setattr(search, "EXACT_LIMIT", -1)  # every vector search takes the HNSW plan
     with tenant_scope(tenant.pk), connection.cursor() as cursor:
-        statement = search_statement(
+        statement, _rows = run_search(
             cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
         )
     assert statement.plan == "hnsw"
@@ -146,7 +146,7 @@ def test_only_an_unfiltered_search_may_shorten_the_candidate_list(
     q = SearchQuery(vector=[1.0] * 256, **filters)
     monkeypatch.setattr(search, "EXACT_LIMIT", -1)
     with tenant_scope(tenant.pk), connection.cursor() as cursor:
-        statement = search_statement(
+        statement, _rows = run_search(
             cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
         )
         cursor.execute("SHOW hnsw.ef_search")

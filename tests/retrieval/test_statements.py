@@ -1,0 +1,196 @@
+"""How a search runs: one statement when few candidates pass, the summary branch only for
+tenants that wrote a summary, records built as the ORM builds them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.models import signals
+
+from apps.records.models import MemoryRecord
+from apps.retrieval import search
+from apps.retrieval.search import SearchQuery, run_search
+from apps.tenancy.context import tenant_scope
+from apps.tenancy.models import Tenant
+from tests.records.factories import body
+
+from .conftest import embed_all
+
+pytestmark = pytest.mark.django_db
+
+
+class Recording:
+    """A cursor that remembers the statements it ran."""
+
+    def __init__(self, cursor: Any) -> None:
+        self.cursor = cursor
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, params: Any = None) -> None:
+        self.statements.append(sql)
+        self.cursor.execute(sql, params)
+
+    def fetchall(self) -> Any:
+        return self.cursor.fetchall()
+
+
+def write(agent, **overrides):
+    response = agent.post("/api/v1/records", body(**overrides))
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def run(tenant, q: SearchQuery, *, summaries: bool = False) -> tuple[Any, list[Any], list[str]]:
+    with tenant_scope(tenant.pk), connection.cursor() as cursor:
+        recording = Recording(cursor)
+        statement, rows = run_search(
+            recording,
+            tenant_id=tenant.pk,
+            model=tenant.embedding_model,
+            q=q,
+            query_vector=q.vector,
+            summaries=summaries,
+        )
+    return statement, rows, recording.statements
+
+
+def vector_of(tenant, text: str) -> list[float]:
+    from apps.derivations.embedders import get_embedder
+
+    return [float(x) for x in get_embedder(tenant.embedding_model).embed([text])[0]]
+
+
+def test_few_candidates_take_one_statement(agent, tenant):
+    for n in range(3):
+        write(agent, subject=f"user:{n}", value=f"carrier {n}")
+    embed_all(tenant)
+    statement, rows, ran = run(tenant, SearchQuery(vector=vector_of(tenant, "carrier 1")))
+    assert len(ran) == 1
+    assert statement.plan == "exact"
+    assert len(rows) == 3
+    assert {row[search.COUNT_COLUMN] for row in rows} == {3}
+
+
+def test_many_candidates_take_the_hnsw_statement_after_the_count(agent, tenant, monkeypatch):
+    for n in range(3):
+        write(agent, subject=f"user:{n}", value=f"carrier {n}")
+    embed_all(tenant)
+    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    q = SearchQuery(query="carrier", vector=vector_of(tenant, "carrier 1"))
+    with tenant_scope(tenant.pk), connection.cursor() as cursor:
+        recording = Recording(cursor)
+        statement, rows = run_search(
+            recording,
+            tenant_id=tenant.pk,
+            model=tenant.embedding_model,
+            q=q,
+            query_vector=q.vector,
+            summaries=False,
+        )
+        # The gated statement made the settings the HNSW scan runs with.
+        cursor.execute("SHOW hnsw.iterative_scan")
+        assert cursor.fetchone()[0] == "strict_order"
+        cursor.execute("SHOW hnsw.ef_search")
+        assert cursor.fetchone()[0] == str(search.HNSW_EF_SEARCH)
+    assert len(recording.statements) == 2
+    assert statement.plan == "hnsw+text"
+    assert {row[1] for row in rows} == {"record"}
+    assert len(rows) == 3
+
+
+def test_a_gated_statement_with_nothing_to_rank_returns_no_hits(agent, tenant):
+    _statement, rows, ran = run(tenant, SearchQuery(vector=vector_of(tenant, "nothing")))
+    assert len(ran) == 1
+    assert [row[0] for row in rows] == [None]  # the count's own row, no hit
+    assert rows[0][search.COUNT_COLUMN] == 0
+    response = agent.post("/api/v1/search", {"query": "nothing"})
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+
+
+def test_the_shut_gate_skips_the_exact_ranking(agent, tenant, monkeypatch):
+    for n in range(3):
+        write(agent, subject=f"user:{n}", value=f"carrier {n}")
+    embed_all(tenant)
+    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    statement = search.search_statement(
+        tenant_id=tenant.pk,
+        model=tenant.embedding_model,
+        q=SearchQuery(vector=vector_of(tenant, "carrier 1")),
+        query_vector=vector_of(tenant, "carrier 1"),
+        summaries=False,
+    )
+    with tenant_scope(tenant.pk), connection.cursor() as cursor:
+        explain = "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "
+        cursor.execute(explain + statement.sql, statement.params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute(statement.sql, statement.params)
+        rows = cursor.fetchall()
+    assert [row[0] for row in rows] == [None]
+    assert rows[0][search.COUNT_COLUMN] == 3
+    # The embeddings were never read: the gate's one-time filter kept the branch shut.
+    embedding_scans = [line for line in plan.splitlines() if "derivations_embedding" in line]
+    assert embedding_scans
+    assert all("never executed" in line for line in embedding_scans)
+
+
+def test_summaries_are_planned_only_for_a_tenant_that_wrote_one(agent, tenant):
+    from tests.derivations.support import drain, summarise
+
+    record = write(agent, subject="user:1", value="zanzibar courier")
+    embed_all(tenant)
+    tenant.refresh_from_db()
+    assert tenant.summaries_written is False
+    q = SearchQuery(query="zanzibar courier")
+    statement, _rows, _ran = run(tenant, q, summaries=tenant.summaries_written)
+    assert "derivations_summary" not in statement.sql
+
+    response = summarise(agent, [record["id"]], text="zanzibar courier digest")
+    assert response.status_code == 201, response.content
+    drain()
+    tenant.refresh_from_db()
+    assert tenant.summaries_written is True
+    response = agent.post("/api/v1/search", {"query": "zanzibar"})
+    kinds = [hit["kind"] for hit in response.json()["results"]]
+    assert "summary" in kinds
+
+
+def test_the_migration_marks_tenants_that_already_hold_summaries(agent, tenant, other_tenant):
+    import importlib
+
+    from tests.derivations.support import summarise
+
+    record = write(agent, subject="user:1", value="zanzibar courier")
+    assert summarise(agent, [record["id"]], text="digest").status_code == 201
+    Tenant.objects.filter(pk__in=[tenant.pk, other_tenant.pk]).update(summaries_written=False)
+    migration = importlib.import_module("apps.tenancy.migrations.0004_tenant_summaries_written")
+
+    class Editor:
+        pass
+
+    editor = Editor()
+    editor.connection = connection  # type: ignore[attr-defined]
+    migration.mark_tenants_with_summaries(None, editor)
+    marked = dict(Tenant.objects.values_list("pk", "summaries_written"))
+    assert marked[tenant.pk] is True
+    assert marked[other_tenant.pk] is False
+
+
+def test_records_are_built_as_the_orm_builds_them(agent, tenant):
+    # The search builds records without Model.__init__: that is only equivalent while
+    # nothing listens for a record's init signals.
+    assert not signals.pre_init.has_listeners(MemoryRecord)
+    assert not signals.post_init.has_listeners(MemoryRecord)
+    write(agent, value={"carrier": "alpha"}, scope={"domain": "c", "conditions": {"r": "eu"}})
+    embed_all(tenant)
+    _statement, rows, _ran = run(tenant, SearchQuery(vector=vector_of(tenant, "carrier alpha")))
+    built = search._record_from_row(rows[0][search.RANKING_COLUMNS :])
+    with tenant_scope(tenant.pk):
+        loaded = MemoryRecord.objects.get(pk=built.pk)
+    for f in search.RECORD_FIELDS:
+        assert getattr(built, f.attname) == getattr(loaded, f.attname), f.name
+    assert built._state.adding is False
+    assert built._state.db == loaded._state.db
+    assert built.get_deferred_fields() == {"search"}
