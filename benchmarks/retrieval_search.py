@@ -13,9 +13,9 @@ tenant; 60 % confirmed trust; 10 % expired; 384-dimension unit vectors drawn fro
 gaussians (topics of uneven size, as real embeddings cluster) stored as ``client-384``
 embeddings. Rows are loaded with COPY as the owner role under each tenant's context (row-level
 security checks every row), the HNSW index is built after loading, then the product's
-tenant-index sync (``apps.retrieval.tenant_indexes``: a tenant with 50,000 or more vectors gets
-an HNSW index of its own, so the 1M run's big tenant does and the 100k run's does not), then
-ANALYZE.
+tenant-index sync (``apps.retrieval.tenant_indexes``: a tenant with 10,000 or more vectors gets
+an HNSW index of its own, so both runs' big tenants do, and the 1M run's other tenants too),
+then ANALYZE.
 
 Then prints, per selectivity and with 1 and N concurrent clients (each client its own process
 and connection): search p50/p95/p99 and requests/s through the HTTP API (gunicorn on

@@ -252,13 +252,14 @@ def _ef_search() -> str:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
-def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(corpus, monkeypatch):
+def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(corpus):
     from apps.retrieval import search
     from apps.retrieval.tenant_indexes import index_name, tenant_indexes_sync
 
     tenant, other = corpus["tenant"], corpus["other"]
     own = index_name(tenant.pk, "hashing-256")
-    monkeypatch.setattr(search, "EXACT_LIMIT", 1000)  # 10 % (5,000 candidates) goes to HNSW
+    # With an index of its own, 10 % (5,000 candidates) goes to HNSW; without, it would not.
+    assert search.EXACT_LIMIT_OWN < 5_000 <= search.EXACT_LIMIT
     built: list[str] = [own]
     try:
         plan = tenant_indexes_sync(minimum=40_000)
@@ -276,6 +277,8 @@ def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(corpus, monkey
         assert index_name(other.pk, "hashing-256") not in str(plan)  # 5,000: below the line
 
         rng = np.random.default_rng(23)
+        chosen, _explained = _plan_text(tenant, probe(rng), SELECTIVITIES["1%"])
+        assert chosen == "exact"  # 500 candidates: still ranked exactly
         for selectivity in ("10%", "100%"):
             chosen, explained = _plan_text(tenant, probe(rng), SELECTIVITIES[selectivity])
             assert chosen == "hnsw"
