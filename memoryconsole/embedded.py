@@ -34,7 +34,11 @@ OWNER_ROLE = "memoryconsole_owner"
 APP_ROLE = "memoryconsole_app"
 SUPERUSER = "postgres"
 # Bumped when bootstrap gains a step; an older data directory re-runs it (it is idempotent).
-BOOTSTRAP_VERSION = "2"
+BOOTSTRAP_VERSION = "3"
+# PostgreSQL's default 128MB of shared buffers holds little of a tenant's vectors and HNSW
+# graph, so searches copy pages in from the OS cache over and over. A quarter of the memory
+# (PostgreSQL's usual advice), at most 4GB; the pages are only taken as data is read.
+SHARED_BUFFERS_CAP_MB = 4096
 
 # Row-level security keeps an index from evaluating a non-LEAKPROOF operator before the
 # tenant policy, so GIN indexes on jsonb containment (scope conditions) and full-text match
@@ -79,10 +83,23 @@ def ensure_embedded_server(home: Path) -> EmbeddedServer:
     return EmbeddedServer(socket_dir=Path(socket_dir), pgdata=pgdata)
 
 
+def shared_buffers() -> str:
+    """The embedded server's ``shared_buffers``: a quarter of the memory, 128MB to 4GB."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - no sysconf (Windows)
+        return "128MB"
+    return f"{max(128, min(SHARED_BUFFERS_CAP_MB, memory // 4 // (1 << 20)))}MB"
+
+
 def _bootstrap(socket_dir: Path) -> None:
-    """Create the roles, the database and the extension. Idempotent."""
+    """Create the roles, the database and the extension; size the shared buffers (from the
+    server's next start: it is started before this runs). Idempotent."""
     logger.info("bootstrapping the embedded PostgreSQL in %s", socket_dir)
     with psycopg.connect(_superuser_conninfo(socket_dir, "postgres"), autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(shared_buffers()))
+        )
         for role, options in (
             (OWNER_ROLE, "LOGIN NOSUPERUSER CREATEDB CREATEROLE NOBYPASSRLS"),
             (APP_ROLE, "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS"),
