@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from django.db import connection
@@ -600,29 +600,24 @@ def run_search(
     One statement when the filtered candidates are few enough for the exact plan (or there is
     no vector); two when they are not: the gated statement, then the HNSW one.
     """
-    statement = search_statement(
+    build = partial(
+        search_statement,
         tenant_id=tenant_id,
         model=model,
         q=q,
         query_vector=query_vector,
         summaries=summaries,
-        now=now,
+        now=now or timezone.now(),
     )
+    statement = build()
     cursor.execute(statement.sql, statement.params)
     rows = cursor.fetchall()
-    if statement.gated and rows[0][COUNT_COLUMN] > exact_limit(own=rows[0][COUNT_COLUMN + 1]):
-        statement = search_statement(
-            tenant_id=tenant_id,
-            model=model,
-            q=q,
-            query_vector=query_vector,
-            summaries=summaries,
-            hnsw=True,
-            own_index=bool(rows[0][COUNT_COLUMN + 1]),
-            now=statement.params["now"],
-        )
-        cursor.execute(statement.sql, statement.params)
-        rows = cursor.fetchall()
+    if statement.gated:
+        count, own = rows[0][COUNT_COLUMN], bool(rows[0][COUNT_COLUMN + 1])
+        if count > exact_limit(own=own):
+            statement = build(hnsw=True, own_index=own)
+            cursor.execute(statement.sql, statement.params)
+            rows = cursor.fetchall()
     return statement, rows
 
 

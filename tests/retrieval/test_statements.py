@@ -42,7 +42,11 @@ def write(agent, **overrides):
     return response.json()
 
 
-def run(tenant, q: SearchQuery, *, summaries: bool = False) -> tuple[Any, list[Any], list[str]]:
+def run(
+    tenant, q: SearchQuery, *, summaries: bool = False, show: tuple[str, ...] = ()
+) -> tuple[Any, list[Any], list[str]]:
+    """Run a search; ``show``: settings to read inside its transaction, appended to the
+    statements it ran as ``name=value``."""
     with tenant_scope(tenant.pk), connection.cursor() as cursor:
         recording = Recording(cursor)
         statement, rows = run_search(
@@ -53,7 +57,11 @@ def run(tenant, q: SearchQuery, *, summaries: bool = False) -> tuple[Any, list[A
             query_vector=q.vector,
             summaries=summaries,
         )
-    return statement, rows, recording.statements
+        ran = list(recording.statements)
+        for name in show:
+            cursor.execute(f"SHOW {name}")
+            ran.append(f"{name}={cursor.fetchone()[0]}")
+    return statement, rows, ran
 
 
 def vector_of(tenant, text: str) -> list[float]:
@@ -79,22 +87,13 @@ def test_many_candidates_take_the_hnsw_statement_after_the_count(agent, tenant, 
     embed_all(tenant)
     monkeypatch.setattr(search, "EXACT_LIMIT", 2)
     q = SearchQuery(query="carrier", vector=vector_of(tenant, "carrier 1"))
-    with tenant_scope(tenant.pk), connection.cursor() as cursor:
-        recording = Recording(cursor)
-        statement, rows = run_search(
-            recording,
-            tenant_id=tenant.pk,
-            model=tenant.embedding_model,
-            q=q,
-            query_vector=q.vector,
-            summaries=False,
-        )
-        # The gated statement made the settings the HNSW scan runs with.
-        cursor.execute("SHOW hnsw.iterative_scan")
-        assert cursor.fetchone()[0] == "strict_order"
-        cursor.execute("SHOW hnsw.ef_search")
-        assert cursor.fetchone()[0] == str(search.HNSW_EF_SEARCH)
-    assert len(recording.statements) == 2
+    statement, rows, ran = run(tenant, q, show=("hnsw.iterative_scan", "hnsw.ef_search"))
+    # The gated statement made the settings the HNSW scan runs with.
+    assert ran[2:] == [
+        "hnsw.iterative_scan=strict_order",
+        f"hnsw.ef_search={search.HNSW_EF_SEARCH}",
+    ]
+    assert len(ran) == 4  # two statements, then the two settings read
     assert statement.plan == "hnsw+text"
     assert {row[1] for row in rows} == {"record"}
     assert len(rows) == 3
