@@ -13,8 +13,7 @@ and a result that both lists agree on rises to the top.
 The vector plan is chosen per query. Filters can make an approximate index drop results (an
 HNSW scan returns only the filtered survivors of its first ``ef_search`` candidates), so:
 
-* few candidates (<= ``EXACT_LIMIT``, or ``EXACT_LIMIT_OWN`` for a tenant with an index of
-  its own): an exact scan of the filtered candidates' vectors;
+* few candidates (<= ``EXACT_LIMIT``): an exact scan of the filtered candidates' vectors;
 * many candidates: the model's HNSW index with pgvector 0.8 iterative scans
   (``hnsw.iterative_scan = strict_order``), which keeps scanning until it has found ``k``
   rows that pass the filters. A tenant holding many vectors has an HNSW index of its own
@@ -23,7 +22,7 @@ HNSW scan returns only the filtered survivors of its first ``ef_search`` candida
   embedding row, so the planner can only pick it.
 
 The first statement of a vector search is the exact plan, *gated*: it counts the candidates
-(one more than the exact plan takes, at most) and ranks only when they are few enough. So the
+(at most ``EXACT_LIMIT + 1``) and ranks only when they are few enough. So the
 common, selective search takes one round trip; a search over many candidates learns from that
 round trip that it needs the HNSW statement, and whether the tenant's own index is there to
 serve it.
@@ -53,13 +52,6 @@ from apps.tenancy.models import Tenant
 
 RRF_K = 60
 EXACT_LIMIT = 10_000
-# A tenant with an HNSW index of its own (apps.retrieval.tenant_indexes) holds only its own
-# vectors in that graph, so a filter that keeps a few thousand of them still passes enough of
-# what the scan visits: above this many candidates its HNSW scan beats an exact scan (on the
-# 1M benchmark's big tenant, 2,714 candidates: p95 18 ms by HNSW, recall@10 1.0, against 25 ms
-# exact; on the 100k benchmark's, 1,816 candidates: 16 ms by HNSW against 9 ms exact). The
-# count that decides also stops here, so a search over many candidates counts fewer.
-EXACT_LIMIT_OWN = 2_000
 # Models with an HNSW index (see the migrations), by dimension.
 HNSW_INDEXED = {"hashing-256": 256, "st-all-MiniLM-L6-v2": 384, "client-384": 384}
 # Every stored column of a record but the generated full-text vector (deferred).
@@ -352,8 +344,8 @@ class SearchStatement:
     plan: str
     sql: str
     params: dict[str, Any]
-    # Gated: the exact plan, run only when the filtered candidates are few enough (see
-    # ``exact_limit``); the statement also reports the count and makes the HNSW settings.
+    # Gated: the exact plan, run only when the filtered candidates number at most
+    # ``EXACT_LIMIT``; the statement also reports the count and makes the HNSW settings.
     gated: bool = False
 
 
@@ -386,8 +378,8 @@ def search_statement(
 
     ``hnsw``: the HNSW plan (on the tenant's own index when ``own_index``). Otherwise a vector
     search on a model with an HNSW index gets the *gated* exact plan: its first CTE takes the
-    filtered candidates (one more than :func:`exact_limit`, at most), and every ranking branch
-    runs only when they number at most that limit. Each row also carries the count and whether the
+    filtered candidates (at most ``EXACT_LIMIT + 1``), and every ranking branch runs only when
+    they number at most ``EXACT_LIMIT``. Each row also carries the count and whether the
     tenant has a valid index of its own, and the statement makes the HNSW scan settings
     (transaction-local, like ``SET LOCAL``; they only affect HNSW scans). So a search with few
     candidates takes one round trip, and one with many learns in that round trip what the
@@ -421,18 +413,16 @@ def search_statement(
                 f"CASE WHEN owned.own THEN '{HNSW_EF_SEARCH_OWN_UNFILTERED}' "
                 f"ELSE '{HNSW_EF_SEARCH}' END"
             )
-        limit = f"CASE WHEN owned.own THEN {EXACT_LIMIT_OWN} ELSE {EXACT_LIMIT} END"
         parts.append(
             "owned AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM pg_index WHERE indisvalid "
             "AND indexrelid = to_regclass(%(own_index)s)) AS own)"
         )
         parts.append(
-            f"""candidates AS MATERIALIZED (
-                SELECT r.id FROM {base} LIMIT (SELECT {limit} + 1 FROM owned))"""
+            f"candidates AS MATERIALIZED (SELECT r.id FROM {base} LIMIT {EXACT_LIMIT + 1})"
         )
         parts.append(
             f"""counted AS MATERIALIZED (
-                SELECT c.n, owned.own, c.n <= {limit} AS exact,
+                SELECT c.n, owned.own, c.n <= {EXACT_LIMIT} AS exact,
                        set_config('hnsw.iterative_scan', 'strict_order', true) AS s1,
                        set_config('hnsw.ef_search', {ef_search}, true) AS s2,
                        set_config('hnsw.max_scan_tuples', '{HNSW_MAX_SCAN_TUPLES}', true) AS s3
@@ -580,11 +570,6 @@ def search_statement(
     return SearchStatement(plan=plan, sql=sql, params=params, gated=gated)
 
 
-def exact_limit(*, own: bool) -> int:
-    """The most candidates the exact plan takes (see ``EXACT_LIMIT_OWN``)."""
-    return EXACT_LIMIT_OWN if own else EXACT_LIMIT
-
-
 def run_search(
     cursor: Any,
     *,
@@ -614,7 +599,7 @@ def run_search(
     rows = cursor.fetchall()
     if statement.gated:
         count, own = rows[0][COUNT_COLUMN], bool(rows[0][COUNT_COLUMN + 1])
-        if count > exact_limit(own=own):
+        if count > EXACT_LIMIT:
             statement = build(hnsw=True, own_index=own)
             cursor.execute(statement.sql, statement.params)
             rows = cursor.fetchall()
