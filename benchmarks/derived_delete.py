@@ -172,7 +172,8 @@ def bulk_records(tenant: Any, count: int, subject: str) -> None:
                         key=fact.key,
                         version=1,
                         value=start + i,
-                        content=f"{fact.key}: value {start + i}",
+                        # The subject too: each erased vector differs from every kept one.
+                        content=f"{subject} {fact.key}: value {start + i}",
                         source_kind="interaction",
                         source_ref=f"interaction:{start + i}",
                         writer_type="system",

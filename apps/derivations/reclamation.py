@@ -12,6 +12,7 @@ tenant, under row-level security.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -51,22 +52,47 @@ def owner_connection() -> Any:
     )
 
 
-def _pending_tenants() -> list[Any]:
-    from apps.audit.models import DeletionReceipt
+@dataclass(frozen=True)
+class PendingTenant:
+    """A tenant with receipts awaiting reclamation: the embeddings those deletions removed
+    (from the receipts' counts) and the embeddings it holds now."""
+
+    tenant_id: Any
+    deleted_embeddings: int
+    live_embeddings: int
+
+    @property
+    def dead_share(self) -> float:
+        total = self.deleted_embeddings + self.live_embeddings
+        return self.deleted_embeddings / total if total else 0.0
+
+
+# An erasure's receipt per fact counts versions only; its summary receipt counts everything,
+# embeddings included; a single deletion's receipt counts its own.
+PENDING_SQL = """
+SELECT count(*), coalesce(sum((counts->>'embeddings')::bigint), 0),
+       (SELECT count(*) FROM derivations_embedding)
+  FROM audit_deletionreceipt WHERE reclaimed_at IS NULL
+"""
+
+
+def _pending_tenants() -> dict[Any, PendingTenant]:
     from apps.tenancy.models import Tenant
 
-    pending = []
+    pending = {}
     for tenant_id in Tenant.objects.values_list("pk", flat=True):
-        with tenant_scope(tenant_id):
-            if DeletionReceipt.objects.filter(reclaimed_at__isnull=True).exists():
-                pending.append(tenant_id)
+        with tenant_scope(tenant_id), connection.cursor() as cursor:
+            cursor.execute(PENDING_SQL)
+            receipts, deleted, live = cursor.fetchone()
+        if receipts:
+            pending[tenant_id] = PendingTenant(tenant_id, deleted, live)
     return pending
 
 
 # An HNSW index's vacuum repairs the graph around every deleted vector, which after a large
 # erasure takes far longer than building the index again (pgvector's own advice: reindex
-# first). Above this share of dead embedding rows, the HNSW indexes are rebuilt concurrently
-# (searches and writes go on) before the vacuum, which then finds nothing to repair in them.
+# first). An index that lost at least this share of its vectors is rebuilt concurrently
+# (searches and writes go on) before the vacuum, which then finds nothing to repair in it.
 HNSW_REBUILD_DEAD_SHARE = 0.05
 # A small index (a model few vectors use) is cheaper to vacuum than to rebuild: a concurrent
 # rebuild waits three times for every transaction in flight, whatever the index's size.
@@ -88,20 +114,41 @@ SELECT n_dead_tup::float8 / greatest(n_live_tup + n_dead_tup, 1) FROM pg_stat_us
 """
 
 
-def _rebuild_hnsw_if_mostly_dead(owner: Any) -> bool:
+def _rebuild_hnsw_where_mostly_dead(
+    owner: Any, pending: dict[Any, PendingTenant] | None
+) -> list[str]:
+    """Rebuild, concurrently, the HNSW indexes that lost many of their vectors; return their
+    names.
+
+    A model's shared index holds every tenant's vectors: its share is the table's, from the
+    statistics. A tenant's own index (``apps.retrieval.tenant_indexes``) holds that tenant's
+    only: its share comes from the tenant's pending receipts, so a deletion in one tenant
+    never rebuilds another tenant's graph. ``pending=None`` (a forced vacuum with no receipts
+    to go by) decides every index by the table's share.
+    """
+    from apps.retrieval.tenant_indexes import index_tenant
+
     # The statistics of this backend's and others' recent deletes, as of now.
     owner.execute("SELECT pg_stat_clear_snapshot()")
     row = owner.execute(DEAD_SHARE_SQL).fetchone()
-    if row is None or row[0] < HNSW_REBUILD_DEAD_SHARE:
-        return False
+    table_share = row[0] if row is not None else 0.0
+    rebuilt = []
     for (index,) in owner.execute(HNSW_INDEXES_SQL, [HNSW_REBUILD_MIN_BYTES]).fetchall():
-        owner.execute(f"REINDEX INDEX CONCURRENTLY {index}")
-    return True
+        tenant_id = index_tenant(index)
+        if tenant_id is None or pending is None:
+            share = table_share
+        else:
+            tenant = pending.get(tenant_id)
+            share = tenant.dead_share if tenant is not None else 0.0
+        if share >= HNSW_REBUILD_DEAD_SHARE:
+            owner.execute(f"REINDEX INDEX CONCURRENTLY {index}")
+            rebuilt.append(index)
+    return rebuilt
 
 
-def vacuum_tables() -> datetime:
-    """VACUUM (ANALYZE) every table deletions touch (rebuilding the HNSW indexes first when
-    many embeddings went); returns when the vacuum started."""
+def vacuum_tables(pending: dict[Any, PendingTenant] | None = None) -> datetime:
+    """VACUUM (ANALYZE) every table deletions touch (rebuilding first the HNSW indexes that
+    lost many vectors, judged by ``pending``); returns when the vacuum started."""
     started = timezone.now()
     with owner_connection() as owner:
         owner.execute(
@@ -109,7 +156,7 @@ def vacuum_tables() -> datetime:
             "set_config('maintenance_work_mem', %s, false)",
             [str(RECLAIM_PARALLEL_WORKERS), settings.HNSW_BUILD_MEMORY],
         )
-        _rebuild_hnsw_if_mostly_dead(owner)
+        _rebuild_hnsw_where_mostly_dead(owner, pending)
         for table in RECLAIMED_TABLES:
             owner.execute(f"VACUUM (ANALYZE) {table}")
     return started
@@ -127,7 +174,7 @@ def deletions_reclaim(*, force: bool = False) -> int:
     tenants = _pending_tenants()
     if not tenants and not force:
         return 0
-    started = vacuum_tables()
+    started = vacuum_tables(tenants)
     stamped = 0
     for tenant_id in tenants:
         with tenant_scope(tenant_id):

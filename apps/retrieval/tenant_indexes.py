@@ -62,6 +62,16 @@ def index_name(tenant_id: uuid.UUID | str, model: str) -> str:
     return f"{PREFIX}{uuid.UUID(str(tenant_id)).hex}_{digest}"
 
 
+def index_tenant(name: str) -> uuid.UUID | None:
+    """The tenant whose own index ``name`` is (see :func:`index_name`), or None."""
+    if not name.startswith(PREFIX):
+        return None
+    try:
+        return uuid.UUID(hex=name[len(PREFIX) :].split("_", 1)[0])
+    except ValueError:
+        return None
+
+
 def min_embeddings() -> int:
     return int(settings.TENANT_HNSW_MIN_EMBEDDINGS)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from apps.audit.models import DeletionReceipt
@@ -63,3 +65,66 @@ def test_it_rebuilds_the_hnsw_indexes_first_when_many_embeddings_went(
     assert set(after) == set(before)  # same indexes, by name
     changed = {name for name in before if after[name] != before[name]}
     assert changed == (set(before) if rebuilt else set())
+
+
+def test_index_tenant_reads_only_tenant_index_names():
+    import uuid
+
+    from apps.retrieval.tenant_indexes import index_name, index_tenant
+
+    tenant_id = uuid.uuid4()
+    assert index_tenant(index_name(tenant_id, "hashing-256")) == tenant_id
+    assert index_tenant("embedding_hnsw_hashing_256") is None
+    assert index_tenant("embedding_hnsw_t_not-hex_12345678") is None
+
+
+def _tenant_with_records(slug: str, count: int) -> tuple[Any, list[str]]:
+    from apps.tenancy.models import Tenant
+    from apps.tenancy.services import tenant_create
+    from tests.conftest import make_agent
+    from tests.records.factories import body
+    from tests.retrieval.conftest import embed_all
+
+    tenant = tenant_create(slug=slug, name=slug)
+    Tenant.objects.filter(pk=tenant.pk).update(embedding_model="hashing-256")
+    tenant.refresh_from_db()
+    agent = make_agent(tenant, "read,write,delete")
+    ids = []
+    for i in range(count):
+        response = agent.post(RECORDS, body(subject=f"user:{i}", value=f"fact {i}"))
+        assert response.status_code == 201, response.json()
+        ids.append(response.json()["id"])
+    embed_all(tenant)
+    return agent, ids
+
+
+def test_a_deletion_rebuilds_its_own_tenants_index_only(monkeypatch):
+    """One tenant's deletions rebuild that tenant's HNSW index, never another tenant's, and
+    leave the shared index alone while the table as a whole lost few rows."""
+    from apps.derivations import reclamation
+    from apps.derivations.reclamation import owner_connection
+    from apps.retrieval.tenant_indexes import index_name, tenant_indexes_sync
+
+    erasing, erasing_ids = _tenant_with_records("erasing", 4)
+    keeping, _ = _tenant_with_records("keeping", 4)
+    tenant_indexes_sync(minimum=4)
+    own = {t: index_name(t.tenant.pk, "hashing-256") for t in (erasing, keeping)}
+    try:
+        for record_id in erasing_ids[:2]:
+            assert erasing.delete(f"{RECORDS}/{record_id}").status_code == 200
+        pending = reclamation._pending_tenants()
+        assert pending[erasing.tenant.pk].deleted_embeddings == 2
+        assert pending[erasing.tenant.pk].live_embeddings == 2
+        assert keeping.tenant.pk not in pending
+        monkeypatch.setattr(reclamation, "HNSW_REBUILD_MIN_BYTES", 0)
+        monkeypatch.setattr(reclamation, "DEAD_SHARE_SQL", "SELECT 0.0::float8")
+        before = _hnsw_files()
+        assert set(own.values()) <= set(before)
+        assert deletions_reclaim() == 2
+        after = _hnsw_files()
+        changed = {name for name in before if after[name] != before[name]}
+        assert changed == {own[erasing]}
+    finally:
+        with owner_connection() as owner:
+            for name in own.values():
+                owner.execute(f"DROP INDEX IF EXISTS {name}")
