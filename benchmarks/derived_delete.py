@@ -359,7 +359,7 @@ def main() -> None:
             ["step (one client searching meanwhile)", "seconds"],
             [
                 ["erasure committed (content invisible)", invisible],
-                ["reclamation: HNSW rebuild + VACUUM (ANALYZE) (reclaimed)", reclaimed],
+                ["reclamation: HNSW rebuild + VACUUM (reclaimed)", reclaimed],
                 ["REINDEX TABLE derivations_embedding", rebuild],
             ],
         )

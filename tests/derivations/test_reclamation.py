@@ -128,3 +128,37 @@ def test_a_deletion_rebuilds_its_own_tenants_index_only(monkeypatch):
         with owner_connection() as owner:
             for name in own.values():
                 owner.execute(f"DROP INDEX IF EXISTS {name}")
+
+
+def test_every_table_is_vacuumed_with_its_indexes_however_few_rows_went(admin_agent, monkeypatch):
+    """VACUUM skips index cleanup by default when few pages hold dead rows; reclamation must
+    not, or a deleted vector stays in its HNSW element and a deleted text in the full-text
+    index while the receipt says reclaimed."""
+    from apps.derivations import reclamation
+
+    statements: list[str] = []
+    real = reclamation.owner_connection
+
+    class Recording:
+        def __init__(self) -> None:
+            self.conn = real()
+
+        def __enter__(self) -> Recording:
+            self.conn.__enter__()
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            self.conn.__exit__(*exc)
+
+        def execute(self, statement: str, *args: Any) -> Any:
+            statements.append(statement)
+            return self.conn.execute(statement, *args)
+
+    monkeypatch.setattr(reclamation, "owner_connection", Recording)
+    record = write(admin_agent)
+    admin_agent.delete(f"{RECORDS}/{record['id']}")
+    assert deletions_reclaim() == 1
+    vacuums = [s for s in statements if s.startswith("VACUUM")]
+    assert vacuums == [
+        f"VACUUM (ANALYZE, INDEX_CLEANUP ON) {table}" for table in reclamation.RECLAIMED_TABLES
+    ]
