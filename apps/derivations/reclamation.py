@@ -12,6 +12,8 @@ tenant, under row-level security.
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,6 +23,8 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.tenancy.context import current_tenant_id, tenant_scope
+
+logger = logging.getLogger(__name__)
 
 RECLAIMED_TABLES = (
     "records_memoryrecord",
@@ -149,8 +153,15 @@ def _rebuild_hnsw_where_mostly_dead(
             tenant = pending.get(tenant_id)
             share = tenant.dead_share if tenant is not None else 0.0
         if share >= HNSW_REBUILD_DEAD_SHARE:
+            began = time.monotonic()
             owner.execute(f"REINDEX INDEX CONCURRENTLY {index}")
             rebuilt.append(index)
+            logger.info(
+                "reclamation rebuilt %s (%.1f %% dead) in %.1f s",
+                index,
+                100 * share,
+                time.monotonic() - began,
+            )
     return rebuilt
 
 
@@ -166,8 +177,14 @@ def vacuum_tables(pending: dict[Any, PendingTenant] | None = None) -> datetime:
             [str(RECLAIM_PARALLEL_WORKERS), settings.HNSW_BUILD_MEMORY],
         )
         _rebuild_hnsw_where_mostly_dead(owner, pending)
+        began = time.monotonic()
         for table in RECLAIMED_TABLES:
             owner.execute(VACUUM_SQL.format(table))
+        logger.info(
+            "reclamation vacuumed %d tables in %.1f s",
+            len(RECLAIMED_TABLES),
+            time.monotonic() - began,
+        )
     return started
 
 

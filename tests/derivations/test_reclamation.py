@@ -98,7 +98,7 @@ def _tenant_with_records(slug: str, count: int) -> tuple[Any, list[str]]:
     return agent, ids
 
 
-def test_a_deletion_rebuilds_its_own_tenants_index_only(monkeypatch):
+def test_a_deletion_rebuilds_its_own_tenants_index_only(monkeypatch, caplog):
     """One tenant's deletions rebuild that tenant's HNSW index, never another tenant's, and
     leave the shared index alone while the table as a whole lost few rows."""
     from apps.derivations import reclamation
@@ -120,10 +120,12 @@ def test_a_deletion_rebuilds_its_own_tenants_index_only(monkeypatch):
         monkeypatch.setattr(reclamation, "DEAD_SHARE_SQL", "SELECT 0.0::float8")
         before = _hnsw_files()
         assert set(own.values()) <= set(before)
-        assert deletions_reclaim() == 2
+        with caplog.at_level("INFO", logger="apps.derivations.reclamation"):
+            assert deletions_reclaim() == 2
         after = _hnsw_files()
         changed = {name for name in before if after[name] != before[name]}
         assert changed == {own[erasing]}
+        assert f"reclamation rebuilt {own[erasing]} (50.0 % dead)" in caplog.text
     finally:
         with owner_connection() as owner:
             for name in own.values():
