@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -62,6 +63,7 @@ class PendingTenant:
     (from the receipts' counts) and the embeddings it holds now."""
 
     tenant_id: Any
+    receipts: int
     deleted_embeddings: int
     live_embeddings: int
 
@@ -80,7 +82,8 @@ SELECT count(*), coalesce(sum((counts->>'embeddings')::bigint), 0),
 """
 
 
-def _pending_tenants() -> dict[Any, PendingTenant]:
+def pending_tenants() -> dict[Any, PendingTenant]:
+    """Every tenant with receipts awaiting reclamation (read tenant by tenant, under RLS)."""
     from apps.tenancy.models import Tenant
 
     pending = {}
@@ -89,7 +92,7 @@ def _pending_tenants() -> dict[Any, PendingTenant]:
             cursor.execute(PENDING_SQL)
             receipts, deleted, live = cursor.fetchone()
         if receipts:
-            pending[tenant_id] = PendingTenant(tenant_id, deleted, live)
+            pending[tenant_id] = PendingTenant(tenant_id, receipts, deleted, live)
     return pending
 
 
@@ -126,11 +129,8 @@ SELECT n_dead_tup::float8 / greatest(n_live_tup + n_dead_tup, 1) FROM pg_stat_us
 """
 
 
-def _rebuild_hnsw_where_mostly_dead(
-    owner: Any, pending: dict[Any, PendingTenant] | None
-) -> list[str]:
-    """Rebuild, concurrently, the HNSW indexes that lost many of their vectors; return their
-    names.
+def hnsw_rebuild_plan(owner: Any, pending: dict[Any, PendingTenant] | None) -> list[Rebuild]:
+    """The HNSW indexes (over the size floor) that lost enough vectors to be rebuilt.
 
     A model's shared index holds every tenant's vectors: its share is the table's, from the
     statistics. A tenant's own index (``apps.retrieval.tenant_indexes``) holds that tenant's
@@ -144,7 +144,7 @@ def _rebuild_hnsw_where_mostly_dead(
     owner.execute("SELECT pg_stat_clear_snapshot()")
     row = owner.execute(DEAD_SHARE_SQL).fetchone()
     table_share = row[0] if row is not None else 0.0
-    rebuilt = []
+    plan = []
     for (index,) in owner.execute(HNSW_INDEXES_SQL, [HNSW_REBUILD_MIN_BYTES]).fetchall():
         tenant_id = index_tenant(index)
         if tenant_id is None or pending is None:
@@ -153,22 +153,39 @@ def _rebuild_hnsw_where_mostly_dead(
             tenant = pending.get(tenant_id)
             share = tenant.dead_share if tenant is not None else 0.0
         if share >= HNSW_REBUILD_DEAD_SHARE:
-            began = time.monotonic()
-            owner.execute(f"REINDEX INDEX CONCURRENTLY {index}")
-            rebuilt.append(index)
-            logger.info(
-                "reclamation rebuilt %s (%.1f %% dead) in %.1f s",
-                index,
-                100 * share,
-                time.monotonic() - began,
-            )
-    return rebuilt
+            plan.append(Rebuild(index, share))
+    return plan
 
 
-def vacuum_tables(pending: dict[Any, PendingTenant] | None = None) -> datetime:
+@dataclass(frozen=True)
+class Rebuild:
+    index: str
+    dead_share: float
+
+
+@dataclass(frozen=True)
+class ReclamationPlan:
+    """What a reclamation would do now: for a dry run (``memoryconsole reclaim --dry-run``)."""
+
+    pending: dict[Any, PendingTenant]
+    rebuilds: list[Rebuild]
+    tables: tuple[str, ...] = RECLAIMED_TABLES
+
+
+def reclamation_plan() -> ReclamationPlan:
+    pending = pending_tenants()
+    with owner_connection() as owner:
+        return ReclamationPlan(pending, hnsw_rebuild_plan(owner, pending or None))
+
+
+def vacuum_tables(
+    pending: dict[Any, PendingTenant] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> datetime:
     """VACUUM (ANALYZE) every table deletions touch, every index included (rebuilding first
     the HNSW indexes that lost many vectors, judged by ``pending``); returns when the vacuum
-    started."""
+    started. ``progress`` hears of each step before it starts."""
+    say = progress or (lambda _message: None)
     started = timezone.now()
     with owner_connection() as owner:
         owner.execute(
@@ -176,9 +193,19 @@ def vacuum_tables(pending: dict[Any, PendingTenant] | None = None) -> datetime:
             "set_config('maintenance_work_mem', %s, false)",
             [str(RECLAIM_PARALLEL_WORKERS), settings.HNSW_BUILD_MEMORY],
         )
-        _rebuild_hnsw_where_mostly_dead(owner, pending)
+        for rebuild in hnsw_rebuild_plan(owner, pending):
+            say(f"rebuilding {rebuild.index} ({100 * rebuild.dead_share:.1f} % dead)")
+            began = time.monotonic()
+            owner.execute(f"REINDEX INDEX CONCURRENTLY {rebuild.index}")
+            logger.info(
+                "reclamation rebuilt %s (%.1f %% dead) in %.1f s",
+                rebuild.index,
+                100 * rebuild.dead_share,
+                time.monotonic() - began,
+            )
         began = time.monotonic()
         for table in RECLAIMED_TABLES:
+            say(f"vacuuming {table}")
             owner.execute(VACUUM_SQL.format(table))
         logger.info(
             "reclamation vacuumed %d tables in %.1f s",
@@ -188,7 +215,7 @@ def vacuum_tables(pending: dict[Any, PendingTenant] | None = None) -> datetime:
     return started
 
 
-def deletions_reclaim(*, force: bool = False) -> int:
+def deletions_reclaim(*, force: bool = False, progress: Callable[[str], None] | None = None) -> int:
     """Vacuum if any receipt awaits reclamation; stamp those deleted before the vacuum began.
 
     Returns how many receipts were stamped.
@@ -197,10 +224,10 @@ def deletions_reclaim(*, force: bool = False) -> int:
 
     if current_tenant_id() is not None:
         raise RuntimeError("deletions_reclaim runs across tenants; call it outside a scope")
-    tenants = _pending_tenants()
+    tenants = pending_tenants()
     if not tenants and not force:
         return 0
-    started = vacuum_tables(tenants)
+    started = vacuum_tables(tenants or None, progress)
     stamped = 0
     for tenant_id in tenants:
         with tenant_scope(tenant_id):

@@ -112,7 +112,7 @@ def test_a_deletion_rebuilds_its_own_tenants_index_only(monkeypatch, caplog):
     try:
         for record_id in erasing_ids[:2]:
             assert erasing.delete(f"{RECORDS}/{record_id}").status_code == 200
-        pending = reclamation._pending_tenants()
+        pending = reclamation.pending_tenants()
         assert pending[erasing.tenant.pk].deleted_embeddings == 2
         assert pending[erasing.tenant.pk].live_embeddings == 2
         assert keeping.tenant.pk not in pending
@@ -164,3 +164,29 @@ def test_every_table_is_vacuumed_with_its_indexes_however_few_rows_went(admin_ag
     assert vacuums == [
         f"VACUUM (ANALYZE, INDEX_CLEANUP ON) {table}" for table in reclamation.RECLAIMED_TABLES
     ]
+
+
+def test_the_reclaim_command_says_what_it_would_do_then_does_it(admin_agent, tenant):
+    import io
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("reclaim", stdout=out)
+    assert "nothing awaits reclamation" in out.getvalue()
+
+    record = write(admin_agent)
+    receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
+    out = io.StringIO()
+    call_command("reclaim", "--dry-run", stdout=out)
+    assert f"tenant {tenant.pk}: 1 receipt(s) await reclamation" in out.getvalue()
+    assert "would vacuum 11 tables: records_memoryrecord" in out.getvalue()
+    with tenant_scope(tenant.pk):  # a dry run stamps nothing
+        assert DeletionReceipt.objects.get(pk=receipt["id"]).reclaimed_at is None
+
+    out, err = io.StringIO(), io.StringIO()
+    call_command("reclaim", stdout=out, stderr=err)
+    assert "reclaimed: 1 receipt(s) stamped" in out.getvalue()
+    assert "vacuuming derivations_embedding" in err.getvalue()
+    with tenant_scope(tenant.pk):
+        assert DeletionReceipt.objects.get(pk=receipt["id"]).reclaimed_at is not None
