@@ -129,6 +129,14 @@ SELECT n_dead_tup::float8 / greatest(n_live_tup + n_dead_tup, 1) FROM pg_stat_us
 """
 
 
+@dataclass(frozen=True)
+class Rebuild:
+    """An HNSW index to rebuild before the vacuum, and the share of its vectors deleted."""
+
+    index: str
+    dead_share: float
+
+
 def hnsw_rebuild_plan(owner: Any, pending: dict[Any, PendingTenant] | None) -> list[Rebuild]:
     """The HNSW indexes (over the size floor) that lost enough vectors to be rebuilt.
 
@@ -155,12 +163,6 @@ def hnsw_rebuild_plan(owner: Any, pending: dict[Any, PendingTenant] | None) -> l
         if share >= HNSW_REBUILD_DEAD_SHARE:
             plan.append(Rebuild(index, share))
     return plan
-
-
-@dataclass(frozen=True)
-class Rebuild:
-    index: str
-    dead_share: float
 
 
 @dataclass(frozen=True)
