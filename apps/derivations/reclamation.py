@@ -100,7 +100,7 @@ def pending_tenants() -> dict[Any, PendingTenant]:
 # had a deleted neighbour, and with 2 * m = 32 neighbours in the bottom layer that is most
 # elements as soon as a few percent went; a build runs in memory (pgvector's advice: reindex
 # first). Measured on 40,000 vectors of 256 dimensions with rows deleted at random, on one
-# core: vacuuming took 0.3x a concurrent rebuild at 0.2 % deleted, 1.05x at 1 % and 2.8x at
+# core: vacuuming took 0.3x a concurrent rebuild at 0.2 % deleted, 1.0x at 1 % and 2.7x at
 # 5 %. So an index that lost at least 1 % of its vectors is rebuilt concurrently (searches
 # and writes go on) before the vacuum, which then finds nothing to repair in it.
 HNSW_REBUILD_DEAD_SHARE = 0.01
