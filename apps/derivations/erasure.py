@@ -14,7 +14,6 @@ parent receipt of kind ``erasure`` carrying the totals.
 from __future__ import annotations
 
 import json
-import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
 from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.tenancy.models import Tenant
-from apps.tenancy.prepared import prepared_cursor
+from apps.tenancy.prepared import id_array, prepared_cursor
 
 from .purge import versions_purge
 from .services import DerivationRejected
@@ -157,15 +156,17 @@ def erasure_run(
     return ErasureResult(receipt=parent, totals=dict(totals), receipt_ids=receipt_ids[:1000])
 
 
+# One receipt per fact, the batch's receipts sent as one JSON document (one ``json.dumps``,
+# rather than five arrays adapted element by element).
 INSERT_RECEIPTS = """
 INSERT INTO audit_deletionreceipt (id, tenant_id, kind, requested_by_type, requested_by_id,
     requested_by_label, reason, deleted_at, fact_id, record_ids, counts, content_digest,
     parent_id)
-SELECT r.id, %(tenant)s, 'record', %(actor_type)s, %(actor_id)s, %(actor_label)s, %(reason)s,
-       %(now)s, r.fact_id, r.record_ids::jsonb, r.counts::jsonb, r.digest, %(parent)s
-  FROM unnest(%(ids)s::uuid[], %(fact_ids)s::uuid[], %(record_ids)s::text[],
-              %(counts)s::text[], %(digests)s::text[])
-       AS r(id, fact_id, record_ids, counts, digest)
+SELECT gen_random_uuid(), %(tenant)s, 'record', %(actor_type)s, %(actor_id)s, %(actor_label)s,
+       %(reason)s, %(now)s, r.fact_id, r.record_ids, r.counts, r.digest, %(parent)s
+  FROM jsonb_to_recordset(%(receipts)s::jsonb)
+       AS r(fact_id uuid, record_ids jsonb, counts jsonb, digest text)
+RETURNING id::text
 """
 
 
@@ -173,23 +174,33 @@ def _erase_batch(
     tenant: Tenant, actor: Actor, parent: DeletionReceipt, fact_ids: list[Any], reason: str
 ) -> dict[str, Any]:
     now = timezone.now()
-    # Server-side binding (prepared_cursor) throughout: the batch's id arrays travel as
-    # parameters, not as quoted literals built in Python.
+    # Server-side binding (prepared_cursor) throughout: the batch's ids travel as parameters
+    # (array literals: id_array), not as quoted literals built into the statement; they come
+    # back as text, which is all this needs of them.
     with prepared_cursor() as cursor:
         cursor.execute(
-            "SELECT id, fact_id, subject, key, value::text, content FROM records_memoryrecord"
+            "SELECT id::text, fact_id::text, subject, key, value::text, content"
+            " FROM records_memoryrecord"
             " WHERE fact_id = ANY(%s::uuid[]) ORDER BY fact_id, version FOR UPDATE",
-            [fact_ids],
+            [id_array(fact_ids)],
         )
         rows = cursor.fetchall()
     record_ids = [row[0] for row in rows]
     purge = versions_purge(
         record_ids=record_ids, fact_ids=fact_ids, reason=f"source erased: {reason}", now=now
     )
-    by_fact: dict[Any, list[tuple[Any, ...]]] = defaultdict(list)
+    by_fact: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
         by_fact[row[1]].append(row)
-    receipt_ids = [uuid.uuid4() for _ in by_fact]
+    receipts = [
+        {
+            "fact_id": fact_id,
+            "record_ids": [version[0] for version in versions],
+            "counts": {"versions": len(versions)},
+            "digest": _fact_digest(versions),
+        }
+        for fact_id, versions in by_fact.items()
+    ]
     with prepared_cursor() as cursor:
         cursor.execute(
             INSERT_RECEIPTS,
@@ -201,13 +212,10 @@ def _erase_batch(
                 "reason": reason,
                 "now": now,
                 "parent": parent.pk,
-                "ids": receipt_ids,
-                "fact_ids": list(by_fact),
-                "record_ids": [json.dumps([str(r[0]) for r in vs]) for vs in by_fact.values()],
-                "counts": [json.dumps({"versions": len(vs)}) for vs in by_fact.values()],
-                "digests": [_fact_digest(vs) for vs in by_fact.values()],
+                "receipts": json.dumps(receipts),
             },
         )
+        receipt_ids = [row[0] for row in cursor.fetchall()]
     event = audit_event(
         tenant=tenant,
         actor=actor,
@@ -223,7 +231,7 @@ def _erase_batch(
     return {
         **counts,
         "facts": len(fact_ids),
-        "_receipts_sample": [str(pk) for pk in receipt_ids[:1000]],
+        "_receipts_sample": receipt_ids[:1000],
     }
 
 

@@ -7,9 +7,10 @@ stored API responses describing any of these; every summary citing them (or, for
 goes whole, any version of it) becomes invalid, loses its text and its embedding, and its
 queued work and stored responses go too.
 
-One statement of data-modifying CTEs, the ids bound once each as arrays (``= ANY(%s)``),
-replaces Django's cascade collection (a query per relation, then a DELETE per table): one
-round trip whatever the number of versions. The CTEs all see the statement's snapshot, so
+One statement of data-modifying CTEs, the ids bound once each as arrays (``= ANY(%s)``, each
+sent as one array literal: :func:`~apps.tenancy.prepared.id_array`), replaces Django's
+cascade collection (a query per relation, then a DELETE per table): one round trip whatever
+the number of versions. The CTEs all see the statement's snapshot, so
 no row is touched by two of them (PostgreSQL leaves the outcome of that undefined): rows
 that go are deleted, rows that stay lose their pointers to the ones that go. Foreign keys are
 checked at commit (Django creates them ``DEFERRABLE INITIALLY DEFERRED``), so the order of
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from apps.tenancy.prepared import prepared_cursor
+from apps.tenancy.prepared import id_array, prepared_cursor
 
 PURGE_SQL = """
 WITH
@@ -191,7 +192,12 @@ def versions_purge(
     with prepared_cursor() as cursor:
         cursor.execute(
             PURGE_SQL,
-            {"records": list(record_ids), "facts": list(fact_ids), "reason": reason, "now": now},
+            {
+                "records": id_array(record_ids),
+                "facts": id_array(fact_ids),
+                "reason": reason,
+                "now": now,
+            },
         )
         row = cursor.fetchone()
     assert row is not None

@@ -14,12 +14,13 @@ policies read ``current_setting`` at execution time, never at planning time.
 
 Parameters are typed by psycopg (``uuid.UUID``, ``datetime``, ``Jsonb``...). A ``str`` is
 sent untyped, so PostgreSQL infers it from the column; where it cannot (the output list of an
-``INSERT ... SELECT``), the statement casts it.
+``INSERT ... SELECT``), the statement casts it. A long list of ids goes as one array literal
+(:func:`id_array`), cast by the statement (``%s::uuid[]``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -61,3 +62,13 @@ def prepared_cursor() -> Iterator[Any]:
         yield cursor
     finally:
         cursor.close()
+
+
+def id_array(ids: Iterable[Any]) -> str:
+    """``ids`` (UUIDs, or their text) as one PostgreSQL array literal, ``{id,id,...}``, for a
+    statement to cast (``%s::uuid[]``).
+
+    psycopg adapts a list element by element in Python, which for an erasure batch's 5,000
+    ids costs about as much as the statement's own work on them; the literal is one join.
+    A UUID's text is hex digits and hyphens, so nothing in it needs quoting."""
+    return "{" + ",".join(map(str, ids)) + "}"
