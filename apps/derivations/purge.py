@@ -186,9 +186,9 @@ def versions_purge(
     which must have all its versions in ``record_ids``), with everything the module doc
     lists, in the current tenant. ``reason`` is written on the summaries it invalidates."""
     # Planning this statement (twenty CTEs, each table with its RLS policy) costs more than
-    # running it for one fact, so it is prepared on the server (once per database session)
-    # and, once PostgreSQL's plan cache settles on a generic plan, not planned again: the
-    # policies read the tenant setting at run time, so one plan serves every tenant.
+    # running it for one fact, so it is prepared on the server and planned once per database
+    # session (apps.tenancy.prepared.plan_generically): the policies read the tenant setting
+    # at run time, so one plan serves every tenant, for one fact or an erasure's batch.
     with prepared_cursor() as cursor:
         cursor.execute(
             PURGE_SQL,

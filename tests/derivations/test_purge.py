@@ -127,3 +127,20 @@ def test_an_erasure_reports_progress_after_each_batch(admin_agent, tenant, monke
     assert [total for _, total in seen] == [6, 6, 6]
     assert [done for done, _ in seen][-1] == 6
     assert len({done for done, _ in seen}) == 3  # it advanced with every batch
+
+
+def test_the_deletion_statement_is_planned_once_per_connection(admin_agent, tenant):
+    """Each deletion reuses the connection's one plan of the statement: planned afresh, it
+    cost more than it ran (PostgreSQL's default re-planned it for every fact)."""
+    ids = [write(admin_agent, key=f"k{n}", value=n)["id"] for n in range(7)]
+    with tenant_scope(tenant.pk):
+        for pk in ids:
+            record_delete(
+                record=MemoryRecord.objects.get(pk=pk), actor=Actor.system("t"), reason="r"
+            )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE '%%DELETE FROM records_memoryrecord%%'"
+            )
+            assert cursor.fetchall() == [(7, 0)]
