@@ -34,7 +34,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache, partial
 from typing import Any
 
@@ -42,6 +42,7 @@ from django.db import connection
 from django.db.models.base import ModelState
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from psycopg.types.datetime import TimestamptzLoader
 
 from apps.audit.services import Actor, audit_record
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
@@ -642,11 +643,24 @@ def _record_from_row(values: Sequence[Any]) -> MemoryRecord:
     return record
 
 
+def _compiled_timestamps(cursor: Any) -> None:
+    """Read ``timestamptz`` columns on ``cursor`` with psycopg's own loader (compiled, where
+    psycopg's binary package is installed) instead of Django's Python subclass of it.
+
+    Django's loader parses in Python, then sets its connection's time zone on the result;
+    with the session in UTC (as Django sets it, ``USE_TZ`` and no database ``TIME_ZONE``),
+    psycopg's loader gives the same value with the same ``timezone.utc``. The seventy
+    timestamps of a ten-hit search took about 0.27 ms more through Django's."""
+    if connection.timezone is UTC and connection.timezone_name == "UTC":
+        cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+
+
 def search_scoped(*, tenant: Tenant, q: SearchQuery, actor: Actor) -> SearchResult:
     """Run a scoped search for the current tenant (RLS) and return the fused top ``k``."""
     embedder = get_embedder(tenant.embedding_model)
     query_vector = query_vector_for(q, embedder.name)
     with connection.cursor() as cursor:
+        _compiled_timestamps(cursor)
         statement, rows = run_search(
             cursor,
             tenant_id=tenant.pk,
