@@ -7,7 +7,8 @@ Prints, from one run on the embedded database:
 * delete-with-propagation p50 / p95 (``record_delete``) for a fact with 3 versions cited by
   10 summaries, all embedded, beside a raw cascading DELETE of the same kind of rows (one
   transaction per fact, RLS on);
-* erasure throughput (records/s) for each size in ``--erasures``;
+* erasure throughput (records/s) for each size in ``--erasures`` (the records loaded, then
+  vacuumed, before the timing);
 * time until erased content is invisible (the erasure's commit) and until it is physically
   reclaimed (``deletions_reclaim``: HNSW rebuild when many embeddings went, then vacuum),
   beside a rebuild of the embeddings table's indexes (``REINDEX TABLE``), both while one
@@ -51,6 +52,10 @@ RAW_DELETE = [
     "DELETE FROM records_memoryrecord WHERE fact_id = %(fact)s",
     "DELETE FROM records_fact WHERE id = %(fact)s",
 ]
+
+
+# What bulk_records writes to.
+BULK_TABLES = ("records_fact", "records_memoryrecord", "derivations_embedding")
 
 
 def record_body(n: int, prefix: str, version: int) -> dict[str, Any]:
@@ -220,6 +225,10 @@ def run_erasure(tenant: Any, actor: Any, count: int) -> tuple[float, int]:
 
     subject = f"user:erase-{count}-{uuid.uuid4().hex[:6]}"
     bulk_records(tenant, count, subject)
+    # Erase from tables in their steady state: freshly inserted rows would otherwise bring
+    # autovacuum (its insert threshold) into the timing, and have the erasure set their hint
+    # bits.
+    owner_seconds(f"VACUUM (ANALYZE) {', '.join(BULK_TABLES)}")
     from apps.tenancy.context import tenant_scope
 
     started = time.perf_counter()
