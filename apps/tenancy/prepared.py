@@ -85,7 +85,7 @@ def id_array(ids: Iterable[Any]) -> str:
     """``ids`` (UUIDs, or their text) as one PostgreSQL array literal, ``{id,id,...}``, for a
     statement to cast (``%s::uuid[]``).
 
-    psycopg adapts a list element by element in Python, which for an erasure batch's 5,000
-    ids costs about as much as the statement's own work on them; the literal is one join.
-    A UUID's text is hex digits and hyphens, so nothing in it needs quoting."""
+    psycopg adapts a list element by element in Python (about 7 ms for an erasure batch's
+    5,000 ids, eight such lists a batch); the literal is one join. A UUID's text is hex
+    digits and hyphens, so nothing in it needs quoting, and the cast rejects anything else."""
     return "{" + ",".join(map(str, ids)) + "}"
