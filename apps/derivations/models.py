@@ -87,6 +87,14 @@ class Embedding(TenantOwned):
     vector = VectorField()
     content_digest = models.CharField(max_length=64)
     created_at = models.DateTimeField()
+    # The record's scope, written by the database itself (a trigger, migration 0004) whenever
+    # the row is written, whatever the caller sent: a record's scope never changes (another
+    # scope is another version), so the copy cannot go stale. With it here, a scoped search
+    # reads only the vectors of its scope instead of looking each candidate's vector up, and
+    # an HNSW scan drops out-of-scope vectors before it visits their records. Empty for a
+    # summary's vector.
+    scope_domain = models.CharField(max_length=100, blank=True, default="", editable=False)
+    scope_task_type = models.CharField(max_length=100, blank=True, default="", editable=False)
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
@@ -107,7 +115,10 @@ class Embedding(TenantOwned):
             ),
         ]
         indexes: ClassVar[list[models.Index]] = [
-            models.Index(fields=["tenant", "model"], name="embedding_tenant_model"),
+            models.Index(
+                fields=["tenant", "model", "scope_domain", "scope_task_type"],
+                name="embedding_tenant_model_scope",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -264,6 +264,21 @@ def _scope_clauses(q: SearchQuery, params: dict[str, Any], alias: str) -> list[s
     return clauses
 
 
+def _embedding_scope_sql(q: SearchQuery) -> str:
+    """The scope filters again, on the copy every record's embedding carries (migration
+    ``derivations.0004``), as extra conjuncts. They select nothing the record filters do not:
+    they let the exact plan read only the scope's vectors (one index range, hash-joined to
+    the candidates, instead of one lookup per candidate) and the HNSW plan drop an
+    out-of-scope vector before it visits its record. Their parameters are the record
+    filters' (``_scope_clauses``)."""
+    clauses = ""
+    if q.domain:
+        clauses += " AND e.scope_domain = %(domain)s"
+    if q.task_type:
+        clauses += " AND e.scope_task_type = %(task_type)s"
+    return clauses
+
+
 def _sensitivity_clause(q: SearchQuery, params: dict[str, Any], alias: str) -> list[str]:
     if not q.sensitivity_max:
         return []
@@ -437,6 +452,7 @@ def search_statement(
     plan = "text"
     if query_vector is not None:
         params["vec"] = _vector_literal(query_vector)
+        on_embedding = _embedding_scope_sql(q)
         if hnsw:
             plan = "hnsw"
             assert dimension is not None
@@ -451,7 +467,8 @@ def search_statement(
                     SELECT e.record_id AS id, {distance} AS distance
                       FROM derivations_embedding e
                       JOIN records_memoryrecord r ON r.id = e.record_id
-                     WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s AND {where}
+                     WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{on_embedding}
+                       AND {where}
                      ORDER BY {distance} LIMIT %(depth)s)"""
             )
         else:
@@ -462,7 +479,7 @@ def search_statement(
                 f"""vec_records AS (
                     SELECT e.record_id AS id, e.vector <=> %(vec)s::vector AS distance
                       FROM derivations_embedding e JOIN candidates c ON c.id = e.record_id
-                     WHERE e.model = %(model)s{gate}
+                     WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{on_embedding}{gate}
                      ORDER BY distance LIMIT %(depth)s)"""
             )
         vec_sources.append("SELECT id, 'record' AS kind, distance FROM vec_records")
