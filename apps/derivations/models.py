@@ -119,6 +119,24 @@ class Embedding(TenantOwned):
                 fields=["tenant", "model", "scope_domain", "scope_task_type"],
                 name="embedding_tenant_model_scope",
             ),
+            # The same keys with the vectors in the index, for the models with an HNSW index
+            # (their dimension is known, so an entry fits a B-tree page): a scoped exact
+            # search reads its scope's vectors from consecutive index pages (an index-only
+            # scan) instead of visiting a heap page per vector. It costs a second copy of
+            # those vectors on disk; at 1M 384-dimension vectors it was as large as the table.
+            *(
+                models.Index(
+                    fields=["tenant", "model", "scope_domain", "scope_task_type"],
+                    include=["record", "vector"],
+                    condition=models.Q(model=model),
+                    name=name,
+                )
+                for model, name in (
+                    ("hashing-256", "embedding_scope_vec_hashing256"),
+                    ("st-all-MiniLM-L6-v2", "embedding_scope_vec_minilm384"),
+                    ("client-384", "embedding_scope_vec_client384"),
+                )
+            ),
         ]
 
     def __str__(self) -> str:

@@ -73,17 +73,20 @@ def test_a_summarys_vector_has_no_scope(admin_agent, tenant):
 
 def test_it_refuses_an_embedding_of_another_tenants_record(admin_agent, tenant, other_tenant):
     record = write(admin_agent)
-    with tenant_scope(other_tenant.pk), pytest.raises(IntegrityError, match="no such record"):
-        with transaction.atomic():
-            Embedding.objects.create(
-                tenant_id=other_tenant.pk,
-                record_id=record["id"],
-                model="client-3",
-                dimension=3,
-                vector=[1.0, 0.0, 0.0],
-                content_digest="d",
-                created_at=timezone.now(),
-            )
+    with (
+        tenant_scope(other_tenant.pk),
+        pytest.raises(IntegrityError, match="no such record"),
+        transaction.atomic(),
+    ):
+        Embedding.objects.create(
+            tenant_id=other_tenant.pk,
+            record_id=record["id"],
+            model="client-3",
+            dimension=3,
+            vector=[1.0, 0.0, 0.0],
+            content_digest="d",
+            created_at=timezone.now(),
+        )
     assert scopes(other_tenant) == []
 
 
