@@ -30,6 +30,20 @@ def scopes(tenant: Tenant, **lookup: Any) -> list[tuple[str, str]]:
         )
 
 
+def embedding_create(tenant_id: Any, record_id: Any, **scope: str) -> None:
+    """An embedding row written directly, as a bulk writer would."""
+    Embedding.objects.create(
+        tenant_id=tenant_id,
+        record_id=record_id,
+        model="client-3",
+        dimension=3,
+        vector=[1.0, 0.0, 0.0],
+        content_digest="d",
+        created_at=timezone.now(),
+        **scope,
+    )
+
+
 def test_it_copies_the_records_scope_onto_the_workers_embedding(admin_agent, tenant):
     record = write(admin_agent, scope={"domain": "travel", "task_type": "booking"})
     drain()
@@ -47,17 +61,7 @@ def test_it_writes_the_records_scope_over_whatever_the_caller_sent(admin_agent, 
     drain()
     with tenant_scope(tenant.pk):
         Embedding.objects.filter(record_id=record["id"]).delete()
-        Embedding.objects.create(
-            tenant_id=tenant.pk,
-            record_id=record["id"],
-            model="client-3",
-            dimension=3,
-            vector=[1.0, 0.0, 0.0],
-            content_digest="d",
-            created_at=timezone.now(),
-            scope_domain="billing",
-            scope_task_type="refund",
-        )
+        embedding_create(tenant.pk, record["id"], scope_domain="billing", scope_task_type="refund")
         assert scopes(tenant, record_id=record["id"]) == [("travel", "booking")]
         Embedding.objects.filter(record_id=record["id"]).update(scope_domain="billing")
     assert scopes(tenant, record_id=record["id"]) == [("travel", "booking")]
@@ -78,15 +82,7 @@ def test_it_refuses_an_embedding_of_another_tenants_record(admin_agent, tenant, 
         pytest.raises(IntegrityError, match="no such record"),
         transaction.atomic(),
     ):
-        Embedding.objects.create(
-            tenant_id=other_tenant.pk,
-            record_id=record["id"],
-            model="client-3",
-            dimension=3,
-            vector=[1.0, 0.0, 0.0],
-            content_digest="d",
-            created_at=timezone.now(),
-        )
+        embedding_create(other_tenant.pk, record["id"])
     assert scopes(other_tenant) == []
 
 
