@@ -174,10 +174,23 @@ class MemoryRecord(TenantOwned):
             models.Index(fields=["tenant", "expires_at"], name="record_tenant_expires"),
             models.Index(fields=["tenant", "consent_ref"], name="record_tenant_consent"),
             models.Index(fields=["tenant", "owner"], name="record_tenant_owner"),
+            # Retrieval's candidates (apps.retrieval.search): the live versions of a scope,
+            # with every column the candidate filter reads, so the filter (and the count that
+            # chooses the plan) runs on the index alone instead of one heap page per record.
             models.Index(
                 fields=["tenant", "scope_domain", "scope_task_type"],
-                condition=models.Q(is_current=True),
-                name="record_tenant_scope_current",
+                include=[
+                    "id",
+                    "status",
+                    "expires_at",
+                    "consent_ref",
+                    "subject",
+                    "fact",
+                    "trust",
+                    "sensitivity",
+                ],
+                condition=models.Q(is_current=True, status__in=["active", "redacted"]),
+                name="record_tenant_scope_live",
             ),
             # The console's memory browser: newest first under one filter, in index order,
             # so a filter value held by few records does not scan the tenant's table.
