@@ -19,13 +19,15 @@ HNSW scan returns only the filtered survivors of its first ``ef_search`` candida
   rows that pass the filters. A tenant holding many vectors has an HNSW index of its own
   (:mod:`apps.retrieval.tenant_indexes`, on the normalised vector); when the tenant has it,
   the statement orders by that index's expression and names the tenant and the model on the
-  embedding row, so the planner can only pick it.
+  embedding row, so the planner can only pick it. A large domain inside such a tenant has
+  one too (half precision); a search in that domain walks it instead, and ranks what it
+  returns by the full-precision distance.
 
 The first statement of a vector search is the exact plan, *gated*: it counts the candidates
 (at most ``EXACT_LIMIT + 1``) and ranks only when they are few enough. So the
 common, selective search takes one round trip; a search over many candidates learns from that
-round trip that it needs the HNSW statement, and whether the tenant's own index is there to
-serve it.
+round trip that it needs the HNSW statement, and whether the tenant's own index (or the
+domain's) is there to serve it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache, partial
 from typing import Any
@@ -59,9 +61,11 @@ HNSW_INDEXED = {"hashing-256": 256, "st-all-MiniLM-L6-v2": 384, "client-384": 38
 RECORD_FIELDS = [
     f for f in MemoryRecord._meta.concrete_fields if not getattr(f, "generated", False)
 ]
-COUNT_COLUMN = 7  # the gated statement's candidate count, then whether the own index is valid
-# id, kind, distance, rank, vec_position, txt_position, score, count, own index
-RANKING_COLUMNS = 9
+# The gated statement's candidate count, then whether the tenant's own index and the domain's
+# index (apps.retrieval.tenant_indexes) are valid.
+COUNT_COLUMN = 7
+# id, kind, distance, rank, vec_position, txt_position, score, count, own index, domain index
+RANKING_COLUMNS = 10
 # Candidate-list size of the HNSW scan: on clustered 384-dimension vectors with a tenant holding
 # 20 % of the index, 400 kept recall@10 at 0.979 and 800 at 0.993 (benchmarks/retrieval_search.py).
 HNSW_EF_SEARCH = 800
@@ -349,6 +353,11 @@ def _unfiltered(q: SearchQuery) -> bool:
     )
 
 
+def _only_domain(q: SearchQuery) -> bool:
+    """A domain and no other filter of the caller's own: within a domain index, unfiltered."""
+    return bool(q.domain) and _unfiltered(replace(q, domain=""))
+
+
 def _vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(map(repr, map(float, vector))) + "]"
 
@@ -388,16 +397,19 @@ def search_statement(
     summaries: bool = True,
     hnsw: bool = False,
     own_index: bool = False,
+    domain_index: bool = False,
     now: datetime | None = None,
 ) -> SearchStatement:
     """Build a filter-then-rank statement.
 
-    ``hnsw``: the HNSW plan (on the tenant's own index when ``own_index``). Otherwise a vector
+    ``hnsw``: the HNSW plan (on the domain's index when ``domain_index``, else on the
+    tenant's own index when ``own_index``). Otherwise a vector
     search on a model with an HNSW index gets the *gated* exact plan: its first CTE takes the
     filtered candidates (at most ``EXACT_LIMIT + 1``), and every ranking branch runs only when
     they number at most ``EXACT_LIMIT``. Each row also carries the count and whether the
-    tenant has a valid index of its own, and the statement makes the HNSW scan settings
-    (transaction-local, like ``SET LOCAL``; they only affect HNSW scans). So a search with few
+    tenant and the searched domain have a valid index of their own, and the statement makes
+    the HNSW scan settings (transaction-local, like ``SET LOCAL``; they only affect HNSW
+    scans). So a search with few
     candidates takes one round trip, and one with many learns in that round trip what the
     HNSW statement needs. ``summaries=False`` leaves the summary branch out (the tenant has
     never written one), which halves the statement's planning time.
@@ -420,25 +432,32 @@ def search_statement(
     # In a gated statement every ranking branch waits for the count (a one-time filter).
     gate = " AND (SELECT exact FROM counted)" if gated else ""
     if gated:
-        from .tenant_indexes import index_name
+        from .tenant_indexes import domain_index_name, index_name
 
         params["own_index"] = index_name(tenant_id, model)
+        valid = "EXISTS (SELECT 1 FROM pg_index WHERE indisvalid AND indexrelid = to_regclass({}))"
+        scoped = "false"
+        if q.domain:
+            params["domain_index"] = domain_index_name(tenant_id, model, q.domain)
+            scoped = valid.format("%(domain_index)s")
         ef_search = f"'{HNSW_EF_SEARCH}'"
-        if _unfiltered(q):
+        # Nothing to filter out inside the index that serves the search: a shorter list.
+        unfiltered_in = "owned.own" if _unfiltered(q) else "owned.scoped" if _only_domain(q) else ""
+        if unfiltered_in:
             ef_search = (
-                f"CASE WHEN owned.own THEN '{HNSW_EF_SEARCH_OWN_UNFILTERED}' "
+                f"CASE WHEN {unfiltered_in} THEN '{HNSW_EF_SEARCH_OWN_UNFILTERED}' "
                 f"ELSE '{HNSW_EF_SEARCH}' END"
             )
         parts.append(
-            "owned AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM pg_index WHERE indisvalid "
-            "AND indexrelid = to_regclass(%(own_index)s)) AS own)"
+            f"owned AS MATERIALIZED (SELECT {valid.format('%(own_index)s')} AS own, "
+            f"{scoped} AS scoped)"
         )
         parts.append(
             f"candidates AS MATERIALIZED (SELECT r.id FROM {base} LIMIT {EXACT_LIMIT + 1})"
         )
         parts.append(
             f"""counted AS MATERIALIZED (
-                SELECT c.n, owned.own, c.n <= {EXACT_LIMIT} AS exact,
+                SELECT c.n, owned.own, owned.scoped, c.n <= {EXACT_LIMIT} AS exact,
                        set_config('hnsw.iterative_scan', 'strict_order', true) AS s1,
                        set_config('hnsw.ef_search', {ef_search}, true) AS s2,
                        set_config('hnsw.max_scan_tuples', '{HNSW_MAX_SCAN_TUPLES}', true) AS s3
@@ -458,10 +477,19 @@ def search_statement(
             assert dimension is not None
             # The tenant's own index is on the normalised vector (the same cosine distance):
             # an expression no shared index has, so the planner cannot pick the shared one.
+            # A domain's index is on the normalised vector in half precision: the scan orders
+            # by that, the ranking by the full-precision distance of what it returns.
             stored = f"e.vector::vector({dimension})"
-            if own_index:
-                stored = f"l2_normalize({stored})::vector({dimension})"
-            distance = f"({stored}) <=> %(vec)s::vector({dimension})"
+            if domain_index:
+                order = (
+                    f"(l2_normalize({stored})::halfvec({dimension})) "
+                    f"<=> %(vec)s::halfvec({dimension})"
+                )
+                distance = "e.vector <=> %(vec)s::vector"
+            else:
+                if own_index:
+                    stored = f"l2_normalize({stored})::vector({dimension})"
+                distance = order = f"({stored}) <=> %(vec)s::vector({dimension})"
             parts.append(
                 f"""vec_records AS (
                     SELECT e.record_id AS id, {distance} AS distance
@@ -469,7 +497,7 @@ def search_statement(
                       JOIN records_memoryrecord r ON r.id = e.record_id
                      WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{on_embedding}
                        AND {where}
-                     ORDER BY {distance} LIMIT %(depth)s)"""
+                     ORDER BY {order} LIMIT %(depth)s)"""
             )
         else:
             plan = "exact"
@@ -572,10 +600,10 @@ def search_statement(
     if gated:
         # Always at least one row (the count), even when the gate kept every branch shut.
         source = "counted LEFT JOIN ranked ON true"
-        columns += ", counted.n, counted.own"
+        columns += ", counted.n, counted.own, counted.scoped"
     else:
         source = "ranked"
-        columns += ", NULL::bigint, NULL::boolean"
+        columns += ", NULL::bigint, NULL::boolean, NULL::boolean"
     sql = (
         "WITH "
         + ",\n".join(parts)
@@ -616,9 +644,9 @@ def run_search(
     cursor.execute(statement.sql, statement.params)
     rows = cursor.fetchall()
     if statement.gated:
-        count, own = rows[0][COUNT_COLUMN], bool(rows[0][COUNT_COLUMN + 1])
+        count, own, scoped = rows[0][COUNT_COLUMN : COUNT_COLUMN + 3]
         if count > EXACT_LIMIT:
-            statement = build(hnsw=True, own_index=own)
+            statement = build(hnsw=True, own_index=bool(own), domain_index=bool(scoped))
             cursor.execute(statement.sql, statement.params)
             rows = cursor.fetchall()
     return statement, rows

@@ -15,10 +15,10 @@ def tenant_indexes() -> dict[str, list[str]]:
     """Build the indexes tenants grew into, drop those they left (see ``tenant_indexes``)."""
     from django.conf import settings
 
-    from .tenant_indexes import index_name, tenant_indexes_sync
+    from .tenant_indexes import tenant_indexes_sync
 
     plan = tenant_indexes_sync(maintenance_work_mem=settings.HNSW_BUILD_MEMORY)
     return {
-        "created": [index_name(tenant, model) for tenant, model, _dim in plan.create],
+        "created": plan.created,
         "dropped": plan.drop,
     }

@@ -70,10 +70,12 @@ def test_it_rebuilds_the_hnsw_indexes_first_when_many_embeddings_went(
 def test_index_tenant_reads_only_tenant_index_names():
     import uuid
 
-    from apps.retrieval.tenant_indexes import index_name, index_tenant
+    from apps.retrieval.tenant_indexes import domain_index_name, index_name, index_tenant
 
     tenant_id = uuid.uuid4()
     assert index_tenant(index_name(tenant_id, "hashing-256")) == tenant_id
+    # A domain's index is its tenant's to rebuild too.
+    assert index_tenant(domain_index_name(tenant_id, "hashing-256", "billing")) == tenant_id
     assert index_tenant("embedding_hnsw_hashing_256") is None
     assert index_tenant("embedding_hnsw_t_not-hex_12345678") is None
 

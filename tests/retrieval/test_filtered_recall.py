@@ -51,7 +51,9 @@ def probe(rng: np.random.Generator) -> np.ndarray:
     return clustered(rng, 1)[0]
 
 
-def _load(tenant: Tenant, vectors: np.ndarray, *, mark: bool) -> list[uuid.UUID]:
+def _load(
+    tenant: Tenant, vectors: np.ndarray, *, mark: bool, domains: tuple[str, ...] = ("corpus",)
+) -> list[uuid.UUID]:
     now = timezone.now()
     ids: list[uuid.UUID] = []
     with tenant_scope(tenant.pk):
@@ -83,7 +85,7 @@ def _load(tenant: Tenant, vectors: np.ndarray, *, mark: bool) -> list[uuid.UUID]
                 written_at=now,
                 owner="service:load",
                 reason="recall test",
-                scope_domain="corpus",
+                scope_domain=domains[i % len(domains)],
                 scope_conditions=conditions,
                 sensitivity="internal",
                 retention_basis="indefinite",
@@ -184,8 +186,10 @@ def _mask(name: str) -> np.ndarray:
     }[name]
 
 
-def _search(tenant: Tenant, query: np.ndarray, conditions: Any, k: int = 10) -> tuple[list, str]:
-    q = SearchQuery(vector=query.tolist(), domain="corpus", conditions=conditions, top_k=k)
+def _search(
+    tenant: Tenant, query: np.ndarray, conditions: Any, k: int = 10, domain: str = "corpus"
+) -> tuple[list, str]:
+    q = SearchQuery(vector=query.tolist(), domain=domain, conditions=conditions, top_k=k)
     with tenant_scope(tenant.pk):
         result = search_scoped(tenant=tenant, q=q, actor=Actor.system("test"))
     return [h.record.pk for h in result.hits], result.plan
@@ -228,12 +232,14 @@ def test_it_returns_nothing_from_other_tenants_and_never_fewer_results(corpus, s
 # tables after it).
 
 
-def _plan_text(tenant: Tenant, query: np.ndarray, conditions: Any) -> tuple[str, str]:
+def _plan_text(
+    tenant: Tenant, query: np.ndarray, conditions: Any, domain: str = "corpus"
+) -> tuple[str, str]:
     from django.db import connection
 
     from apps.retrieval.search import run_search
 
-    q = SearchQuery(vector=query.tolist(), domain="corpus", conditions=conditions, top_k=10)
+    q = SearchQuery(vector=query.tolist(), domain=domain, conditions=conditions, top_k=10)
     with tenant_scope(tenant.pk), connection.cursor() as cursor:
         statement, _rows = run_search(
             cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
@@ -325,6 +331,82 @@ def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(corpus, monkey
         # Half the threshold keeps it (no flapping); below half of a higher one, it goes.
         assert own in tenant_indexes_sync(minimum=90_000).keep
         assert own in tenant_indexes_sync(minimum=200_000).drop
+    finally:
+        owner = _owner_connection()
+        for name in built:
+            owner.execute(f'DROP INDEX IF EXISTS "{name}"')
+        owner.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypatch):
+    """Three domains of 3,000 vectors in one tenant: each gets a (half-precision) graph of its
+    own, a search in one walks that graph only, and recall holds against exact search."""
+    from apps.retrieval import search
+    from apps.retrieval.tenant_indexes import domain_index_name, index_name, tenant_indexes_sync
+
+    domains = ("alpha", "beta", "gamma")
+    vectors = clustered(np.random.default_rng(31), 9_000)
+    tenant = tenant_create(slug=f"domains-{uuid.uuid4().hex[:6]}", name="Domains")
+    neighbour = tenant_create(slug=f"domains-n-{uuid.uuid4().hex[:6]}", name="Neighbour")
+    ids = _load(tenant, vectors, mark=True, domains=domains)
+    # The neighbour's alpha vectors are copies of the queries below: the nearest in the table.
+    rng = np.random.default_rng(37)
+    queries = [probe(rng) for _ in range(20)]
+    neighbour_ids = set(_load(neighbour, np.stack(queries * 10), mark=False, domains=("alpha",)))
+    corpus = {"vectors": vectors, "ids": ids}
+    names = {domain: domain_index_name(tenant.pk, "hashing-256", domain) for domain in domains}
+    built = [index_name(tenant.pk, "hashing-256"), *names.values()]
+    monkeypatch.setattr(search, "EXACT_LIMIT", 100)  # a domain's 3,000 go to HNSW
+    try:
+        plan = tenant_indexes_sync(minimum=2_000)
+        assert sorted(d for t, _m, _dim, d in plan.create_domains if t == tenant.pk) == list(
+            domains
+        )
+        # 200 vectors: the neighbour gets neither kind.
+        assert not [t for t, *_rest in plan.create + plan.create_domains if t == neighbour.pk]
+        owner = _owner_connection()
+        owner.execute("ANALYZE records_memoryrecord, derivations_embedding")
+        owner.close()
+
+        in_alpha = np.arange(len(vectors)) % 3 == 0
+        in_p10 = np.arange(len(vectors)) % 10 == 0
+        cases = [
+            (None, in_alpha, search.HNSW_EF_SEARCH_OWN_UNFILTERED),  # nothing else to filter
+            ({"p10": True}, in_alpha & in_p10, search.HNSW_EF_SEARCH),  # 300 of the 3,000
+        ]
+        for conditions, mask, ef_search in cases:
+            chosen, explained = _plan_text(tenant, queries[0], conditions, domain="alpha")
+            assert chosen == "hnsw"
+            if conditions is None:
+                # (With the conditions, 300 candidates: the planner may as well sort them.)
+                assert names["alpha"] in explained, explained
+            found = wanted = 0
+            for query in queries:
+                q = SearchQuery(vector=query.tolist(), domain="alpha", conditions=conditions)
+                with tenant_scope(tenant.pk):
+                    result = search_scoped(tenant=tenant, q=q, actor=Actor.system("test"))
+                    assert _ef_search() == str(ef_search)
+                got = [h.record.pk for h in result.hits]
+                truth = _exact(corpus, query, mask, 10)
+                assert len(got) == 10
+                assert set(got) <= {ids[i] for i in np.flatnonzero(mask)}
+                assert not set(got) & neighbour_ids
+                found += len(set(got) & set(truth))
+                wanted += len(truth)
+            assert found / wanted >= 0.99, conditions
+        # Without a domain, the tenant's own index; in the neighbour, never this tenant's.
+        _chosen, explained = _plan_text(tenant, queries[0], None, domain="")
+        assert index_name(tenant.pk, "hashing-256") in explained
+        assert not any(name in explained for name in names.values())
+        _chosen, explained = _plan_text(neighbour, queries[0], None, domain="alpha")
+        assert names["alpha"] not in explained
+
+        again = tenant_indexes_sync(minimum=2_000)
+        assert set(names.values()) <= set(again.keep)
+        assert set(names.values()) <= set(tenant_indexes_sync(minimum=5_000).keep)  # half
+        assert set(names.values()) <= set(tenant_indexes_sync(minimum=7_000).drop)
     finally:
         owner = _owner_connection()
         for name in built:

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from apps.retrieval.search import SearchQuery, run_search
-from apps.retrieval.tenant_indexes import index_name, tenant_index_plan
+from apps.retrieval.tenant_indexes import domain_index_name, index_name, tenant_index_plan
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from apps.tenancy.services import tenant_create
@@ -24,13 +24,18 @@ from .conftest import embed_all
 pytestmark = pytest.mark.django_db
 
 
-def _tenant_with(slug: str, records: int, model: str = "hashing-256") -> Tenant:
+def _tenant_with(
+    slug: str, records: int, model: str = "hashing-256", domains: tuple[str, ...] = ("commerce",)
+) -> Tenant:
     tenant = tenant_create(slug=slug, name=slug)
     Tenant.objects.filter(pk=tenant.pk).update(embedding_model=model)
     tenant.refresh_from_db()
     agent = make_agent(tenant)
     for i in range(records):
-        response = agent.post("/api/v1/records", body(subject=f"user:{i}", value=f"fact {i}"))
+        response = agent.post(
+            "/api/v1/records",
+            body(subject=f"user:{i}", value=f"fact {i}", scope__domain=domains[i % len(domains)]),
+        )
         assert response.status_code == 201, response.json()
     embed_all(tenant)
     return tenant
@@ -44,6 +49,22 @@ def test_a_tenant_at_the_threshold_gets_an_index_and_smaller_ones_do_not():
     assert (big.pk, "hashing-256", 256) in plan.create
     assert small.pk not in {t for t, _m, _d in plan.create}
     assert index_name(small.pk, "hashing-256") not in plan.drop + plan.keep
+
+
+def test_a_domain_gets_an_index_when_large_and_at_most_half_of_its_tenant():
+    even = _tenant_with("even", 6, domains=("billing", "support"))
+    lopsided = _tenant_with("lopsided", 5, domains=("billing", "billing", "billing", "support"))
+    plan = tenant_index_plan(minimum=3)
+    assert {(t, d) for t, _m, _dim, d in plan.create_domains if t == even.pk} == {
+        (even.pk, "billing"),
+        (even.pk, "support"),
+    }
+    # 4 of 5 in billing: the tenant's own index serves it; support's 1 is below the line.
+    assert not [d for t, _m, _dim, d in plan.create_domains if t == lopsided.pk]
+    assert (lopsided.pk, "hashing-256", 256) in plan.create
+    names = {domain_index_name(even.pk, "hashing-256", d) for d in ("billing", "support")}
+    assert names <= set(plan.created)
+    assert all(len(name) <= 63 for name in names)
 
 
 def test_a_model_without_a_shared_hnsw_index_gets_none():

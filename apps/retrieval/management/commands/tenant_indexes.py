@@ -8,14 +8,20 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.retrieval.tenant_indexes import index_name, tenant_index_plan, tenant_indexes_sync
+from apps.retrieval.tenant_indexes import (
+    domain_index_name,
+    index_name,
+    tenant_index_plan,
+    tenant_indexes_sync,
+)
 
 
 class Command(BaseCommand):
     help = (
         "Build an HNSW index holding only its own vectors for every tenant with at least "
-        "--min embeddings of its model, and drop those of tenants that fell below half of "
-        "that or changed model. Builds run concurrently: searches and writes go on. The "
+        "--min embeddings of its model, and inside such a tenant for every scope domain with "
+        "at least --min (and at most half of the tenant's); drop those that fell below half "
+        "of that or changed model. Builds run concurrently: searches and writes go on. The "
         "worker's beat schedule runs the same sync hourly."
     )
 
@@ -42,6 +48,9 @@ class Command(BaseCommand):
             plan = tenant_index_plan(minimum=minimum)
             for tenant, model, _dimension in plan.create:
                 self.stdout.write(f"would build {index_name(tenant, model)} ({tenant}, {model})")
+            for tenant, model, _dimension, domain in plan.create_domains:
+                name = domain_index_name(tenant, model, domain)
+                self.stdout.write(f"would build {name} ({tenant}, {model}, domain {domain})")
             for name in plan.drop:
                 self.stdout.write(f"would drop {name}")
             self.stdout.write(f"{len(plan.keep)} index(es) stay as they are")
@@ -57,6 +66,6 @@ class Command(BaseCommand):
             progress=progress,
         )
         self.stdout.write(
-            f"built {len(plan.create)}, dropped {len(plan.drop)}, kept {len(plan.keep)} "
+            f"built {len(plan.created)}, dropped {len(plan.drop)}, kept {len(plan.keep)} "
             f"tenant index(es) in {time.monotonic() - started:.1f} s"
         )
