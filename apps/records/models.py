@@ -188,6 +188,7 @@ class MemoryRecord(TenantOwned):
                     "fact",
                     "trust",
                     "sensitivity",
+                    "scope_conditions",
                 ],
                 condition=models.Q(is_current=True, status__in=["active", "redacted"]),
                 name="record_tenant_scope_live",
