@@ -14,8 +14,10 @@ gaussians (topics of uneven size, as real embeddings cluster) stored as ``client
 embeddings. Rows are loaded with COPY as the owner role under each tenant's context (row-level
 security checks every row), the HNSW index is built after loading, then the product's
 tenant-index sync (``apps.retrieval.tenant_indexes``: a tenant with 10,000 or more vectors gets
-an HNSW index of its own, so both runs' big tenants do, and the 1M run's other tenants too),
-then VACUUM (ANALYZE): a loaded table is otherwise vacuumed by autovacuum soon after, which
+an HNSW index of its own, so both runs' big tenants do, and the 1M run's other tenants too;
+inside such a tenant a domain with 10,000 or more, at most half of the tenant's, gets one as
+well: the 1M run's big tenant's seven domains, so its 10 % scope, one domain, walks its
+domain's graph), then VACUUM (ANALYZE): a loaded table is otherwise vacuumed by autovacuum soon after, which
 at 100k fell inside the first timed cells.
 
 Then prints, per selectivity and with 1 and N concurrent clients (each client its own process
