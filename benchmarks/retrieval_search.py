@@ -17,8 +17,8 @@ tenant-index sync (``apps.retrieval.tenant_indexes``: a tenant with 10,000 or mo
 an HNSW index of its own, so both runs' big tenants do, and the 1M run's other tenants too;
 inside such a tenant a domain with 10,000 or more, at most half of the tenant's, gets one as
 well: the 1M run's big tenant's seven domains, so its 10 % scope, one domain, walks its
-domain's graph), then VACUUM (ANALYZE): a loaded table is otherwise vacuumed by autovacuum soon after, which
-at 100k fell inside the first timed cells.
+domain's graph), then VACUUM (ANALYZE): a loaded table is otherwise vacuumed by autovacuum
+soon after, which at 100k fell inside the first timed cells.
 
 Then prints, per selectivity and with 1 and N concurrent clients (each client its own process
 and connection): search p50/p95/p99 and requests/s through the HTTP API (gunicorn on
