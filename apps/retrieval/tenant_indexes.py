@@ -26,7 +26,8 @@ the owner role, on an autocommit connection, like the vacuum of ``apps.derivatio
 tenant_id = … AND scope_domain = …`` (the embedding row carries its record's domain). A search
 in that domain then walks a graph of its domain only, instead of the tenant's graph where
 nine rows in ten fail the filter: on the 1M benchmark (a 30,000-vector domain of a
-300,000-vector tenant), the HNSW statement went from 17 to N ms p50. It indexes the
+300,000-vector tenant), the HNSW statement went from 16.9 to 7.6-9.4 ms p50, and recall@10
+from 0.989 to 0.999. It indexes the
 normalised vector as ``halfvec`` (``l2_normalize(vector::vector(N))::halfvec(N)``): an
 expression neither other index has, so the planner can only pick it, at half the size. The
 scan orders by that half-precision distance; the ranking uses the full-precision one.
