@@ -117,6 +117,20 @@ DATABASE_OWNER = dict(DATABASE_TARGET.owner)
 DATABASE_APP = dict(DATABASE_TARGET.app)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# --- caches -------------------------------------------------------------------------------
+# Per process, never shared: nothing here holds memory content or decides what a caller may
+# see. "search_plans": which filtered searches had too many candidates for the exact plan
+# (apps.retrieval.search), so a repeat goes straight to HNSW for a minute.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "search_plans": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "search-plans",
+        "TIMEOUT": 60,
+        "OPTIONS": {"MAX_ENTRIES": 4096},
+    },
+}
+
 # --- auth -----------------------------------------------------------------------------------
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",

@@ -77,6 +77,15 @@ def _outbox_not_published() -> None:
     settings.OUTBOX_RELAY_ON_COMMIT = False
 
 
+@pytest.fixture(autouse=True)
+def _search_plans_forgotten() -> None:
+    """Each test plans its searches afresh: a module's shared tenant must not carry a
+    remembered plan (apps.retrieval.search) into a test that changes ``EXACT_LIMIT``."""
+    from django.core.cache import caches
+
+    caches["search_plans"].clear()
+
+
 @pytest.fixture
 def owner_connection(django_db_blocker: Any) -> Iterator[Any]:
     """A raw psycopg connection to the test database as the owner role (catalog checks)."""

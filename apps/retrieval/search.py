@@ -27,11 +27,15 @@ The first statement of a vector search is the exact plan, *gated*: it counts the
 (at most ``EXACT_LIMIT + 1``) and ranks only when they are few enough. So the
 common, selective search takes one round trip; a search over many candidates learns from that
 round trip that it needs the HNSW statement, and whether the tenant's own index (or the
-domain's) is there to serve it.
+domain's) is there to serve it. The process remembers that lesson for a minute (the
+``search_plans`` cache: the filters, never the query or the results), so the same filters
+again go straight to the HNSW statement; should it return fewer than ``top_k`` hits (the
+candidates shrank meanwhile), the search forgets and runs gated, so a result never shrinks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -40,6 +44,7 @@ from datetime import UTC, datetime
 from functools import cache, partial
 from typing import Any
 
+from django.core.cache import caches
 from django.db import connection
 from django.db.models.base import ModelState
 from django.utils import timezone
@@ -358,6 +363,38 @@ def _only_domain(q: SearchQuery) -> bool:
     return bool(q.domain) and _unfiltered(replace(q, domain=""))
 
 
+def _ef_search(q: SearchQuery, *, own: bool, scoped: bool) -> int:
+    """The HNSW candidate list for ``q``: shorter where nothing is left to filter inside the
+    index that serves it (the tenant's own, unfiltered; the domain's, domain only)."""
+    if (own and _unfiltered(q)) or (scoped and _only_domain(q)):
+        return HNSW_EF_SEARCH_OWN_UNFILTERED
+    return HNSW_EF_SEARCH
+
+
+# The HNSW scan settings, transaction-local (like SET LOCAL; they only affect HNSW scans).
+HNSW_SETTINGS_SQL = (
+    "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
+    "set_config('hnsw.ef_search', %(ef_search)s, true), "
+    f"set_config('hnsw.max_scan_tuples', '{HNSW_MAX_SCAN_TUPLES}', true)"
+)
+
+
+def _plan_key(tenant_id: Any, model: str, q: SearchQuery) -> str:
+    """What decides the candidate set of a vector search (not the vector, not the text)."""
+    decisive = [
+        str(tenant_id),
+        model,
+        q.domain,
+        q.task_type,
+        json.dumps(q.conditions, sort_keys=True),
+        q.subject,
+        q.keys,
+        q.sensitivity_max,
+        q.purpose,
+    ]
+    return "large:" + hashlib.blake2b(json.dumps(decisive).encode(), digest_size=16).hexdigest()
+
+
 def _vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(map(repr, map(float, vector))) + "]"
 
@@ -440,14 +477,13 @@ def search_statement(
         if q.domain:
             params["domain_index"] = domain_index_name(tenant_id, model, q.domain)
             scoped = valid.format("%(domain_index)s")
-        ef_search = f"'{HNSW_EF_SEARCH}'"
-        # Nothing to filter out inside the index that serves the search: a shorter list.
-        unfiltered_in = "owned.own" if _unfiltered(q) else "owned.scoped" if _only_domain(q) else ""
-        if unfiltered_in:
-            ef_search = (
-                f"CASE WHEN {unfiltered_in} THEN '{HNSW_EF_SEARCH_OWN_UNFILTERED}' "
-                f"ELSE '{HNSW_EF_SEARCH}' END"
-            )
+        # The candidate list by which index turns out to serve the search (_ef_search).
+        ef_search = (
+            f"CASE WHEN owned.own AND owned.scoped THEN '{_ef_search(q, own=True, scoped=True)}' "
+            f"WHEN owned.own THEN '{_ef_search(q, own=True, scoped=False)}' "
+            f"WHEN owned.scoped THEN '{_ef_search(q, own=False, scoped=True)}' "
+            f"ELSE '{_ef_search(q, own=False, scoped=False)}' END"
+        )
         parts.append(
             f"owned AS MATERIALIZED (SELECT {valid.format('%(own_index)s')} AS own, "
             f"{scoped} AS scoped)"
@@ -629,7 +665,10 @@ def run_search(
     """Run a search inside the tenant's transaction: the statement that ran last, its rows.
 
     One statement when the filtered candidates are few enough for the exact plan (or there is
-    no vector); two when they are not: the gated statement, then the HNSW one.
+    no vector); two when they are not: the gated statement, then the HNSW one. Filters that
+    had too many candidates a moment ago (the ``search_plans`` cache) skip the gated
+    statement: the HNSW settings, then the HNSW statement; and if that returns fewer than
+    ``top_k`` rows, the gated run after all.
     """
     build = partial(
         search_statement,
@@ -640,12 +679,30 @@ def run_search(
         summaries=summaries,
         now=now or timezone.now(),
     )
+    plans = caches["search_plans"]
+    key = None
+    if query_vector is not None and model in HNSW_INDEXED and q.as_of is None:
+        key = _plan_key(tenant_id, model, q)
+        remembered = plans.get(key)
+        if remembered is not None:
+            own, scoped = remembered
+            ef_search = _ef_search(q, own=own, scoped=scoped)
+            cursor.execute(HNSW_SETTINGS_SQL, {"ef_search": str(ef_search)})
+            cursor.fetchall()
+            statement = build(hnsw=True, own_index=own, domain_index=scoped)
+            cursor.execute(statement.sql, statement.params)
+            rows = cursor.fetchall()
+            if len(rows) >= q.top_k:
+                return statement, rows
+            plans.delete(key)  # fewer candidates than remembered: count them again
     statement = build()
     cursor.execute(statement.sql, statement.params)
     rows = cursor.fetchall()
     if statement.gated:
         count, own, scoped = rows[0][COUNT_COLUMN : COUNT_COLUMN + 3]
         if count > EXACT_LIMIT:
+            if key is not None:
+                plans.set(key, (bool(own), bool(scoped)))
             statement = build(hnsw=True, own_index=bool(own), domain_index=bool(scoped))
             cursor.execute(statement.sql, statement.params)
             rows = cursor.fetchall()

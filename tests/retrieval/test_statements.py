@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
+from uuid import UUID
 
 import pytest
 from django.db import connection
 from django.db.models import signals
+from django.utils import timezone
 
 from apps.records.models import MemoryRecord
 from apps.retrieval import search
@@ -98,6 +100,73 @@ def test_many_candidates_take_the_hnsw_statement_after_the_count(agent, tenant, 
     assert statement.plan == "hnsw+text"
     assert {row[1] for row in rows} == {"record"}
     assert len(rows) == 3
+
+
+def test_a_repeat_of_many_candidates_skips_the_count(agent, tenant, monkeypatch):
+    for n in range(4):
+        write(agent, subject=f"user:{n}", value=f"carrier {n}")
+    embed_all(tenant)
+    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    q = SearchQuery(vector=vector_of(tenant, "carrier 1"), top_k=3)
+    _statement, first, ran = run(tenant, q)
+    assert "counted AS MATERIALIZED" in ran[0]
+    statement, rows, ran = run(tenant, q, show=("hnsw.iterative_scan", "hnsw.ef_search"))
+    # No count: the HNSW settings, then the HNSW statement, with the same answer.
+    assert ran[0].startswith("SELECT set_config('hnsw.iterative_scan'")
+    assert "counted" not in ran[1]
+    assert ran[2:] == [
+        "hnsw.iterative_scan=strict_order",
+        f"hnsw.ef_search={search.HNSW_EF_SEARCH}",
+    ]
+    assert statement.plan == "hnsw"
+    assert [row[0] for row in rows] == [row[0] for row in first]
+    # The memory is of the filters: other filters, an as_of search, count again.
+    for other in (
+        SearchQuery(vector=q.vector, top_k=3, subject="user:1"),
+        SearchQuery(vector=q.vector, top_k=3, as_of=timezone.now()),
+    ):
+        _statement, _rows, ran = run(tenant, other)
+        assert "counted AS MATERIALIZED" in ran[0]
+
+
+def test_a_remembered_plan_never_returns_fewer_hits(agent, tenant, monkeypatch):
+    from tests.conftest import make_agent
+
+    records = [write(agent, subject=f"user:{n}", value=f"carrier {n}") for n in range(4)]
+    embed_all(tenant)
+    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    q = SearchQuery(vector=vector_of(tenant, "carrier 1"), top_k=3)
+    run(tenant, q)  # four candidates: remembered as too many for the exact plan
+    deleter = make_agent(tenant, "read,delete", name="deleter-bot")
+    for record in records[:2]:
+        assert deleter.delete(f"/api/v1/records/{record['id']}").status_code == 200
+    # Two left: the HNSW statement returns two of three, so the search counts again and
+    # ranks them exactly, and the next search starts from the count.
+    statement, rows, ran = run(tenant, q)
+    assert len(ran) == 3
+    assert "counted AS MATERIALIZED" in ran[2]
+    assert statement.plan == "exact"
+    assert {row[0] for row in rows} == {UUID(r["id"]) for r in records[2:]}
+    _statement, _rows, ran = run(tenant, q)
+    assert len(ran) == 1
+
+
+def test_a_remembered_plan_is_one_tenants_own(
+    agent, tenant, other_tenant, other_agent, monkeypatch
+):
+    for n in range(4):
+        write(agent, subject=f"user:{n}", value=f"carrier {n}")
+    write(other_agent, subject="user:1", value="carrier 1")
+    embed_all(tenant)
+    embed_all(other_tenant)
+    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    q = SearchQuery(vector=vector_of(tenant, "carrier 1"), top_k=1)
+    run(tenant, q)
+    assert len(run(tenant, q)[2]) == 2  # remembered for this tenant ...
+    statement, rows, ran = run(other_tenant, q)  # ... not for the other, same filters
+    assert len(ran) == 1
+    assert statement.plan == "exact"
+    assert len(rows) == 1
 
 
 def test_a_gated_statement_with_nothing_to_rank_returns_no_hits(agent, tenant):
