@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
-def bench_database(name: str, *, keep: bool = False) -> Iterator[dict[str, str]]:
-    """Create and migrate ``bench_<name>``; yield the environment that selects it."""
+def bench_database(
+    name: str, *, keep: bool = False, reuse: bool = False
+) -> Iterator[dict[str, str]]:
+    """Create and migrate ``bench_<name>``; yield the environment that selects it.
+
+    ``reuse``: take the database an earlier ``keep`` left (migrated, never dropped)."""
     if os.environ.get("DATABASE_URL"):
         sys.exit("Benchmarks run on the embedded database: unset DATABASE_URL.")
     import psycopg
@@ -43,9 +47,15 @@ def bench_database(name: str, *, keep: bool = False) -> Iterator[dict[str, str]]
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
             )
 
-    drop()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    if reuse:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [dbname])
+            if found.fetchone() is None:
+                sys.exit(f"No {dbname} to reuse: run once with --keep first.")
+    else:
+        drop()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
     env = {"MEMORYCONSOLE_DATABASE_NAME": dbname}
     progress(f"migrating {dbname} ...")
     subprocess.run(
@@ -57,7 +67,7 @@ def bench_database(name: str, *, keep: bool = False) -> Iterator[dict[str, str]]
     try:
         yield env
     finally:
-        if not keep:
+        if not (keep or reuse):
             from django.db import connections
 
             connections.close_all()

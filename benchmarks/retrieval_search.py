@@ -6,6 +6,9 @@
     # the 1M variant
     .venv/bin/python benchmarks/retrieval_search.py --records 1000000 --big-tenant-share 0.3
 
+    # keep the data set (--keep), then measure again on it in minutes (--reuse, same sizes)
+    .venv/bin/python benchmarks/retrieval_search.py --records 1000000 --big-tenant-share 0.3 --reuse
+
 Builds a data set on the embedded database: ``--records`` memory records across ``--tenants``
 tenants, one of them holding ``--big-tenant-share`` of them; scopes (domain, task_type,
 conditions) nested so that a query's scope matches 0.1 %, 1 %, 10 % or 100 % of the big
@@ -384,6 +387,54 @@ def build_corpus(args: argparse.Namespace) -> tuple[Any, str, Corpus, Mixture, d
     }
     corpus = Corpus(ids=big_ids, vectors=np.concatenate(big_vectors), masks=masks)
     return big, token, corpus, mixture, timings
+
+
+def load_corpus(args: argparse.Namespace) -> tuple[Any, str, Corpus, Mixture, dict[str, float]]:
+    """The data set a ``--keep`` run left, read back: the big tenant's rows, vectors and scopes
+    (the same seed gives the same topics, so the same queries), and a new credential."""
+    from pgvector.psycopg import register_vector
+
+    from apps.audit.services import Actor
+    from apps.tenancy.context import tenant_scope
+    from apps.tenancy.models import Tenant
+    from apps.tenancy.services import credential_issue
+
+    mixture = Mixture(np.random.default_rng(args.seed))  # build_corpus's first draws
+    big = Tenant.objects.filter(slug="bench-00").first()
+    if big is None:
+        sys.exit("The kept database holds no benchmark data set: run once with --keep.")
+    with tenant_scope(big.pk):
+        _credential, token = credential_issue(
+            tenant=big,
+            name=f"bench-{uuid.uuid4().hex[:8]}",
+            actions="search",
+            actor=Actor.system("benchmark"),
+        )
+    progress("reading the kept data set ...")
+    started = time.perf_counter()
+    conn = owner_connection()
+    register_vector(conn)
+    conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, false)", [str(big.pk)])
+    rows = (
+        conn.cursor(binary=True)
+        .execute(
+            "SELECT r.id, e.vector, r.expires_at, r.scope_domain, r.scope_task_type, "
+            "r.scope_conditions FROM records_memoryrecord r JOIN derivations_embedding e "
+            "ON e.record_id = r.id AND e.model = %s WHERE r.tenant_id = %s",
+            [MODEL, big.pk],
+        )
+        .fetchall()
+    )
+    conn.close()
+    now = datetime.now(UTC)
+    live = np.array([expires is None or expires > now for _id, _v, expires, *_s in rows])
+    masks = {
+        name: live & np.array([matches(scope, *r[3:]) for r in rows])
+        for name, scope in SCOPES.items()
+    }
+    vectors = np.stack([r[1].to_numpy() for r in rows]).astype(np.float32)
+    corpus = Corpus(ids=[r[0] for r in rows], vectors=vectors, masks=masks)
+    return big, token, corpus, mixture, {"read": time.perf_counter() - started}
 
 
 # --- queries and ground truth -----------------------------------------------------------------
@@ -863,16 +914,28 @@ def main() -> None:
     parser.add_argument("--maintenance-work-mem", default="1GB")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure again on the data set a --keep run left, with the same --records, "
+        "--tenants, --big-tenant-share and --seed (no load, no index build)",
+    )
     args = parser.parse_args()
     client_counts = [int(c) for c in args.clients.split(",")]
     label = f"retrieval_{args.records // 1000}k"
 
-    with bench_database(label, keep=args.keep), tempfile.TemporaryDirectory() as scratch:
+    with (
+        bench_database(label, keep=args.keep, reuse=args.reuse),
+        tempfile.TemporaryDirectory() as scratch,
+    ):
         setup_django()
         import psycopg
 
-        progress(f"building {args.records:,} records in {args.tenants} tenants ...")
-        big, token, corpus, mixture, load_timings = build_corpus(args)
+        if args.reuse:
+            big, token, corpus, mixture, load_timings = load_corpus(args)
+        else:
+            progress(f"building {args.records:,} records in {args.tenants} tenants ...")
+            big, token, corpus, mixture, load_timings = build_corpus(args)
         progress("exact ground truth (numpy) ...")
         sets = query_sets(corpus, mixture, args.queries, args.seed)
 
@@ -948,29 +1011,32 @@ def report_timings(
         f"{big_count:,} ({args.big_tenant_share:.0%}), {args.expired_share:.0%} expired, "
         f"{DIM}-d {MODEL} vectors ({TOPICS} topics)"
     )
-    print(
-        table(
-            ["step", "seconds", "rows/s"],
-            [
-                ["tenants + credential", load["tenants"], ""],
-                ["COPY facts, records, embeddings", load["load"], args.records / load["load"]],
-                ["HNSW index build", load["hnsw"], args.records / load["hnsw"]],
-                *(
-                    [
+    if "read" in load:
+        print(f"(reused from an earlier --keep run, read back in {load['read']:.1f} s)")
+    else:
+        print(
+            table(
+                ["step", "seconds", "rows/s"],
+                [
+                    ["tenants + credential", load["tenants"], ""],
+                    ["COPY facts, records, embeddings", load["load"], args.records / load["load"]],
+                    ["HNSW index build", load["hnsw"], args.records / load["hnsw"]],
+                    *(
                         [
-                            f"tenants' own HNSW indexes ({load['tenant_hnsw_count']:.0f}), "
-                            f"then their domains' ({load['domain_hnsw_count']:.0f})",
-                            load["tenant_hnsw"],
-                            "",
+                            [
+                                f"tenants' own HNSW indexes ({load['tenant_hnsw_count']:.0f}), "
+                                f"then their domains' ({load['domain_hnsw_count']:.0f})",
+                                load["tenant_hnsw"],
+                                "",
+                            ]
                         ]
-                    ]
-                    if load["tenant_hnsw_rows"]
-                    else []
-                ),
-                ["VACUUM (ANALYZE)", load["analyze"], ""],
-            ],
+                        if load["tenant_hnsw_rows"]
+                        else []
+                    ),
+                    ["VACUUM (ANALYZE)", load["analyze"], ""],
+                ],
+            )
         )
-    )
     print("\nLatency per query class (top_k 10, vector + scope; embedded PostgreSQL, RLS on)\n")
     rows: list[list[object]] = []
     for clients in client_counts:
