@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import ClassVar
 
 from django.db import models
@@ -113,6 +114,20 @@ class DeletionReceipt(TenantOwned):
                 name="receipt_tenant_top_time",
             ),
         ]
+
+    @property
+    def storage_reclaimed_at(self) -> datetime | None:
+        """When the deleted rows were physically reclaimed (None: not yet).
+
+        Reclamation stamps top-level receipts only: an erasure's per-fact receipts commit with
+        their erasure's receipt (one transaction), whose ``deleted_at`` is set as it ends, so
+        the vacuum that reclaimed the erasure reclaimed every one of them. Stamping the
+        erasure's receipt alone keeps reclamation's bookkeeping one row per deletion, not one
+        per erased fact (240,000 rows took 4.4 s)."""
+        if self.reclaimed_at is not None or self.parent_id is None:
+            return self.reclaimed_at
+        parent = self.parent
+        return parent.reclaimed_at if parent is not None else None
 
     def __str__(self) -> str:
         return f"receipt {self.pk} ({self.kind})"

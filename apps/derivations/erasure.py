@@ -84,6 +84,18 @@ def erasure_run(
 
     ``progress``, if given, is called after each batch with (records erased so far, records
     to erase), the latter counted once at the start (held facts excluded)."""
+    if not connection.in_atomic_block:
+        # One transaction, always: the per-fact receipts commit with the erasure's receipt,
+        # whose reclamation stamp they read (DeletionReceipt.storage_reclaimed_at).
+        with transaction.atomic():
+            return erasure_run(
+                tenant=tenant,
+                actor=actor,
+                selector=selector,
+                value=value,
+                reason=reason,
+                progress=progress,
+            )
     if selector not in SELECTORS:
         raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
     if not value or len(value) > 200:

@@ -2,7 +2,10 @@
 
 A deleted row stays in its table's pages (and in the HNSW index) until PostgreSQL vacuums
 it. Autovacuum gets there eventually; this makes "eventually" bounded and recorded: after
-the vacuum, every receipt deleted before it started gets ``reclaimed_at``.
+the vacuum, every top-level receipt (a deletion, an expiry, an erasure) deleted before it
+started gets ``reclaimed_at``. An erasure's per-fact receipts are not stamped one by one: they
+read their erasure's stamp (``DeletionReceipt.storage_reclaimed_at``), so the bookkeeping
+costs one row per deletion, not one per erased fact.
 
 VACUUM cannot run inside a transaction and needs the table's owner, and the application
 role owns nothing; so it runs on a separate autocommit connection as the owner role
@@ -63,7 +66,7 @@ class PendingTenant:
     (from the receipts' counts) and the embeddings it holds now."""
 
     tenant_id: Any
-    receipts: int
+    receipts: int  # top-level: deletions, expiries, erasures
     deleted_embeddings: int
     live_embeddings: int
 
@@ -73,12 +76,13 @@ class PendingTenant:
         return self.deleted_embeddings / total if total else 0.0
 
 
-# An erasure's receipt per fact counts versions only; its summary receipt counts everything,
-# embeddings included; a single deletion's receipt counts its own.
+# Top-level receipts only: an erasure's summary receipt counts everything it removed,
+# embeddings included (its per-fact receipts count versions only); a single deletion's or an
+# expiry's receipt counts its own.
 PENDING_SQL = """
 SELECT count(*), coalesce(sum((counts->>'embeddings')::bigint), 0),
        (SELECT count(*) FROM derivations_embedding)
-  FROM audit_deletionreceipt WHERE reclaimed_at IS NULL
+  FROM audit_deletionreceipt WHERE reclaimed_at IS NULL AND parent_id IS NULL
 """
 
 
@@ -220,7 +224,8 @@ def vacuum_tables(
 def deletions_reclaim(*, force: bool = False, progress: Callable[[str], None] | None = None) -> int:
     """Vacuum if any receipt awaits reclamation; stamp those deleted before the vacuum began.
 
-    Returns how many receipts were stamped.
+    Returns how many receipts were stamped: top-level ones (an erasure's per-fact receipts
+    follow their erasure's).
     """
     from apps.audit.models import DeletionReceipt
 
@@ -234,6 +239,6 @@ def deletions_reclaim(*, force: bool = False, progress: Callable[[str], None] | 
     for tenant_id in tenants:
         with tenant_scope(tenant_id):
             stamped += DeletionReceipt.objects.filter(
-                reclaimed_at__isnull=True, deleted_at__lt=started
+                reclaimed_at__isnull=True, parent__isnull=True, deleted_at__lt=started
             ).update(reclaimed_at=timezone.now())
     return stamped

@@ -53,7 +53,8 @@ def receipts(*, parent: str = "", kind: str = "") -> QuerySet[Any]:
     """The tenant's deletion receipts, optionally one erasure's or one kind's."""
     from apps.audit.models import DeletionReceipt
 
-    queryset = DeletionReceipt.objects.all()
+    # A per-fact receipt shows its erasure's reclamation stamp (storage_reclaimed_at).
+    queryset = DeletionReceipt.objects.select_related("parent")
     if parent:
         try:
             queryset = queryset.filter(parent_id=uuid.UUID(parent))
@@ -71,4 +72,4 @@ def receipt_get(receipt_id: Any) -> Any:
         pk = uuid.UUID(str(receipt_id))
     except (ValueError, TypeError):
         return None
-    return DeletionReceipt.objects.filter(pk=pk).first()
+    return DeletionReceipt.objects.select_related("parent").filter(pk=pk).first()

@@ -233,7 +233,7 @@ def receipt_representation(receipt: Any) -> dict[str, Any]:
         "records": receipt.record_ids,
         "counts": receipt.counts,
         "content_digest": receipt.content_digest,
-        "reclaimed_at": receipt.reclaimed_at,
+        "reclaimed_at": receipt.storage_reclaimed_at,
     }
 
 

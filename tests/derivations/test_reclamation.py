@@ -26,6 +26,36 @@ def test_it_stamps_receipts_deleted_before_the_vacuum(admin_agent, tenant, other
     assert deletions_reclaim() == 0  # nothing left to reclaim: no vacuum
 
 
+def test_an_erasures_receipts_are_reclaimed_with_it_in_one_row(admin_agent, tenant):
+    """Reclamation stamps the erasure's receipt alone; each per-fact receipt reports that
+    stamp, through the list of the erasure's receipts and through its own page."""
+    for key in ("a", "b", "c"):
+        write(admin_agent, subject="user:7", key=key)
+    erasure = admin_agent.post("/api/v1/erasures", {"subject": "user:7", "reason": "asked"}).json()
+    single = admin_agent.delete(f"{RECORDS}/{write(admin_agent, key='d')['id']}").json()
+    receipts = "/api/v1/deletion-receipts"
+    children = admin_agent.get(receipts, {"parent": erasure["id"]}).json()["results"]
+    assert len(children) == 3
+    assert [c["reclaimed_at"] for c in children] == [None] * 3
+
+    assert deletions_reclaim() == 2  # the erasure's receipt and the single deletion's
+
+    parent = admin_agent.get(f"{receipts}/{erasure['id']}").json()
+    assert parent["reclaimed_at"] is not None
+    assert admin_agent.get(f"{receipts}/{single['id']}").json()["reclaimed_at"] is not None
+    children = admin_agent.get(receipts, {"parent": erasure["id"]}).json()["results"]
+    assert [c["reclaimed_at"] for c in children] == [parent["reclaimed_at"]] * 3
+    child = admin_agent.get(f"{receipts}/{children[0]['id']}").json()
+    assert child["reclaimed_at"] == parent["reclaimed_at"]
+    with tenant_scope(tenant.pk):
+        stamped = DeletionReceipt.objects.filter(reclaimed_at__isnull=False)
+        assert set(map(str, stamped.values_list("pk", flat=True))) == {
+            erasure["id"],
+            single["id"],
+        }
+    assert deletions_reclaim() == 0  # the per-fact receipts do not await anything
+
+
 def test_it_refuses_to_run_inside_a_tenant_scope(tenant):
     with tenant_scope(tenant.pk), pytest.raises(RuntimeError):
         deletions_reclaim()
