@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.urls import reverse
 
 from apps.audit.models import DeletionReceipt
 from apps.derivations.reclamation import deletions_reclaim
@@ -26,7 +27,9 @@ def test_it_stamps_receipts_deleted_before_the_vacuum(admin_agent, tenant, other
     assert deletions_reclaim() == 0  # nothing left to reclaim: no vacuum
 
 
-def test_an_erasures_receipts_are_reclaimed_with_it_in_one_row(admin_agent, tenant):
+def test_an_erasures_receipts_are_reclaimed_with_it_in_one_row(
+    admin_agent, tenant, other_agent, client, owner
+):
     """Reclamation stamps the erasure's receipt alone; each per-fact receipt reports that
     stamp, through the list of the erasure's receipts and through its own page."""
     for key in ("a", "b", "c"):
@@ -47,6 +50,18 @@ def test_an_erasures_receipts_are_reclaimed_with_it_in_one_row(admin_agent, tena
     assert [c["reclaimed_at"] for c in children] == [parent["reclaimed_at"]] * 3
     child = admin_agent.get(f"{receipts}/{children[0]['id']}").json()
     assert child["reclaimed_at"] == parent["reclaimed_at"]
+    # The console's receipt pages say the same of a per-fact receipt.
+    client.force_login(owner)
+    for name in ("deletion", "receipt"):
+        page = reverse(
+            f"console:{name}", kwargs={"tenant_slug": tenant.slug, "receipt_id": children[0]["id"]}
+        )
+        html = client.get(page).content.decode()
+        assert "Storage reclaimed" in html
+        assert "not yet" not in html
+    # Another tenant learns nothing of them, by the erasure's id or a receipt's.
+    assert other_agent.get(receipts, {"parent": erasure["id"]}).json()["results"] == []
+    assert other_agent.get(f"{receipts}/{children[0]['id']}").status_code == 404
     with tenant_scope(tenant.pk):
         stamped = DeletionReceipt.objects.filter(reclaimed_at__isnull=False)
         assert set(map(str, stamped.values_list("pk", flat=True))) == {
