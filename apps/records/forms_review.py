@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +13,7 @@ from django.http import QueryDict
 from apps.tenancy.keyset import CursorField
 
 from .models import Resolution, Sensitivity
-from .review import PromotionQueueFilters
+from .review import BULK_APPROVE_LIMIT, PromotionQueueFilters
 
 REASON_MAX_LENGTH = 2000
 
@@ -124,11 +125,43 @@ class RejectForm(forms.Form):
     )
 
 
-class BulkApproveForm(PromotionQueueFilterForm):
-    """Approve every pending request matching the filters that was requested by ``as_of``
-    (when the reviewer saw the count), up to the bulk limit."""
+class RequestSnapshotField(forms.Field):
+    """The ids of the requests a confirmation listed, one hidden input each."""
 
-    as_of = forms.DateTimeField(widget=forms.HiddenInput)
+    widget = forms.MultipleHiddenInput
+    default_error_messages = {
+        "required": "This confirmation lists no request; go back to the queue and start again.",
+        "invalid": "This confirmation is damaged (an id is not valid); start again from the queue.",
+        "too_many": "This confirmation lists more requests than one bulk approval takes.",
+    }
+
+    def __init__(self, *, max_items: int, **kwargs: Any) -> None:
+        self.max_items = max_items
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> list[uuid.UUID]:
+        if not value:
+            return []
+        values = value if isinstance(value, list | tuple) else [value]
+        try:
+            ids = list(dict.fromkeys(uuid.UUID(str(item)) for item in values))
+        except ValueError as error:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from error
+        if len(ids) > self.max_items:
+            raise forms.ValidationError(self.error_messages["too_many"], code="too_many")
+        return ids
+
+
+class BulkApproveForm(PromotionQueueFilterForm):
+    """Approve exactly the pending requests a confirmation listed.
+
+    The confirmation carries a snapshot of the ids it showed, next to the filters that
+    produced them (hidden, so the reviewer returns to the same filtered queue). The approval
+    takes the snapshot's requests that are still pending and still match the filters; it
+    never adds one, and reports every listed request it left alone.
+    """
+
+    requests = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
     nonce = forms.CharField(widget=forms.HiddenInput, max_length=64)
     reason = forms.CharField(
         max_length=REASON_MAX_LENGTH,
@@ -137,17 +170,10 @@ class BulkApproveForm(PromotionQueueFilterForm):
         error_messages={"required": "Say why you approve them: the reason is kept with each."},
     )
 
-    def filters(self) -> PromotionQueueFilters:
-        base = super().filters()
-        as_of = self.cleaned_data.get("as_of") if self.is_valid() else None
-        return PromotionQueueFilters(
-            key=base.key,
-            subject=base.subject,
-            domain=base.domain,
-            sensitivity=base.sensitivity,
-            pending_at_least=base.pending_at_least,
-            requested_until=as_of,
-        )
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in self.FILTER_FIELDS:
+            self.fields[name].widget = forms.HiddenInput()
 
 
 class ConflictResolveForm(forms.Form):

@@ -13,7 +13,7 @@ The one change here, :func:`promotions_approve_bulk`, only loops over the existi
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -217,10 +217,21 @@ def promotion_queue_count(*, filters: PromotionQueueFilters, limit: int = COUNT_
 
 
 def promotion_queue_selection(
-    *, filters: PromotionQueueFilters, limit: int = BULK_APPROVE_LIMIT
+    *,
+    filters: PromotionQueueFilters,
+    only: Collection[uuid.UUID] | None = None,
+    limit: int = BULK_APPROVE_LIMIT,
 ) -> list[PromotionRequest]:
-    """The oldest ``limit`` pending requests matching ``filters``: a bulk approval's batch."""
+    """The oldest ``limit`` pending requests matching ``filters``: a bulk approval's batch.
+
+    ``only`` pins the batch to the requests a reviewer was shown: a request outside it is
+    never selected, and one inside it that is no longer pending or no longer matches the
+    filters drops out (the caller reports it), so a confirmation approves at most what it
+    listed.
+    """
     queryset = _open_requests(filters, timezone.now()).select_related("record")
+    if only is not None:
+        queryset = queryset.filter(pk__in=list(only))
     return list(queryset.order_by("requested_at", "id")[:limit])
 
 

@@ -4,6 +4,7 @@ memory and read its receipt."""
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 from playwright.sync_api import expect
@@ -74,3 +75,38 @@ def test_it_deletes_a_memory_and_shows_its_receipt(
     screenshot(page)
     with tenant_scope(tenant.pk):
         assert not MemoryRecord.objects.filter(pk=record["id"]).exists()
+
+
+def test_it_bulk_approves_only_the_filtered_requests(
+    reviewer_page, tenant, agent, console_path, screenshot
+):
+    def requested(subject: str, domain: str) -> str:
+        record = write_ok(
+            agent,
+            subject=subject,
+            scope={"domain": domain},
+            source={"kind": "interaction", "ref": f"i:{subject}"},
+        )
+        response = agent.post(
+            f"/api/v1/records/{record['id']}/promotion-requests",
+            {"evidence": {"ticket": subject}, "reason": "confirmed by the customer"},
+        )
+        assert response.status_code in (200, 201), response.content[:500]
+        return str(record["id"])
+
+    matching = [requested(f"user:a{n}", "alpha") for n in range(2)]
+    others = [requested(f"user:b{n}", "beta") for n in range(3)]
+    page = reviewer_page
+    page.goto(console_path("review") + "?domain=alpha")
+    page.get_by_role("link", name=re.compile("^Approve all matching")).click()
+    expect(page.get_by_role("heading", name="Approve 2 requests?")).to_be_visible()
+    expect(page.locator("main")).to_contain_text("user:a1")
+    expect(page.locator("main")).not_to_contain_text("user:b0")
+    page.get_by_label("Reason for approving these").fill("checked against the CRM export")
+    page.get_by_role("button", name="Approve 2 requests").click()
+    expect(page.locator("main")).to_contain_text("Approved 2 requests")
+    screenshot(page)
+    with tenant_scope(tenant.pk):
+        trust = dict(MemoryRecord.objects.values_list("id", "trust"))
+    assert [trust[uuid.UUID(pk)] for pk in matching] == ["confirmed"] * 2
+    assert [trust[uuid.UUID(pk)] for pk in others] == ["provisional"] * 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import timedelta
+from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -108,6 +109,37 @@ def hidden(html: str, name: str) -> str:
     match = re.search(rf'name="{name}" value="([^"]*)"', html)
     assert match, f"the form carries {name}"
     return match.group(1).replace("&#x27;", "'").replace("&quot;", '"').replace("&amp;", "&")
+
+
+class _FormInputs(HTMLParser):
+    """The inputs of the page's form that posts to ``action``, as a browser would send them."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__()
+        self.action = action
+        self.inside = False
+        self.data: dict[str, list[str]] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "form":
+            self.inside = found.get("action") == self.action
+            return
+        sent = found.get("type") in {"hidden", "text", None} and bool(found.get("name"))
+        if tag == "input" and self.inside and sent:
+            self.data.setdefault(str(found["name"]), []).append(found.get("value") or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self.inside = False
+
+
+def submitted(html: str, action: str, **typed: str) -> dict[str, list[str]]:
+    """What submitting the form at ``action`` on ``html`` sends, with ``typed`` filled in."""
+    parser = _FormInputs(action)
+    parser.feed(html)
+    assert parser.data, f"the page has a form posting to {action}"
+    return {**parser.data, **{name: [value] for name, value in typed.items()}}
 
 
 # --- access -------------------------------------------------------------------------------------
@@ -386,23 +418,46 @@ def test_it_confirms_a_bulk_approval_with_the_count(client, tenant, reviewer):
         assert PromotionRequest.objects.filter(state="open").count() == 3
 
 
+def bulk_confirm(client: Client, tenant: Tenant, **filters: str) -> str:
+    response = client.get(url("review-bulk-approve", tenant), filters)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def bulk_submit(client: Client, tenant: Tenant, page: str, reason: str = "checked", **kw: Any):
+    action = url("review-bulk-approve", tenant)
+    return client.post(action, submitted(page, action, reason=reason), **kw)
+
+
+def test_it_bulk_approves_only_the_filtered_requests_it_listed(client, tenant, reviewer):
+    alpha = [pending(tenant, subject=f"user:a{n}", scope={"domain": "alpha"}) for n in range(2)]
+    others = [pending(tenant, subject=f"user:b{n}", scope={"domain": "beta"}) for n in range(3)]
+    others.append(
+        pending(tenant, subject="user:r", scope={"domain": "beta"}, sensitivity="restricted")
+    )
+    client = signed_in(client, reviewer)
+    page = bulk_confirm(client, tenant, domain="alpha")
+    assert "Approve 2 requests?" in page
+    assert "user:a0" in page
+    assert "user:a1" in page
+    assert "user:b0" not in page
+    assert "user:r" not in page
+    response = bulk_submit(client, tenant, page, follow=True)
+    assert response.redirect_chain[-1][0] == url("review", tenant) + "?domain=alpha"
+    assert "Approved 2 requests" in response.content.decode()
+    assert [request_state(tenant, p)[0] for p in alpha] == ["approved"] * 2
+    assert [request_state(tenant, p)[0] for p in others] == ["open"] * 4
+    assert len(events(tenant, "promotion.approve")) == 2
+
+
 def test_it_bulk_approves_the_filtered_selection_and_reports_refusals(client, tenant, reviewer):
     ones = [pending(tenant, subject=f"user:{n}") for n in range(3)]
     own = pending(tenant, subject="user:mine", writer=Actor.for_user(reviewer))
     other_key = pending(tenant, subject="user:9", key="billing.plan")
     client = signed_in(client, reviewer)
-    page = client.get(url("review-bulk-approve", tenant), {"key": "shipping."}).content.decode()
+    page = bulk_confirm(client, tenant, key="shipping.")
     assert "Approve 4 requests?" in page
-    response = client.post(
-        url("review-bulk-approve", tenant),
-        {
-            "key": "shipping.",
-            "as_of": hidden(page, "as_of"),
-            "nonce": nonce_of(page),
-            "reason": "verified against the CRM export",
-        },
-        follow=True,
-    )
+    response = bulk_submit(client, tenant, page, "verified against the CRM export", follow=True)
     html = response.content.decode()
     assert response.redirect_chain[-1][0] == url("review", tenant) + "?key=shipping."
     assert "Approved 3 requests" in html
@@ -419,51 +474,87 @@ def test_it_does_not_bulk_approve_requests_that_arrived_after_the_confirmation(
 ):
     shown = pending(tenant, subject="user:1")
     client = signed_in(client, reviewer)
-    page = client.get(url("review-bulk-approve", tenant)).content.decode()
+    page = bulk_confirm(client, tenant)
     late = pending(tenant, subject="user:2")
-    client.post(
-        url("review-bulk-approve", tenant),
-        {"as_of": hidden(page, "as_of"), "nonce": nonce_of(page), "reason": "checked"},
-    )
+    bulk_submit(client, tenant, page)
     assert request_state(tenant, shown)[0] == "approved"
     assert request_state(tenant, late)[0] == "open"
+
+
+def test_it_reports_listed_requests_decided_meanwhile_and_leaves_them(
+    client, tenant, reviewer, member
+):
+    first, second = pending(tenant, subject="user:1"), pending(tenant, subject="user:2")
+    client = signed_in(client, reviewer)
+    page = bulk_confirm(client, tenant)
+    with tenant_scope(tenant.pk):
+        from apps.records.services import promotion_reject
+
+        promotion_reject(request=second, actor=Actor.for_user(member), reason="not verified")
+    response = bulk_submit(client, tenant, page, follow=True)
+    html = response.content.decode()
+    assert "Approved 1 request:" in html
+    assert "1 of the 2 listed requests changed since the confirmation" in html
+    assert request_state(tenant, first)[0] == "approved"
+    assert request_state(tenant, second)[0] == "rejected"
+
+
+def test_it_never_approves_an_id_added_to_the_snapshot_outside_the_filters(
+    client, tenant, reviewer
+):
+    pending(tenant, subject="user:a", scope={"domain": "alpha"})
+    outside = pending(tenant, subject="user:b", scope={"domain": "beta"})
+    client = signed_in(client, reviewer)
+    page = bulk_confirm(client, tenant, domain="alpha")
+    action = url("review-bulk-approve", tenant)
+    data = submitted(page, action, reason="checked")
+    data["requests"].append(str(outside.pk))
+    client.post(action, data)
+    assert request_state(tenant, outside)[0] == "open"
+
+
+def test_it_refuses_a_damaged_snapshot_and_changes_nothing(client, tenant, reviewer):
+    promotion = pending(tenant)
+    client = signed_in(client, reviewer)
+    page = bulk_confirm(client, tenant)
+    action = url("review-bulk-approve", tenant)
+    data = submitted(page, action, reason="checked")
+    data["requests"] = ["not-an-id"]
+    response = client.post(action, data, follow=True)
+    assert "damaged" in response.content.decode()
+    assert request_state(tenant, promotion)[0] == "open"
 
 
 def test_it_caps_a_bulk_approval_at_the_limit_oldest_first(client, tenant, reviewer, monkeypatch):
     monkeypatch.setattr("apps.records.views.review.BULK_APPROVE_LIMIT", 2)
     requests = [pending(tenant, subject=f"user:{n}") for n in range(3)]
     client = signed_in(client, reviewer)
-    page = client.get(url("review-bulk-approve", tenant)).content.decode()
+    page = bulk_confirm(client, tenant)
     assert "Approve 2 requests?" in page
     assert "oldest 2" in page
-    client.post(
-        url("review-bulk-approve", tenant),
-        {"as_of": hidden(page, "as_of"), "nonce": nonce_of(page), "reason": "checked"},
-    )
+    bulk_submit(client, tenant, page)
     assert [request_state(tenant, r)[0] for r in requests] == ["approved", "approved", "open"]
 
 
 def test_it_requires_a_reason_for_a_bulk_approval(client, tenant, reviewer):
     promotion = pending(tenant)
     client = signed_in(client, reviewer)
-    page = client.get(url("review-bulk-approve", tenant)).content.decode()
-    response = client.post(
-        url("review-bulk-approve", tenant),
-        {"as_of": hidden(page, "as_of"), "nonce": nonce_of(page), "reason": ""},
-    )
+    page = bulk_confirm(client, tenant)
+    response = bulk_submit(client, tenant, page, reason="")
     assert response.status_code == 400
-    assert "Say why you approve them" in response.content.decode()
+    html = response.content.decode()
+    assert "Say why you approve them" in html
+    assert "Approve 1 request?" in html, "the same snapshot is shown again"
     assert request_state(tenant, promotion)[0] == "open"
 
 
 def test_it_makes_a_repeated_bulk_approval_harmless(client, tenant, reviewer):
     pending(tenant, subject="user:1")
     client = signed_in(client, reviewer)
-    page = client.get(url("review-bulk-approve", tenant)).content.decode()
-    data = {"as_of": hidden(page, "as_of"), "nonce": nonce_of(page), "reason": "checked"}
-    client.post(url("review-bulk-approve", tenant), data)
+    page = bulk_confirm(client, tenant)
+    bulk_submit(client, tenant, page)
     pending(tenant, subject="user:2")  # would match a second run of the same form
-    again = client.post(url("review-bulk-approve", tenant), data, follow=True)
+    again = bulk_submit(client, tenant, page, follow=True)
     assert "already submitted" in again.content.decode()
     with tenant_scope(tenant.pk):
         assert PromotionRequest.objects.filter(state="approved").count() == 1

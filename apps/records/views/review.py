@@ -17,7 +17,6 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -71,6 +70,8 @@ CONFLICTS_TEMPLATE = "console/review/conflicts.html"
 CONFLICT_TEMPLATE = "console/review/conflict.html"
 # Refusals listed one by one after a bulk approval; the rest are counted.
 REFUSALS_LISTED = 10
+# Requests a bulk confirmation lists by name; the rest of the snapshot is counted.
+BULK_LISTED = 20
 
 
 def _safe_next(request: ConsoleRequest, fallback: str) -> str:
@@ -251,60 +252,81 @@ def review_reject(request: ConsoleRequest, tenant: Tenant, request_id: uuid.UUID
 
 
 def _bulk_context(
-    request: ConsoleRequest, tenant: Tenant, filter_form: PromotionQueueFilterForm, **extra: Any
+    request: ConsoleRequest,
+    tenant: Tenant,
+    filter_form: PromotionQueueFilterForm,
+    *,
+    batch: list[PromotionRequest],
+    form: BulkApproveForm,
 ) -> dict[str, Any]:
-    filters = filter_form.filters()
-    count = promotion_queue_count(filters=filters, limit=BULK_APPROVE_LIMIT)
+    count = promotion_queue_count(filters=filter_form.filters(), limit=BULK_APPROVE_LIMIT)
     return {
         **_reviewer_context(request, tenant, "review"),
         "filter_form": filter_form,
         "filter_summary": filter_form.filter_summary(),
-        "count": min(count, BULK_APPROVE_LIMIT),
+        "batch": batch,
+        "batch_listed": batch[:BULK_LISTED],
+        "batch_unlisted": max(len(batch) - BULK_LISTED, 0),
+        "count": len(batch),
         "more_than_limit": count > BULK_APPROVE_LIMIT,
         "bulk_limit": BULK_APPROVE_LIMIT,
         "queue_url": _filtered_queue_url(tenant, filter_form),
-        **extra,
+        "form": form,
     }
 
 
-def _fresh_bulk_form(
-    filter_form: PromotionQueueFilterForm, request: ConsoleRequest
-) -> BulkApproveForm:
+def _bulk_confirmation(
+    request: ConsoleRequest, tenant: Tenant, filter_form: PromotionQueueFilterForm
+) -> HttpResponse:
+    """The confirmation page: what the filters select now, as a snapshot of ids to approve."""
+    batch = promotion_queue_selection(filters=filter_form.filters(), limit=BULK_APPROVE_LIMIT)
     initial = {name: filter_form.data.get(name, "") for name in filter_form.FILTER_FIELDS}
-    return BulkApproveForm(
-        initial={**initial, "as_of": timezone.now(), "nonce": form_nonce_issue(request)}
+    form = BulkApproveForm(
+        initial={
+            **initial,
+            "requests": [str(item.pk) for item in batch],
+            "nonce": form_nonce_issue(request),
+        }
+    )
+    return render(
+        request, BULK_TEMPLATE, _bulk_context(request, tenant, filter_form, batch=batch, form=form)
     )
 
 
 @tenant_view(REVIEW_PROMOTIONS)
 @require_http_methods(["GET", "POST"])
 def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
-    """GET: how many pending requests the filters match, and a form to approve them.
-    POST: approve those requested by the time the count was shown (up to the limit); each
-    request the rules refuse is reported, the others are approved."""
+    """GET: the pending requests the filters match (up to the limit), listed, and a form
+    carrying their ids. POST: approve those of them that are still pending and still match;
+    nothing outside the confirmation is ever approved, and what was left alone is reported."""
     if request.method != "POST":
         filter_form = PromotionQueueFilterForm(request.GET or None)
         if filter_form.is_bound and not filter_form.is_valid():
             return redirect("console:review", tenant_slug=tenant.slug)
-        form = _fresh_bulk_form(filter_form, request)
-        return render(
-            request, BULK_TEMPLATE, _bulk_context(request, tenant, filter_form, form=form)
-        )
+        return _bulk_confirmation(request, tenant, filter_form)
 
     form = BulkApproveForm(request.POST)
     filter_form = PromotionQueueFilterForm(request.POST)
     if not form.is_valid():
-        return render(
-            request,
-            BULK_TEMPLATE,
-            _bulk_context(request, tenant, filter_form, form=form),
-            status=400,
+        if "requests" in form.errors or not filter_form.is_valid():
+            problems = [str(message) for message in form.errors.get("requests", [])]
+            messages.error(request, " ".join(problems) or "Start again from the queue.")
+            return redirect("console:review", tenant_slug=tenant.slug)
+        # The same snapshot again, with the errors: the reviewer corrects and confirms what
+        # they were shown, not a fresh selection.
+        shown = promotion_queue_selection(
+            filters=filter_form.filters(),
+            only=form.cleaned_data["requests"],
+            limit=BULK_APPROVE_LIMIT,
         )
+        context = _bulk_context(request, tenant, filter_form, batch=shown, form=form)
+        return render(request, BULK_TEMPLATE, context, status=400)
     queue_url = _filtered_queue_url(tenant, filter_form)
     if not form_nonce_consume(request, form.cleaned_data["nonce"]):
         messages.info(request, "That bulk approval was already submitted; nothing was repeated.")
         return redirect(queue_url)
-    batch = promotion_queue_selection(filters=form.filters(), limit=BULK_APPROVE_LIMIT)
+    listed: list[uuid.UUID] = form.cleaned_data["requests"]
+    batch = promotion_queue_selection(filters=form.filters(), only=listed, limit=BULK_APPROVE_LIMIT)
     outcome = promotions_approve_bulk(
         requests=batch, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]
     )
@@ -312,15 +334,23 @@ def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse
     messages.success(
         request, f"Approved {approved} request{'s' if approved != 1 else ''}: confirmed."
     )
+    left_alone = len(listed) - len(batch)
+    if left_alone:
+        messages.warning(
+            request,
+            f"{left_alone} of the {len(listed)} listed request{'s' if len(listed) != 1 else ''} "
+            "changed since the confirmation (decided by someone else, expired, or no longer "
+            "matching the filters) and were left as they are.",
+        )
     if outcome.refused:
-        listed = "; ".join(
+        refusals = "; ".join(
             f"{item.record.subject} · {item.record.key}: {why}"
             for item, why in outcome.refused[:REFUSALS_LISTED]
         )
         more = len(outcome.refused) - REFUSALS_LISTED
         messages.warning(
             request,
-            f"{len(outcome.refused)} could not be approved and stay pending: {listed}"
+            f"{len(outcome.refused)} could not be approved and stay pending: {refusals}"
             + (f"; and {more} more." if more > 0 else "."),
         )
     return redirect(queue_url)
