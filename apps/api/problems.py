@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import json
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import IO, TYPE_CHECKING, Any
@@ -285,21 +286,65 @@ class _EscapingJSONRenderer(renderers.JSONRenderer):
 _ESCAPING_RENDERER = _EscapingJSONRenderer()
 
 
-def _json_depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests deeper than ``limit`` (iterative: no recursion of our own)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+UNSTORABLE_NUL = "Must not contain the NUL character (U+0000)."
+UNSTORABLE_SURROGATE = "Must be valid Unicode (no unpaired surrogate code points)."
+UNSTORABLE_NUMBER = "Must be a finite number (this one overflows a double)."
+
+
+def _unstorable_text(text: str) -> str | None:
+    if "\x00" in text:
+        return UNSTORABLE_NUL
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return UNSTORABLE_SURROGATE
+    return None
+
+
+def _child_path(parent: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else key
+
+
+def json_body_problems(value: Any, limit: int = MAX_JSON_DEPTH) -> dict[str, list[str]] | None:
+    """What no field of any request may hold, by field path; ``None`` when there is nothing.
+
+    A body nested deeper than ``limit`` is one problem (``body``). Otherwise every string (key
+    or value) holding NUL or an unpaired surrogate, and every number that overflowed to
+    infinity, is named by its path: PostgreSQL can store none of them in text or jsonb, so
+    each would otherwise fail at the database, whatever the endpoint. Iterative: no recursion
+    of our own through a body the client shaped.
+    """
+    problems: dict[str, list[str]] = {}
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
     while stack:
-        item, depth = stack.pop()
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            message = _unstorable_text(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            message = UNSTORABLE_NUMBER
+        else:
+            message = None
+        if message:
+            problems.setdefault(path or "body", []).append(message)
+            continue
         if isinstance(item, dict):
-            children: Any = item.values()
+            children: list[tuple[str | int, Any]] = list(item.items())
         elif isinstance(item, list):
-            children = item
+            children = list(enumerate(item))
         else:
             continue
         if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
+            return {"body": [TOO_DEEP]}
+        for key, child in children:
+            child_path = _child_path(path, key)
+            key_problem = _unstorable_text(key) if isinstance(key, str) else None
+            if key_problem:
+                problems.setdefault(child_path, []).append(key_problem)
+                continue
+            stack.append((child, child_path, depth + 1))
+    return problems or None
 
 
 class JSONBodyParser(parsers.JSONParser):
@@ -331,8 +376,11 @@ class JSONBodyParser(parsers.JSONParser):
             raise exceptions.ParseError(TOO_DEEP) from exc
         except Exception as exc:
             raise exceptions.ParseError(f"JSON parse error - {exc}") from exc
-        if _json_depth_exceeds(data, MAX_JSON_DEPTH):
+        problems = json_body_problems(data)
+        if problems == {"body": [TOO_DEEP]}:
             raise exceptions.ParseError(TOO_DEEP)
+        if problems:
+            raise exceptions.ValidationError(problems)
         return data
 
 

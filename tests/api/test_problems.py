@@ -403,3 +403,36 @@ def test_it_echoes_an_unknown_field_named_by_an_unpaired_surrogate_as_its_escape
     body = assert_problem(response, 400)
     assert "\ud800" in body["errors"]
     assert b'"\\ud800"' in response.content
+
+
+UNSTORABLE_BODIES = [
+    ("/api/v1/search", '{"query": "\\ud800"}', "query"),
+    (
+        "/api/v1/search",
+        '{"query": "x", "scope": {"domain": "c", "conditions": {"a\\u0000": 1}}}',
+        "scope.conditions.a\u0000",
+    ),
+    ("/api/v1/summaries", '{"text": "\\udfff", "sources": [], "reason": "r"}', "text"),
+    ("/api/v1/summaries", '{"text": "t", "sources": [], "reason": "x\\u0000"}', "reason"),
+    ("/api/v1/erasures", '{"subject": "user:\\ud800", "reason": "asked"}', "subject"),
+    ("/api/v1/erasures", '{"subject": "user:1", "reason": "\\u0000"}', "reason"),
+    ("/api/v1/runs", '{"task_id": "t", "owner": "service:x", "subject": "\\ud800"}', "subject"),
+    ("/api/v1/facts/check", '{"facts": [{"id": "\\u0000", "version": 1}]}', "facts[0].id"),
+    ("/api/v1/records", '{"key": "k", "value": [1, 1e999]}', "value[1]"),
+]
+
+
+@pytest.mark.parametrize(("path", "raw", "field"), UNSTORABLE_BODIES)
+def test_it_refuses_text_and_numbers_no_database_can_store_on_every_endpoint(
+    tenant, path, raw, field
+):
+    agent = make_agent(tenant, "read,write,search,delete,review,state,erase,audit", name="all")
+    response = agent.client.generic(
+        "POST",
+        path,
+        data=raw.encode(),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {agent.token}"},
+    )
+    body = assert_problem(response, 400)
+    assert list(body["errors"]) == [field]

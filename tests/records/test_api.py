@@ -389,7 +389,7 @@ def test_it_refuses_a_corrected_value_the_database_cannot_store(agent, review_ag
     _, second = _conflict(agent)
     response = _resolve(review_agent, second["conflict"], "corrected", value={"a": "\u0000"})
     problem = assert_problem(response, 400)
-    assert "value" in problem["errors"]
+    assert list(problem["errors"]) == ["value.a"]
     with tenant_scope(tenant.pk):
         assert Conflict.objects.get().state == "open"
 
@@ -944,7 +944,7 @@ def test_it_refuses_evidence_the_database_cannot_store(agent, tenant):
     problem = assert_problem(
         _raw_post(agent, f"{RECORDS}/{first['id']}/promotion-requests", raw), 400
     )
-    assert "evidence" in problem["errors"]
+    assert list(problem["errors"]) == ["evidence.note"]
     with tenant_scope(tenant.pk):
         assert PromotionRequest.objects.count() == 0
 
