@@ -28,4 +28,4 @@ RUN pip install . \
 USER memoryconsole
 
 EXPOSE 8000
-CMD ["gunicorn", "memoryconsole.wsgi", "--bind=0.0.0.0:8000", "--workers=3", "--access-logfile=-"]
+CMD ["gunicorn", "memoryconsole.wsgi", "--config=python:memoryconsole.gunicorn_conf", "--bind=0.0.0.0:8000", "--workers=3"]

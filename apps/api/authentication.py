@@ -12,6 +12,8 @@ from rest_framework.request import Request
 from apps.tenancy.models import AgentCredential
 from apps.tenancy.selectors import credential_for_token, credential_touch
 
+from .throttling import auth_failure_record, auth_failures_check
+
 
 @dataclass(frozen=True)
 class AgentPrincipal:
@@ -55,6 +57,14 @@ class AgentCredentialAuthentication(authentication.BaseAuthentication):
         header = _authorization_header(request).split()
         if not header:
             return None
+        auth_failures_check(request)
+        try:
+            return self._authenticate_bearer(header)
+        except exceptions.AuthenticationFailed:
+            auth_failure_record(request)
+            raise
+
+    def _authenticate_bearer(self, header: list[bytes]) -> tuple[AgentPrincipal, AgentCredential]:
         if header[0].lower() != self.keyword.lower().encode():
             raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
         if len(header) != 2:

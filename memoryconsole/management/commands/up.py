@@ -311,7 +311,7 @@ class Command(BaseCommand):
         self.supervisor.start("beat", [*beat, "--schedule", schedule])
         web = [python, "-m", "gunicorn", "memoryconsole.wsgi", "--bind", f"{host}:{port}"]
         web += ["--workers", str(workers), "--graceful-timeout", str(int(STOP_TIMEOUT) - 2)]
-        web += ["--access-logfile", "-", "--log-level", loglevel.lower()]
+        web += ["--config", "python:memoryconsole.gunicorn_conf", "--log-level", loglevel.lower()]
         if _gunicorn_has_control_socket():
             # Its default path is per user, not per home: two ups would fight over it.
             web.append("--no-control-socket")
