@@ -19,6 +19,7 @@ from django.db.models import DateTimeField, F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from apps.audit.models import ActorType
 from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
 from apps.derivations.outbox import record_embedding_enqueue, record_embedding_message
 from apps.tenancy.models import Tenant
@@ -474,6 +475,18 @@ def promotion_request_create(
     return request
 
 
+def _require_reason(reason: str) -> None:
+    """A decision is kept with why it was taken: a blank reason is refused before any lock."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise RecordError(
+            "Say why: a decision needs a non-empty reason.", status=400, field="reason"
+        )
+
+
+def _wrote(actor: Actor, record: MemoryRecord) -> bool:
+    return (actor.type, actor.id) == (record.writer_type, record.writer_id)
+
+
 def _lock_request(request: PromotionRequest) -> PromotionRequest:
     locked = (
         PromotionRequest.objects.select_for_update().select_related("record").get(pk=request.pk)
@@ -485,11 +498,12 @@ def _lock_request(request: PromotionRequest) -> PromotionRequest:
 
 @transaction.atomic
 def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -> PromotionEvent:
-    """Confirm the record. The record's own writer cannot approve it: promotion needs an
-    independent source or a person."""
+    """Confirm the record, for a non-empty ``reason``. The record's own writer cannot approve
+    it: promotion needs an independent source or a person."""
+    _require_reason(reason)
     request = _lock_request(request)
     record = _lock_record(request.record)
-    if (actor.type, actor.id) == (record.writer_type, record.writer_id):
+    if _wrote(actor, record):
         raise OwnEvidence("A writer cannot promote its own record; ask an independent reviewer.")
     if record.status != RecordStatus.ACTIVE:
         # The same rule as for opening a request: a version that lost a conflict (or was
@@ -521,7 +535,9 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
 
 @transaction.atomic
 def promotion_reject(*, request: PromotionRequest, actor: Actor, reason: str) -> PromotionRequest:
-    """Close the request; the record stays provisional (and expires on its short clock)."""
+    """Close the request, for a non-empty ``reason``; the record stays provisional (and
+    expires on its short clock)."""
+    _require_reason(reason)
     request = _lock_request(request)
     request.state = PromotionState.REJECTED
     request.decided_by_type, request.decided_by_id = actor.type, actor.id
@@ -556,10 +572,17 @@ def _supersede(loser: MemoryRecord, winner: MemoryRecord, now: datetime) -> None
 def conflict_resolve(
     *, conflict: Conflict, actor: Actor, resolution: str, reason: str, value: Any = None
 ) -> Conflict:
-    """Settle a contradiction. The losing version becomes ``superseded``, never deleted;
-    ``corrected`` writes a new, confirmed version whose source is the reviewer's action."""
+    """Settle a contradiction, for a non-empty ``reason``. The losing version becomes
+    ``superseded``, never deleted.
+
+    ``corrected`` writes a new version. Only a person's correction is a ``user_action`` and
+    confirmed at once; a credential's is ``derived`` from the conflict and provisional, so it
+    needs promotion like any agent's write. A credential that wrote either version cannot
+    resolve the conflict (:class:`OwnEvidence`): it would be confirming itself.
+    """
     if resolution not in Resolution.values:
-        raise RecordError(f"Unknown resolution {resolution!r}.", status=400)
+        raise RecordError(f"Unknown resolution {resolution!r}.", status=400, field="resolution")
+    _require_reason(reason)
     fact = Fact.objects.select_for_update().get(pk=conflict.fact_id)
     conflict = (
         Conflict.objects.select_for_update()
@@ -568,8 +591,14 @@ def conflict_resolve(
     )
     if conflict.state != ConflictState.OPEN:
         raise RecordError("The conflict is already resolved.", resolution=conflict.resolution)
-    now = timezone.now()
     current, contender = conflict.current_record, conflict.contender
+    by_person = actor.type == ActorType.USER
+    if not by_person and (_wrote(actor, current) or _wrote(actor, contender)):
+        raise OwnEvidence(
+            "This credential wrote a version in this conflict, so it cannot resolve it; "
+            "ask an independent reviewer."
+        )
+    now = timezone.now()
     winner: MemoryRecord
     if resolution == Resolution.KEEP_CURRENT:
         winner = current
@@ -588,6 +617,16 @@ def conflict_resolve(
         if len(canonical_json(value).encode()) > MAX_VALUE_BYTES:
             raise RecordError("The corrected value is too large.", status=413, field="value")
         fact.last_version += 1
+        sensitivity = max((current.sensitivity, contender.sensitivity), key=_sensitivity_rank)
+        source_kind = SourceKind.USER_ACTION if by_person else SourceKind.DERIVED
+        # A person's correction is confirmed below (its lifetime set there); an agent's
+        # starts on the provisional clock like any write.
+        provisional_life = lifetime(
+            sensitivity=sensitivity,
+            trust=Trust.PROVISIONAL,
+            ttl=contender.ttl_requested,
+            written_at=now,
+        )
         winner = MemoryRecord.objects.create(
             tenant_id=fact.tenant_id,
             fact=fact,
@@ -596,20 +635,20 @@ def conflict_resolve(
             version=fact.last_version,
             value=value,
             content=render_content(fact.key, value),
-            source_kind=SourceKind.USER_ACTION,
+            source_kind=source_kind,
             source_ref=f"conflict:{conflict.pk}",
             observed_at=now,
             written_at=now,
             owner=contender.owner,
-            reason=reason or contender.reason,
+            reason=reason,
             scope_domain=contender.scope_domain,
             scope_task_type=contender.scope_task_type,
             scope_conditions=contender.scope_conditions,
-            sensitivity=max((current.sensitivity, contender.sensitivity), key=_sensitivity_rank),
+            sensitivity=sensitivity,
             retention_basis=contender.retention_basis,
             consent_ref=contender.consent_ref,
             ttl_requested=contender.ttl_requested,
-            expires_at=None,
+            expires_at=provisional_life.expires_at,
             trust=Trust.PROVISIONAL,
             status=RecordStatus.ACTIVE,
             supersedes=current,
@@ -620,7 +659,7 @@ def conflict_resolve(
         Observation.objects.create(
             tenant_id=fact.tenant_id,
             record=winner,
-            source_kind=SourceKind.USER_ACTION,
+            source_kind=source_kind,
             source_ref=winner.source_ref,
             observed_at=now,
             recorded_at=now,
@@ -629,7 +668,8 @@ def conflict_resolve(
         )
         _supersede(current, winner, now)
         _supersede(contender, winner, now)
-        _promote(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
+        if by_person:
+            _promote(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
         record_embedding_enqueue(winner)  # derivations: the corrected version gets a vector
     if fact.current_id != winner.pk:
         fact.current = winner
