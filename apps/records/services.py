@@ -483,6 +483,16 @@ def _require_reason(reason: str) -> None:
         )
 
 
+def _record_target(record: MemoryRecord) -> dict[str, str]:
+    """What an audit event about one version names as its target: ids, never content."""
+    return {
+        "record": str(record.pk),
+        "fact": str(record.fact_id),
+        "subject": record.subject,
+        "key": record.key,
+    }
+
+
 def _wrote(actor: Actor, record: MemoryRecord) -> bool:
     return (actor.type, actor.id) == (record.writer_type, record.writer_id)
 
@@ -522,7 +532,7 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
         action="promotion.approve",
         object_type="promotion_request",
         object_id=str(request.pk),
-        data={"record": str(record.pk)},
+        data={"record": str(record.pk), "reason": reason, "target": _record_target(record)},
         lane_key=str(record.fact_id),  # the lane of record.promote below (see audit_event)
     )
     if record.trust == Trust.CONFIRMED:
@@ -551,7 +561,11 @@ def promotion_reject(*, request: PromotionRequest, actor: Actor, reason: str) ->
         action="promotion.reject",
         object_type="promotion_request",
         object_id=str(request.pk),
-        data={"record": str(request.record_id)},
+        data={
+            "record": str(request.record_id),
+            "reason": reason,
+            "target": _record_target(request.record),
+        },
     )
     return request
 
@@ -693,7 +707,18 @@ def conflict_resolve(
         object_type="conflict",
         object_id=str(conflict.pk),
         digest=record_digest(winner) if resolution == Resolution.CORRECTED else "",
-        data={"resolution": resolution, "winner": str(winner.pk)},
+        data={
+            "resolution": resolution,
+            "winner": str(winner.pk),
+            "reason": reason,
+            "target": {
+                "fact": str(fact.pk),
+                "subject": fact.subject,
+                "key": fact.key,
+                "current": str(current.pk),
+                "contender": str(contender.pk),
+            },
+        },
         lane_key=str(fact.pk),  # the lane of record.promote above (see audit_event)
     )
     return conflict
@@ -744,7 +769,11 @@ def consent_revoke(
         object_type="consent",
         object_id=str(revocation.pk),
         digest=content_digest({"consent_ref": consent_ref}),
-        data={"records_expired": count},
+        data={
+            "records_expired": count,
+            "reason": reason,
+            "target": {"consent_ref": consent_ref},
+        },
     )
     derived.stamp(event.pk)
     return revocation
@@ -902,7 +931,14 @@ def _versions_delete(
         object_type="record",
         object_id=str(audited_record.pk),
         digest=digest,
-        data={"receipt": str(receipt.pk), "records": record_ids, "counts": counts, "kind": kind},
+        data={
+            "receipt": str(receipt.pk),
+            "records": record_ids,
+            "counts": counts,
+            "kind": kind,
+            "reason": reason,
+            "target": {"fact": str(fact.pk), "subject": fact.subject, "key": fact.key},
+        },
     )
     # The receipt, the event, and the invalidated summaries naming the event: one statement.
     audit_append(event, alongside=[insert_statement(receipt), *purge.stamp(event.pk)])
@@ -971,13 +1007,26 @@ def legal_hold_place(
         action="legal_hold.place",
         object_type="legal_hold",
         object_id=str(hold.pk),
-        data={"fact": str(fact.pk) if fact else None, "on_subject": bool(subject)},
+        data={
+            "fact": str(fact.pk) if fact else None,
+            "on_subject": bool(subject),
+            "reason": reason,
+            "target": _hold_target(hold),
+        },
     )
     return hold
 
 
+def _hold_target(hold: Any) -> dict[str, str | None]:
+    return {"subject": hold.subject or None, "fact": str(hold.fact_id) if hold.fact_id else None}
+
+
 @transaction.atomic
-def legal_hold_lift(*, hold: Any, actor: Actor) -> Any:
+def legal_hold_lift(*, hold: Any, actor: Actor, reason: str) -> Any:
+    """Lift a hold, for a non-empty ``reason``: its facts follow their retention again.
+    Lifting a lifted hold changes nothing."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise RecordError("Lifting a legal hold needs a reason.", status=400, field="reason")
     if hold.lifted_at is None:
         hold.lifted_at = timezone.now()
         hold.lifted_by_label = actor.label[:200]
@@ -988,6 +1037,7 @@ def legal_hold_lift(*, hold: Any, actor: Actor) -> Any:
             action="legal_hold.lift",
             object_type="legal_hold",
             object_id=str(hold.pk),
+            data={"reason": reason, "target": _hold_target(hold)},
         )
     return hold
 

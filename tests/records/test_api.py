@@ -735,7 +735,7 @@ def test_it_hides_an_expired_record_again_once_the_hold_is_lifted(agent, tenant)
         hold = services.legal_hold_place(
             tenant=tenant, actor=Actor.system("legal"), reason="x", subject="user:8812"
         )
-        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"))
+        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"), reason="case closed")
     assert_problem(agent.get(f"{RECORDS}/{record['id']}"), 404)
 
 
@@ -809,7 +809,7 @@ def test_it_expires_a_held_record_of_a_revoked_consent_once_the_hold_lifts(
         )
     erase_agent.post("/api/v1/consents/consent:77/revoke", {})
     with tenant_scope(tenant.pk):
-        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"))
+        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"), reason="case closed")
     assert_problem(agent.get(f"{RECORDS}/{record['id']}"), 404)
 
 
