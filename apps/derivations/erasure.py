@@ -146,7 +146,7 @@ def erasure_run(
             )
             if not fact_ids:
                 break
-            batch = _erase_batch(tenant, actor, parent, fact_ids, reason)
+            batch = _erase_batch(tenant, actor, parent, fact_ids, reason, {selector: value})
         receipt_ids.extend(batch.pop("_receipts_sample", []))
         for name, count in batch.items():
             totals[name] += count
@@ -160,7 +160,12 @@ def erasure_run(
             object_type="deletion_receipt",
             object_id=str(parent.pk),
             digest=parent.content_digest,
-            data={"selector": selector, "totals": dict(totals)},
+            data={
+                "selector": selector,
+                "totals": dict(totals),
+                "reason": reason,
+                "target": {selector: value},
+            },
         )
         parent.counts = {"selector": selector, **totals, "audit_event": str(event.pk)}
         parent.deleted_at = timezone.now()
@@ -183,7 +188,12 @@ RETURNING id::text
 
 
 def _erase_batch(
-    tenant: Tenant, actor: Actor, parent: DeletionReceipt, fact_ids: list[Any], reason: str
+    tenant: Tenant,
+    actor: Actor,
+    parent: DeletionReceipt,
+    fact_ids: list[Any],
+    reason: str,
+    target: dict[str, str],
 ) -> dict[str, Any]:
     now = timezone.now()
     # Server-side binding (prepared_cursor) throughout: the batch's ids travel as parameters
@@ -234,7 +244,12 @@ def _erase_batch(
         action="erasure.batch",
         object_type="deletion_receipt",
         object_id=str(parent.pk),
-        data={"facts": [str(pk) for pk in fact_ids], "records": len(record_ids)},
+        data={
+            "facts": [str(pk) for pk in fact_ids],
+            "records": len(record_ids),
+            "reason": reason,
+            "target": target,
+        },
     )
     # The event, and the invalidated summaries naming it, in one statement.
     audit_append(event, alongside=purge.stamp(event.pk))

@@ -130,7 +130,12 @@ def erasure_job_enqueue(
         object_type="erasure_job",
         object_id=str(message.pk),
         digest=content_digest({selector: value}),
-        data={"selector": selector, "records_matched": records},
+        data={
+            "selector": selector,
+            "records_matched": records,
+            "reason": reason,
+            "target": {selector: value},
+        },
     )
     return message
 

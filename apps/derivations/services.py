@@ -304,7 +304,12 @@ def record_redact(*, record: Any, actor: Actor, fields: Any, reason: str) -> Red
         object_type="record",
         object_id=str(record.pk),
         digest=removed_digest,
-        data={"fields": [p or "value" for p in paths], "counts": counts},
+        data={
+            "fields": [p or "value" for p in paths],
+            "counts": counts,
+            "reason": reason,
+            "target": {"record": str(record.pk), "fact": str(fact.pk), "subject": fact.subject},
+        },
     )
     Propagation(summary_ids=summary_ids).stamp(event.pk)
     return RedactionResult(record=record, fields=paths, counts=counts)

@@ -76,5 +76,6 @@ class LegalHoldAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignore
     def lift_holds(self, request: HttpRequest, queryset: QuerySet[LegalHold]) -> None:
         actor = Actor.for_user(request.user)
         for hold in queryset.filter(lifted_at__isnull=True):
-            legal_hold_lift(hold=hold, actor=actor)
+            # The admin's bulk action has no form to ask with; the console's lift page asks.
+            legal_hold_lift(hold=hold, actor=actor, reason="lifted with the Django admin action")
         messages.success(request, "Holds lifted.")

@@ -35,6 +35,7 @@ from .models import (
 from .serializers import (
     ConflictResolveInput,
     ConflictSerializer,
+    DecisionInput,
     FactCheckInput,
     FactSerializer,
     ObservationSerializer,
@@ -311,13 +312,13 @@ class PromotionDecisionView(APIView):
     required_action = "review"
     decision = "approve"
 
-    @extend_schema(request=ReasonInput, responses=PromotionRequestSerializer)
+    @extend_schema(request=DecisionInput, responses=PromotionRequestSerializer)
     @idempotent()
     def post(self, request: Request, request_id: str) -> Response:
         promotion = _promotion_or_404(request_id)
-        body = ReasonInput(data=request.data)
+        body = DecisionInput(data=request.data)
         body.is_valid(raise_exception=True)
-        reason = body.validated_data.get("reason", "")
+        reason = body.validated_data["reason"]
         try:
             if self.decision == "approve":
                 services.promotion_approve(request=promotion, actor=_actor(request), reason=reason)

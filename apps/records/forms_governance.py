@@ -154,6 +154,18 @@ class LegalHoldPlaceForm(forms.Form):
 HOLD_STATES = (("active", "Active"), ("lifted", "Lifted"), ("all", "All"))
 
 
+class LegalHoldLiftForm(forms.Form):
+    """Why a hold is lifted: kept in the audit log with the lift."""
+
+    reason = forms.CharField(
+        max_length=2000,
+        label="Reason for lifting",
+        error_messages={
+            "required": "Say why you lift the hold: the reason is kept in the audit log."
+        },
+    )
+
+
 class LegalHoldFilterForm(forms.Form):
     state = forms.ChoiceField(required=False, choices=HOLD_STATES, label="Show")
     before = forms.CharField(required=False, max_length=80, widget=forms.HiddenInput)

@@ -110,10 +110,9 @@ class ConflictQueueForm(PagerForm):
 
 class ApproveForm(forms.Form):
     reason = forms.CharField(
-        required=False,
         max_length=REASON_MAX_LENGTH,
-        label="Approval note",
-        help_text="Optional.",
+        label="Reason for approving",
+        error_messages={"required": "Say why you approve it: the reason is kept with the request."},
     )
 
 

@@ -316,6 +316,12 @@ class ReasonInput(serializers.Serializer[Any]):
     reason = serializers.CharField(required=False, allow_blank=True)
 
 
+class DecisionInput(serializers.Serializer[Any]):
+    """Approving or rejecting a promotion: the reason is kept with the decision."""
+
+    reason = serializers.CharField(max_length=2000)
+
+
 class PromotionRequestInput(serializers.Serializer[Any]):
     evidence = serializers.JSONField(required=False)
     reason = serializers.CharField()

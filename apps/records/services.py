@@ -19,6 +19,7 @@ from django.db.models import DateTimeField, F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from apps.audit.models import ActorType
 from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
 from apps.derivations.outbox import record_embedding_enqueue, record_embedding_message
 from apps.tenancy.models import Tenant
@@ -474,6 +475,28 @@ def promotion_request_create(
     return request
 
 
+def _require_reason(reason: str) -> None:
+    """A decision is kept with why it was taken: a blank reason is refused before any lock."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise RecordError(
+            "Say why: a decision needs a non-empty reason.", status=400, field="reason"
+        )
+
+
+def _record_target(record: MemoryRecord) -> dict[str, str]:
+    """What an audit event about one version names as its target: ids, never content."""
+    return {
+        "record": str(record.pk),
+        "fact": str(record.fact_id),
+        "subject": record.subject,
+        "key": record.key,
+    }
+
+
+def _wrote(actor: Actor, record: MemoryRecord) -> bool:
+    return (actor.type, actor.id) == (record.writer_type, record.writer_id)
+
+
 def _lock_request(request: PromotionRequest) -> PromotionRequest:
     locked = (
         PromotionRequest.objects.select_for_update().select_related("record").get(pk=request.pk)
@@ -485,11 +508,12 @@ def _lock_request(request: PromotionRequest) -> PromotionRequest:
 
 @transaction.atomic
 def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -> PromotionEvent:
-    """Confirm the record. The record's own writer cannot approve it: promotion needs an
-    independent source or a person."""
+    """Confirm the record, for a non-empty ``reason``. The record's own writer cannot approve
+    it: promotion needs an independent source or a person."""
+    _require_reason(reason)
     request = _lock_request(request)
     record = _lock_record(request.record)
-    if (actor.type, actor.id) == (record.writer_type, record.writer_id):
+    if _wrote(actor, record):
         raise OwnEvidence("A writer cannot promote its own record; ask an independent reviewer.")
     if record.status != RecordStatus.ACTIVE:
         # The same rule as for opening a request: a version that lost a conflict (or was
@@ -508,7 +532,7 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
         action="promotion.approve",
         object_type="promotion_request",
         object_id=str(request.pk),
-        data={"record": str(record.pk)},
+        data={"record": str(record.pk), "reason": reason, "target": _record_target(record)},
         lane_key=str(record.fact_id),  # the lane of record.promote below (see audit_event)
     )
     if record.trust == Trust.CONFIRMED:
@@ -521,7 +545,9 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
 
 @transaction.atomic
 def promotion_reject(*, request: PromotionRequest, actor: Actor, reason: str) -> PromotionRequest:
-    """Close the request; the record stays provisional (and expires on its short clock)."""
+    """Close the request, for a non-empty ``reason``; the record stays provisional (and
+    expires on its short clock)."""
+    _require_reason(reason)
     request = _lock_request(request)
     request.state = PromotionState.REJECTED
     request.decided_by_type, request.decided_by_id = actor.type, actor.id
@@ -535,7 +561,11 @@ def promotion_reject(*, request: PromotionRequest, actor: Actor, reason: str) ->
         action="promotion.reject",
         object_type="promotion_request",
         object_id=str(request.pk),
-        data={"record": str(request.record_id)},
+        data={
+            "record": str(request.record_id),
+            "reason": reason,
+            "target": _record_target(request.record),
+        },
     )
     return request
 
@@ -556,10 +586,17 @@ def _supersede(loser: MemoryRecord, winner: MemoryRecord, now: datetime) -> None
 def conflict_resolve(
     *, conflict: Conflict, actor: Actor, resolution: str, reason: str, value: Any = None
 ) -> Conflict:
-    """Settle a contradiction. The losing version becomes ``superseded``, never deleted;
-    ``corrected`` writes a new, confirmed version whose source is the reviewer's action."""
+    """Settle a contradiction, for a non-empty ``reason``. The losing version becomes
+    ``superseded``, never deleted.
+
+    ``corrected`` writes a new version. Only a person's correction is a ``user_action`` and
+    confirmed at once; a credential's is ``derived`` from the conflict and provisional, so it
+    needs promotion like any agent's write. A credential that wrote either version cannot
+    resolve the conflict (:class:`OwnEvidence`): it would be confirming itself.
+    """
     if resolution not in Resolution.values:
-        raise RecordError(f"Unknown resolution {resolution!r}.", status=400)
+        raise RecordError(f"Unknown resolution {resolution!r}.", status=400, field="resolution")
+    _require_reason(reason)
     fact = Fact.objects.select_for_update().get(pk=conflict.fact_id)
     conflict = (
         Conflict.objects.select_for_update()
@@ -568,8 +605,14 @@ def conflict_resolve(
     )
     if conflict.state != ConflictState.OPEN:
         raise RecordError("The conflict is already resolved.", resolution=conflict.resolution)
-    now = timezone.now()
     current, contender = conflict.current_record, conflict.contender
+    by_person = actor.type == ActorType.USER
+    if not by_person and (_wrote(actor, current) or _wrote(actor, contender)):
+        raise OwnEvidence(
+            "This credential wrote a version in this conflict, so it cannot resolve it; "
+            "ask an independent reviewer."
+        )
+    now = timezone.now()
     winner: MemoryRecord
     if resolution == Resolution.KEEP_CURRENT:
         winner = current
@@ -588,6 +631,16 @@ def conflict_resolve(
         if len(canonical_json(value).encode()) > MAX_VALUE_BYTES:
             raise RecordError("The corrected value is too large.", status=413, field="value")
         fact.last_version += 1
+        sensitivity = max((current.sensitivity, contender.sensitivity), key=_sensitivity_rank)
+        source_kind = SourceKind.USER_ACTION if by_person else SourceKind.DERIVED
+        # A person's correction is confirmed below (its lifetime set there); an agent's
+        # starts on the provisional clock like any write.
+        provisional_life = lifetime(
+            sensitivity=sensitivity,
+            trust=Trust.PROVISIONAL,
+            ttl=contender.ttl_requested,
+            written_at=now,
+        )
         winner = MemoryRecord.objects.create(
             tenant_id=fact.tenant_id,
             fact=fact,
@@ -596,20 +649,20 @@ def conflict_resolve(
             version=fact.last_version,
             value=value,
             content=render_content(fact.key, value),
-            source_kind=SourceKind.USER_ACTION,
+            source_kind=source_kind,
             source_ref=f"conflict:{conflict.pk}",
             observed_at=now,
             written_at=now,
             owner=contender.owner,
-            reason=reason or contender.reason,
+            reason=reason,
             scope_domain=contender.scope_domain,
             scope_task_type=contender.scope_task_type,
             scope_conditions=contender.scope_conditions,
-            sensitivity=max((current.sensitivity, contender.sensitivity), key=_sensitivity_rank),
+            sensitivity=sensitivity,
             retention_basis=contender.retention_basis,
             consent_ref=contender.consent_ref,
             ttl_requested=contender.ttl_requested,
-            expires_at=None,
+            expires_at=provisional_life.expires_at,
             trust=Trust.PROVISIONAL,
             status=RecordStatus.ACTIVE,
             supersedes=current,
@@ -620,7 +673,7 @@ def conflict_resolve(
         Observation.objects.create(
             tenant_id=fact.tenant_id,
             record=winner,
-            source_kind=SourceKind.USER_ACTION,
+            source_kind=source_kind,
             source_ref=winner.source_ref,
             observed_at=now,
             recorded_at=now,
@@ -629,7 +682,8 @@ def conflict_resolve(
         )
         _supersede(current, winner, now)
         _supersede(contender, winner, now)
-        _promote(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
+        if by_person:
+            _promote(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
         record_embedding_enqueue(winner)  # derivations: the corrected version gets a vector
     if fact.current_id != winner.pk:
         fact.current = winner
@@ -653,7 +707,18 @@ def conflict_resolve(
         object_type="conflict",
         object_id=str(conflict.pk),
         digest=record_digest(winner) if resolution == Resolution.CORRECTED else "",
-        data={"resolution": resolution, "winner": str(winner.pk)},
+        data={
+            "resolution": resolution,
+            "winner": str(winner.pk),
+            "reason": reason,
+            "target": {
+                "fact": str(fact.pk),
+                "subject": fact.subject,
+                "key": fact.key,
+                "current": str(current.pk),
+                "contender": str(contender.pk),
+            },
+        },
         lane_key=str(fact.pk),  # the lane of record.promote above (see audit_event)
     )
     return conflict
@@ -704,7 +769,11 @@ def consent_revoke(
         object_type="consent",
         object_id=str(revocation.pk),
         digest=content_digest({"consent_ref": consent_ref}),
-        data={"records_expired": count},
+        data={
+            "records_expired": count,
+            "reason": reason,
+            "target": {"consent_ref": consent_ref},
+        },
     )
     derived.stamp(event.pk)
     return revocation
@@ -862,7 +931,14 @@ def _versions_delete(
         object_type="record",
         object_id=str(audited_record.pk),
         digest=digest,
-        data={"receipt": str(receipt.pk), "records": record_ids, "counts": counts, "kind": kind},
+        data={
+            "receipt": str(receipt.pk),
+            "records": record_ids,
+            "counts": counts,
+            "kind": kind,
+            "reason": reason,
+            "target": {"fact": str(fact.pk), "subject": fact.subject, "key": fact.key},
+        },
     )
     # The receipt, the event, and the invalidated summaries naming the event: one statement.
     audit_append(event, alongside=[insert_statement(receipt), *purge.stamp(event.pk)])
@@ -931,13 +1007,26 @@ def legal_hold_place(
         action="legal_hold.place",
         object_type="legal_hold",
         object_id=str(hold.pk),
-        data={"fact": str(fact.pk) if fact else None, "on_subject": bool(subject)},
+        data={
+            "fact": str(fact.pk) if fact else None,
+            "on_subject": bool(subject),
+            "reason": reason,
+            "target": _hold_target(hold),
+        },
     )
     return hold
 
 
+def _hold_target(hold: Any) -> dict[str, str | None]:
+    return {"subject": hold.subject or None, "fact": str(hold.fact_id) if hold.fact_id else None}
+
+
 @transaction.atomic
-def legal_hold_lift(*, hold: Any, actor: Actor) -> Any:
+def legal_hold_lift(*, hold: Any, actor: Actor, reason: str) -> Any:
+    """Lift a hold, for a non-empty ``reason``: its facts follow their retention again.
+    Lifting a lifted hold changes nothing."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise RecordError("Lifting a legal hold needs a reason.", status=400, field="reason")
     if hold.lifted_at is None:
         hold.lifted_at = timezone.now()
         hold.lifted_by_label = actor.label[:200]
@@ -948,6 +1037,7 @@ def legal_hold_lift(*, hold: Any, actor: Actor) -> Any:
             action="legal_hold.lift",
             object_type="legal_hold",
             object_id=str(hold.pk),
+            data={"reason": reason, "target": _hold_target(hold)},
         )
     return hold
 

@@ -294,6 +294,12 @@ class AgentCredentialAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: 
         actor = Actor.for_user(request.user)
         revoked = 0
         for credential in queryset.filter(revoked_at__isnull=True):
-            credential_revoke(credential=credential, actor=actor, revoked_by=request.user)
+            # The admin's bulk action has no form to ask with; the console's revoke page asks.
+            credential_revoke(
+                credential=credential,
+                actor=actor,
+                reason="revoked with the Django admin action",
+                revoked_by=request.user,
+            )
             revoked += 1
         self.message_user(request, f"Revoked {revoked} credential(s).", messages.SUCCESS)

@@ -46,6 +46,16 @@ class CredentialIssueForm(forms.Form):
         return name
 
 
+class CredentialRevokeForm(forms.Form):
+    """Why a credential is revoked: kept in the audit log with the revocation."""
+
+    reason = forms.CharField(
+        max_length=2000,
+        label="Reason for revoking",
+        error_messages={"required": "Say why you revoke it: the reason is kept in the audit log."},
+    )
+
+
 class MemberAddForm(forms.Form):
     """Add an existing person to the tenant by username."""
 

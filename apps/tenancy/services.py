@@ -168,8 +168,13 @@ def credential_issue(
 
 
 @transaction.atomic
-def credential_revoke(*, credential: AgentCredential, actor: Actor, revoked_by: Any = None) -> None:
-    """Revoke a credential; requests with its token get 401 from now on."""
+def credential_revoke(
+    *, credential: AgentCredential, actor: Actor, reason: str, revoked_by: Any = None
+) -> None:
+    """Revoke a credential, for a non-empty ``reason``; requests with its token get 401 from
+    now on. Revoking a revoked credential changes nothing."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValidationError({"reason": ["Say why the credential is revoked."]})
     with tenant_scope(credential.tenant_id):
         locked = AgentCredential.objects.select_for_update().get(pk=credential.pk)
         if locked.revoked_at is not None:
@@ -184,4 +189,5 @@ def credential_revoke(*, credential: AgentCredential, actor: Actor, revoked_by: 
             action="credential.revoke",
             object_type="credential",
             object_id=str(locked.pk),
+            data={"reason": reason, "target": {"credential": str(locked.pk), "name": locked.name}},
         )

@@ -35,7 +35,13 @@ from apps.audit.services import Actor
 
 from .context import activate_tenant
 from .dashboard import dashboard_page, tenant_dashboard
-from .forms import AuditFilterForm, CredentialIssueForm, MemberAddForm, MemberRoleForm
+from .forms import (
+    AuditFilterForm,
+    CredentialIssueForm,
+    CredentialRevokeForm,
+    MemberAddForm,
+    MemberRoleForm,
+)
 from .models import AgentCredential, Membership, Role, Tenant
 from .permissions import MANAGE_CREDENTIALS, MANAGE_MEMBERS, VIEW_AUDIT, VIEW_MEMORIES
 from .selectors import (
@@ -280,17 +286,23 @@ def _credential_or_404(tenant: Tenant, credential_id: uuid.UUID) -> AgentCredent
 def credential_revoke_view(
     request: ConsoleRequest, tenant: Tenant, credential_id: uuid.UUID
 ) -> HttpResponse:
-    """GET: confirmation page (for browsers without JS). POST: revoke; repeating is harmless."""
+    """GET: the confirmation page, asking why. POST: revoke with that reason; repeating is
+    harmless. Without a reason the page comes back with the form error and nothing changes."""
     credential = _credential_or_404(tenant, credential_id)
-    if request.method != "POST":
+    form = CredentialRevokeForm(request.POST if request.method == "POST" else None)
+    if request.method != "POST" or (credential.revoked_at is None and not form.is_valid()):
         return render(
             request,
             "console/credential_revoke.html",
-            {"tenant": tenant, "section": "credentials", "credential": credential},
+            {"tenant": tenant, "section": "credentials", "credential": credential, "form": form},
+            status=400 if form.is_bound else 200,
         )
     if credential.revoked_at is None:
         credential_revoke(
-            credential=credential, actor=Actor.for_user(request.user), revoked_by=request.user
+            credential=credential,
+            actor=Actor.for_user(request.user),
+            reason=form.cleaned_data["reason"],
+            revoked_by=request.user,
         )
         messages.success(request, f"Revoked “{credential.name}”: its token no longer works.")
     else:

@@ -1,7 +1,7 @@
 /* Review queues: keyboard shortcuts. Every action also works with buttons and without this file.
  *
  *   j / k   move focus to the next / previous item
- *   a       approve the focused promotion request
+ *   a       approve the focused promotion request (first asks for the reason if empty)
  *   r       reject it: opens the reason field (Enter submits the rejection)
  *
  * Shortcuts do nothing while typing in a field, with a modifier key held, or on pages without
@@ -44,6 +44,12 @@
   }
 
   function approve(item) {
+    // An approval needs a reason: an empty one takes focus (Enter then approves).
+    var field = item && item.querySelector("[data-review-approve-reason]");
+    if (field && !field.value.trim()) {
+      field.focus();
+      return;
+    }
     var button = item && item.querySelector("[data-review-approve]");
     if (button && !button.disabled) button.click();
   }

@@ -82,7 +82,7 @@ def test_it_writes_last_used_again_after_a_minute(agent):
 def test_it_refuses_a_revoked_credential_like_an_unknown_one(tenant):
     agent = make_agent(tenant)
     assert agent.get("/api/v1/me").status_code == 200
-    credential_revoke(credential=agent.credential, actor=Actor.system("tests"))
+    credential_revoke(credential=agent.credential, actor=Actor.system("tests"), reason="retired")
     revoked = assert_problem(agent.get("/api/v1/me"), 401)
     unknown = assert_problem(
         agent.client.get("/api/v1/me", headers={"Authorization": "Bearer mc_never-issued"}), 401

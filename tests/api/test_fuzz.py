@@ -240,7 +240,7 @@ def world(tenant, other_tenant, monkeypatch) -> dict[str, Any]:
     minimal = make_agent(tenant, "read", name="fuzz-read")
     foreign = make_agent(other_tenant, ALL_ACTIONS, name="fuzz-foreign")
     revoked = make_agent(tenant, ALL_ACTIONS, name="fuzz-revoked")
-    credential_revoke(credential=revoked.credential, actor=Actor.system("tests"))
+    credential_revoke(credential=revoked.credential, actor=Actor.system("tests"), reason="retired")
     ids: list[str] = [str(uuid.uuid4())]
     for scope in (tenant, other_tenant):
         with tenant_scope(scope.pk):

@@ -63,7 +63,7 @@ def test_it_answers_401_for_a_revoked_token(tenant):
     from apps.tenancy.services import credential_revoke
 
     agent = make_agent(tenant)
-    credential_revoke(credential=agent.credential, actor=Actor.system("tests"))
+    credential_revoke(credential=agent.credential, actor=Actor.system("tests"), reason="retired")
     response = agent.get("/api/v1/me")
     assert_problem(response, 401)
     assert response["WWW-Authenticate"].startswith("Bearer")

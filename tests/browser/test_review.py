@@ -27,7 +27,7 @@ def test_it_approves_a_promotion_request(reviewer_page, tenant, agent, console_p
     page.goto(console_path("review"))
     item = page.locator("article[data-review-item]").filter(has_text="user:8812")
     expect(item).to_contain_text("customer confirmed on the phone")
-    item.get_by_label("Approval note").fill("matches the support ticket")
+    item.get_by_label("Reason for approving").fill("matches the support ticket")
     item.get_by_role("button", name=re.compile("^Approve")).click()
     expect(item.get_by_role("status")).to_contain_text("Approved")
     screenshot(page)

@@ -335,7 +335,9 @@ def test_it_makes_the_new_value_current_on_accept_new(agent, review_agent):
     assert (fact["id"], fact["value"]) == (second["id"], "carrier_b")
 
 
-def test_it_writes_a_confirmed_user_action_version_on_corrected(agent, review_agent, tenant):
+def test_it_writes_a_provisional_derived_version_on_an_agents_corrected(
+    agent, review_agent, tenant
+):
     first, second = _conflict(agent)
     response = _resolve(review_agent, second["conflict"], "corrected", value="carrier_c")
     assert response.status_code == 200, response.content
@@ -343,14 +345,14 @@ def test_it_writes_a_confirmed_user_action_version_on_corrected(agent, review_ag
     winner = _record(agent, winner_id)
     assert winner["version"] == 3
     assert winner["value"] == "carrier_c"
-    assert winner["source"]["kind"] == "user_action"
-    assert winner["trust"] == "confirmed"
+    assert winner["source"]["kind"] == "derived"
+    assert winner["trust"] == "provisional"
     assert winner["writer"]["id"] == str(review_agent.credential.pk)
     for loser in (first, second):
         assert _record(agent, loser["id"])["superseded_by"] == winner_id
         assert _record(agent, loser["id"])["status"] == "superseded"
     fact = fact_values(agent)["shipping.preference"]
-    assert (fact["id"], fact["value"], fact["trust"]) == (winner_id, "carrier_c", "confirmed")
+    assert (fact["id"], fact["value"], fact["trust"]) == (winner_id, "carrier_c", "provisional")
 
 
 def test_it_never_deletes_the_loser_of_a_resolution(agent, review_agent, tenant):
@@ -436,7 +438,9 @@ def test_it_moves_other_open_conflicts_to_the_new_current(agent, review_agent, t
 
 def test_it_forbids_approval_without_the_review_action(agent, second_agent):
     _, request_id = _promotion_request(agent, second_agent)
-    response = second_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {})
+    response = second_agent.post(
+        f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"}
+    )
     body = assert_problem(response, 403)
     assert "review" in body["detail"]
 
@@ -449,7 +453,9 @@ def test_it_hides_a_promotion_request_from_another_tenants_reviewer(
     agent, second_agent, other_agent
 ):
     first, request_id = _promotion_request(agent, second_agent)
-    response = other_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {})
+    response = other_agent.post(
+        f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"}
+    )
     assert_problem(response, 404)
     assert _record(agent, first["id"])["trust"] == "provisional"
 
@@ -457,7 +463,9 @@ def test_it_hides_a_promotion_request_from_another_tenants_reviewer(
 def test_it_forbids_the_writer_to_approve_its_own_record(review_agent, second_agent, tenant):
     first = write_ok(review_agent)
     request_id = write_ok(second_agent, source__ref="interaction:9001")["promotion_request"]
-    response = review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {})
+    response = review_agent.post(
+        f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"}
+    )
     assert_problem(response, 403)
     assert _record(review_agent, first["id"])["trust"] == "provisional"
     with tenant_scope(tenant.pk):
@@ -506,8 +514,10 @@ def test_it_leaves_a_rejected_record_provisional(agent, second_agent, review_age
 
 def test_it_answers_409_when_deciding_twice(agent, second_agent, review_agent):
     _, request_id = _promotion_request(agent, second_agent)
-    review_agent.post(f"/api/v1/promotion-requests/{request_id}/reject", {})
-    response = review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {})
+    review_agent.post(f"/api/v1/promotion-requests/{request_id}/reject", {"reason": "ok"})
+    response = review_agent.post(
+        f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"}
+    )
     assert_problem(response, 409)
 
 
@@ -527,13 +537,13 @@ def test_it_lets_a_reviewer_approve_a_requested_promotion(agent, review_agent):
     first = write_ok(agent)
     request = agent.post(f"{RECORDS}/{first['id']}/promotion-requests", {"reason": "user said"})
     approve = f"/api/v1/promotion-requests/{request.json()['id']}/approve"
-    assert review_agent.post(approve, {}).status_code == 200
+    assert review_agent.post(approve, {"reason": "ok"}).status_code == 200
     assert _record(agent, first["id"])["trust"] == "confirmed"
 
 
 def test_it_refuses_a_promotion_request_for_a_confirmed_record(agent, second_agent, review_agent):
     first, request_id = _promotion_request(agent, second_agent)
-    review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {})
+    review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"})
     response = agent.post(f"{RECORDS}/{first['id']}/promotion-requests", {"reason": "again"})
     assert_problem(response, 409)
 
@@ -542,7 +552,9 @@ def test_it_refuses_to_approve_a_superseded_record(agent, second_agent, review_a
     first, request_id = _promotion_request(agent, second_agent)
     conflict = write_ok(agent, value="carrier_b", source__ref="interaction:5000")["conflict"]
     _resolve(review_agent, conflict, "accept_new")
-    response = review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {})
+    response = review_agent.post(
+        f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"}
+    )
     assert_problem(response, 409)
     assert _record(agent, first["id"])["trust"] == "provisional"
 
@@ -723,7 +735,7 @@ def test_it_hides_an_expired_record_again_once_the_hold_is_lifted(agent, tenant)
         hold = services.legal_hold_place(
             tenant=tenant, actor=Actor.system("legal"), reason="x", subject="user:8812"
         )
-        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"))
+        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"), reason="case closed")
     assert_problem(agent.get(f"{RECORDS}/{record['id']}"), 404)
 
 
@@ -797,7 +809,7 @@ def test_it_expires_a_held_record_of_a_revoked_consent_once_the_hold_lifts(
         )
     erase_agent.post("/api/v1/consents/consent:77/revoke", {})
     with tenant_scope(tenant.pk):
-        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"))
+        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"), reason="case closed")
     assert_problem(agent.get(f"{RECORDS}/{record['id']}"), 404)
 
 
@@ -854,7 +866,7 @@ def test_it_audits_a_deletion_without_content(agent, delete_agent, tenant):
 
 def test_it_deletes_the_promotion_history_with_the_fact(agent, second_agent, review_agent, tenant):
     first, request_id = _promotion_request(agent, second_agent)
-    review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {})
+    review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"})
     delete_agent = make_agent(tenant, "read,delete", name="deleter")
     receipt = delete_agent.delete(f"{RECORDS}/{first['id']}").json()
     assert receipt["counts"]["promotion_requests"] == 1
@@ -967,7 +979,9 @@ def test_it_hides_the_promotion_request_of_an_expired_record(
     first, request_id = _promotion_request(agent, second_agent)
     expire(tenant, first["id"])
     assert review_agent.get("/api/v1/promotion-requests").json()["results"] == []
-    response = review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {})
+    response = review_agent.post(
+        f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"}
+    )
     assert_problem(response, 404)
 
 

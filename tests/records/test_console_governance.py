@@ -312,11 +312,12 @@ def test_an_admin_lifts_a_hold_once(client, tenant, owner):
     client.force_login(owner)
     confirm_page = client.get(url(tenant, "hold-lift", hold_id=hold.pk)).content.decode()
     assert "Lift hold" in confirm_page
-    response = client.post(url(tenant, "hold-lift", hold_id=hold.pk), headers=HTMX)
+    lift = url(tenant, "hold-lift", hold_id=hold.pk)
+    response = client.post(lift, {"reason": "case settled"}, headers=HTMX)
     html = response.content.decode()
     assert html.lstrip().startswith(f'<tr id="hold-{hold.pk}"')
     assert "Lifted" in html
-    again = client.post(url(tenant, "hold-lift", hold_id=hold.pk))
+    again = client.post(lift, {"reason": "case settled"})
     assert again.status_code == 302
     [lifted] = holds_of(tenant)
     assert lifted.lifted_at is not None
@@ -330,7 +331,7 @@ def test_the_list_shows_active_or_lifted_holds(client, tenant, owner):
     with tenant_scope(tenant.pk):
         from apps.records.services import legal_hold_lift
 
-        legal_hold_lift(hold=lifted, actor=Actor.system("tests"))
+        legal_hold_lift(hold=lifted, actor=Actor.system("tests"), reason="case closed")
     client.force_login(owner)
     default = client.get(url(tenant, "holds")).content.decode()
     assert f'id="hold-{active.pk}"' in default

@@ -326,7 +326,8 @@ def test_it_approves_without_javascript_and_returns_to_the_filtered_queue(client
 def test_it_ignores_an_off_site_next(client, tenant, reviewer):
     promotion = pending(tenant)
     response = signed_in(client, reviewer).post(
-        url("review-approve", tenant, request_id=promotion.pk), {"next": "https://evil.test/"}
+        url("review-approve", tenant, request_id=promotion.pk),
+        {"reason": "checked", "next": "https://evil.test/"},
     )
     assert response["Location"] == url("review", tenant)
 
@@ -334,7 +335,7 @@ def test_it_ignores_an_off_site_next(client, tenant, reviewer):
 def test_it_approves_in_place_for_htmx(client, tenant, reviewer):
     promotion = pending(tenant)
     response = signed_in(client, reviewer).post(
-        url("review-approve", tenant, request_id=promotion.pk), {"reason": ""}, headers=HTMX
+        url("review-approve", tenant, request_id=promotion.pk), {"reason": "seen"}, headers=HTMX
     )
     html = response.content.decode()
     assert response.status_code == 200
@@ -357,6 +358,20 @@ def test_it_rejects_with_a_reason(client, tenant, reviewer):
     assert request_state(tenant, promotion) == ("rejected", "provisional")
     with tenant_scope(tenant.pk):
         assert PromotionRequest.objects.get(pk=promotion.pk).decision_reason == "the CRM disagrees"
+
+
+@pytest.mark.parametrize("headers", [{}, HTMX])
+def test_it_requires_a_reason_to_approve(client, tenant, reviewer, headers):
+    promotion = pending(tenant)
+    response = signed_in(client, reviewer).post(
+        url("review-approve", tenant, request_id=promotion.pk), {"reason": "  "}, headers=headers
+    )
+    html = response.content.decode()
+    assert response.status_code == (200 if headers else 400)
+    assert "Say why you approve it" in html
+    assert 'aria-invalid="true"' in html
+    assert request_state(tenant, promotion) == ("open", "provisional")
+    assert events(tenant, "promotion.approve") == []
 
 
 @pytest.mark.parametrize("headers", [{}, HTMX])
@@ -650,6 +665,10 @@ def test_it_writes_a_corrected_value_in_place_for_htmx(client, tenant, reviewer)
     assert current_value(tenant, conflict) == {"carrier": "c"}
     [event] = events(tenant, "conflict.resolve")
     assert (event.actor_type, event.actor_id) == ("user", str(reviewer.pk))
+    # A person's correction is the one way to a user_action version, confirmed at once.
+    with tenant_scope(tenant.pk):
+        corrected = MemoryRecord.objects.get(pk=event.data["winner"])
+    assert (corrected.source_kind, corrected.trust) == ("user_action", "confirmed")
 
 
 @pytest.mark.parametrize(

@@ -183,7 +183,7 @@ def test_it_compacts_a_fact_once_its_hold_is_lifted(tenant, agent):
     expire(tenant, record["id"])
     hold = _hold(tenant, subject="user:8812")
     with tenant_scope(tenant.pk):
-        services.legal_hold_lift(hold=hold, actor=LEGAL)
+        services.legal_hold_lift(hold=hold, actor=LEGAL, reason="case closed")
     assert _compact(tenant) == 1
     assert not _exists(tenant, record["id"])
 
@@ -280,8 +280,10 @@ def test_it_holds_only_the_subject_named(tenant, agent, delete_agent):
 def test_it_audits_placing_and_lifting_a_hold(tenant):
     hold = _hold(tenant, subject="user:8812")
     with tenant_scope(tenant.pk):
-        services.legal_hold_lift(hold=hold, actor=LEGAL)
-        services.legal_hold_lift(hold=hold, actor=LEGAL)  # lifting twice changes nothing
+        services.legal_hold_lift(hold=hold, actor=LEGAL, reason="case closed")
+        services.legal_hold_lift(
+            hold=hold, actor=LEGAL, reason="case closed"
+        )  # lifting twice changes nothing
     assert [e.action for e in audit_events(tenant) if e.action.startswith("legal_hold")] == [
         "legal_hold.place",
         "legal_hold.lift",

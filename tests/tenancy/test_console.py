@@ -253,7 +253,7 @@ def test_it_counts_members_credentials_and_recent_events(client, tenant, owner, 
     revoked, _ = issue(tenant, "two")
     from apps.tenancy.services import credential_revoke
 
-    credential_revoke(credential=revoked, actor=Actor.system("tests"))
+    credential_revoke(credential=revoked, actor=Actor.system("tests"), reason="retired")
     response = signed_in(client, owner).get(url("dashboard", tenant))
     figures = response.context["dashboard"]
     assert figures.members_total == 3
@@ -426,7 +426,7 @@ def test_it_revokes_a_credential_so_its_token_gets_401(client, tenant, owner):
     api = Client()
     assert api.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     response = signed_in(client, owner).post(
-        url("credential-revoke", tenant, credential_id=credential.pk)
+        url("credential-revoke", tenant, credential_id=credential.pk), {"reason": "retired"}
     )
     assert response.status_code == 302
     assert api.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"}).status_code == 401
@@ -439,8 +439,8 @@ def test_it_treats_revoking_twice_as_harmless(client, tenant, owner):
     credential, _ = issue(tenant)
     signed_in(client, owner)
     revoke = url("credential-revoke", tenant, credential_id=credential.pk)
-    client.post(revoke)
-    response = client.post(revoke, follow=True)
+    client.post(revoke, {"reason": "retired"})
+    response = client.post(revoke, {"reason": "retired"}, follow=True)
     assert response.status_code == 200
     assert "already revoked" in response.content.decode()
     assert events_in(tenant, "credential.revoke") == 1
@@ -461,7 +461,9 @@ def test_it_asks_for_confirmation_before_revoking_without_javascript(client, ten
 def test_it_updates_the_revoked_row_in_place_for_htmx(client, tenant, owner):
     credential, _ = issue(tenant, "row-bot")
     response = signed_in(client, owner).post(
-        url("credential-revoke", tenant, credential_id=credential.pk), headers=HTMX
+        url("credential-revoke", tenant, credential_id=credential.pk),
+        {"reason": "retired"},
+        headers=HTMX,
     )
     html = response.content.decode()
     assert "<html" not in html

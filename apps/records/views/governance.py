@@ -33,6 +33,7 @@ from apps.tenancy.views import (
 
 from ..forms_governance import (
     LegalHoldFilterForm,
+    LegalHoldLiftForm,
     LegalHoldPlaceForm,
     RetentionRuleForm,
     duration_text,
@@ -296,17 +297,22 @@ def _hold_or_404(hold_id: uuid.UUID, *, lock: bool = False) -> LegalHold:
 @tenant_view(MANAGE_RETENTION)
 @require_http_methods(["GET", "POST"])
 def hold_lift(request: ConsoleRequest, tenant: Tenant, hold_id: uuid.UUID) -> HttpResponse:
-    """GET: confirmation page (for browsers without JS). POST: lift; repeating is harmless."""
+    """GET: the confirmation page, asking why. POST: lift with that reason; repeating is
+    harmless. Without a reason the page comes back with the form error and nothing changes."""
+    template = "console/governance/hold_lift.html"
     if request.method != "POST":
         hold = _hold_or_404(hold_id)
-        return render(
-            request,
-            "console/governance/hold_lift.html",
-            {"tenant": tenant, "section": "holds", "hold": hold},
-        )
+        context = {"tenant": tenant, "section": "holds", "hold": hold, "form": LegalHoldLiftForm()}
+        return render(request, template, context)
     hold = _hold_or_404(hold_id, lock=True)
+    form = LegalHoldLiftForm(request.POST)
+    if hold.lifted_at is None and not form.is_valid():
+        context = {"tenant": tenant, "section": "holds", "hold": hold, "form": form}
+        return render(request, template, context, status=400)
     if hold.lifted_at is None:
-        legal_hold_lift(hold=hold, actor=Actor.for_user(request.user))
+        legal_hold_lift(
+            hold=hold, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]
+        )
         messages.success(request, "Lifted the hold: its facts follow their retention again.")
     else:
         messages.info(request, "That hold was already lifted.")
