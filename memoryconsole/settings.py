@@ -88,6 +88,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "apps.tenancy.middleware.TenantContextResetMiddleware",
     "apps.api.middleware.ApiNoStoreMiddleware",
+    "apps.api.middleware.DatabaseUnavailableMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -295,6 +296,9 @@ HNSW_BUILD_MEMORY = "512MB"
 # (Redis). With the embedded SQL broker a publish is one more database commit, so the beat
 # relay (every 2 s) publishes instead, keeping it off the writer's request.
 OUTBOX_RELAY_ON_COMMIT = bool(os.environ.get("CELERY_BROKER_URL", "").strip())
+# Health says "degraded" when committed background work (an embedding, an erasure job) has
+# waited longer than this many seconds.
+WORK_STALLED_AFTER = 120
 
 # --- logging ----------------------------------------------------------------------------------
 LOGGING = {

@@ -196,7 +196,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     It never returns ``None``, so DRF never falls back to Django's (HTML) error pages, and it
     marks the request's transaction for rollback: a rejected request stores nothing.
     """
+    from .middleware import DATABASE_RETRY_AFTER, DATABASE_UNAVAILABLE, database_unavailable
+
     _roll_back_request(context)
+    if database_unavailable(exc):
+        logger.warning("database unavailable: %s", type(exc).__name__)
+        body = problem_body(503, DATABASE_UNAVAILABLE, slug="database-unavailable")
+        return _response(body, {"Retry-After": str(DATABASE_RETRY_AFTER)})
     headers: dict[str, str] = {}
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django.conf import settings
@@ -14,16 +15,50 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.derivations.selectors import BackgroundWork, background_work
 from memoryconsole.celery import broker_status
 
 from .problems import PROBLEM_CONTENT_TYPE, problem_body
 from .schema import ProblemSerializer
 
 
-class HealthSerializer(serializers.Serializer[dict[str, str]]):
+class WorkSerializer(serializers.Serializer[dict[str, Any]]):
+    waiting = serializers.IntegerField(help_text="Committed work not finished yet.")
+    oldest_waiting_seconds = serializers.FloatField(
+        allow_null=True, help_text="Age of the oldest unfinished item; null when none waits."
+    )
+    done_last_minute = serializers.IntegerField(help_text="Items finished in the last minute.")
+    dead = serializers.IntegerField(help_text="Items whose retries ran out (see the admin).")
+
+
+class HealthSerializer(serializers.Serializer[dict[str, Any]]):
+    status = serializers.ChoiceField(
+        choices=["ok", "degraded"],
+        help_text='"degraded" when background work is not completing; see reasons.',
+    )
+    reasons = serializers.ListField(child=serializers.CharField())
     database = serializers.CharField(help_text='"ok" when the database answers.')
     vector = serializers.CharField(help_text="The pgvector extension's version.")
     broker = serializers.CharField(help_text='"ok (<transport>)" or "unreachable (<transport>)".')
+    work = WorkSerializer()
+
+
+def health_reasons(broker: str, work: BackgroundWork) -> list[str]:
+    """Why the service is degraded (empty when it is not): the broker cannot be reached, or
+    committed work has waited longer than ``WORK_STALLED_AFTER`` seconds, or some has died."""
+    reasons = []
+    if not broker.startswith("ok"):
+        reasons.append(f"The task broker is {broker}.")
+    limit = settings.WORK_STALLED_AFTER
+    if work.oldest_waiting_seconds is not None and work.oldest_waiting_seconds > limit:
+        reasons.append(
+            f"Background work is not completing: {work.waiting} item(s) waiting, the oldest "
+            f"for {int(work.oldest_waiting_seconds)} s (limit {limit} s); "
+            f"{work.done_last_minute} finished in the last minute."
+        )
+    if work.dead:
+        reasons.append(f"{work.dead} background item(s) failed every retry (see the admin).")
+    return reasons
 
 
 class CredentialSerializer(serializers.Serializer[dict[str, Any]]):
@@ -56,7 +91,8 @@ def _unavailable(detail: str) -> Response:
 @authentication_classes([])
 @permission_classes([AllowAny])
 def health(request: Request) -> Response:
-    """Liveness of the database, the pgvector extension and the task broker. No auth."""
+    """Liveness of the database, the pgvector extension and the task broker, and whether
+    background work is completing (``status`` degraded, with reasons, when not). No auth."""
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
@@ -65,7 +101,22 @@ def health(request: Request) -> Response:
         return _unavailable("The database is unreachable.")
     if row is None:
         return _unavailable("The database lacks the 'vector' extension (pgvector).")
-    return Response({"database": "ok", "vector": row[0], "broker": broker_status()})
+    broker = broker_status()
+    try:
+        work = background_work()
+    except DatabaseError:
+        return _unavailable("The database is unreachable.")
+    reasons = health_reasons(broker, work)
+    return Response(
+        {
+            "status": "degraded" if reasons else "ok",
+            "reasons": reasons,
+            "database": "ok",
+            "vector": row[0],
+            "broker": broker,
+            "work": asdict(work),
+        }
+    )
 
 
 class MeView(APIView):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 import yaml
 from django.core.management import call_command
 from django.db import OperationalError
 from django.test import Client
+from django.utils import timezone
 
 from apps.api import views
+from apps.tenancy.context import tenant_scope
 
 from .support import PROBLEM, assert_problem
 
@@ -104,7 +107,7 @@ def test_it_reports_health_without_credentials(monkeypatch):
     response = Client().get("/api/v1/health")
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"database", "vector", "broker"}
+    assert set(body) == {"status", "reasons", "database", "vector", "broker", "work"}
     assert body["database"] == "ok"
     assert re.fullmatch(r"\d+\.\d+(\.\d+)?", body["vector"])
     assert body["broker"].startswith(("ok", "unreachable"))
@@ -123,3 +126,45 @@ def test_it_answers_503_when_the_database_is_down(monkeypatch):
     monkeypatch.setattr(views, "connection", DownConnection())
     body = assert_problem(Client().get("/api/v1/health"), 503)
     assert "database" in body["detail"]
+
+
+def _outbox_row(tenant, *, age: timedelta, state: str = "pending") -> None:
+    from apps.derivations.models import OutboxMessage
+
+    with tenant_scope(tenant.pk):
+        OutboxMessage.objects.create(
+            tenant_id=tenant.pk,
+            task_name="derivations.embed_record",
+            created_at=timezone.now() - age,
+            state=state,
+        )
+
+
+def test_it_reports_health_ok_while_background_work_completes(tenant, settings):
+    settings.WORK_STALLED_AFTER = 120
+    _outbox_row(tenant, age=timedelta(seconds=5))
+    body = Client().get("/api/v1/health").json()
+    assert body["work"]["waiting"] == 1
+    if body["broker"].startswith("ok"):
+        assert body["status"] == "ok"
+        assert body["reasons"] == []
+
+
+def test_it_reports_degraded_health_when_work_waits_too_long(tenant, other_tenant, settings):
+    settings.WORK_STALLED_AFTER = 120
+    _outbox_row(tenant, age=timedelta(seconds=30))
+    _outbox_row(other_tenant, age=timedelta(minutes=10), state="published")
+    response = Client().get("/api/v1/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["work"]["waiting"] == 2
+    assert body["work"]["oldest_waiting_seconds"] >= 600
+    assert any("not completing" in reason for reason in body["reasons"])
+
+
+def test_it_reports_degraded_health_when_work_died(tenant):
+    _outbox_row(tenant, age=timedelta(seconds=1), state="dead")
+    body = Client().get("/api/v1/health").json()
+    assert body["status"] == "degraded"
+    assert body["work"]["dead"] == 1
