@@ -3,15 +3,16 @@ tenant; ids that do not parse are simply not found)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from apps.tenancy.selectors import parse_uuid
 
-from .models import Checkpoint, Episode, Obligation, ObligationState, Run
+from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunState
 
 
 def run_get(run_id: Any) -> Run | None:
@@ -26,6 +27,35 @@ def runs_list(*, task_id: str = "", state: str = "") -> QuerySet[Run]:
     if state:
         runs = runs.filter(state=state)
     return runs
+
+
+def runs_idle(*, idle_for: timedelta, now: datetime | None = None) -> QuerySet[Run]:
+    """Open runs whose last activity (opening, latest episode, latest checkpoint) is more than
+    ``idle_for`` ago, annotated with ``last_activity_at``, longest idle first.
+
+    The latest episode is the one numbered ``last_seq`` and the latest checkpoint the highest
+    step (both are written in order under the run's lock), so each is one index lookup."""
+    now = now or timezone.now()
+    latest_episode = Episode.objects.filter(
+        tenant_id=OuterRef("tenant_id"), run_id=OuterRef("pk"), seq=OuterRef("last_seq")
+    ).values("created_at")[:1]
+    latest_checkpoint = (
+        Checkpoint.objects.filter(tenant_id=OuterRef("tenant_id"), run_id=OuterRef("pk"))
+        .order_by("-step")
+        .values("created_at")[:1]
+    )
+    # PostgreSQL's GREATEST skips NULLs: a run without episodes or checkpoints counts from
+    # its opening.
+    return (
+        Run.objects.filter(state=RunState.OPEN)
+        .annotate(
+            last_activity_at=Greatest(
+                "opened_at", Subquery(latest_episode), Subquery(latest_checkpoint)
+            )
+        )
+        .filter(last_activity_at__lt=now - idle_for)
+        .order_by("last_activity_at", "id")
+    )
 
 
 def episodes_list(run: Run) -> QuerySet[Episode]:
