@@ -76,6 +76,10 @@ class ObligationNotPending(StateError):
     slug = "obligation-not-pending"
 
 
+class DependencyNeverCommittable(StateError):
+    slug = "dependency-never-committable"
+
+
 def _actor_fields(prefix: str, actor: Actor) -> dict[str, str]:
     return {
         f"{prefix}_type": actor.type,
@@ -412,6 +416,7 @@ def obligation_create(
                 errors={"depends_on": [f"No obligation {pk} in this tenant." for pk in unknown]},
                 unknown=unknown,
             )
+        refuse_never_committable_dependencies(tenant=tenant, depends_on=deps)
         candidate = Obligation(
             tenant=tenant,
             task_id=task_id,
@@ -447,6 +452,49 @@ def obligation_create(
         data={"through": "create", "state": existing.state, "mismatched": mismatched},
     )
     return ObligationOutcome(existing, created=False, mismatched=mismatched)
+
+
+def refuse_never_committable_dependencies(*, tenant: Tenant, depends_on: list[uuid.UUID]) -> None:
+    """Refuse (409) dependencies that can never be committed: failed or cancelled ones, and
+    pending ones waiting on such (an obligation depending on them could never commit).
+
+    The direct dependencies stay locked until the creation commits, so one cannot fail or be
+    cancelled between this check and the new obligation's insert; one failing afterwards
+    leaves the new obligation blocked, which the console shows."""
+    from .selectors import never_committable_below
+
+    if not depends_on:
+        return
+    list(
+        Obligation.objects.select_for_update(no_key=True)
+        .filter(tenant=tenant, pk__in=depends_on)
+        .values_list("pk")
+    )
+    causes_of = never_committable_below(depends_on)
+    if not causes_of:
+        return
+    ended = dict(
+        Obligation.objects.filter(
+            pk__in={pk for causes in causes_of.values() for pk in causes}
+        ).values_list("pk", "state")
+    )
+    messages = []
+    for dependency in (pk for pk in depends_on if pk in causes_of):
+        causes = causes_of[dependency]
+        if causes == [dependency]:
+            messages.append(
+                f"Obligation {dependency} is {ended[dependency]}; it will never commit."
+            )
+        else:
+            waits_on = ", ".join(f"{pk} ({ended.get(pk, 'ended')})" for pk in causes)
+            messages.append(f"Obligation {dependency} waits on {waits_on}; it will never commit.")
+    blocking = [str(pk) for pk in depends_on if pk in causes_of]
+    raise DependencyNeverCommittable(
+        "depends_on names obligations that can never be committed: " + " ".join(messages),
+        errors={"depends_on": messages},
+        never_committable=blocking,
+        causes={str(pk): [str(c) for c in causes_of[pk]] for pk in depends_on if pk in causes_of},
+    )
 
 
 @dataclass
