@@ -282,6 +282,8 @@ CELERY_BEAT_SCHEDULE = {
     "relay-outbox": {"task": "derivations.outbox_relay", "schedule": 2.0},
     # Deleted rows are reclaimed (and receipts say when) within minutes, not "eventually".
     "reclaim-deleted": {"task": "derivations.reclaim", "schedule": 10 * 60},
+    # Runs left open past their tenant's run_idle_close_after are closed as an agent would.
+    "close-idle-runs": {"task": "state.close_idle_runs_all", "schedule": 15 * 60},
     # Tenants that grew past TENANT_HNSW_MIN_EMBEDDINGS get an HNSW index of their own.
     "tenant-indexes": {"task": "retrieval.tenant_indexes", "schedule": 60 * 60},
 }

@@ -1,6 +1,7 @@
 """What a source's deletion, redaction or expiry does to what was derived from it.
 
-Called inside the transaction of the change (consent revocation, ``record_redact``), so the
+Called inside the transaction of the change (consent revocation, ``record_redact``, a run's
+close, which discards its episodes and expires its session records), so the
 change and its propagation commit or roll back together. Deletions (``record_delete`` and
 everything built on it: the API, the console, erasure, expiry compaction) do the same in one
 set-based statement with the deletion itself (``apps.derivations.purge``):
@@ -44,13 +45,18 @@ class Propagation:
             )
 
 
-def summaries_citing(record_ids: Iterable[Any], fact_ids: Iterable[Any] = ()) -> list[Any]:
-    """Ids of summaries (current tenant) citing any of ``record_ids`` or any version of
-    ``fact_ids``."""
+def summaries_citing(
+    record_ids: Iterable[Any], fact_ids: Iterable[Any] = (), *, episode_ids: Iterable[Any] = ()
+) -> list[Any]:
+    """Ids of summaries (current tenant) citing any of ``record_ids``, any version of
+    ``fact_ids`` or any of ``episode_ids``."""
     condition = Q(source_type="record", source_id__in=list(record_ids))
     fact_ids = list(fact_ids)
     if fact_ids:
         condition |= Q(fact_id__in=fact_ids)
+    episode_ids = list(episode_ids)
+    if episode_ids:
+        condition |= Q(source_type="episode", source_id__in=episode_ids)
     return list(SummarySource.objects.filter(condition).values_list("summary_id", flat=True))
 
 
@@ -91,4 +97,16 @@ def deletion_propagate(
             "summaries_invalidated": invalidated,
             "outbox": outbox,
         },
+    )
+
+
+def episodes_discard_propagate(*, episode_ids: list[Any], reason: str) -> Propagation:
+    """Invalidate every summary citing ``episode_ids`` (discarded with their run), as a
+    deletion does: text and embeddings go, queued work and stored responses are forgotten.
+    Episodes have no embeddings of their own."""
+    summary_ids = list(dict.fromkeys(summaries_citing((), episode_ids=episode_ids)))
+    invalidated, embeddings = summaries_invalidate(summary_ids, reason=reason)
+    return Propagation(
+        summary_ids=summary_ids,
+        counts={"embeddings": embeddings, "summaries_invalidated": invalidated},
     )

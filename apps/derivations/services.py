@@ -111,8 +111,12 @@ def summary_create(
     episode_model = _episode_model()
     wanted_episodes = [r.id for r in refs if r.type == "episode"]
     if wanted_episodes and episode_model is not None:
+        # Locked like the records: a run's close (which deletes its episodes, then invalidates
+        # the summaries citing them) either finishes first or waits for this summary.
         episode_ids = set(
-            episode_model.objects.filter(pk__in=wanted_episodes).values_list("pk", flat=True)
+            episode_model.objects.filter(pk__in=wanted_episodes)
+            .select_for_update(no_key=True)
+            .values_list("pk", flat=True)
         )
     for i, ref in enumerate(refs):
         known = records if ref.type == "record" else episode_ids

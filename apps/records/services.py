@@ -172,9 +172,46 @@ def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOut
     if data.consent_ref and ConsentRevocation.objects.filter(consent_ref=data.consent_ref).exists():
         raise WriteRejected({"retention.consent_ref": ["This consent has been revoked."]})
     # No savepoint: nothing below is caught and recovered from inside a caller's transaction,
-    # and a write is the hottest path (two fewer round trips).
+    # and a write is the hottest path (two fewer round trips). A refusal found inside is
+    # raised after the block, which then has written nothing.
     with transaction.atomic(savepoint=False):
-        return _record_write(tenant, actor, data, now)
+        refusal = session_run_refusal(tenant=tenant, data=data)
+        if refusal is None:
+            return _record_write(tenant, actor, data, now)
+    raise WriteRejected(refusal)
+
+
+def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> dict[str, list[str]] | None:
+    """Why a ``session``-retained write may not name ``source.run_id`` (None when it may).
+
+    The run must be an open run of ``tenant``: the record ends with it. An unknown id, a
+    closed run and another tenant's run get the same answer, so the refusal reveals nothing
+    about other tenants. The run stays locked until the write commits (a close locks it
+    too), so the close that expires the run's session records cannot miss this one.
+    """
+    from apps.state.models import Run, RunState
+
+    from .models import RetentionBasis
+
+    if data.retention_basis != RetentionBasis.SESSION:
+        return None
+    try:
+        run_id = uuid.UUID(data.source_run_id)
+    except ValueError:
+        return {"source.run_id": ["Not a run id: name the run POST /api/v1/runs returned."]}
+    state = (
+        Run.objects.select_for_update(no_key=True)
+        .filter(tenant=tenant, pk=run_id)
+        .values_list("state", flat=True)
+        .first()
+    )
+    if state != RunState.OPEN:
+        return {
+            "source.run_id": [
+                "No open run with this id in this tenant; session retention ends with its run."
+            ]
+        }
+    return None
 
 
 def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime) -> WriteOutcome:

@@ -361,6 +361,11 @@ class ObligationListCreateView(APIView):
                 description="The key already exists: the existing obligation, unchanged "
                 "(`mismatched` names request fields that differ from it).",
             ),
+            (409, PROBLEM_CONTENT_TYPE): _conflict(
+                "A dependency failed or was cancelled, or waits on one that did: the new "
+                "obligation could never commit. `never_committable` names those dependencies "
+                "and `causes` the failed or cancelled obligations behind each."
+            ),
         },
         parameters=[IDEMPOTENCY_KEY],
     )

@@ -76,6 +76,10 @@ class ObligationNotPending(StateError):
     slug = "obligation-not-pending"
 
 
+class DependencyNeverCommittable(StateError):
+    slug = "dependency-never-committable"
+
+
 def _actor_fields(prefix: str, actor: Actor) -> dict[str, str]:
     return {
         f"{prefix}_type": actor.type,
@@ -199,14 +203,17 @@ def checkpoint_write(*, run: Run, step: int, state: Any, actor: Actor) -> Checkp
 
 
 @transaction.atomic
-def run_close(*, run: Run, actor: Actor) -> Run:
+def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
     """Close the run: delete its episodes, and expire the records written in it with retention
-    basis ``session``, in one transaction. Audited with counts, never content. Closing a
-    closed run changes nothing and returns it as it is.
+    basis ``session``, in one transaction. Every summary citing those episodes or records is
+    invalidated (and un-embedded) in the same transaction, naming the close's audit event.
+    Audited with counts, never content; ``reason`` says why when the caller is not the agent
+    itself (the idle sweep). Closing a closed run changes nothing and returns it as it is.
 
     Checkpoints stay: they are the run's ledger (what it did), not its traces.
     """
     from apps.api.idempotency import purge_responses_about
+    from apps.derivations.propagation import deletion_propagate, episodes_discard_propagate
 
     locked = _lock_run(run)
     if locked.state == RunState.CLOSED:
@@ -218,8 +225,11 @@ def run_close(*, run: Run, actor: Actor) -> Run:
     # A replayed POST .../episodes must not hand back what the close discarded.
     purge_responses_about(episode_ids)
     expired = session_records_expire(run=locked, now=now)
-    # Summaries citing these episodes or records are invalidated by the derivations app's
-    # propagation (principle 3); that hook belongs here, in this transaction, once it exists.
+    # Derived artifacts inherit their sources' fate (principle 3), in this transaction.
+    discarded = episodes_discard_propagate(episode_ids=episode_ids, reason="source run closed")
+    derived = deletion_propagate(
+        record_ids=expired, reason="source expired: its session's run closed"
+    )
     locked.state = RunState.CLOSED
     locked.closed_at = now
     for name, value in _actor_fields("closed_by", actor).items():
@@ -227,19 +237,56 @@ def run_close(*, run: Run, actor: Actor) -> Run:
     locked.episodes_discarded = len(episode_ids)
     locked.records_expired = len(expired)
     locked.save()
-    audit_record(
+    data: dict[str, Any] = {
+        "episodes_discarded": len(episode_ids),
+        "records_expired": len(expired),
+        "records": expired[:100],
+        "summaries_invalidated": discarded.counts["summaries_invalidated"]
+        + derived.counts["summaries_invalidated"],
+        "embeddings": discarded.counts["embeddings"] + derived.counts["embeddings"],
+    }
+    if reason:
+        data["reason"] = reason
+    event = audit_record(
         tenant=locked.tenant_id,
         actor=actor,
         action="run.close",
         object_type="run",
         object_id=str(locked.pk),
-        data={
-            "episodes_discarded": len(episode_ids),
-            "records_expired": len(expired),
-            "records": expired[:100],
-        },
+        data=data,
     )
+    discarded.stamp(event.pk)
+    derived.stamp(event.pk)
     return locked
+
+
+IDLE_SWEEP_ACTOR = Actor.system("idle-run sweep")
+
+
+def runs_close_idle(*, tenant: Tenant, limit: int = 500) -> int:
+    """Close the current tenant's runs idle for longer than its ``run_idle_close_after``
+    (no episode, checkpoint or opening since), with every effect of :func:`run_close`, each
+    audited with the system as actor and the idleness as reason. Returns how many it closed.
+
+    Each run is locked first and its idleness read again under the lock: an episode or
+    checkpoint appended meanwhile (they lock the run too) keeps it open. A run locked right
+    now is busy, so it is skipped rather than waited for."""
+    from apps.records.validation import format_duration
+
+    from .selectors import runs_idle
+
+    idle_for = Tenant.objects.values_list("run_idle_close_after", flat=True).get(pk=tenant.pk)
+    reason = f"idle for more than {format_duration(idle_for)} (the tenant's run_idle_close_after)"
+    closed = 0
+    candidates = list(runs_idle(idle_for=idle_for).values_list("pk", flat=True)[:limit])
+    for pk in candidates:
+        with transaction.atomic():
+            run = Run.objects.select_for_update(skip_locked=True).filter(pk=pk).first()
+            if run is None or not runs_idle(idle_for=idle_for).filter(pk=pk).exists():
+                continue
+            run_close(run=run, actor=IDLE_SWEEP_ACTOR, reason=reason)
+            closed += 1
+    return closed
 
 
 def session_records_expire(*, run: Run, now: datetime) -> list[str]:
@@ -369,6 +416,7 @@ def obligation_create(
                 errors={"depends_on": [f"No obligation {pk} in this tenant." for pk in unknown]},
                 unknown=unknown,
             )
+        refuse_never_committable_dependencies(tenant=tenant, depends_on=deps)
         candidate = Obligation(
             tenant=tenant,
             task_id=task_id,
@@ -404,6 +452,49 @@ def obligation_create(
         data={"through": "create", "state": existing.state, "mismatched": mismatched},
     )
     return ObligationOutcome(existing, created=False, mismatched=mismatched)
+
+
+def refuse_never_committable_dependencies(*, tenant: Tenant, depends_on: list[uuid.UUID]) -> None:
+    """Refuse (409) dependencies that can never be committed: failed or cancelled ones, and
+    pending ones waiting on such (an obligation depending on them could never commit).
+
+    The direct dependencies stay locked until the creation commits, so one cannot fail or be
+    cancelled between this check and the new obligation's insert; one failing afterwards
+    leaves the new obligation blocked, which the console shows."""
+    from .selectors import never_committable_below
+
+    if not depends_on:
+        return
+    list(
+        Obligation.objects.select_for_update(no_key=True)
+        .filter(tenant=tenant, pk__in=depends_on)
+        .values_list("pk")
+    )
+    causes_of = never_committable_below(depends_on)
+    if not causes_of:
+        return
+    ended = dict(
+        Obligation.objects.filter(
+            pk__in={pk for causes in causes_of.values() for pk in causes}
+        ).values_list("pk", "state")
+    )
+    messages = []
+    for dependency in (pk for pk in depends_on if pk in causes_of):
+        causes = causes_of[dependency]
+        if causes == [dependency]:
+            messages.append(
+                f"Obligation {dependency} is {ended[dependency]}; it will never commit."
+            )
+        else:
+            waits_on = ", ".join(f"{pk} ({ended.get(pk, 'ended')})" for pk in causes)
+            messages.append(f"Obligation {dependency} waits on {waits_on}; it will never commit.")
+    blocking = [str(pk) for pk in depends_on if pk in causes_of]
+    raise DependencyNeverCommittable(
+        "depends_on names obligations that can never be committed: " + " ".join(messages),
+        errors={"depends_on": messages},
+        never_committable=blocking,
+        causes={str(pk): [str(c) for c in causes_of[pk]] for pk in depends_on if pk in causes_of},
+    )
 
 
 @dataclass

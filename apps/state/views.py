@@ -2,8 +2,9 @@
 
 People see what agents are doing and what they still owe: every run with its latest
 checkpoint, and every obligation with its state and deadline. Overdue obligations (pending
-past their deadline) come first and are marked in words, not only in colour. Reads go through
-``apps.state.selectors`` under the request's tenant context (row-level security).
+past their deadline) come first and are marked in words, not only in colour; so are blocked
+ones (pending, but waiting on a failed or cancelled obligation, so never committable). Reads
+go through ``apps.state.selectors`` under the request's tenant context (row-level security).
 """
 
 from __future__ import annotations
@@ -25,16 +26,26 @@ from apps.tenancy.views import ConsoleRequest, _render, tenant_view
 
 from .forms import RunsFilterForm
 from .models import Checkpoint, Obligation, Run
-from .selectors import is_overdue, obligations_list, obligations_overdue, runs_list
+from .selectors import (
+    is_overdue,
+    never_committable_below,
+    obligations_blocked,
+    obligations_list,
+    obligations_overdue,
+    runs_list,
+)
 
 PAGE_SIZE = 25
 OVERDUE_SHOWN = 10
+BLOCKED_SHOWN = 10
 
 
 @dataclass(frozen=True)
 class ObligationRow:
     obligation: Obligation
     overdue: bool
+    # Pending but never committable: the failed or cancelled obligations it waits on.
+    blocked_by: tuple[Obligation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,22 @@ def _page(
         return found, None
     last = found[PAGE_SIZE - 1]
     return found[:PAGE_SIZE], next_url(Cursor(getattr(last, column), last.pk).token())
+
+
+def _obligation_rows(items: list[Obligation], now: datetime) -> list[ObligationRow]:
+    """The page's obligations, each marked overdue and (when pending and waiting on a failed
+    or cancelled obligation) blocked."""
+    waiting = [item.pk for item in items if item.state == "pending" and item.depends_on]
+    causes_of = never_committable_below(waiting)
+    causes = Obligation.objects.in_bulk(list({pk for ids in causes_of.values() for pk in ids}))
+    return [
+        ObligationRow(
+            item,
+            is_overdue(item, now),
+            tuple(causes[pk] for pk in causes_of.get(item.pk, ()) if pk in causes),
+        )
+        for item in items
+    ]
 
 
 def _runs_context(request: ConsoleRequest, tenant: Tenant, now: datetime) -> dict[str, Any]:
@@ -113,14 +140,17 @@ def _runs_context(request: ConsoleRequest, tenant: Tenant, now: datetime) -> dic
     if task_id:
         overdue = overdue.filter(task_id=task_id)
     overdue_shown = list(overdue[: OVERDUE_SHOWN + 1])
+    blocked_shown = obligations_blocked(task_id=task_id, limit=BLOCKED_SHOWN + 1)
     context.update(
         runs=Page(run_rows, runs_next),
         obligations=Page(
-            [ObligationRow(item, is_overdue(item, now)) for item in obligation_rows],
+            _obligation_rows(obligation_rows, now),
             obligations_next,
         ),
         overdue=overdue_shown[:OVERDUE_SHOWN],
         overdue_more=len(overdue_shown) > OVERDUE_SHOWN,
+        blocked=blocked_shown[:BLOCKED_SHOWN],
+        blocked_more=len(blocked_shown) > BLOCKED_SHOWN,
         overdue_url=f"{base}?{form.query_for(overdue='on', state='', obligations_after='')}"
         "#obligations-heading",
         paged=bool(data.get("runs_after") or data.get("obligations_after")),

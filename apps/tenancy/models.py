@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import ClassVar
 
 from django.conf import settings
@@ -31,12 +32,23 @@ class Tenant(models.Model):
         help_text="hashing-<dim> (lexical, built in), st-<model> (the [ml] extra) or "
         "client-<dim> (agents send vectors). Changing it needs `memoryconsole reembed`.",
     )
+    run_idle_close_after = models.DurationField(
+        default=timedelta(days=7),
+        help_text="A run with no episode, checkpoint or other activity for this long is closed "
+        "by the idle-run sweep, with the effects of an agent's close.",
+    )
     # Set, and never cleared, when the tenant's first summary is written: while it is false,
     # search plans no summary branch (the branch costs planning time on every search).
     summaries_written = models.BooleanField(default=False, editable=False)
 
     class Meta:
         ordering = ["slug"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.CheckConstraint(
+                condition=models.Q(run_idle_close_after__gt=timedelta(0)),
+                name="tenant_run_idle_close_after_positive",
+            )
+        ]
         permissions = [
             ("view_memories", "View the tenant's memories"),
             ("delete_memories", "Delete and redact the tenant's memories"),

@@ -235,9 +235,10 @@ def test_it_accepts_observed_at_with_an_offset(agent):
 
 
 def test_it_accepts_a_session_write_with_its_run(agent):
-    response = write(agent, retention__basis="session", source__run_id="run-7")
+    run = agent.post("/api/v1/runs", {"task_id": "task-7", "owner": "service:checkout"}).json()
+    response = write(agent, retention__basis="session", source__run_id=run["id"])
     assert response.status_code == 201, response.content
-    assert response.json()["source"]["run_id"] == "run-7"
+    assert response.json()["source"]["run_id"] == run["id"]
 
 
 def test_it_accepts_a_consent_write_with_its_reference(agent):

@@ -1,0 +1,45 @@
+"""Periodic state work: closing runs their agents left open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryconsole.celery import app
+
+
+@app.task(name="state.close_idle_runs_all", acks_late=True, time_limit=300)
+def close_idle_runs_all() -> int:
+    """Fan out: one idle-run sweep per tenant, each carrying its tenant context."""
+    from apps.tenancy.context import tenant_scope
+    from apps.tenancy.models import Tenant
+
+    count = 0
+    for tenant_id in Tenant.objects.values_list("pk", flat=True):
+        with tenant_scope(tenant_id):
+            close_idle_runs.delay_on_commit()
+        count += 1
+    return count
+
+
+@app.task(
+    name="state.close_idle_runs",
+    acks_late=True,
+    time_limit=300,
+    soft_time_limit=270,
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def close_idle_runs(**_: Any) -> int:
+    """Close the current tenant's idle runs (``apps.state.services.runs_close_idle``);
+    idempotent: a closed run is no longer idle."""
+    from apps.tenancy.context import current_tenant_id
+    from apps.tenancy.models import Tenant
+
+    from .services import runs_close_idle
+
+    tenant_id = current_tenant_id()
+    tenant = Tenant.objects.filter(pk=tenant_id).first() if tenant_id else None
+    if tenant is None:
+        return 0
+    return runs_close_idle(tenant=tenant)
