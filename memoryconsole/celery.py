@@ -185,3 +185,30 @@ def broker_prepare() -> None:
     for engine, _ in engines.values():
         engine.dispose()
     engines.clear()
+
+
+def broker_delivered_purge() -> int:
+    """Delete the messages kombu's SQL transport has delivered; returns how many.
+
+    The transport marks a message invisible when a worker fetches it and never deletes it,
+    so its table grows by every task ever run. A delivered message is never delivered again
+    (redelivery is the outbox relay's work), so removing it loses nothing. Other transports
+    delete on acknowledgement: nothing to do.
+    """
+    url = str(app.conf.broker_url)
+    if broker_transport(url) not in {"sqla", "sqlalchemy"}:
+        return 0
+    with app.connection_for_write(url) as conn:
+        channel: Any = conn.channel()
+        try:
+            message = channel.message_cls
+            session = channel.session
+            deleted = int(
+                session.query(message)
+                .filter(message.visible.is_(False))
+                .delete(synchronize_session=False)
+            )
+            session.commit()
+        finally:
+            channel.close()
+    return deleted

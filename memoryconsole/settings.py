@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    "django_celery_beat",
     "memoryconsole",
     "apps.tenancy",
     "apps.audit",
@@ -273,7 +274,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BEAT_SCHEDULE_FILENAME = str(HOME / "celerybeat-schedule")
+# Beat keeps its schedule (and when each task last ran) in the database, in transactions,
+# never in a local file that a stop at the wrong moment leaves half-written.
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     # Expiry is enforced at read time; compaction only reclaims what reads already hide.
@@ -284,6 +287,8 @@ CELERY_BEAT_SCHEDULE = {
     "reclaim-deleted": {"task": "derivations.reclaim", "schedule": 10 * 60},
     # Runs left open past their tenant's run_idle_close_after are closed as an agent would.
     "close-idle-runs": {"task": "state.close_idle_runs_all", "schedule": 15 * 60},
+    # The SQL broker keeps every delivered message; nothing reads them again.
+    "broker-delivered-purge": {"task": "memoryconsole.broker_delivered_purge", "schedule": 300},
     # Tenants that grew past TENANT_HNSW_MIN_EMBEDDINGS get an HNSW index of their own.
     "tenant-indexes": {"task": "retrieval.tenant_indexes", "schedule": 60 * 60},
 }

@@ -29,3 +29,11 @@ def tenant_probe() -> dict[str, Any]:
         "database_tenant": (row[0] or None) if row else None,
         "memberships": Membership.objects.count(),
     }
+
+
+@app.task(name="memoryconsole.broker_delivered_purge")
+def broker_delivered_purge_task() -> int:
+    """Remove the SQL broker's delivered messages (beat, every few minutes)."""
+    from .celery import broker_delivered_purge
+
+    return broker_delivered_purge()

@@ -229,13 +229,11 @@ def test_it_runs_celery_on_the_real_app(
     assert find_app(app_name) is app
 
 
-def test_it_keeps_the_beat_schedule_on_a_volume(services: dict[str, Any]) -> None:
-    beat = services["beat"]
-    schedule = _option(_command(beat), "--schedule", "-s")
-    assert schedule is not None
-    mounts = _volume_names(beat).values()
-    assert any(schedule.startswith(path.rstrip("/") + "/") for path in mounts)
-    assert schedule.startswith(beat["environment"]["MEMORYCONSOLE_HOME"])
+def test_it_keeps_the_beat_schedule_in_the_database(services: dict[str, Any]) -> None:
+    from django.conf import settings
+
+    assert settings.CELERY_BEAT_SCHEDULER == "django_celery_beat.schedulers:DatabaseScheduler"
+    assert _option(_command(services["beat"]), "--schedule", "-s") is None
 
 
 # --- images, health checks, volumes, ordering -------------------------------------------------

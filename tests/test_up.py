@@ -214,23 +214,70 @@ def test_it_keeps_the_data_for_the_next_up(tmp_path: Path) -> None:
     _assert_nothing_left(home, second)
 
 
-def test_it_stops_everything_when_a_child_dies(tmp_path: Path) -> None:
+def _child(up: Up, word: str) -> psutil.Process:
+    [found] = [
+        child for child in psutil.Process(up.process.pid).children() if word in child.cmdline()
+    ]
+    return found
+
+
+def _wait_for(up: Up, text: str, timeout: float = 40.0) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in up.output():
+        assert time.monotonic() < deadline, f"no {text!r} within {timeout}s:\n{up.output()}"
+        assert up.process.poll() is None, f"up exited:\n{up.output()}"
+        time.sleep(0.25)
+
+
+def _probe_runs(home: Path, up: Up) -> None:
+    """A task sent through the broker runs in up's (current) worker."""
+    sent = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); "
+            "from memoryconsole.tasks import tenant_probe; print(tenant_probe.delay().id)",
+        ],
+        env=_env(home, DJANGO_SETTINGS_MODULE="memoryconsole.settings"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    _wait_for(up, f"tenant_probe[{sent.stdout.strip().splitlines()[-1]}] succeeded")
+
+
+def _postmaster(home: Path) -> psutil.Process:
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if cmdline and cmdline[0].endswith("postgres") and str(home) in " ".join(cmdline):
+            return process
+    pytest.fail("no postmaster for this home")
+
+
+def test_it_restarts_a_child_that_dies_and_the_database(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with running_up(home, tmp_path) as up:
         up.wait_healthy()
-        [worker] = [
-            child
-            for child in psutil.Process(up.process.pid).children()
-            if "worker" in child.cmdline()
-        ]
-        worker.kill()  # SIGKILL: no clean-up of its own, pool processes orphaned
-        try:
-            status = up.process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"up did not notice its worker died:\n{up.output()}")
-    assert status == 1
-    assert "the worker process exited unexpectedly" in up.output()
-    _assert_nothing_left(home, up)
+        old_worker = _child(up, "worker")
+        old_worker.kill()  # SIGKILL: no clean-up of its own
+        _wait_for(up, "the worker process exited")
+        _wait_for(up, "restarted the worker process")
+        assert _child(up, "worker").pid != old_worker.pid
+        _probe_runs(home, up)
+
+        old_postmaster = _postmaster(home)
+        old_postmaster.kill()
+        # up (or a child restarted meanwhile) starts it again; the web answers 503 until then.
+        deadline = time.monotonic() + 60
+        while up.get("/api/v1/health")[0] != 200:
+            assert time.monotonic() < deadline, f"not healthy again:\n{up.output()}"
+            time.sleep(0.5)
+        assert _postmaster(home).pid != old_postmaster.pid
+        _probe_runs(home, up)
+        assert up.process.poll() is None
+        assert up.interrupt() == 0
+    _assert_nothing_left(home, up)  # the restarted server stops with up, too
 
 
 def _complaints(stderr: str) -> list[str]:

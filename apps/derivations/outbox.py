@@ -38,9 +38,11 @@ logger = logging.getLogger(__name__)
 EMBED_RECORD = "derivations.embed_record"
 EMBED_SUMMARY = "derivations.embed_summary"
 
-# A row published this long ago and still not done lost its message (for example the broker
-# was reset); publishing it again is safe because every task is idempotent.
-REPUBLISH_AFTER = timedelta(minutes=15)
+# The row is the unit of delivery and the broker message only a wake-up: a row published
+# this long ago and still not done lost its message (a worker killed while holding it, a
+# broker reset), and the relay offers it again. Longer than a task may run (its time limit),
+# so a task still running is not run twice; safe either way, since every task is idempotent.
+REPUBLISH_AFTER = timedelta(minutes=2)
 # With on-commit publishing, a pending row younger than this was most likely sent already.
 ON_COMMIT_GRACE = timedelta(seconds=30)
 

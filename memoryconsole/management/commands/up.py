@@ -14,7 +14,9 @@ Guarantees:
   ``up`` stops them in order: SIGTERM, then SIGKILL for whatever is left after
   ``STOP_TIMEOUT`` seconds (a second Ctrl-C skips the wait). On Linux a child also gets
   SIGTERM if ``up`` itself is killed.
-* If a child dies on its own, ``up`` stops the others and exits with status 1.
+* If a child dies on its own, ``up`` restarts it (after 1 s, 2 s, 4 s ... at most 30 s);
+  a worker holding committed work without finishing any is restarted with beat; the
+  embedded PostgreSQL is started again when it stops answering.
 * When ``up`` exits, nothing it started is left; the embedded PostgreSQL stops too unless
   another process (a second ``up``, a shell) is still attached to it.
 """
@@ -32,7 +34,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -45,20 +47,49 @@ STOP_TIMEOUT = 10.0  # seconds a child gets between SIGTERM and SIGKILL
 READY_TIMEOUT = 90.0  # seconds for the web server to answer its health check
 MIGRATE_TIMEOUT = 600.0
 POLL_INTERVAL = 0.25
+# The worker's threads, and how many messages each may hold ahead. The SQL broker is polled
+# once a second whenever the worker holds all it may: with one message per thread, that
+# capped the embedding drain at a couple of tasks a second, far below the embedder's rate.
+# A message held by a worker that dies is offered again by the outbox relay.
+WORKER_THREADS = 4
+WORKER_PREFETCH = 64
 
 
 class UpError(Exception):
     """A reason to stop: printed as one line, exit status 1."""
 
 
+# Restarts of a child that died: 1 s, 2 s, 4 s ... at most this long; a child that ran for
+# RESTART_RESET_AFTER seconds counts as healthy again and restarts after 1 s next time.
+RESTART_BACKOFF_MAX = 30.0
+RESTART_RESET_AFTER = 60.0
+# How often up reads /api/v1/health and probes the embedded database while running.
+WATCH_INTERVAL = 10.0
+# A worker that holds committed work this long without finishing any is restarted, with beat
+# (whose relay re-offers what the old worker held); at most once per this many seconds.
+STALL_RESTART_EVERY = 180.0
+
+
 @dataclass
 class Child:
     name: str
     process: subprocess.Popen[bytes]
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    failures: int = 0  # consecutive early deaths, for the backoff
+    restart_at: float | None = None  # set while a restart waits out its backoff
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def backoff(self) -> float:
+        """Seconds to wait before restarting this child, which has just died."""
+        if time.monotonic() - self.started_at >= RESTART_RESET_AFTER:
+            self.failures = 0
+        self.failures += 1
+        return float(min(2 ** (self.failures - 1), RESTART_BACKOFF_MAX))
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
@@ -95,9 +126,28 @@ class Supervisor:
             process_group=0,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
-        child = Child(name, process)
+        child = Child(name, process, argv=argv, env=env)
         self.children.append(child)
         return child
+
+    def restart(self, child: Child) -> None:
+        """Start ``child``'s command again in place of the process that ended."""
+        if child.process.poll() is None:
+            _signal_group(child.pid, signal.SIGTERM)
+            try:
+                child.process.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                _signal_group(child.pid, signal.SIGKILL)
+                child.process.wait()
+        _signal_group(child.pid, signal.SIGKILL)  # leftovers of its group (pool processes)
+        replacement = self.start(child.name, child.argv, env=child.env)
+        self.children.remove(replacement)
+        child.process = replacement.process
+        child.started_at = replacement.started_at
+        child.restart_at = None
+
+    def named(self, name: str) -> Child | None:
+        return next((child for child in self.children if child.name == name), None)
 
     def exited(self) -> Child | None:
         """The first child that is no longer running, if any."""
@@ -267,6 +317,7 @@ class Command(BaseCommand):
                 self.say(f"stopped {names} in {time.monotonic() - started:.1f}s")
             if settings.DATABASE_TARGET.embedded:
                 forget_dead_handles(self._pgdata())
+                self._hold_current_server()
                 self.say("stopping the embedded PostgreSQL (unless another process uses it)")
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -302,13 +353,18 @@ class Command(BaseCommand):
         loglevel = os.environ.get("LOG_LEVEL", "INFO").upper()
         worker = [python, "-m", "celery", "-A", "memoryconsole", "worker", "--loglevel", loglevel]
         worker += ["--hostname", f"memoryconsole-{port}@%h"]
+        # Threads, not a prefork pool: a pool child killed on its own (the OOM killer's way)
+        # left the prefork worker taking messages and never running them; a thread pool
+        # dies whole, and up restarts it. Tasks wait on the database and the embedder,
+        # which release the GIL, so threads keep the embedder busy.
+        worker += ["--pool", "threads", "--concurrency", str(WORKER_THREADS)]
+        worker += ["--prefetch-multiplier", str(WORKER_PREFETCH)]
         if sql_broker:
             # The SQL transport has no fan-out: no gossip, mingle or broadcast heartbeats.
             worker += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
         self.supervisor.start("worker", worker)
-        schedule = str(settings.CELERY_BEAT_SCHEDULE_FILENAME)
         beat = [python, "-m", "celery", "-A", "memoryconsole", "beat", "--loglevel", loglevel]
-        self.supervisor.start("beat", [*beat, "--schedule", schedule])
+        self.supervisor.start("beat", beat)
         web = [python, "-m", "gunicorn", "memoryconsole.wsgi", "--bind", f"{host}:{port}"]
         web += ["--workers", str(workers), "--graceful-timeout", str(int(STOP_TIMEOUT) - 2)]
         web += ["--config", "python:memoryconsole.gunicorn_conf", "--log-level", loglevel.lower()]
@@ -321,15 +377,90 @@ class Command(BaseCommand):
         health = self._wait_until_healthy(f"{base}/api/v1/health")
         self._banner(base, database, broker, health, host)
 
+        self._supervise(f"{base}/api/v1/health")
+
+    # --- supervision --------------------------------------------------------------------------
+
+    def _supervise(self, health_url: str) -> None:
+        """Until asked to stop: restart a child that dies (with backoff), a worker that holds
+        work without finishing any, and the embedded database when it stops answering."""
+        next_watch = time.monotonic() + WATCH_INTERVAL
+        last_stall_restart = 0.0
         while True:
             self._check_stop()
-            child = self.supervisor.exited()
-            if child is not None:
-                raise UpError(
-                    f"the {child.name} process exited unexpectedly "
-                    f"(status {child.process.returncode}); stopped the rest"
-                )
+            now = time.monotonic()
+            for child in self.supervisor.children:
+                if child.restart_at is None and child.process.poll() is not None:
+                    delay = child.backoff()
+                    child.restart_at = now + delay
+                    self.complain(
+                        f"the {child.name} process exited (status {child.process.returncode});"
+                        f" restarting it in {delay:.0f}s"
+                    )
+                elif child.restart_at is not None and now >= child.restart_at:
+                    self.supervisor.restart(child)
+                    self.say(f"restarted the {child.name} process (pid {child.pid})")
+            if now >= next_watch:
+                next_watch = now + WATCH_INTERVAL
+                self._watch_database()
+                if now - last_stall_restart >= STALL_RESTART_EVERY and self._work_stalled(
+                    health_url
+                ):
+                    last_stall_restart = now
+                    for name in ("worker", "beat"):
+                        stalled = self.supervisor.named(name)
+                        if stalled is not None and stalled.restart_at is None:
+                            self.supervisor.restart(stalled)
+                    self.complain(
+                        "background work is not completing (see /api/v1/health); restarted "
+                        "the worker and beat"
+                    )
             time.sleep(POLL_INTERVAL)
+
+    def _work_stalled(self, health_url: str) -> bool:
+        """Committed work has waited past the limit and nothing finished in the last minute.
+
+        A backlog that drains (slowly) is not a stall; a worker that took work and does nothing
+        with it is, and so is a relay (beat) that stopped publishing."""
+        try:
+            with urllib.request.urlopen(health_url, timeout=5) as response:  # noqa: S310
+                body: dict[str, Any] = json.loads(response.read())
+        except (OSError, ValueError):
+            return False  # the web server's own troubles are its restart's business
+        work = body.get("work") or {}
+        oldest = work.get("oldest_waiting_seconds")
+        return (
+            oldest is not None
+            and oldest > settings.WORK_STALLED_AFTER
+            and not work.get("done_last_minute")
+        )
+
+    def _hold_current_server(self) -> None:
+        """If the embedded server was started again while up ran (by up or by a child), make
+        up's handle name that server, so that up stops it on exit as it would the first."""
+        from memoryconsole.embedded import embedded_server_answers, embedded_server_attach
+
+        if embedded_server_answers(Path(settings.DATABASE_OWNER["HOST"])):
+            with contextlib.suppress(Exception):
+                embedded_server_attach(Path(settings.HOME))
+
+    def _watch_database(self) -> None:
+        """Start the embedded PostgreSQL again if it stopped answering (the web answers 503
+        meanwhile); this process then holds it, and stops it on exit."""
+        if not settings.DATABASE_TARGET.embedded:
+            return
+        from memoryconsole.embedded import embedded_server_answers, embedded_server_attach
+
+        if embedded_server_answers(Path(settings.DATABASE_OWNER["HOST"])):
+            return
+        self.complain("the embedded PostgreSQL does not answer; starting it again")
+        try:
+            forget_dead_handles(self._pgdata())
+            embedded_server_attach(Path(settings.HOME))
+        except Exception as exc:
+            self.complain(f"could not start the embedded PostgreSQL: {_first_line(exc)}")
+        else:
+            self.say("the embedded PostgreSQL is running again")
 
     # --- steps ------------------------------------------------------------------------------
 
