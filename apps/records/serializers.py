@@ -279,8 +279,21 @@ class RetentionInput(serializers.Serializer[Any]):
 
 
 class RedactionInput(serializers.Serializer[Any]):
-    state = serializers.ChoiceField(choices=["none", "applied", "required"], required=False)
-    fields = serializers.ListField(child=serializers.CharField(), required=False)  # type: ignore[assignment]
+    state = serializers.ChoiceField(
+        choices=["none", "applied", "required"],
+        required=False,
+        help_text="required: the server rewrites the named parts of the value (and their text "
+        "in content) to the marker [REDACTED] before anything is stored, embedded or queued; "
+        "the record says applied. applied: each named part must already hold [REDACTED] (a "
+        "400 naming it otherwise). none (default): no fields may be named.",
+    )
+    fields = serializers.ListField(  # type: ignore[assignment]
+        child=serializers.CharField(),
+        required=False,
+        help_text="Dotted paths into the value, as POST /records/{id}/redact takes them: "
+        "card.number (or value.card.number), items.0, value for the whole value. Each must "
+        "name a part of the value; required with state applied or required.",
+    )
 
 
 class RecordWriteInput(serializers.Serializer[Any]):
