@@ -166,6 +166,32 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def json_equal(left: Any, right: Any) -> bool:
+    """Whether two JSON values mean the same: numbers by value (``1`` is ``1.0``), objects
+    by their members whatever the order, arrays item by item; ``true`` is not ``1``."""
+    pairs: list[tuple[Any, Any]] = [(left, right)]
+    while pairs:  # iterative, as json_problem: a value may nest as deep as the parser allows
+        a, b = pairs.pop()
+        if isinstance(a, bool) or isinstance(b, bool):
+            if not (isinstance(a, bool) and isinstance(b, bool) and a is b):
+                return False
+        elif isinstance(a, int | float) and isinstance(b, int | float):
+            # Exact between int and float: 10**20 == 1e20, but 2**53 + 1 != 2.0**53.
+            if a != b:
+                return False
+        elif isinstance(a, dict) and isinstance(b, dict):
+            if a.keys() != b.keys():
+                return False
+            pairs.extend((a[name], b[name]) for name in a)
+        elif isinstance(a, list) and isinstance(b, list):
+            if len(a) != len(b):
+                return False
+            pairs.extend(zip(a, b, strict=True))
+        elif type(a) is not type(b) or a != b:
+            return False
+    return True
+
+
 def render_content(key: str, value: Any) -> str:
     """The default text of a record: ``key: value`` (what full-text search indexes)."""
     if isinstance(value, str):

@@ -122,6 +122,18 @@ def test_values_different_in_meaning_open_a_conflict(agent, second_agent, stored
     assert again["conflict"] is not None
 
 
+def test_values_nested_deeper_than_the_recursion_limit_compare():
+    from apps.records.validation import json_equal
+
+    integers: object = 1
+    floats: object = 1.0
+    objects: object = 1
+    for _ in range(5000):
+        integers, floats, objects = [integers], [floats], {"n": objects}
+    assert json_equal(integers, floats)
+    assert not json_equal(integers, objects)
+
+
 def test_the_same_number_at_a_higher_class_raises_the_class(agent, second_agent):
     first = write_ok(agent, value={"limit": 1}, sensitivity="internal")
     again = write_ok(
@@ -265,3 +277,13 @@ def test_applied_redaction_whose_fields_hold_the_marker_is_accepted(agent):
     )
     assert response.status_code == 201, response.content
     assert response.json()["redaction"] == {"state": "applied", "fields": ["value.card.number"]}
+
+
+def test_the_schema_documents_notices_and_redaction_at_write(client):
+    schema = client.get("/api/schema/", headers={"Accept": "application/json"}).json()
+    components = schema["components"]["schemas"]
+    notices = components["RecordWriteResponse"]["properties"]["notices"]["description"]
+    assert "higher sensitivity" in notices
+    assert "lower sensitivity" in notices
+    redaction = components["RedactionInput"]["properties"]
+    assert "[REDACTED]" in redaction["state"]["description"]
