@@ -6,7 +6,6 @@ names, never content) and queues embedding work through the outbox.
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +15,8 @@ from django.utils import timezone
 
 from apps.audit.services import Actor, audit_record, content_digest
 from apps.records.models import SENSITIVITY_ORDER
+from apps.records.redaction import MISSING, part_at, redaction_apply, redaction_path_name
 from apps.records.selectors import records_live
-from apps.records.validation import canonical_json
 from apps.tenancy.models import Tenant
 
 from .models import Summary, SummarySource
@@ -174,57 +173,6 @@ def summary_create(
     return summary
 
 
-REDACTION_MARKER = "[REDACTED]"
-_MISSING = object()
-
-
-def _leaf(value: Any, path: str) -> Any:
-    """The part of ``value`` at dotted ``path`` ("" or "value": the whole value)."""
-    if path in {"", "value"}:
-        return value
-    node = value
-    for part in path.removeprefix("value.").split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return _MISSING
-    return node
-
-
-def _replace(value: Any, path: str) -> Any:
-    """``value`` with the part at ``path`` rewritten to the marker."""
-    if path in {"", "value"}:
-        return REDACTION_MARKER
-    parts = path.removeprefix("value.").split(".")
-    node = value
-    for part in parts[:-1]:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    last = parts[-1]
-    if isinstance(node, list):
-        node[int(last)] = REDACTION_MARKER
-    else:
-        node[last] = REDACTION_MARKER
-    return value
-
-
-def _strings_of(leaf: Any) -> list[str]:
-    """Every rendering of a redacted part that may appear in the record's text."""
-    if isinstance(leaf, str):
-        found = [leaf, json.dumps(leaf)[1:-1]] if leaf else []
-    elif isinstance(leaf, bool) or leaf is None:
-        found = []  # "true" or "null" in a text is not the secret
-    elif isinstance(leaf, int | float):
-        found = [str(leaf)]
-    else:
-        found = [canonical_json(leaf), json.dumps(leaf)]
-        items = leaf.values() if isinstance(leaf, dict) else leaf
-        for item in items:
-            found.extend(_strings_of(item))
-    return sorted({s for s in found if s}, key=len, reverse=True)
-
-
 @dataclass
 class RedactionResult:
     record: Any
@@ -265,26 +213,19 @@ def record_redact(*, record: Any, actor: Actor, fields: Any, reason: str) -> Red
     paths = list(dict.fromkeys(fields))
     leaves: dict[str, Any] = {}
     for i, path in enumerate(paths):
-        leaf = _leaf(record.value, path)
-        if leaf is _MISSING:
+        leaf = part_at(record.value, path)
+        if leaf is MISSING:
             errors[f"fields[{i}]"] = [f"No such path in the value: {path!r}."]
         else:
             leaves[path] = leaf
     if errors:
         raise DerivationRejected(errors)
     removed_digest = content_digest({"record": str(record.pk), "parts": leaves})
-    value = json.loads(json.dumps(record.value))
-    content = record.content
-    for path, leaf in leaves.items():
-        value = _replace(value, path)
-        for text in _strings_of(leaf):
-            content = content.replace(text, REDACTION_MARKER)
-    record.value = value
-    record.content = content
+    record.value, record.content = redaction_apply(record.value, record.content, leaves)
     record.redaction_state = RedactionState.APPLIED
-    record.redaction_fields = sorted(set(record.redaction_fields) | {p or "value" for p in paths})[
-        :100
-    ]
+    record.redaction_fields = sorted(
+        set(record.redaction_fields) | {redaction_path_name(p) for p in paths}
+    )[:100]
     update = ["value", "content", "redaction_state", "redaction_fields"]
     if record.status == RecordStatus.ACTIVE:
         record.status = RecordStatus.REDACTED
@@ -309,7 +250,7 @@ def record_redact(*, record: Any, actor: Actor, fields: Any, reason: str) -> Red
         object_id=str(record.pk),
         digest=removed_digest,
         data={
-            "fields": [p or "value" for p in paths],
+            "fields": [redaction_path_name(p) for p in paths],
             "counts": counts,
             "reason": reason,
             "target": {"record": str(record.pk), "fact": str(fact.pk), "subject": fact.subject},

@@ -10,13 +10,12 @@ from django.http import QueryDict
 from apps.tenancy.keyset import CursorField
 
 from .models import RecordStatus, Sensitivity, Trust
+from .redaction import REDACTION_MARKER, WHOLE_VALUE
 
 ANY = [("", "Any")]
 
 # Paths offered for redaction; a value with more parts is redacted whole or by its first ones.
 REDACTABLE_PATHS_AT_MOST = 200
-WHOLE_VALUE = "value"
-REDACTION_MARKER = "[REDACTED]"
 
 
 class MemoryFilterForm(forms.Form):

@@ -279,8 +279,21 @@ class RetentionInput(serializers.Serializer[Any]):
 
 
 class RedactionInput(serializers.Serializer[Any]):
-    state = serializers.ChoiceField(choices=["none", "applied", "required"], required=False)
-    fields = serializers.ListField(child=serializers.CharField(), required=False)  # type: ignore[assignment]
+    state = serializers.ChoiceField(
+        choices=["none", "applied", "required"],
+        required=False,
+        help_text="required: the server rewrites the named parts of the value (and their text "
+        "in content) to the marker [REDACTED] before anything is stored, embedded or queued; "
+        "the record says applied. applied: each named part must already hold [REDACTED] (a "
+        "400 naming it otherwise). none (default): no fields may be named.",
+    )
+    fields = serializers.ListField(  # type: ignore[assignment]
+        child=serializers.CharField(),
+        required=False,
+        help_text="Dotted paths into the value, as POST /records/{id}/redact takes them: "
+        "card.number (or value.card.number), items.0, value for the whole value. Each must "
+        "name a part of the value; required with state applied or required.",
+    )
 
 
 class RecordWriteInput(serializers.Serializer[Any]):
@@ -307,9 +320,21 @@ class RecordWriteInput(serializers.Serializer[Any]):
 
 
 class RecordWriteResponse(RecordSerializer):
-    outcome = serializers.CharField(help_text="created | conflict | observed | unchanged")
+    outcome = serializers.CharField(
+        help_text="created | conflict | observed | unchanged. A value equal by JSON meaning "
+        "(numbers by value: 1 is 1.0; true is not 1; object members in any order) to the "
+        "current value or an open contender is an observation of it, never a conflict. "
+        "unchanged: the same source observed the same value again (no new evidence)."
+    )
     promotion_request = serializers.UUIDField(allow_null=True)
-    notices = serializers.ListField(child=serializers.CharField())
+    notices = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What the server did beyond storing the body as given, in words: a ttl "
+        "clipped to the class's rule; a re-observation at a higher sensitivity, which raised "
+        "the record's class and shortened its expires_at to the new class's rule (never "
+        "lengthened; audited as record.reclassify); a re-observation at a lower sensitivity, "
+        "which changed nothing; a writer observing its own record.",
+    )
 
 
 class ReasonInput(serializers.Serializer[Any]):

@@ -27,6 +27,7 @@ from apps.tenancy.prepared import prepared_cursor
 
 from .models import (
     DEFAULT_RETENTION,
+    SENSITIVITY_ORDER,
     Conflict,
     ConflictState,
     ConsentRevocation,
@@ -49,6 +50,7 @@ from .validation import (
     RecordInput,
     WriteRejected,
     canonical_json,
+    json_equal,
     json_problem,
     render_content,
 )
@@ -237,10 +239,9 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
                 )
             )
         )
-        wanted = canonical_json(data.value)
         for candidate in [current, *contenders]:
-            if canonical_json(candidate.value) == wanted:
-                return _observe(tenant, fact, candidate, data, actor, now)
+            if json_equal(candidate.value, data.value):
+                return _observe(tenant, fact, candidate, data, actor, now, limits)
 
     fact.last_version += 1
     life = lifetime(
@@ -351,7 +352,92 @@ def _observation(
     )
 
 
+def _class_raise(
+    tenant: Tenant,
+    record: MemoryRecord,
+    data: RecordInput,
+    actor: Actor,
+    limits: Limits,
+) -> list[str]:
+    """Apply the sensitivity of a re-observation of ``record`` (its fact locked): a higher
+    class raises the record's class and shortens its lifetime to that class's rule (never
+    lengthens it); a lower one changes nothing. Returns the notices saying which."""
+    from apps.derivations.models import Summary
+    from apps.derivations.propagation import summaries_citing
+
+    held, observed = _sensitivity_rank(record.sensitivity), _sensitivity_rank(data.sensitivity)
+    if observed < held:
+        return [
+            f"Observed as {data.sensitivity}; the record stays {record.sensitivity}: a lower "
+            f"class never lowers a record's class, so nothing about it changed."
+        ]
+    if observed == held:
+        return []
+    previous_class, previous_expiry = record.sensitivity, record.expires_at
+    rule = lifetime(
+        sensitivity=data.sensitivity,
+        trust=record.trust,
+        ttl=record.ttl_requested,
+        written_at=record.written_at,
+        limits=limits,
+    )
+    expires_at = previous_expiry
+    if rule.expires_at is not None and (expires_at is None or rule.expires_at < expires_at):
+        expires_at = rule.expires_at
+    record.sensitivity = data.sensitivity
+    record.expires_at = expires_at
+    record.save(update_fields=["sensitivity", "expires_at"])
+    # A summary is as sensitive as the most sensitive thing it cites.
+    summaries = Summary.objects.filter(
+        pk__in=summaries_citing([record.pk]),
+        sensitivity__in=SENSITIVITY_ORDER[:observed],
+    ).update(sensitivity=data.sensitivity)
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="record.reclassify",
+        object_type="record",
+        object_id=str(record.pk),
+        data={
+            "from": previous_class,
+            "to": record.sensitivity,
+            "expires_at_before": previous_expiry.isoformat() if previous_expiry else None,
+            "expires_at": expires_at.isoformat() if expires_at else None,
+            "summaries_raised": summaries,
+            "reason": "re-observed at a higher sensitivity",
+        },
+        lane_key=str(record.fact_id),
+    )
+    if expires_at == previous_expiry:
+        lifetime_note = "its expires_at stays as it was (already within the class's rule)"
+    else:
+        lifetime_note = (
+            f"its expires_at was shortened to the {record.sensitivity} class's rule "
+            f"({expires_at.isoformat() if expires_at else 'never'})"
+        )
+    return [
+        f"Observed as {record.sensitivity}: the record's class was raised from "
+        f"{previous_class} to {record.sensitivity}, and {lifetime_note}."
+    ]
+
+
 def _observe(
+    tenant: Tenant,
+    fact: Fact,
+    record: MemoryRecord,
+    data: RecordInput,
+    actor: Actor,
+    now: datetime,
+    limits: Limits,
+) -> WriteOutcome:
+    # Before the duplicate check: a stricter class binds even when the evidence is not new.
+    class_notices = _class_raise(tenant, record, data, actor, limits)
+    outcome = _observe_evidence(tenant, fact, record, data, actor, now)
+    outcome.notices[:0] = class_notices
+    return outcome
+
+
+def _observe_evidence(
     tenant: Tenant,
     fact: Fact,
     record: MemoryRecord,
@@ -762,8 +848,6 @@ def conflict_resolve(
 
 
 def _sensitivity_rank(value: str) -> int:
-    from .models import SENSITIVITY_ORDER
-
     return SENSITIVITY_ORDER.index(value)
 
 

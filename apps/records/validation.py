@@ -18,6 +18,13 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime, parse_duration
 
 from .models import RedactionState, RetentionBasis, Sensitivity, SourceKind
+from .redaction import (
+    MISSING,
+    REDACTION_MARKER,
+    part_at,
+    redaction_apply,
+    redaction_path_name,
+)
 
 MAX_VALUE_BYTES = 64 * 1024
 MAX_CONTENT_CHARS = 64 * 1024
@@ -157,6 +164,32 @@ def json_problem(value: Any) -> str | None:
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def json_equal(left: Any, right: Any) -> bool:
+    """Whether two JSON values mean the same: numbers by value (``1`` is ``1.0``), objects
+    by their members whatever the order, arrays item by item; ``true`` is not ``1``."""
+    pairs: list[tuple[Any, Any]] = [(left, right)]
+    while pairs:  # iterative, as json_problem: a value may nest as deep as the parser allows
+        a, b = pairs.pop()
+        if isinstance(a, bool) or isinstance(b, bool):
+            if not (isinstance(a, bool) and isinstance(b, bool) and a is b):
+                return False
+        elif isinstance(a, int | float) and isinstance(b, int | float):
+            # Exact between int and float: 10**20 == 1e20, but 2**53 + 1 != 2.0**53.
+            if a != b:
+                return False
+        elif isinstance(a, dict) and isinstance(b, dict):
+            if a.keys() != b.keys():
+                return False
+            pairs.extend((a[name], b[name]) for name in a)
+        elif isinstance(a, list) and isinstance(b, list):
+            if len(a) != len(b):
+                return False
+            pairs.extend(zip(a, b, strict=True))
+        elif type(a) is not type(b) or a != b:
+            return False
+    return True
 
 
 def render_content(key: str, value: Any) -> str:
@@ -382,15 +415,22 @@ def validate_write(body: Any, *, now: datetime | None = None) -> RecordInput:
         ):
             c.add("redaction.fields", "Must be a list of field names.")
         else:
-            redaction_fields = list(raw_fields)
+            redaction_fields = list(dict.fromkeys(raw_fields))
 
     if c.errors:
         raise WriteRejected(c.errors, too_large=c.too_large)
+    value, content, redaction_state, redaction_fields = _redaction_at_write(
+        key=key,
+        value=value,
+        content=content,
+        state=redaction_state,
+        fields=redaction_fields,
+    )
     return RecordInput(
         key=key,
         subject=subject,
         value=value,
-        content=content or render_content(key, value),
+        content=content,
         source_kind=source_kind,
         source_ref=source_ref,
         source_turn_id=turn_id,
@@ -408,6 +448,62 @@ def validate_write(body: Any, *, now: datetime | None = None) -> RecordInput:
         consent_ref=consent_ref,
         redaction_state=redaction_state,
         redaction_fields=redaction_fields,
+    )
+
+
+def _redaction_at_write(
+    *, key: str, value: Any, content: str, state: str, fields: list[str]
+) -> tuple[Any, str, str, list[str]]:
+    """The value and text to store, with the redaction the write declares.
+
+    ``required``: the named parts are rewritten to the marker here, before anything is
+    stored, embedded or queued, by the rule ``record_redact`` uses; the record says
+    ``applied``. ``applied``: every named part must hold the marker already. Either way a
+    path must name a part of the value. Raises :class:`WriteRejected` naming the field.
+    """
+    if state == RedactionState.NONE:
+        if fields:
+            # Most likely a forgotten state: storing the named parts in plaintext is not the
+            # safe reading of it.
+            raise WriteRejected(
+                {
+                    "redaction.fields": [
+                        "Fields are redacted only with redaction.state required (redacted "
+                        "here) or applied (already redacted by you)."
+                    ]
+                }
+            )
+        return value, content or render_content(key, value), state, fields
+    if not fields:
+        raise WriteRejected(
+            {"redaction.fields": [f"Name the parts of the value that are {state}."]}
+        )
+    problems: list[str] = []
+    parts: dict[str, Any] = {}
+    for path in fields:
+        part = part_at(value, path)
+        if part is MISSING:
+            problems.append(f"{path}: no such part in the value.")
+        elif state == RedactionState.APPLIED and part != REDACTION_MARKER:
+            problems.append(
+                f"{path}: still holds its content, not the redaction marker "
+                f"{REDACTION_MARKER!r}; send redaction.state required to have it redacted "
+                f"before it is stored."
+            )
+        else:
+            parts[path] = part
+    if problems:
+        raise WriteRejected({"redaction.fields": problems})
+    names = list(dict.fromkeys(redaction_path_name(path) for path in fields))
+    if state == RedactionState.APPLIED:
+        return value, content or render_content(key, value), state, names
+    redacted_value, redacted_content = redaction_apply(value, content, parts)
+    # The default text is rendered from the redacted value, so the parts never reach it.
+    return (
+        redacted_value,
+        redacted_content or render_content(key, redacted_value),
+        RedactionState.APPLIED.value,
+        names,
     )
 
 

@@ -283,7 +283,9 @@ def test_it_gives_a_promoted_record_the_confirmed_lifetime(
     agent, second_agent, review_agent, sensitivity, days
 ):
     first = write_ok(agent, sensitivity=sensitivity, retention__ttl=None)
-    request_id = write_ok(second_agent, source__ref="interaction:9001")["promotion_request"]
+    request_id = write_ok(second_agent, sensitivity=sensitivity, source__ref="interaction:9001")[
+        "promotion_request"
+    ]
     approved = review_agent.post(
         f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"}
     )

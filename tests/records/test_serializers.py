@@ -36,12 +36,16 @@ def test_the_hand_rendering_matches_the_declared_fields(tenant) -> None:
     }
     with tenant_scope(tenant.pk):
         first = services.record_write(
-            tenant=tenant, actor=actor, data=validate_write(body(**overrides))
+            tenant=tenant,
+            actor=actor,
+            data=validate_write(body(value={"email": "[REDACTED]"}, **overrides)),
         )
         second = services.record_write(
             tenant=tenant,
             actor=actor,
-            data=validate_write(body(value={"carrier": "other"}, **overrides)),
+            data=validate_write(
+                body(value={"email": "[REDACTED]", "carrier": "other"}, **overrides)
+            ),
         )
         # Optional members set, as a superseded version has them.
         MemoryRecord.objects.filter(pk=first.record.pk).update(

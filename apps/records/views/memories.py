@@ -43,12 +43,12 @@ from apps.tenancy.views import (
 )
 
 from ..forms_memories import (
-    WHOLE_VALUE,
     MemoryDeleteForm,
     MemoryFilterForm,
     MemoryRedactForm,
 )
 from ..models import MemoryRecord
+from ..redaction import WHOLE_VALUE
 from ..selectors import (
     PREVIEW_CHARACTERS,
     record_active_holds,
