@@ -737,7 +737,7 @@ LOCK_FACT_FOR_DELETE_SQL = (
 )
 # Every version of the fact, locked, with whether an active legal hold covers it.
 LOCK_VERSIONS_SQL = """
-SELECT r.id, r.subject, r.key, r.value::text, r.content,
+SELECT r.id, r.subject, r.key, r.value::text, r.content, r.written_at,
        EXISTS (SELECT 1 FROM records_legalhold h
                 WHERE h.lifted_at IS NULL AND (h.subject = r.subject OR h.fact_id = r.fact_id))
   FROM records_memoryrecord r
@@ -775,8 +775,10 @@ def record_delete(
     if any(held for *_, held in rows):
         raise Held("A legal hold keeps this record; lift the hold before deleting it.")
     versions = []
-    for pk, subject, key, value, content, _held in rows:
-        version = MemoryRecord(id=pk, fact=fact, subject=subject, key=key, content=content)
+    for pk, subject, key, value, content, written_at, _held in rows:
+        version = MemoryRecord(
+            id=pk, fact=fact, subject=subject, key=key, content=content, written_at=written_at
+        )
         version.value = json.loads(value)
         version._state.adding = False
         versions.append(version)
@@ -828,6 +830,7 @@ def _versions_delete(
     (:func:`apps.derivations.purge.versions_purge`). Receipt and audit keep ids, counts and a
     digest."""
     from apps.audit.models import DeletionReceipt
+    from apps.audit.services import subject_digest
     from apps.derivations.purge import versions_purge
 
     pks = [v.pk for v in versions]
@@ -853,6 +856,8 @@ def _versions_delete(
         record_ids=record_ids,
         counts=counts,
         content_digest=digest,
+        subject_digest=subject_digest(fact.subject),
+        written_from=min(v.written_at for v in versions),
         parent=parent,
     )
     event = audit_event(
