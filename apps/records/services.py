@@ -957,6 +957,29 @@ def legal_hold_lift(*, hold: Any, actor: Actor) -> Any:
     return hold
 
 
+@dataclass(frozen=True)
+class RetentionChange:
+    """What setting a class's rule does to the records already written: ``expired`` live
+    versions end now (legal holds keep theirs), ``shortened`` others will end sooner."""
+
+    sensitivity: str
+    previous: Limits
+    provisional_max: timedelta
+    confirmed_max: timedelta | None
+    expired: int
+    shortened: int
+    applied: bool
+    rule: Any = None
+
+    @property
+    def affects_existing(self) -> bool:
+        return bool(self.expired or self.shortened)
+
+
+def _days(value: timedelta | None) -> float | None:
+    return value.total_seconds() / 86400 if value is not None else None
+
+
 @transaction.atomic
 def retention_rule_set(
     *,
@@ -965,10 +988,23 @@ def retention_rule_set(
     provisional_max: timedelta,
     confirmed_max: timedelta | None,
     actor: Actor,
-) -> Any:
-    """Set the longest lifetimes of one sensitivity class. New writes and promotions use it;
-    records already written keep their expires_at."""
+    reason: str = "",
+    dry_run: bool = False,
+) -> RetentionChange:
+    """Set the longest lifetimes of one sensitivity class, for new writes and promotions and
+    for the class's live records: each one's expiry becomes the earlier of its own and
+    ``written_at`` plus the new limit of its trust (never later than it was). Versions that
+    this ends now expire as any expiry does: their derived summaries are invalidated and
+    their embeddings removed, in this transaction.
+
+    A change that ends or shortens existing records needs a ``reason``. ``dry_run`` counts
+    what the change would do and changes nothing. One audit event holds the old and new
+    rule, the counts and the reason."""
+    from apps.api.idempotency import purge_responses_about
+    from apps.derivations.propagation import deletion_propagate
+
     from .models import RetentionRule, Sensitivity
+    from .retention import class_limits, records_shortened_by
 
     errors: dict[str, list[str]] = {}
     if sensitivity not in Sensitivity.values:
@@ -979,6 +1015,49 @@ def retention_rule_set(
         errors["confirmed_max"] = ["Confirmed records may not expire before provisional ones."]
     if errors:
         raise ValidationError(errors)
+    now = timezone.now()
+    # Two changes of one class queue here; the second counts what the first left.
+    list(RetentionRule.objects.select_for_update().filter(sensitivity=sensitivity))
+    previous = class_limits(sensitivity)
+    shortened = records_shortened_by(
+        sensitivity=sensitivity,
+        provisional_max=provisional_max,
+        confirmed_max=confirmed_max,
+        now=now,
+    )
+    ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).exclude(
+        active_hold_for_record()
+    )
+    if dry_run:
+        expired_count = ending_now.count()
+        return RetentionChange(
+            sensitivity=sensitivity,
+            previous=previous,
+            provisional_max=provisional_max,
+            confirmed_max=confirmed_max,
+            expired=expired_count,
+            shortened=shortened.count() - expired_count,
+            applied=False,
+        )
+    # Lock what changes, then decide on the locked rows (a write's promotion waits here and
+    # reads the new rule after commit).
+    shortened_pks = list(shortened.select_for_update(of=("self",)).values_list("pk", flat=True))
+    expired_pks = list(ending_now.filter(pk__in=shortened_pks).values_list("pk", flat=True))
+    if shortened_pks and not reason.strip():
+        raise ValidationError(
+            {"reason": ["Say why: this change shortens the lifetime of existing records."]}
+        )
+    # Only earlier expiries were selected, so the new limit is each one's minimum.
+    for trust, limit in ((Trust.PROVISIONAL, provisional_max), (Trust.CONFIRMED, confirmed_max)):
+        if limit is not None:
+            MemoryRecord.objects.filter(pk__in=shortened_pks, trust=trust).update(
+                expires_at=F("written_at") + limit
+            )
+    # Expired now, like a revoked consent's records: nothing may replay or cite them.
+    purge_responses_about(_ids_about(expired_pks))
+    derived = deletion_propagate(
+        record_ids=expired_pks, reason="source expired: retention rule shortened"
+    )
     rule, _ = RetentionRule.objects.update_or_create(
         sensitivity=sensitivity,
         defaults={
@@ -987,7 +1066,7 @@ def retention_rule_set(
             "confirmed_max": confirmed_max,
         },
     )
-    audit_record(
+    event = audit_record(
         tenant=tenant,
         actor=actor,
         action="retention.set",
@@ -995,8 +1074,25 @@ def retention_rule_set(
         object_id=str(rule.pk),
         data={
             "sensitivity": sensitivity,
-            "provisional_max_days": provisional_max.total_seconds() / 86400,
-            "confirmed_max_days": confirmed_max.total_seconds() / 86400 if confirmed_max else None,
+            "provisional_max_days": _days(provisional_max),
+            "confirmed_max_days": _days(confirmed_max),
+            "previous": {
+                "provisional_max_days": _days(previous[0]),
+                "confirmed_max_days": _days(previous[1]),
+            },
+            "records_expired": len(expired_pks),
+            "records_shortened": len(shortened_pks) - len(expired_pks),
+            "reason": reason,
         },
     )
-    return rule
+    derived.stamp(event.pk)
+    return RetentionChange(
+        sensitivity=sensitivity,
+        previous=previous,
+        provisional_max=provisional_max,
+        confirmed_max=confirmed_max,
+        expired=len(expired_pks),
+        shortened=len(shortened_pks) - len(expired_pks),
+        applied=True,
+        rule=rule,
+    )
