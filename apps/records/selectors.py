@@ -174,36 +174,25 @@ def facts_check(items: list[tuple[uuid.UUID, int | None]]) -> list[FactCheck]:
     for pk, version in items:
         record = stored.get(pk)
         if record is None:
+            # Deleted (a receipt names it) or never held by this tenant (nothing does).
             receipt = receipt_of.get(pk)
-            if receipt is None:
-                out.append(
-                    FactCheck(
-                        id=str(pk),
-                        version=version,
-                        found=False,
-                        current=False,
-                        stale=False,
-                        reason=None,
-                        status=None,
-                        current_id=None,
-                        current_version=None,
-                        detail=NOT_FOUND_DETAIL,
-                    )
-                )
-                continue
-            head = heads.get(receipt.fact_id) if receipt.fact_id else None
+            head = heads.get(receipt.fact_id) if receipt and receipt.fact_id else None
+            reason = None
+            if receipt is not None:
+                reason = StaleReason.EXPIRED if receipt.kind == "expiry" else StaleReason.DELETED
             out.append(
                 FactCheck(
                     id=str(pk),
                     version=version,
                     found=False,
                     current=False,
-                    stale=True,
-                    reason=StaleReason.EXPIRED if receipt.kind == "expiry" else StaleReason.DELETED,
+                    stale=receipt is not None,
+                    reason=reason,
                     status=None,
                     current_id=str(head.pk) if head else None,
                     current_version=head.version if head else None,
-                    deletion_receipt=str(receipt.pk),
+                    deletion_receipt=str(receipt.pk) if receipt else None,
+                    detail=None if receipt else NOT_FOUND_DETAIL,
                 )
             )
             continue

@@ -64,15 +64,14 @@ def hidden(html: str, name: str) -> str:
     return match.group(1)
 
 
+SHORTER_PERSONAL = {"sensitivity": "personal", "provisional_max": "10d", "confirmed_max": "365d"}
+
+
 def test_shortening_a_rule_previews_what_it_does_to_existing_records(client, tenant, owner, agent):
     record = personal(agent)
     before = stored(tenant, record["id"]).expires_at
     client.force_login(owner)
-    response = client.post(
-        url(tenant),
-        {"sensitivity": "personal", "provisional_max": "10d", "confirmed_max": "365d"},
-        headers=HTMX,
-    )
+    response = client.post(url(tenant), SHORTER_PERSONAL, headers=HTMX)
     html = response.content.decode()
     assert response.status_code == 200
     assert "shortens the lifetime of 1 record" in html
@@ -87,7 +86,7 @@ def test_a_confirmed_shortening_shortens_existing_records_and_is_audited(
 ):
     record = personal(agent)
     client.force_login(owner)
-    form = {"sensitivity": "personal", "provisional_max": "10d", "confirmed_max": "365d"}
+    form = SHORTER_PERSONAL
     preview = client.post(url(tenant), form).content.decode()
     response = client.post(
         url(tenant),
@@ -118,7 +117,7 @@ def test_a_shortening_that_ends_records_expires_them_and_invalidates_their_summa
     assert summary.status_code == 201, summary.content[:500]
     written_days_ago(tenant, old["id"], 20)
     client.force_login(owner)
-    form = {"sensitivity": "personal", "provisional_max": "10d", "confirmed_max": "365d"}
+    form = SHORTER_PERSONAL
     preview = client.post(url(tenant), form).content.decode()
     assert "expires 1 record now" in preview
     assert "shortens the lifetime of 1 record" in preview
@@ -160,9 +159,7 @@ def test_a_confirmation_needs_a_reason(client, tenant, owner, agent):
     response = client.post(
         url(tenant),
         {
-            "sensitivity": "personal",
-            "provisional_max": "10d",
-            "confirmed_max": "365d",
+            **SHORTER_PERSONAL,
             "confirm": "1",
             "expected_expired": "0",
             "expected_shortened": "1",
@@ -178,7 +175,7 @@ def test_a_confirmation_needs_a_reason(client, tenant, owner, agent):
 def test_a_confirmation_whose_counts_changed_is_previewed_again(client, tenant, owner, agent):
     personal(agent)
     client.force_login(owner)
-    form = {"sensitivity": "personal", "provisional_max": "10d", "confirmed_max": "365d"}
+    form = SHORTER_PERSONAL
     client.post(url(tenant), form)
     personal(agent, key="language", value="de", source__ref="interaction:2")  # meanwhile
     response = client.post(
