@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime
 from typing import ClassVar
 
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 
 from apps.tenancy.models import Tenant, TenantOwned
@@ -98,6 +99,10 @@ class DeletionReceipt(TenantOwned):
     record_ids = models.JSONField(default=list)
     counts = models.JSONField(default=dict)
     content_digest = models.CharField(max_length=64, blank=True)
+    # Which subject's memory the deletion changed, and since when that memory held what went,
+    # so an ``as_of`` read can say a deletion covers its moment: a digest, never the subject.
+    subject_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
+    written_from = models.DateTimeField(null=True, blank=True)
     reclaimed_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
@@ -112,6 +117,15 @@ class DeletionReceipt(TenantOwned):
                 fields=["tenant", "-deleted_at", "-id"],
                 condition=models.Q(parent__isnull=True),
                 name="receipt_tenant_top_time",
+            ),
+            # facts/check tells a deleted version from one that never existed by its id.
+            GinIndex(
+                fields=["record_ids"], name="receipt_record_ids", opclasses=["jsonb_path_ops"]
+            ),
+            models.Index(
+                fields=["tenant", "subject_digest", "deleted_at"],
+                condition=~models.Q(subject_digest=""),
+                name="receipt_tenant_subject",
             ),
         ]
 

@@ -52,6 +52,11 @@ def content_digest(payload: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def subject_digest(subject: str) -> str:
+    """The digest receipts keep of a subject (an erasure by subject keeps the same one)."""
+    return content_digest({"subject": subject})
+
+
 def body_digest(event: AuditEvent) -> str:
     """Digest of everything an event says except its place in the chain."""
     return content_digest(

@@ -38,6 +38,8 @@ class RetentionRuleAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ig
             provisional_max=obj.provisional_max,
             confirmed_max=obj.confirmed_max,
             actor=Actor.for_user(request.user),
+            # The admin form has no reason field; the console asks for one.
+            reason="set in the Django admin",
         )
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -418,17 +418,24 @@ class FactsView(APIView):
         if errors:
             raise Problem("Invalid query.", errors=errors)
         facts = selectors.facts_current(subject, as_of)
-        return Response(
-            {
-                "subject": subject,
-                "as_of": as_of,
-                "facts": serialize_many(FactSerializer, facts),
-            }
-        )
+        body: dict[str, Any] = {
+            "subject": subject,
+            "as_of": as_of,
+            "facts": serialize_many(FactSerializer, facts),
+        }
+        if as_of is not None:
+            # What was deleted since is gone; its receipts (ids only) say so.
+            body["deletions"] = selectors.deletions_covering(subject, as_of)
+        return Response(body)
 
 
 class FactCheckView(APIView):
-    """Stale-fact detection: is each (id, version) still current?"""
+    """Stale-fact detection: is each (id, version) still current, and if not, why?
+
+    ``reason``: ``superseded``, ``expired``, ``redacted``, ``deleted`` (with the
+    ``deletion_receipt``), or ``not_current`` (a contender awaiting review, or another
+    version than the one named). An id this tenant never held is ``found: false`` and not
+    stale, with a ``detail`` saying so."""
 
     required_action = "read"
 
@@ -444,10 +451,13 @@ class FactCheckView(APIView):
                 "version": check.version,
                 "found": check.found,
                 "current": check.current,
-                "stale": check.found and not check.current,
+                "stale": check.stale,
+                "reason": check.reason,
                 "status": check.status,
                 "current_id": check.current_id,
                 "current_version": check.current_version,
+                "deletion_receipt": check.deletion_receipt,
+                "detail": check.detail,
             }
             for check in checks
         ]

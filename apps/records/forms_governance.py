@@ -77,6 +77,33 @@ class RetentionRuleForm(forms.Form):
         widget=forms.TextInput(attrs={"size": 8, "spellcheck": "false"}),
     )
 
+    # The confirmation step, when the change shortens records already written: the counts
+    # the person saw (a change in them means the preview is out of date) and why.
+    confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
+    expected_expired = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+    expected_shortened = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+    reason = forms.CharField(
+        max_length=2000,
+        required=False,
+        label="Reason",
+        help_text="Kept with the change in the audit log.",
+        widget=forms.TextInput(attrs={"size": 40}),
+    )
+
+    def clean_reason(self) -> str:
+        reason: str = self.cleaned_data.get("reason", "")
+        return reason.strip()
+
+    def previewed_counts(self) -> tuple[int, int] | None:
+        """The (expired, shortened) counts the person confirmed, or None (no confirmation)."""
+        data = self.cleaned_data
+        if not data.get("confirm"):
+            return None
+        expired, shortened = data.get("expected_expired"), data.get("expected_shortened")
+        if expired is None or shortened is None:
+            return None
+        return expired, shortened
+
     def clean_provisional_max(self) -> timedelta:
         value = duration_parse(self.cleaned_data["provisional_max"])
         if value is None:

@@ -10,7 +10,7 @@ different facts run in parallel.
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from django.contrib.postgres.fields import ArrayField
@@ -100,6 +100,35 @@ class Fact(TenantOwned):
         return f"{self.subject} {self.key}"
 
 
+class MemoryRecordQuerySet(models.QuerySet["MemoryRecord"]):
+    def held_at(self, moment: datetime) -> MemoryRecordQuerySet:
+        """The versions the memory held at ``moment`` (system time): each fact's current
+        version then, not expired then (or kept by a legal hold in force then). What was
+        deleted since is gone; what has expired since but is still stored is included, so
+        the same ``moment`` reads the same answer however late it is asked."""
+        hold_then = models.Exists(
+            LegalHold.objects.filter(placed_at__lte=moment)
+            .filter(models.Q(lifted_at__isnull=True) | models.Q(lifted_at__gt=moment))
+            .filter(
+                models.Q(subject=models.OuterRef("subject"))
+                | models.Q(fact_id=models.OuterRef("fact_id"))
+            )
+        )
+        consent_revoked_then = models.Exists(
+            ConsentRevocation.objects.filter(
+                consent_ref=models.OuterRef("consent_ref"), revoked_at__lte=moment
+            ).exclude(consent_ref="")
+        )
+        not_expired_then = (
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=moment)
+        ) & ~models.Q(consent_revoked_then)
+        return self.filter(
+            models.Q(written_at__lte=moment, current_from__lte=moment)
+            & (models.Q(current_until__isnull=True) | models.Q(current_until__gt=moment))
+            & (not_expired_then | models.Q(hold_then))
+        )
+
+
 class MemoryRecord(TenantOwned):
     """One version of a fact, with everything needed to defend it later.
 
@@ -163,6 +192,8 @@ class MemoryRecord(TenantOwned):
     # Denormalised from Fact.current so retrieval filters on a plain column (good planner
     # estimates); kept in step by every service that moves the current pointer.
     is_current = models.BooleanField(default=False)
+
+    objects = MemoryRecordQuerySet.as_manager()
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [

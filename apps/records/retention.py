@@ -5,10 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Case, DateTimeField, Exists, F, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from .models import DEFAULT_RETENTION, ConsentRevocation, LegalHold, RetentionRule, Trust
+from .models import (
+    DEFAULT_RETENTION,
+    ConsentRevocation,
+    LegalHold,
+    MemoryRecord,
+    RetentionRule,
+    Trust,
+)
 
 
 @dataclass(frozen=True)
@@ -96,3 +103,32 @@ def live_q(now: datetime | None = None) -> Q:
         & ~Q(revoked_consent_for_record())
     )
     return not_expired | Q(active_hold_for_record())
+
+
+def records_shortened_by(
+    *,
+    sensitivity: str,
+    provisional_max: timedelta,
+    confirmed_max: timedelta | None,
+    now: datetime,
+) -> QuerySet[MemoryRecord]:
+    """The class's live versions whose lifetime the rule ``(provisional_max, confirmed_max)``
+    brings forward, annotated with ``shortened_expires_at``: ``written_at`` plus the limit of
+    their trust, as :func:`lifetime` computes it for a write. Only an earlier expiry counts,
+    so a rule never lengthens a version past what its writer asked (or what it had)."""
+    limits = {Trust.PROVISIONAL: provisional_max, Trust.CONFIRMED: confirmed_max}
+    new_expiry = Case(
+        *(
+            When(trust=trust, then=F("written_at") + Value(limit))
+            for trust, limit in limits.items()
+            if limit is not None
+        ),
+        default=None,
+        output_field=DateTimeField(),
+    )
+    return (
+        MemoryRecord.objects.filter(live_q(now), sensitivity=sensitivity)
+        .annotate(shortened_expires_at=new_expiry)
+        .filter(shortened_expires_at__isnull=False)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=F("shortened_expires_at")))
+    )

@@ -78,8 +78,8 @@ def open_conflict_contender_ids(fact_ids: list[uuid.UUID]) -> set[uuid.UUID]:
 def facts_current(subject: str, as_of: datetime | None = None) -> list[MemoryRecord]:
     """The current version of each key of ``subject``; never superseded or expired ones.
 
-    With ``as_of``: the versions that were current at that moment (system time), among those
-    not expired at that moment.
+    With ``as_of``: what the memory held at that moment (:meth:`MemoryRecordQuerySet.held_at`),
+    including versions that have expired since.
     """
     if as_of is None:
         return list(
@@ -91,14 +91,32 @@ def facts_current(subject: str, as_of: datetime | None = None) -> list[MemoryRec
             )
             .order_by("key")
         )
-    now = timezone.now()
-    return list(
-        records_live(now)
-        .filter(subject=subject, current_from__lte=as_of)
-        .filter(Q(current_until__isnull=True) | Q(current_until__gt=as_of))
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=as_of))
-        .order_by("key")
+    return list(MemoryRecord.objects.held_at(as_of).filter(subject=subject).order_by("key"))
+
+
+def deletions_covering(subject: str, as_of: datetime) -> list[str]:
+    """Ids of the deletion receipts of ``subject`` made after ``as_of`` that took versions
+    written by then: what the memory held at ``as_of`` but no longer can show. An erasure of
+    the subject is named by its own receipt."""
+    from apps.audit.models import DeletionReceipt
+    from apps.audit.services import subject_digest
+
+    digest = subject_digest(subject)
+    receipts = DeletionReceipt.objects.filter(deleted_at__gt=as_of).filter(
+        Q(subject_digest=digest, written_from__lte=as_of)
+        | Q(kind="erasure", counts__selector="subject", content_digest=digest)
     )
+    return [str(pk) for pk in receipts.order_by("deleted_at", "id").values_list("pk", flat=True)]
+
+
+class StaleReason:
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+    REDACTED = "redacted"
+    DELETED = "deleted"
+    # Live and never superseded, yet not its fact's current value: a contender awaiting
+    # review, or a version other than the one the caller named.
+    NOT_CURRENT = "not_current"
 
 
 @dataclass(frozen=True)
@@ -107,36 +125,101 @@ class FactCheck:
     version: int | None
     found: bool
     current: bool
+    stale: bool
+    reason: str | None
     status: str | None
     current_id: str | None
     current_version: int | None
+    deletion_receipt: str | None = None
+    detail: str | None = None
+
+
+NOT_FOUND_DETAIL = "No record with this id exists in this tenant."
 
 
 def facts_check(items: list[tuple[uuid.UUID, int | None]]) -> list[FactCheck]:
-    """For each (record id, version): is it still the current value of its fact?"""
+    """For each (record id, version): is it still the current value of its fact, and if not,
+    why (:class:`StaleReason`) and which version is current now.
+
+    A deleted version is told from one that never existed by the deletion receipts (ids
+    only). RLS shows this tenant's rows alone, so another tenant's id reads as unknown."""
+    from apps.audit.models import DeletionReceipt
+
     ids = [pk for pk, _ in items]
-    records = {r.pk: r for r in records_live().filter(pk__in=ids).select_related("fact")}
-    current_ids = {r.fact.current_id for r in records.values() if r.fact.current_id}
-    currents = {r.pk: r for r in records_live().filter(pk__in=current_ids)}
+    now = timezone.now()
+    stored = {r.pk: r for r in MemoryRecord.objects.filter(pk__in=ids)}
+    live_ids = set(records_live(now).filter(pk__in=ids).values_list("pk", flat=True))
+    missing = [pk for pk in ids if pk not in stored]
+    receipt_of: dict[uuid.UUID, DeletionReceipt] = {}
+    if missing:
+        matches = Q()
+        for pk in missing:
+            matches |= Q(record_ids__contains=[str(pk)])
+        for deletion in DeletionReceipt.objects.filter(matches).order_by("deleted_at"):
+            for pk in missing:
+                if str(pk) in deletion.record_ids:
+                    receipt_of.setdefault(pk, deletion)
+    fact_ids = {r.fact_id for r in stored.values()} | {
+        r.fact_id for r in receipt_of.values() if r.fact_id
+    }
+    heads = {
+        r.fact_id: r
+        for r in records_live(now).filter(
+            fact_id__in=fact_ids,
+            is_current=True,
+            status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED],
+        )
+    }
     out: list[FactCheck] = []
     for pk, version in items:
-        record = records.get(pk)
+        record = stored.get(pk)
         if record is None:
-            out.append(FactCheck(str(pk), version, False, False, None, None, None))
+            # Deleted (a receipt names it) or never held by this tenant (nothing does).
+            receipt = receipt_of.get(pk)
+            head = heads.get(receipt.fact_id) if receipt and receipt.fact_id else None
+            reason = None
+            if receipt is not None:
+                reason = StaleReason.EXPIRED if receipt.kind == "expiry" else StaleReason.DELETED
+            out.append(
+                FactCheck(
+                    id=str(pk),
+                    version=version,
+                    found=False,
+                    current=False,
+                    stale=receipt is not None,
+                    reason=reason,
+                    status=None,
+                    current_id=str(head.pk) if head else None,
+                    current_version=head.version if head else None,
+                    deletion_receipt=str(receipt.pk) if receipt else None,
+                    detail=None if receipt else NOT_FOUND_DETAIL,
+                )
+            )
             continue
-        head = currents.get(record.fact.current_id) if record.fact.current_id else None
+        head = heads.get(record.fact_id)
         is_current = (
             head is not None
             and head.pk == record.pk
             and (version is None or version == record.version)
         )
+        reason = None
+        if record.status == RecordStatus.SUPERSEDED:
+            reason = StaleReason.SUPERSEDED
+        elif record.pk not in live_ids:
+            reason = StaleReason.EXPIRED
+        elif record.status == RecordStatus.REDACTED:
+            reason = StaleReason.REDACTED
+        elif not is_current:
+            reason = StaleReason.NOT_CURRENT
         out.append(
             FactCheck(
                 id=str(pk),
                 version=version,
                 found=True,
-                current=is_current,
-                status=record.status,
+                current=is_current and reason is None,
+                stale=reason is not None,
+                reason=reason,
+                status=record.status if record.pk in live_ids else RecordStatus.EXPIRED,
                 current_id=str(head.pk) if head else None,
                 current_version=head.version if head else None,
             )

@@ -927,7 +927,7 @@ LOCK_FACT_FOR_DELETE_SQL = (
 )
 # Every version of the fact, locked, with whether an active legal hold covers it.
 LOCK_VERSIONS_SQL = """
-SELECT r.id, r.subject, r.key, r.value::text, r.content,
+SELECT r.id, r.subject, r.key, r.value::text, r.content, r.written_at,
        EXISTS (SELECT 1 FROM records_legalhold h
                 WHERE h.lifted_at IS NULL AND (h.subject = r.subject OR h.fact_id = r.fact_id))
   FROM records_memoryrecord r
@@ -965,8 +965,10 @@ def record_delete(
     if any(held for *_, held in rows):
         raise Held("A legal hold keeps this record; lift the hold before deleting it.")
     versions = []
-    for pk, subject, key, value, content, _held in rows:
-        version = MemoryRecord(id=pk, fact=fact, subject=subject, key=key, content=content)
+    for pk, subject, key, value, content, written_at, _held in rows:
+        version = MemoryRecord(
+            id=pk, fact=fact, subject=subject, key=key, content=content, written_at=written_at
+        )
         version.value = json.loads(value)
         version._state.adding = False
         versions.append(version)
@@ -1018,6 +1020,7 @@ def _versions_delete(
     (:func:`apps.derivations.purge.versions_purge`). Receipt and audit keep ids, counts and a
     digest."""
     from apps.audit.models import DeletionReceipt
+    from apps.audit.services import subject_digest
     from apps.derivations.purge import versions_purge
 
     pks = [v.pk for v in versions]
@@ -1043,6 +1046,8 @@ def _versions_delete(
         record_ids=record_ids,
         counts=counts,
         content_digest=digest,
+        subject_digest=subject_digest(fact.subject),
+        written_from=min(v.written_at for v in versions),
         parent=parent,
     )
     event = audit_event(
@@ -1163,6 +1168,29 @@ def legal_hold_lift(*, hold: Any, actor: Actor, reason: str) -> Any:
     return hold
 
 
+@dataclass(frozen=True)
+class RetentionChange:
+    """What setting a class's rule does to the records already written: ``expired`` live
+    versions end now (legal holds keep theirs), ``shortened`` others will end sooner."""
+
+    sensitivity: str
+    previous: Limits
+    provisional_max: timedelta
+    confirmed_max: timedelta | None
+    expired: int
+    shortened: int
+    applied: bool
+    rule: Any = None
+
+    @property
+    def affects_existing(self) -> bool:
+        return bool(self.expired or self.shortened)
+
+
+def _days(value: timedelta | None) -> float | None:
+    return value.total_seconds() / 86400 if value is not None else None
+
+
 @transaction.atomic
 def retention_rule_set(
     *,
@@ -1171,10 +1199,23 @@ def retention_rule_set(
     provisional_max: timedelta,
     confirmed_max: timedelta | None,
     actor: Actor,
-) -> Any:
-    """Set the longest lifetimes of one sensitivity class. New writes and promotions use it;
-    records already written keep their expires_at."""
+    reason: str = "",
+    dry_run: bool = False,
+) -> RetentionChange:
+    """Set the longest lifetimes of one sensitivity class, for new writes and promotions and
+    for the class's live records: each one's expiry becomes the earlier of its own and
+    ``written_at`` plus the new limit of its trust (never later than it was). Versions that
+    this ends now expire as any expiry does: their derived summaries are invalidated and
+    their embeddings removed, in this transaction.
+
+    A change that ends or shortens existing records needs a ``reason``. ``dry_run`` counts
+    what the change would do and changes nothing. One audit event holds the old and new
+    rule, the counts and the reason."""
+    from apps.api.idempotency import purge_responses_about
+    from apps.derivations.propagation import deletion_propagate
+
     from .models import RetentionRule, Sensitivity
+    from .retention import class_limits, records_shortened_by
 
     errors: dict[str, list[str]] = {}
     if sensitivity not in Sensitivity.values:
@@ -1185,6 +1226,49 @@ def retention_rule_set(
         errors["confirmed_max"] = ["Confirmed records may not expire before provisional ones."]
     if errors:
         raise ValidationError(errors)
+    now = timezone.now()
+    # Two changes of one class queue here; the second counts what the first left.
+    list(RetentionRule.objects.select_for_update().filter(sensitivity=sensitivity))
+    previous = class_limits(sensitivity)
+    shortened = records_shortened_by(
+        sensitivity=sensitivity,
+        provisional_max=provisional_max,
+        confirmed_max=confirmed_max,
+        now=now,
+    )
+    ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).exclude(
+        active_hold_for_record()
+    )
+    if dry_run:
+        expired_count = ending_now.count()
+        return RetentionChange(
+            sensitivity=sensitivity,
+            previous=previous,
+            provisional_max=provisional_max,
+            confirmed_max=confirmed_max,
+            expired=expired_count,
+            shortened=shortened.count() - expired_count,
+            applied=False,
+        )
+    # Lock what changes, then decide on the locked rows (a write's promotion waits here and
+    # reads the new rule after commit).
+    shortened_pks = list(shortened.select_for_update(of=("self",)).values_list("pk", flat=True))
+    expired_pks = list(ending_now.filter(pk__in=shortened_pks).values_list("pk", flat=True))
+    if shortened_pks and not reason.strip():
+        raise ValidationError(
+            {"reason": ["Say why: this change shortens the lifetime of existing records."]}
+        )
+    # Only earlier expiries were selected, so the new limit is each one's minimum.
+    for trust, limit in ((Trust.PROVISIONAL, provisional_max), (Trust.CONFIRMED, confirmed_max)):
+        if limit is not None:
+            MemoryRecord.objects.filter(pk__in=shortened_pks, trust=trust).update(
+                expires_at=F("written_at") + limit
+            )
+    # Expired now, like a revoked consent's records: nothing may replay or cite them.
+    purge_responses_about(_ids_about(expired_pks))
+    derived = deletion_propagate(
+        record_ids=expired_pks, reason="source expired: retention rule shortened"
+    )
     rule, _ = RetentionRule.objects.update_or_create(
         sensitivity=sensitivity,
         defaults={
@@ -1193,7 +1277,7 @@ def retention_rule_set(
             "confirmed_max": confirmed_max,
         },
     )
-    audit_record(
+    event = audit_record(
         tenant=tenant,
         actor=actor,
         action="retention.set",
@@ -1201,8 +1285,25 @@ def retention_rule_set(
         object_id=str(rule.pk),
         data={
             "sensitivity": sensitivity,
-            "provisional_max_days": provisional_max.total_seconds() / 86400,
-            "confirmed_max_days": confirmed_max.total_seconds() / 86400 if confirmed_max else None,
+            "provisional_max_days": _days(provisional_max),
+            "confirmed_max_days": _days(confirmed_max),
+            "previous": {
+                "provisional_max_days": _days(previous[0]),
+                "confirmed_max_days": _days(previous[1]),
+            },
+            "records_expired": len(expired_pks),
+            "records_shortened": len(shortened_pks) - len(expired_pks),
+            "reason": reason,
         },
     )
-    return rule
+    derived.stamp(event.pk)
+    return RetentionChange(
+        sensitivity=sensitivity,
+        previous=previous,
+        provisional_max=provisional_max,
+        confirmed_max=confirmed_max,
+        expired=len(expired_pks),
+        shortened=len(shortened_pks) - len(expired_pks),
+        applied=True,
+        rule=rule,
+    )

@@ -251,6 +251,25 @@ def _expiry_sql(alias: str) -> str:
     )
 
 
+def _held_at_sql(moment: datetime, params: dict[str, Any]) -> str:
+    """``r`` was held by the memory at ``moment``: the records app's one definition
+    (``MemoryRecordQuerySet.held_at``, as the facts read uses it), compiled by Django and
+    bound with this statement's named parameters. Not today's expiry: what has expired
+    since ``moment`` was still held then."""
+    from apps.records.models import MemoryRecord
+
+    queryset = MemoryRecord.objects.held_at(moment).values("id")
+    sql, values = queryset.query.sql_with_params()
+    pieces = sql.split("%s")
+    if len(pieces) != len(values) + 1:
+        raise ValueError("The held_at predicate compiled to an unexpected placeholder count.")
+    named = pieces[0]
+    for index, (value, piece) in enumerate(zip(values, pieces[1:], strict=True)):
+        params[f"held_at_{index}"] = value
+        named += f"%(held_at_{index})s{piece}"
+    return f"r.id IN ({named})"
+
+
 def _scope_clauses(q: SearchQuery, params: dict[str, Any], alias: str) -> list[str]:
     """The caller's own filters (scope, subject, keys) over a record alias."""
     r = alias
@@ -301,13 +320,9 @@ def _candidate_sql(q: SearchQuery, params: dict[str, Any]) -> str:
     clauses = ["r.tenant_id = %(tenant)s"]
     if q.as_of is None:
         clauses.append("r.is_current AND r.status IN ('active', 'redacted')")
+        clauses.append(_expiry_sql("r"))
     else:
-        params["as_of"] = q.as_of
-        clauses.append(
-            "r.current_from <= %(as_of)s AND (r.current_until IS NULL OR "
-            "r.current_until > %(as_of)s) AND (r.expires_at IS NULL OR r.expires_at > %(as_of)s)"
-        )
-    clauses.append(_expiry_sql("r"))
+        clauses.append(_held_at_sql(q.as_of, params))
     clauses.extend(_scope_clauses(q, params, "r"))
     if q.purpose == "decision":
         clauses.append("r.trust = 'confirmed'")

@@ -41,7 +41,13 @@ from ..forms_governance import (
 )
 from ..models import DEFAULT_RETENTION, SENSITIVITY_ORDER, LegalHold, RetentionRule
 from ..selectors import record_get
-from ..services import RecordError, legal_hold_lift, legal_hold_place, retention_rule_set
+from ..services import (
+    RecordError,
+    RetentionChange,
+    legal_hold_lift,
+    legal_hold_place,
+    retention_rule_set,
+)
 
 HOLDS_PAGE_SIZE = 50
 
@@ -75,6 +81,16 @@ class RetentionRow:
     default_confirmed: timedelta | None
     form: RetentionRuleForm | None = None
     saved: bool = False
+    # A change awaiting confirmation: what it would do to the records already written.
+    preview: RetentionChange | None = None
+    preview_changed: bool = False
+
+    @property
+    def preview_words(self) -> str:
+        if self.preview is None:
+            return ""
+        provisional = duration_words(self.preview.provisional_max)
+        return f"{provisional} / {duration_words(self.preview.confirmed_max)}"
 
     @property
     def allows_no_limit(self) -> bool:
@@ -151,26 +167,40 @@ def retention(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     _require_manage(request)
     data = request.POST
     form = RetentionRuleForm(data, auto_id=f"id_{data.get('sensitivity', 'x')}_%s")
+    change: RetentionChange | None = None
+    preview: RetentionChange | None = None
+    preview_changed = False
     if form.is_valid():
+        rule = {
+            "tenant": tenant,
+            "sensitivity": form.cleaned_data["sensitivity"],
+            "provisional_max": form.cleaned_data["provisional_max"],
+            "confirmed_max": form.cleaned_data["confirmed_max"],
+            "actor": Actor.for_user(request.user),
+        }
         try:
-            retention_rule_set(
-                tenant=tenant,
-                sensitivity=form.cleaned_data["sensitivity"],
-                provisional_max=form.cleaned_data["provisional_max"],
-                confirmed_max=form.cleaned_data["confirmed_max"],
-                actor=Actor.for_user(request.user),
-            )
+            preview = retention_rule_set(**rule, dry_run=True)
+            confirmed = form.previewed_counts()
+            if preview.affects_existing and confirmed != (preview.expired, preview.shortened):
+                # Shown first, and again when the records affected changed since it was shown.
+                preview_changed = confirmed is not None
+            else:
+                change = retention_rule_set(**rule, reason=form.cleaned_data["reason"])
         except ValidationError as error:
             for field, errors in error.message_dict.items():
                 for message in errors:
                     form.add_error(field if field in form.fields else None, message)
     sensitivity = str(data.get("sensitivity", ""))
-    if form.is_valid():
-        messages.success(
-            request,
-            f"{sensitivity.capitalize()}: new writes and promotions use the new lifetimes; "
-            "records already written keep their expiry.",
-        )
+    if change is not None:
+        saved = f"{sensitivity.capitalize()}: saved. New writes and promotions use it"
+        if change.affects_existing:
+            saved += (
+                f"; {change.expired} record{pluralize(change.expired)} expired now and "
+                f"{change.shortened} will expire sooner."
+            )
+        else:
+            saved += "; no record already written lives longer than it allows."
+        messages.success(request, saved)
         if not request.htmx:
             return redirect("console:retention", tenant_slug=tenant.slug)
         rows = _retention_rows(request, saved=sensitivity)
@@ -178,9 +208,17 @@ def retention(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         rows = _retention_rows(request, bound=form)
     context = _retention_context(request, tenant, rows=rows)
     row = next((r for r in rows if r.sensitivity == sensitivity), None)
+    awaiting = preview is not None and change is None and preview.affects_existing
+    if row is not None and awaiting:
+        row.preview, row.preview_changed = preview, preview_changed
+    status = 200 if change is not None or (awaiting and not form.errors) else 400
     if request.htmx and row is not None:
         return render(request, f"{template}#rule_row_response", {**context, "row": row})
-    return render(request, template, context, status=200 if form.is_valid() else 400)
+    return render(request, template, context, status=status)
+
+
+def pluralize(count: int) -> str:
+    return "" if count == 1 else "s"
 
 
 # --- legal holds ------------------------------------------------------------------------------
