@@ -408,13 +408,13 @@ def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(monkeypatch):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypatch):
-    """Three domains of 3,000 vectors in one tenant: each gets a (half-precision) graph of its
+    """Three domains of 1,500 vectors in one tenant: each gets a (half-precision) graph of its
     own, a search in one walks that graph only, and recall holds against exact search."""
     from apps.retrieval import search
     from apps.retrieval.tenant_indexes import domain_index_name, index_name, tenant_indexes_sync
 
     domains = ("alpha", "beta", "gamma")
-    vectors = clustered(np.random.default_rng(31), 9_000)
+    vectors = clustered(np.random.default_rng(31), 4_500)
     tenant = tenant_create(slug=f"domains-{uuid.uuid4().hex[:6]}", name="Domains")
     neighbour = tenant_create(slug=f"domains-n-{uuid.uuid4().hex[:6]}", name="Neighbour")
     ids = _load(tenant, vectors, mark=True, domains=domains)
@@ -425,9 +425,11 @@ def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypat
     corpus = {"vectors": vectors, "ids": ids}
     names = {domain: domain_index_name(tenant.pk, "hashing-256", domain) for domain in domains}
     built = [index_name(tenant.pk, "hashing-256"), *names.values()]
-    monkeypatch.setattr(search, "EXACT_LIMIT", 100)  # a domain's 3,000 go to HNSW
+    monkeypatch.setattr(search, "EXACT_LIMIT", 100)  # a domain's 1,500 go to HNSW
     try:
-        plan = tenant_indexes_sync(minimum=2_000)
+        with connection.cursor() as cursor:
+            cursor.execute(INDEX_SCANS_SQL)
+        plan = tenant_indexes_sync(minimum=1_000)
         assert sorted(d for t, _m, _dim, d in plan.create_domains if t == tenant.pk) == list(
             domains
         )
@@ -441,13 +443,13 @@ def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypat
         in_p10 = np.arange(len(vectors)) % 10 == 0
         cases = [
             (None, in_alpha, search.HNSW_EF_SEARCH_OWN_UNFILTERED),  # nothing else to filter
-            ({"p10": True}, in_alpha & in_p10, search.HNSW_EF_SEARCH),  # 300 of the 3,000
+            ({"p10": True}, in_alpha & in_p10, search.HNSW_EF_SEARCH),  # 150 of the 1,500
         ]
         for conditions, mask, ef_search in cases:
             chosen, explained = _plan_text(tenant, queries[0], conditions, domain="alpha")
             assert chosen == "hnsw"
             if conditions is None:
-                # (With the conditions, 300 candidates: the planner may as well sort them.)
+                # (With the conditions, 150 candidates: the planner may as well sort them.)
                 assert names["alpha"] in explained, explained
             found = wanted = 0
             for query in queries:
@@ -470,11 +472,13 @@ def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypat
         _chosen, explained = _plan_text(neighbour, queries[0], None, domain="alpha")
         assert names["alpha"] not in explained
 
-        again = tenant_indexes_sync(minimum=2_000)
+        again = tenant_indexes_sync(minimum=1_000)
         assert set(names.values()) <= set(again.keep)
-        assert set(names.values()) <= set(tenant_indexes_sync(minimum=5_000).keep)  # half
-        assert set(names.values()) <= set(tenant_indexes_sync(minimum=7_000).drop)
+        assert set(names.values()) <= set(tenant_indexes_sync(minimum=2_500).keep)  # half
+        assert set(names.values()) <= set(tenant_indexes_sync(minimum=3_500).drop)
     finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET enable_sort")
         owner = _owner_connection()
         for name in built:
             owner.execute(f'DROP INDEX IF EXISTS "{name}"')
