@@ -62,22 +62,9 @@ class Worker:
         return self.wait(self.send(**options))
 
 
-def _redis_or_skip() -> None:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"no Redis at {REDIS_URL} for the test worker ({exc})")
-    finally:
-        client.close()
-
-
 @pytest.fixture(scope="module")
 def running_worker() -> Iterator[Worker]:
     """One worker for the module (starting one takes a second or two)."""
-    _redis_or_skip()
     queue = f"test-tenant-context-{uuid.uuid4().hex}"
     with pytest.MonkeyPatch.context() as monkeypatch, Connection(REDIS_URL) as connection:
         # The worker reads (and would write events) through Redis, not the configured broker.
@@ -127,6 +114,7 @@ def populated(
     return tenant, other_tenant
 
 
+@pytest.mark.redis
 @committed
 def test_it_runs_the_task_as_the_senders_tenant(
     worker: Worker, populated: tuple[Tenant, Tenant]
@@ -149,6 +137,7 @@ def test_it_runs_the_task_as_the_senders_tenant(
     }
 
 
+@pytest.mark.redis
 @committed
 def test_it_runs_a_task_sent_without_tenant_with_none(
     worker: Worker, populated: tuple[Tenant, Tenant]
@@ -156,6 +145,7 @@ def test_it_runs_a_task_sent_without_tenant_with_none(
     assert worker.run() == {"tenant": None, "database_tenant": None, "memberships": 0}
 
 
+@pytest.mark.redis
 @committed
 def test_it_does_not_send_a_tenant_left_over_from_an_ended_transaction(
     worker: Worker, populated: tuple[Tenant, Tenant]
@@ -170,6 +160,7 @@ def test_it_does_not_send_a_tenant_left_over_from_an_ended_transaction(
         deactivate_tenant()
 
 
+@pytest.mark.redis
 @committed
 def test_it_keeps_an_explicit_tenant_header(
     worker: Worker, populated: tuple[Tenant, Tenant]
@@ -181,6 +172,7 @@ def test_it_keeps_an_explicit_tenant_header(
     assert result["memberships"] == 1
 
 
+@pytest.mark.redis
 @committed
 def test_it_sends_on_commit_for_the_tenant_current_when_asked(
     worker: Worker, populated: tuple[Tenant, Tenant]
@@ -198,6 +190,7 @@ def test_it_sends_on_commit_for_the_tenant_current_when_asked(
     assert result == {"tenant": str(acme.pk), "database_tenant": str(acme.pk), "memberships": 3}
 
 
+@pytest.mark.redis
 @committed
 def test_it_sends_on_commit_without_tenant_when_none_was_current(
     worker: Worker, populated: tuple[Tenant, Tenant]
@@ -236,7 +229,7 @@ def test_it_reports_the_configured_sql_broker_ok() -> None:
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        (REDIS_URL, "ok (redis)"),
+        pytest.param(REDIS_URL, "ok (redis)", marks=pytest.mark.redis),
         ("redis://127.0.0.1:{port}/0", "unreachable (redis)"),
         ("sqla+postgresql+psycopg://nobody@127.0.0.1:{port}/nothing", "unreachable (sqla)"),
     ],
@@ -244,8 +237,6 @@ def test_it_reports_the_configured_sql_broker_ok() -> None:
 def test_it_checks_the_broker_for_real_and_quickly(
     monkeypatch: pytest.MonkeyPatch, url: str, expected: str
 ) -> None:
-    if url == REDIS_URL:
-        _redis_or_skip()
     monkeypatch.setattr(app.conf, "broker_url", url.format(port=_closed_port()))
     started = time.monotonic()
     assert broker_status() == expected

@@ -22,23 +22,10 @@ from .support import run_eagerly, write
 
 REDIS_URL = os.environ.get("MEMORYCONSOLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def _redis_or_skip() -> None:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"no Redis at {REDIS_URL} ({exc})")
-    finally:
-        client.close()
+pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_killed_worker_leaves_no_duplicate_and_the_rerun_embeds_once(agent, tenant, tmp_path):
-    _redis_or_skip()
     record = write(agent)
     queue = f"test-worker-killed-{uuid.uuid4().hex}"
     marker = tmp_path / "mid-task"
