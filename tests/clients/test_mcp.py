@@ -174,3 +174,114 @@ def test_it_refuses_to_work_without_a_credential(live_api: LiveServer) -> None:
     result = with_mcp(live_api, token="mc_revoked-or-wrong")(scenario)
     assert result.is_error
     assert "401" in result.content[0].text
+
+
+# --- the state flows, through MCP tools ---------------------------------------------------
+
+STEPS = ("reserve", "charge", "ship")
+
+
+async def agent_run(client: Client, task: str, *, stop_after: int | None = None) -> list[str]:
+    """A three-step agent on MCP tools: resumes from the latest checkpoint; returns the steps
+    it executed (``stop_after`` n: it dies after n steps, before anything else)."""
+    run = await call(client, "start_run", task_id=task, owner="service:checkout")
+    latest = (await call(client, "latest_checkpoint", run_id=run["id"]))["checkpoint"]
+    step, state = (latest["step"], latest["state"]) if latest else (0, {"results": {}})
+    executed: list[str] = []
+    for index in range(step, len(STEPS)):
+        name = STEPS[index]
+        key = f"{task}:{index + 1}:{name}"
+        obligation = await call(
+            client, "open_obligation", task_id=task, kind=name, key=key, payload={"step": name}
+        )
+        if obligation["state"] == "committed":
+            result = obligation["result"]
+        else:
+            executed.append(name)
+            result = (
+                await call(
+                    client, "commit_obligation", obligation_id=obligation["id"], result={name: 1}
+                )
+            )["result"]
+        state = {"results": {**state["results"], name: result}}
+        await call(client, "save_checkpoint", run_id=run["id"], step=index + 1, state=state)
+        if stop_after is not None and index + 1 == stop_after:
+            return executed
+    await call(client, "close_run", run_id=run["id"])
+    return executed
+
+
+def test_a_restarted_agent_resumes_from_its_checkpoint(live_api: LiveServer) -> None:
+    calm, killed = f"calm-{uuid.uuid4().hex[:6]}", f"kill-{uuid.uuid4().hex[:6]}"
+    mcp = with_mcp(live_api)
+    assert mcp(lambda c: agent_run(c, calm)) == list(STEPS)
+    assert mcp(lambda c: agent_run(c, killed, stop_after=2)) == ["reserve", "charge"]
+    # A new MCP server process and session: nothing before the checkpoint runs again.
+    assert mcp(lambda c: agent_run(c, killed)) == ["ship"]
+    with MemoryConsole(live_api.url, live_api.token) as api:
+        outcome = {
+            task: (
+                [r["state"] for r in api.runs.list(task_id=task)],
+                [
+                    (o["key"].split(":", 1)[1], o["result"])
+                    for o in api.obligations.list(task_id=task)
+                ],
+            )
+            for task in (calm, killed)
+        }
+    assert outcome[killed] == outcome[calm]
+    assert outcome[calm][0] == ["closed"]
+
+
+def test_a_replayed_step_is_not_redone(live_api: LiveServer) -> None:
+    task = f"replay-{uuid.uuid4().hex[:6]}"
+
+    async def scenario(client: Client) -> list[dict[str, Any]]:
+        first = await call(client, "open_obligation", task_id=task, kind="charge", key=f"{task}:1")
+        await call(client, "commit_obligation", obligation_id=first["id"], result={"id": "ch"})
+        again = await call(client, "open_obligation", task_id=task, kind="charge", key=f"{task}:1")
+        other = await call(client, "open_obligation", task_id=task, kind="charge", key=f"{task}:2")
+        return [first, again, other]
+
+    first, again, other = with_mcp(live_api)(scenario)
+    assert (again["id"], again["state"], again["result"]) == (
+        first["id"],
+        "committed",
+        {"id": "ch"},
+    )
+    assert other["id"] != first["id"]
+    assert other["state"] == "pending"
+
+
+def test_a_fact_forgotten_since_is_reported_not_current(live_api: LiveServer) -> None:
+    who = subject()
+
+    async def scenario(client: Client) -> dict[str, Any]:
+        old = await call(client, "remember", **remember_args(who, value="carrier_a"))
+        await call(client, "forget", record_id=old["id"])
+        return await call(client, "check_facts", facts=[{"id": old["id"], "version": 1}])
+
+    checked = with_mcp(live_api)(scenario)
+    # The fact held in context is no longer current: the agent must not act on it.
+    assert checked["facts"][0]["current"] is False
+
+
+def test_exactly_one_of_racing_agents_commits(live_api: LiveServer) -> None:
+    task = f"race-{uuid.uuid4().hex[:6]}"
+    with MemoryConsole(live_api.url, live_api.token) as api:
+        obligation = api.obligations.open(task_id=task, kind="charge", key=f"{task}:1")
+
+    async def racer(n: int) -> dict[str, Any]:
+        async with Client(_server(live_api, live_api.token)) as client:
+            return await call(
+                client, "commit_obligation", obligation_id=obligation["id"], result={"worker": n}
+            )
+
+    async def race() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(racer(n) for n in range(4))))
+
+    outcomes = asyncio.run(race())
+    winners = [o for o in outcomes if o["outcome"] == "committed"]
+    assert len(winners) == 1
+    assert {json.dumps(o["result"]) for o in outcomes} == {json.dumps(winners[0]["result"])}
+    assert sum(o["outcome"] == "lost_race" for o in outcomes) == 3

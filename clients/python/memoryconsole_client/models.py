@@ -184,8 +184,11 @@ class FactCheck(TypedDict):
     where there is one, the ``current_id``."""
 
     id: str
+    version: int | None
+    found: bool
     current: bool
     stale: bool
+    status: str
     reason: NotRequired[str]
     current_id: NotRequired[str | None]
     current_version: NotRequired[int | None]
