@@ -70,6 +70,19 @@ class TenantTask(DjangoTask):  # type: ignore[type-arg]
         """``delay`` after the transaction commits, for the tenant current *now*."""
         self.apply_async_on_commit(args, kwargs)
 
+    def for_each_tenant(self) -> int:
+        """Send this task once per tenant, each carrying its tenant (after the fan-out's
+        commit); returns how many were sent. The periodic per-tenant sweeps start here."""
+        from apps.tenancy.context import tenant_scope
+        from apps.tenancy.models import Tenant
+
+        count = 0
+        for tenant_id in Tenant.objects.values_list("pk", flat=True):
+            with tenant_scope(tenant_id):
+                self.delay_on_commit()
+            count += 1
+        return count
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from apps.tenancy.context import tenant_scope
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,22 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import free_port, memoryconsole_command
+
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 20.0
 # Variables that would point up at another server, broker or role than the embedded default.
 FOREIGN_ENV = ("DATABASE_URL", "DATABASE_APP_URL", "CELERY_BROKER_URL", "MEMORYCONSOLE_DB_ROLE")
 EVERY_ACTION = "read,write,search,delete,review,state,erase,audit"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def memoryconsole_command() -> list[str]:
-    script = Path(sys.executable).with_name("memoryconsole")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "memoryconsole.cli"]
 
 
 def server_env(home: Path) -> dict[str, str]:
