@@ -235,7 +235,11 @@ WHITENOISE_USE_FINDERS = True  # serve straight from the app folders; collectsta
 # --- API --------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.authentication.AgentCredentialAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.IsAgent"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "apps.api.permissions.IsAgent",
+        # After the credential: a misspelt option is a 400, never a destructive default.
+        "apps.api.known_input.DocumentedInputOnly",
+    ],
     "DEFAULT_PARSER_CLASSES": ["apps.api.problems.JSONBodyParser"],
     "DEFAULT_RENDERER_CLASSES": ["apps.api.problems.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "apps.api.schema.ProblemAutoSchema",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
@@ -15,12 +15,17 @@ from rest_framework.views import APIView
 
 from apps.api.idempotency import idempotent
 from apps.api.problems import Problem
+from apps.api.schema import PAGE_PARAMETERS
 from apps.audit.services import Actor
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
 from .embeddings import client_vector_split, client_vector_store
 from .models import Summary
+from .preview import DeletionPreview
+
+if TYPE_CHECKING:
+    from .erasure import ErasurePreview
 
 
 class SummarySourceInput(serializers.Serializer):  # type: ignore[type-arg]
@@ -198,6 +203,42 @@ class ErasureInput(serializers.Serializer):  # type: ignore[type-arg]
     owner = serializers.CharField(required=False)
     consent_ref = serializers.CharField(required=False)
     reason = serializers.CharField()
+    dry_run = serializers.BooleanField(
+        required=False,
+        help_text="A JSON boolean (true or false, never a string). true: the totals and ids the "
+        "erasure would remove now; nothing is changed and no receipt is written.",
+    )
+
+
+def deletion_preview_body(preview: DeletionPreview) -> dict[str, Any]:
+    """A deletion's dry run as the API shows it: counts, and the ids of what would go."""
+    return {
+        "dry_run": True,
+        "record": str(preview.record_id) if preview.record_id else None,
+        "fact": str(preview.fact_id) if preview.fact_id else None,
+        "held": preview.held,
+        "holds": [str(hold.pk) for hold in preview.holds],
+        "counts": preview.counts(),
+        "record_ids": [str(version.pk) for version in preview.versions],
+        "summaries_invalidated": [str(s.pk) for s in preview.summaries_to_invalidate],
+        "open_promotion_requests": [str(r.pk) for r in preview.open_promotion_requests],
+        "open_conflicts": [str(c.pk) for c in preview.open_conflicts],
+    }
+
+
+def erasure_preview_body(preview: ErasurePreview) -> dict[str, Any]:
+    """An erasure's dry run: the totals it would report, and the ids of what would go."""
+    removal = preview.removal
+    return {
+        "dry_run": True,
+        "totals": preview.totals(),
+        "fact_ids": [str(pk) for pk in removal.fact_ids],
+        "record_ids": [str(version.pk) for version in removal.versions],
+        "summaries_invalidated": [str(s.pk) for s in removal.summaries_to_invalidate],
+        "ids_truncated": removal.facts > len(removal.fact_ids)
+        or removal.version_count > len(removal.versions)
+        or removal.summaries_to_invalidate_count > len(removal.summaries_to_invalidate),
+    }
 
 
 class ErasureView(APIView):
@@ -212,7 +253,7 @@ class ErasureView(APIView):
     )
     @idempotent()
     def post(self, request: Request) -> Response:
-        from .erasure import SELECTORS, erasure_run
+        from .erasure import SELECTORS, erasure_preview, erasure_run
 
         credential = request.auth
         assert isinstance(credential, AgentCredential)
@@ -231,10 +272,15 @@ class ErasureView(APIView):
             errors[selector] = ["A string."]
         if not isinstance(reason, str) or not reason.strip():
             errors["reason"] = ["Required, non-empty."]
+        dry_run = request.data.get("dry_run", False)
+        if not isinstance(dry_run, bool):
+            errors["dry_run"] = ["A JSON boolean: true or false."]
         if errors:
             raise Problem("The erasure was rejected.", errors=errors)
         assert isinstance(value, str)
         assert isinstance(reason, str)
+        if dry_run:
+            return Response(erasure_preview_body(erasure_preview(selector=selector, value=value)))
         try:
             result = erasure_run(
                 tenant=credential.tenant,
@@ -278,7 +324,11 @@ class DeletionReceiptListView(APIView):
 
     @extend_schema(
         operation_id="v1_deletion_receipts_list",
-        parameters=[OpenApiParameter("parent", str), OpenApiParameter("kind", str)],
+        parameters=[
+            OpenApiParameter("parent", str),
+            OpenApiParameter("kind", str),
+            *PAGE_PARAMETERS,
+        ],
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request: Request) -> Response:

@@ -29,6 +29,7 @@ from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import id_array, prepared_cursor
 
+from .preview import DeletionPreview, facts_deletion_preview
 from .purge import versions_purge
 from .services import DerivationRejected
 
@@ -68,6 +69,58 @@ def _matching_facts(selector: str, value: str) -> QuerySet[Fact]:
     column = {"owner": "owner", "consent_ref": "consent_ref"}[selector]
     return Fact.objects.filter(
         pk__in=MemoryRecord.objects.filter(**{column: value}).values("fact_id")
+    )
+
+
+# Ids listed by a dry run (its counts are complete).
+DRY_RUN_IDS_LISTED = 1000
+
+
+@dataclass(frozen=True)
+class ErasurePreview:
+    """What an erasure would do now, changing nothing: the deletion preview of the facts it
+    would erase, and what a legal hold keeps."""
+
+    removal: DeletionPreview
+    held_facts: int
+    held_records: int
+
+    @property
+    def erasable_facts(self) -> int:
+        return self.removal.facts
+
+    @property
+    def facts(self) -> int:
+        """Every fact matching, held ones included."""
+        return self.removal.facts + self.held_facts
+
+    @property
+    def records(self) -> int:
+        """Every version matching, held ones included (the scale of the work)."""
+        return self.removal.version_count + self.held_records
+
+    def totals(self) -> dict[str, int]:
+        """The totals the erasure would report (the names of ``erasure_run``'s totals)."""
+        return {
+            **self.removal.totals(),
+            "held_facts": self.held_facts,
+            "held_records": self.held_records,
+        }
+
+
+def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
+    """What ``erasure_run`` with ``selector = value`` would remove now, in the current tenant:
+    the same facts (held ones set aside) read as :func:`facts_deletion_preview` reads them."""
+    if selector not in SELECTORS:
+        raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
+    matching = _matching_facts(selector, value)
+    held = matching.filter(_held_q())
+    return ErasurePreview(
+        removal=facts_deletion_preview(
+            matching.exclude(_held_q()).values("pk"), listed=DRY_RUN_IDS_LISTED
+        ),
+        held_facts=held.count(),
+        held_records=MemoryRecord.objects.filter(fact_id__in=held.values("pk")).count(),
     )
 
 

@@ -26,13 +26,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor, audit_record, content_digest
-from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from memoryconsole.celery import app
@@ -46,44 +44,6 @@ logger = logging.getLogger(__name__)
 
 ERASURE_JOB = "derivations.erasure_job"
 SELECTOR_LABELS = {"subject": "subject", "owner": "owner", "consent_ref": "consent reference"}
-
-
-# --- what an erasure would cover --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ErasurePreview:
-    """How much an erasure would remove now, and how much a legal hold keeps."""
-
-    facts: int
-    records: int
-    held_facts: int
-
-    @property
-    def erasable_facts(self) -> int:
-        return self.facts - self.held_facts
-
-
-def _facts_matching(selector: str, value: str) -> Any:
-    # The same rule as the erasure: a whole fact goes when any of its versions matches.
-    if selector == "subject":
-        return Fact.objects.filter(subject=value)
-    return Fact.objects.filter(
-        pk__in=MemoryRecord.objects.filter(**{selector: value}).values("fact_id")
-    )
-
-
-def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
-    """Count what ``selector = value`` matches in the current tenant (three queries)."""
-    facts = _facts_matching(selector, value)
-    held = LegalHold.objects.filter(lifted_at__isnull=True).filter(
-        Q(fact=OuterRef("pk")) | Q(subject=OuterRef("subject"))
-    )
-    return ErasurePreview(
-        facts=facts.count(),
-        records=MemoryRecord.objects.filter(fact__in=facts).count(),
-        held_facts=facts.filter(Exists(held)).count(),
-    )
 
 
 # --- the job ----------------------------------------------------------------------------------
