@@ -305,6 +305,9 @@ OUTBOX_RELAY_ON_COMMIT = bool(os.environ.get("CELERY_BROKER_URL", "").strip())
 # Health says "degraded" when committed background work (an embedding, an erasure job) has
 # waited longer than this many seconds.
 WORK_STALLED_AFTER = 120
+# An API erasure matching more records than this is a job run by the worker (202 with the
+# job's URL) instead of running inside the request; the console always queues a job.
+ERASURE_JOB_THRESHOLD_RECORDS = int(os.environ.get("ERASURE_JOB_THRESHOLD_RECORDS", "1000"))
 
 # --- logging ----------------------------------------------------------------------------------
 LOGGING = {

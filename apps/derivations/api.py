@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import transaction
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,7 +24,7 @@ from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
 from .embeddings import client_vector_split, client_vector_store
-from .models import Summary
+from .models import ErasureJob, ErasureJobState, Summary
 from .preview import DeletionPreview
 
 if TYPE_CHECKING:
@@ -248,12 +251,20 @@ class ErasureView(APIView):
 
     @extend_schema(
         request=ErasureInput,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={
+            200: OpenApiTypes.OBJECT,
+            202: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="More records than ERASURE_JOB_THRESHOLD_RECORDS match: the "
+                "erasure is a job; its URL is in Location and in `url`.",
+            ),
+        },
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
     @idempotent()
     def post(self, request: Request) -> Response:
-        from .erasure import SELECTORS, erasure_preview, erasure_run
+        from .erasure import SELECTORS, erasure_preview, erasure_records_matching, erasure_run
+        from .erasure_jobs import erasure_job_enqueue
 
         credential = request.auth
         assert isinstance(credential, AgentCredential)
@@ -281,7 +292,19 @@ class ErasureView(APIView):
         assert isinstance(reason, str)
         if dry_run:
             return Response(erasure_preview_body(erasure_preview(selector=selector, value=value)))
+        matched = erasure_records_matching(selector=selector, value=value)
         try:
+            if matched > settings.ERASURE_JOB_THRESHOLD_RECORDS:
+                job = erasure_job_enqueue(
+                    tenant=credential.tenant,
+                    actor=_actor(request),
+                    selector=selector,
+                    value=value,
+                    reason=reason,
+                    records=matched,
+                )
+                body = erasure_job_body(job)
+                return Response(body, status=202, headers={"Location": body["url"]})
             result = erasure_run(
                 tenant=credential.tenant,
                 actor=_actor(request),
@@ -300,6 +323,49 @@ class ErasureView(APIView):
                 "receipts_truncated": result.totals.get("facts", 0) > len(result.receipt_ids),
             }
         )
+
+
+def erasure_job_body(job: ErasureJob) -> dict[str, Any]:
+    """An erasure job: its state and progress; once done, its totals and summary receipt."""
+    return {
+        "id": str(job.pk),
+        "url": reverse("api-erasure", kwargs={"job_id": job.pk}),
+        "state": job.state,
+        "selector": job.selector,
+        "reason": job.reason,
+        "requested_by": {
+            "type": job.requested_by_type,
+            "id": job.requested_by_id,
+            "label": job.requested_by_label,
+        },
+        "requested_at": job.requested_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "progress": {"records_matched": job.records_matched, "records_erased": job.records_erased},
+        "totals": job.totals if job.state == ErasureJobState.DONE else None,
+        "receipt": receipt_body(job.receipt) if job.receipt is not None else None,
+        "error": job.error or None,
+    }
+
+
+class ErasureJobView(APIView):
+    """An erasure job of the credential's tenant (asked for through the API or the console)."""
+
+    # Either action reads it: the eraser follows its job, an auditor the deletion history.
+    readers = ("erase", "audit")
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, job_id: str) -> Response:
+        from .erasure_jobs import erasure_job_get
+
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        if not any(credential.allows(action) for action in self.readers):
+            raise PermissionDenied("This credential lacks the 'erase' or 'audit' action.")
+        job = erasure_job_get(job_id)
+        if job is None:
+            raise Problem("No such erasure job.", status_code=404)
+        return Response(erasure_job_body(job))
 
 
 def receipt_body(receipt: Any) -> dict[str, Any]:

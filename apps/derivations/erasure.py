@@ -124,6 +124,16 @@ def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
     )
 
 
+def erasure_records_matching(*, selector: str, value: str) -> int:
+    """How many records an erasure by ``selector = value`` would cover (held ones included):
+    the scale that decides whether it runs in the request or as a job."""
+    if selector not in SELECTORS:
+        raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
+    return MemoryRecord.objects.filter(
+        fact_id__in=_matching_facts(selector, value).values("pk")
+    ).count()
+
+
 def erasure_run(
     *,
     tenant: Tenant,

@@ -37,13 +37,13 @@ from apps.tenancy.views import (
 from . import selectors
 from .erasure import erasure_preview
 from .erasure_jobs import (
-    ErasureJob,
     erasure_job_enqueue,
     erasure_job_get,
     erasure_jobs_recent,
     erasure_receipt_for,
 )
 from .forms import DeletionFilterForm, ErasureConfirmForm, ErasureForm, receipt_cursor
+from .models import ErasureJob
 from .services import DerivationRejected
 from .verification import erasure_verify
 
