@@ -75,7 +75,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("audit", "0002_deletion_receipt_top_level_index"),
         ("derivations", "0005_embedding_scope_vectors"),
-        ("tenancy", "0005_erase_memories_permission"),
+        ("tenancy", "0006_erase_memories_permission"),
     ]
 
     operations = [
