@@ -46,6 +46,12 @@ TOTALS = (
     "embeddings",
     "summaries_invalidated",
     "outbox",
+    # The state layer (apps.state.erasure): runs with their episodes and checkpoints, and
+    # obligations whose payload and result were stripped.
+    "runs",
+    "episodes",
+    "checkpoints",
+    "obligations_stripped",
 )
 
 
@@ -84,6 +90,7 @@ class ErasurePreview:
     removal: DeletionPreview
     held_facts: int
     held_records: int
+    state: dict[str, int]
 
     @property
     def erasable_facts(self) -> int:
@@ -103,6 +110,7 @@ class ErasurePreview:
         """The totals the erasure would report (the names of ``erasure_run``'s totals)."""
         return {
             **self.removal.totals(),
+            **self.state,
             "held_facts": self.held_facts,
             "held_records": self.held_records,
         }
@@ -113,9 +121,12 @@ def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
     the same facts (held ones set aside) read as :func:`facts_deletion_preview` reads them."""
     if selector not in SELECTORS:
         raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
+    from apps.state.erasure import state_erasure_counts
+
     matching = _matching_facts(selector, value)
     held = matching.filter(_held_q())
     return ErasurePreview(
+        state=state_erasure_counts(selector=selector, value=value),
         removal=facts_deletion_preview(
             matching.exclude(_held_q()).values("pk"), listed=DRY_RUN_IDS_LISTED
         ),
@@ -215,6 +226,9 @@ def erasure_run(
             totals[name] += count
         if progress is not None:
             progress(totals["records"], max(to_erase, totals["records"]))
+    state_erased = _state_erase(selector, value, reason)
+    for name, count in state_erased.counts.items():
+        totals[name] += count
     with transaction.atomic():
         event = audit_record(
             tenant=tenant,
@@ -230,10 +244,26 @@ def erasure_run(
                 "target": {selector: value},
             },
         )
-        parent.counts = {"selector": selector, **totals, "audit_event": str(event.pk)}
+        parent.counts = {
+            "selector": selector,
+            **totals,
+            "audit_event": str(event.pk),
+            # What verify-erasure looks for again (ids only; apps.state.erasure).
+            "state_erased": {
+                "runs": state_erased.run_ids,
+                "obligations": state_erased.obligation_ids,
+            },
+        }
         parent.deleted_at = timezone.now()
         parent.save(update_fields=["counts", "deleted_at"])
     return ErasureResult(receipt=parent, totals=dict(totals), receipt_ids=receipt_ids[:1000])
+
+
+def _state_erase(selector: str, value: str, reason: str) -> Any:
+    from apps.state.erasure import state_erase
+
+    with transaction.atomic():
+        return state_erase(selector=selector, value=value, reason=reason)
 
 
 # One receipt per fact, the batch's receipts sent as one JSON document (one ``json.dumps``,

@@ -128,6 +128,8 @@ def _receipt_or_404(receipt_id: uuid.UUID) -> DeletionReceipt:
 
 def _deletion_context(tenant: Tenant, receipt: DeletionReceipt, **extra: Any) -> dict[str, Any]:
     counts = receipt.counts if isinstance(receipt.counts, dict) else {}
+    # The erased runs' and obligations' ids are for verify-erasure, not a count to show.
+    counts = {name: value for name, value in counts.items() if name != "state_erased"}
     return {
         "tenant": tenant,
         "section": "deletions",

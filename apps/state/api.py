@@ -153,6 +153,7 @@ class RunListCreateView(APIView):
             tenant=_credential(request).tenant,
             task_id=body.validated_data["task_id"],
             owner=body.validated_data["owner"],
+            subject=body.validated_data.get("subject", ""),
             actor=_actor(request),
         )
         return Response(RunSerializer(run).data, status=201)
@@ -385,6 +386,7 @@ class ObligationListCreateView(APIView):
                 depends_on=data.get("depends_on", []),
                 deadline=data.get("deadline"),
                 payload=data.get("payload"),
+                subject=data.get("subject", ""),
                 actor=_actor(request),
             )
         except services.StateError as error:
