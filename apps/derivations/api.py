@@ -293,11 +293,12 @@ class ErasureView(APIView):
         if dry_run:
             return Response(erasure_preview_body(erasure_preview(selector=selector, value=value)))
         matched = erasure_records_matching(selector=selector, value=value)
+        actor = _actor(request)
         try:
             if matched > settings.ERASURE_JOB_THRESHOLD_RECORDS:
                 job = erasure_job_enqueue(
                     tenant=credential.tenant,
-                    actor=_actor(request),
+                    actor=actor,
                     selector=selector,
                     value=value,
                     reason=reason,
@@ -306,11 +307,7 @@ class ErasureView(APIView):
                 body = erasure_job_body(job)
                 return Response(body, status=202, headers={"Location": body["url"]})
             result = erasure_run(
-                tenant=credential.tenant,
-                actor=_actor(request),
-                selector=selector,
-                value=value,
-                reason=reason,
+                tenant=credential.tenant, actor=actor, selector=selector, value=value, reason=reason
             )
         except services.DerivationRejected as rejected:
             raise rejected_problem(rejected) from rejected

@@ -5,26 +5,17 @@ state (exactly-once still holds), and verify-erasure searches these stores too."
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 from apps.state.models import Checkpoint, Episode, Obligation, Run
 from apps.tenancy.context import tenant_scope
 
 from .support import summarise, write
+from .test_verification import verify
 
 pytestmark = pytest.mark.django_db
 
 ADDRESS = "12 quince lane"
 ERASURES = "/api/v1/erasures"
-
-
-def verify(receipt_id: str, capsys) -> tuple[bool, str]:
-    try:
-        call_command("verify_erasure", receipt_id)
-    except CommandError as error:
-        return False, capsys.readouterr().out + str(error)
-    return True, capsys.readouterr().out
 
 
 def state_of(agent, subject="user:1", owner="user:alice"):
