@@ -5,8 +5,8 @@ Environment variables read here (``docker-compose.yml`` sets the production ones
 
 SECRET_KEY, DEBUG, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, DATABASE_APP_URL,
 CELERY_BROKER_URL, MEMORYCONSOLE_HOME, MEMORYCONSOLE_DB_ROLE, MEMORYCONSOLE_DATABASE_NAME,
-LOG_LEVEL; behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS, SECURE_HSTS_INCLUDE_SUBDOMAINS,
-SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER.
+LOG_LEVEL, ERASURE_JOB_THRESHOLD_RECORDS; behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
+SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER.
 """
 
 from __future__ import annotations
@@ -236,7 +236,11 @@ WHITENOISE_USE_FINDERS = True  # serve straight from the app folders; collectsta
 # --- API --------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.authentication.AgentCredentialAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.IsAgent"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "apps.api.permissions.IsAgent",
+        # After the credential: a misspelt option is a 400, never a destructive default.
+        "apps.api.known_input.DocumentedInputOnly",
+    ],
     "DEFAULT_PARSER_CLASSES": ["apps.api.problems.JSONBodyParser"],
     "DEFAULT_RENDERER_CLASSES": ["apps.api.problems.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "apps.api.schema.ProblemAutoSchema",
@@ -306,6 +310,9 @@ OUTBOX_RELAY_ON_COMMIT = bool(os.environ.get("CELERY_BROKER_URL", "").strip())
 # Health says "degraded" when committed background work (an embedding, an erasure job) has
 # waited longer than this many seconds.
 WORK_STALLED_AFTER = 120
+# An API erasure matching more records than this is a job run by the worker (202 with the
+# job's URL) instead of running inside the request; the console always queues a job.
+ERASURE_JOB_THRESHOLD_RECORDS = int(os.environ.get("ERASURE_JOB_THRESHOLD_RECORDS", "1000"))
 
 # --- logging ----------------------------------------------------------------------------------
 LOGGING = {

@@ -7,7 +7,9 @@ outbox rows, stored API responses (by resource and by any mention of an id), and
 events about the records (they may name ids and digests, never hold content: a payload with
 a content-bearing member counts as a residue). The receipt's content digest is looked for
 where a digest could leak content's identity outside the audit chain: embeddings and stored
-responses.
+responses. An erasure's state (runs, their episodes and checkpoints, obligation payloads) is
+looked for by the ids its receipt keeps and, for runs and obligations about the erased subject
+or owner, by the receipt's digest (``apps.state.erasure.state_residues``).
 """
 
 from __future__ import annotations
@@ -155,4 +157,26 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     for pk in _rows_mentioning("api_idempotencykey", "response_body", DIGEST_PATTERN, digests):
         found("idempotency responses", f"stored response {pk} carries a deleted content digest")
     result.checked.append("content digest")
+    _state_verify(receipt, found)
+    result.checked += ["runs", "episodes", "checkpoints", "obligation payloads"]
     return result
+
+
+def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
+    """The state an erasure removed (apps.state.erasure): by the ids its receipt keeps, and
+    runs or obligations about the erased subject or owner by its content digest."""
+    from apps.state.erasure import state_residues
+
+    counts = receipt.counts if isinstance(receipt.counts, dict) else {}
+    if receipt.kind != "erasure":
+        return
+    erased = counts.get("state_erased")
+    if not isinstance(erased, dict):
+        erased = {}
+    for store, detail in state_residues(
+        run_ids=[str(pk) for pk in erased.get("runs", [])],
+        obligation_ids=[str(pk) for pk in erased.get("obligations", [])],
+        digest=receipt.content_digest,
+        selector=str(counts.get("selector", "")),
+    ):
+        found(store, detail)

@@ -70,12 +70,14 @@ class ConsoleRequest(HttpRequest):
     console_memberships: list[Membership]
 
 
-def tenant_view(permission: str) -> Callable[[View], View]:
+def tenant_view(permission: str, *alternatives: str) -> Callable[[View], View]:
     """Resolve ``tenant_slug``, check ``permission`` (guardian), then set the tenant context.
 
     404 for a tenant the person holds no permission in, the same as one that does not exist;
-    403 when they belong to it but their role lacks ``permission``.
+    403 when they belong to it but their role lacks ``permission`` (and every one of
+    ``alternatives``, any of which also opens the page).
     """
+    accepted = frozenset({permission, *alternatives})
 
     def decorator(view: View) -> View:
         @login_required
@@ -92,7 +94,7 @@ def tenant_view(permission: str) -> Callable[[View], View]:
             request.console_tenant = tenant
             request.console_perms = perms
             request.console_memberships = memberships_of(request.user)
-            if permission not in perms:
+            if not accepted & perms:
                 raise PermissionDenied("Your role in this tenant does not allow this page.")
             return view(request, tenant, *args, **kwargs)
 
