@@ -124,9 +124,10 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
             "pk", flat=True
         ):
             found("outbox", f"outbox row {outbox_pk}")
-        for key_pk in IdempotencyKey.objects.filter(resource_id__in=ids).values_list(
-            "pk", flat=True
-        ):
+        # A tombstone (the id and "deleted", no content) is what deletion leaves on purpose.
+        for key_pk in IdempotencyKey.objects.filter(
+            resource_id__in=ids, tombstone=False
+        ).values_list("pk", flat=True):
             found("idempotency responses", f"stored response {key_pk} describes a deleted record")
         for event in AuditEvent.objects.filter(object_id__in=ids).only("seq", "data"):
             members = _content_members(event.data)

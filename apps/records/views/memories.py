@@ -290,7 +290,7 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
 
 
 RECEIPT_COUNT_LABELS = {
-    "stored_responses": "stored API responses forgotten",
+    "stored_responses": "stored API responses replaced by content-free tombstones",
     "summaries_invalidated": "summaries invalidated",
     "outbox": "queued tasks dropped",
 }
