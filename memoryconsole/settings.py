@@ -289,6 +289,9 @@ CELERY_BEAT_SCHEDULE = {
     "relay-outbox": {"task": "derivations.outbox_relay", "schedule": 2.0},
     # Deleted rows are reclaimed (and receipts say when) within minutes, not "eventually".
     "reclaim-deleted": {"task": "derivations.reclaim", "schedule": 10 * 60},
+    # ... and their bytes are rewritten out of every table and index file within a day (it
+    # locks each table while it is rewritten, so it runs rarely; `reclaim --rewrite` at once).
+    "rewrite-deleted": {"task": "derivations.rewrite", "schedule": 24 * 60 * 60},
     # Runs left open past their tenant's run_idle_close_after are closed as an agent would.
     "close-idle-runs": {"task": "state.close_idle_runs_all", "schedule": 15 * 60},
     # The SQL broker keeps every delivered message; nothing reads them again.

@@ -3,7 +3,8 @@
 Looked at, in the receipt's tenant: records and their versions, facts, embeddings (of the
 records, and of valid summaries citing them), valid summaries citing them, the full-text
 column (it lives in the records table, so a remaining row is the only way to be found),
-outbox rows, stored API responses (by resource and by any mention of an id), and audit
+outbox rows, stored API responses (by resource and by any mention of an id), the SQL broker's
+undelivered messages (their decoded bodies, by id and digest), and audit
 events about the records (they may name ids and digests, never hold content: a payload with
 a content-bearing member counts as a residue). The receipt's content digest is looked for
 where a digest could leak content's identity outside the audit chain: embeddings and stored
@@ -136,6 +137,10 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     for store, table, column, what in MENTION_STORES:
         for pk in _rows_mentioning(table, column, UUID_PATTERN, record_ids):
             found(store, f"{what} {pk} names a deleted id")
+    from memoryconsole.celery import broker_messages_mentioning
+
+    for pk in broker_messages_mentioning([*record_ids, *digests]):
+        found("broker messages", f"broker message {pk} names a deleted id or digest")
     result.checked += [
         "records and versions",
         "full-text (records table)",
@@ -144,6 +149,7 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
         "outbox",
         "idempotency responses",
         "audit payloads",
+        "broker messages",
     ]
     for ids in _chunks(fact_ids):
         for pk in Fact.objects.filter(pk__in=ids).values_list("pk", flat=True):

@@ -258,6 +258,7 @@ def receipt_representation(receipt: Any) -> dict[str, Any]:
         "counts": receipt.counts,
         "content_digest": receipt.content_digest,
         "reclaimed_at": receipt.storage_reclaimed_at,
+        "rewritten_at": receipt.storage_rewritten_at,
     }
 
 

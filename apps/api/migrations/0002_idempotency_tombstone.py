@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('api', '0001_initial'),
+        ("api", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='idempotencykey',
-            name='tombstone',
+            model_name="idempotencykey",
+            name="tombstone",
             field=models.BooleanField(db_default=False, default=False),
         ),
     ]
