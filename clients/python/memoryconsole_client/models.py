@@ -222,6 +222,7 @@ class Run(TypedDict):
     id: str
     task_id: str
     owner: str
+    subject: str | None
     state: str
     opened_at: str
     opened_by: Actor
@@ -256,6 +257,7 @@ class Obligation(TypedDict):
     task_id: str
     kind: str
     key: str
+    subject: str | None
     state: str
     depends_on: list[str]
     deadline: str | None
