@@ -6,7 +6,8 @@ Environment variables read here (``docker-compose.yml`` sets the production ones
 SECRET_KEY, DEBUG, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, DATABASE_APP_URL,
 CELERY_BROKER_URL, MEMORYCONSOLE_HOME, MEMORYCONSOLE_DB_ROLE, MEMORYCONSOLE_DATABASE_NAME,
 LOG_LEVEL, ERASURE_JOB_THRESHOLD_RECORDS; behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
-SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER.
+SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER; tuning (the defaults fit
+production): MEMORYCONSOLE_WORK_STALLED_AFTER, MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER.
 """
 
 from __future__ import annotations
@@ -312,7 +313,11 @@ HNSW_BUILD_MEMORY = "512MB"
 OUTBOX_RELAY_ON_COMMIT = bool(os.environ.get("CELERY_BROKER_URL", "").strip())
 # Health says "degraded" when committed background work (an embedding, an erasure job) has
 # waited longer than this many seconds.
-WORK_STALLED_AFTER = 120
+WORK_STALLED_AFTER = int(os.environ.get("MEMORYCONSOLE_WORK_STALLED_AFTER", "120"))
+# The outbox relay offers a published row again after this many seconds without it being
+# done (its message was lost: a worker killed while holding it). Longer than a task may run
+# (its time limit), so a task still running is not run twice.
+OUTBOX_REDELIVER_AFTER = int(os.environ.get("MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER", "120"))
 # An API erasure matching more records than this is a job run by the worker (202 with the
 # job's URL) instead of running inside the request; the console always queues a job.
 ERASURE_JOB_THRESHOLD_RECORDS = int(os.environ.get("ERASURE_JOB_THRESHOLD_RECORDS", "1000"))

@@ -108,13 +108,20 @@ def _processes_for(home: Path) -> list[str]:
 
 
 @contextmanager
-def running_up(home: Path, tmp_path: Path, *args: str, name: str = "up") -> Iterator[Up]:
+def running_up(
+    home: Path,
+    tmp_path: Path,
+    *args: str,
+    name: str = "up",
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+) -> Iterator[Up]:
     port = _free_port()
     log = tmp_path / f"{name}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [*_command(), "up", "--port", str(port), "--workers", "1", *args],
-            env=_env(home),
+            [*_command(), "up", "--port", str(port), "--workers", str(workers), *args],
+            env=_env(home, **(env or {})),
             stdout=sink,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
