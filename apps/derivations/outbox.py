@@ -39,13 +39,13 @@ EMBED_RECORD = "derivations.embed_record"
 EMBED_SUMMARY = "derivations.embed_summary"
 
 
-
 def redeliver_after() -> timedelta:
     """The row is the unit of delivery and the broker message only a wake-up: a row published
     this long ago (``OUTBOX_REDELIVER_AFTER``) and still not done lost its message (a worker
     killed while holding it, a broker reset), and the relay offers it again; safe, since every
     task is idempotent."""
     return timedelta(seconds=settings.OUTBOX_REDELIVER_AFTER)
+
 
 # With on-commit publishing, a pending row younger than this was most likely sent already.
 ON_COMMIT_GRACE = timedelta(seconds=30)
