@@ -125,6 +125,16 @@ class RejectForm(forms.Form):
     )
 
 
+class ReverseForm(forms.Form):
+    """Return an approval to provisional, or reopen a rejection: always with a reason."""
+
+    reason = forms.CharField(
+        max_length=REASON_MAX_LENGTH,
+        label="Reason",
+        error_messages={"required": "Say why the decision is reversed: the reason is audited."},
+    )
+
+
 class RequestSnapshotField(forms.Field):
     """The ids of the requests a confirmation listed, one hidden input each."""
 
@@ -162,6 +172,11 @@ class BulkApproveForm(PromotionQueueFilterForm):
     """
 
     requests = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
+    decision = forms.ChoiceField(
+        choices=[("approve", "Approve"), ("reject", "Reject")],
+        required=False,
+        widget=forms.HiddenInput,
+    )
     nonce = forms.CharField(widget=forms.HiddenInput, max_length=64)
     reason = forms.CharField(
         max_length=REASON_MAX_LENGTH,
@@ -174,6 +189,28 @@ class BulkApproveForm(PromotionQueueFilterForm):
         super().__init__(*args, **kwargs)
         for name in self.FILTER_FIELDS:
             self.fields[name].widget = forms.HiddenInput()
+        if self.rejects:
+            self.fields["reason"].label = "Reason for rejecting these"
+            self.fields[
+                "reason"
+            ].help_text = "Kept with every rejected request, e.g. “the CRM has no such order”."
+            self.fields["reason"].error_messages["required"] = (
+                "Say why you reject them: the reason is kept with each."
+            )
+
+    @property
+    def rejects(self) -> bool:
+        """A bulk rejection rather than an approval (both confirm a snapshot the same way)."""
+        source = self.data if self.is_bound else self.initial
+        return source.get("decision") == "reject"
+
+
+class SelectionForm(PromotionQueueFilterForm):
+    """The requests a reviewer ticked in the queue, with the queue's filters: the start of a
+    confirmation that lists exactly them."""
+
+    requests = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
 
 
 class ConflictResolveForm(forms.Form):

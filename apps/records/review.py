@@ -44,7 +44,7 @@ from .models import (
     PromotionState,
 )
 from .selectors import records_live
-from .services import RecordError, promotion_approve
+from .services import RecordError, promotion_approve, promotion_reject
 
 QUEUE_PAGE_SIZE = 20
 # Each conflict shows two versions and a history: fewer per page keeps the page light.
@@ -329,29 +329,46 @@ def attach_history(conflicts: Sequence[Conflict], *, per_fact: int) -> None:
 
 
 @dataclass
-class BulkApproval:
-    """What a bulk approval did: every request it approved, and each it could not, why."""
+class BulkDecision:
+    """What a bulk decision did: every request it decided, and each it could not, why."""
 
-    approved: list[PromotionRequest] = field(default_factory=list)
+    decided: list[PromotionRequest] = field(default_factory=list)
     refused: list[tuple[PromotionRequest, str]] = field(default_factory=list)
 
 
 @transaction.atomic
 def promotions_approve_bulk(
     *, requests: Iterable[PromotionRequest], actor: Actor, reason: str
-) -> BulkApproval:
+) -> BulkDecision:
     """Approve each request with ``promotion_approve``, in one transaction.
 
     A request the rules refuse (the reviewer wrote the record, it was decided meanwhile, its
     record was superseded) is reported and skipped: ``promotion_approve`` runs in its own
     savepoint, so a refusal undoes only its own work and the others still commit.
     """
-    outcome = BulkApproval()
+    outcome = BulkDecision()
     for request in requests:
         try:
             promotion_approve(request=request, actor=actor, reason=reason)
         except RecordError as error:
             outcome.refused.append((request, str(error)))
         else:
-            outcome.approved.append(request)
+            outcome.decided.append(request)
+    return outcome
+
+
+@transaction.atomic
+def promotions_reject_bulk(
+    *, requests: Iterable[PromotionRequest], actor: Actor, reason: str
+) -> BulkDecision:
+    """Reject each request with ``promotion_reject``, in one transaction; one decided
+    meanwhile is reported and skipped, the others still commit (as for approvals)."""
+    outcome = BulkDecision()
+    for request in requests:
+        try:
+            promotion_reject(request=request, actor=actor, reason=reason)
+        except RecordError as error:
+            outcome.refused.append((request, str(error)))
+        else:
+            outcome.decided.append(request)
     return outcome
