@@ -4,6 +4,7 @@ provisional"), and deciding a selection through the bulk confirmation's snapshot
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -263,3 +264,43 @@ def test_it_confirms_a_bulk_rejection_of_everything_matching(client, tenant, rev
     )
     assert "Reject 1 request?" in html
     assert "Reason for rejecting these" in html
+
+
+# --- order ----------------------------------------------------------------------------------
+
+
+def _row_subjects(html: str) -> list[str]:
+    return re.findall(r'class="triage-title"[^>]*><span class="mono">([^<]+)<', html)
+
+
+def test_it_sorts_the_queue_most_sensitive_first_and_pages_on(
+    client, tenant, reviewer, monkeypatch
+):
+    monkeypatch.setattr("apps.records.views.review.QUEUE_PAGE_SIZE", 2)
+    pending(tenant, subject="user:public", sensitivity="public")
+    pending(tenant, subject="user:internal", sensitivity="internal")
+    pending(tenant, subject="user:restricted", sensitivity="restricted")
+    pending(tenant, subject="user:personal", sensitivity="personal")
+    client = signed_in(client, reviewer)
+    first = client.get(url("review", tenant), {"sort": "sensitivity"}).content.decode()
+    assert _row_subjects(first) == ["user:restricted", "user:personal"]
+    later = re.search(r'href="([^"]+)"[^>]*rel="next"', first)
+    assert later
+    assert "sort=sensitivity" in later.group(1)
+    second = client.get(later.group(1).replace("&amp;", "&")).content.decode()
+    assert _row_subjects(second) == ["user:internal", "user:public"]
+    assert "Back to the first page" in second
+
+
+def test_it_sorts_the_queue_by_the_provisional_records_expiry(client, tenant, reviewer):
+    pending(tenant, subject="user:later", retention__ttl="P20D")
+    pending(tenant, subject="user:soon", retention__ttl="P2D")
+    pending(tenant, subject="user:middle", retention__ttl="P10D")
+    html = signed_in(client, reviewer).get(url("review", tenant), {"sort": "expiry"})
+    assert _row_subjects(html.content.decode()) == ["user:soon", "user:middle", "user:later"]
+
+
+def test_it_refuses_an_unknown_order_with_a_clear_error(client, tenant, reviewer):
+    response = signed_in(client, reviewer).get(url("review", tenant), {"sort": "random()"})
+    assert response.status_code == 200
+    assert "Check the filters" in response.content.decode()

@@ -49,12 +49,14 @@ from ..review import (
     CONFLICT_PAGE_SIZE,
     COUNT_LIMIT,
     QUEUE_PAGE_SIZE,
+    QueueOrder,
     conflict_get,
     conflict_queue_count,
     conflict_queue_page,
     promotion_queue_count,
     promotion_queue_page,
     promotion_queue_selection,
+    promotion_queue_sorted_page,
     promotion_request_get,
     promotions_approve_bulk,
     promotions_reject_bulk,
@@ -112,15 +114,22 @@ def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
     page = None
     count = 0
     earlier_url = later_url = None
+    paged_on = False
     if not form.is_bound or form.is_valid():
         filters = form.filters()
         cursors = form.cleaned_data if form.is_bound else {}
-        page = promotion_queue_page(
-            filters=filters,
-            after=cursors.get("after"),
-            before=cursors.get("before"),
-            size=QUEUE_PAGE_SIZE,
-        )
+        if form.order != QueueOrder.OLDEST:
+            page = promotion_queue_sorted_page(
+                filters=filters, order=form.order, after=cursors.get("after"), size=QUEUE_PAGE_SIZE
+            )
+            paged_on = cursors.get("after") is not None
+        else:
+            page = promotion_queue_page(
+                filters=filters,
+                after=cursors.get("after"),
+                before=cursors.get("before"),
+                size=QUEUE_PAGE_SIZE,
+            )
         count = promotion_queue_count(filters=filters)
         if page.earlier_than is not None:
             earlier_url = f"{base}?{form.query_for(before=page.earlier_than.token())}"
@@ -128,6 +137,9 @@ def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
             later_url = f"{base}?{form.query_for(after=page.later_than.token())}"
     filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
     filter_query = form.query_for() if filtered else ""
+    # Pager links keep the order too; bulk links do not need it (a bulk decision takes the
+    # oldest matching requests).
+    pager_query = form.query_for() if form.is_bound else ""
     return {
         **_reviewer_context(request, tenant, "review"),
         "filter_form": form,
@@ -136,7 +148,9 @@ def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
         "count_limit": COUNT_LIMIT,
         "bulk_limit": BULK_APPROVE_LIMIT,
         "filtered": filtered,
-        "first_url": f"{base}?{filter_query}" if filtered else base,
+        "first_url": f"{base}?{pager_query}" if pager_query else base,
+        # A sorted queue pages only forward: its way back is the first page.
+        "paged_on": paged_on,
         "bulk_url": reverse("console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug})
         + (f"?{filter_query}" if filter_query else ""),
         "bulk_reject_url": reverse(
