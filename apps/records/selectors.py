@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Prefetch, Q, QuerySet
@@ -45,8 +45,22 @@ def record_get(record_id: Any) -> MemoryRecord | None:
 RECORD_FILTERS = ("subject", "key", "domain", "task_type", "trust", "status", "sensitivity")
 
 
+# The version of a fact that is its value now: what the dashboard counts as a memory. Other
+# live versions are superseded ones and the contenders of open conflicts.
+CURRENT_VERSION = Q(is_current=True, status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED])
+
+
 def records_list(filters: dict[str, str]) -> QuerySet[MemoryRecord]:
-    queryset = records_live()
+    """Live records matching ``filters``; ``versions="current"`` keeps only current versions,
+    ``expiring_within`` (days, as text) only those whose lifetime ends within that window."""
+    now = timezone.now()
+    queryset = records_live(now)
+    if filters.get("versions") == "current":
+        queryset = queryset.filter(CURRENT_VERSION)
+    if (days := filters.get("expiring_within", "")).isdigit():
+        queryset = queryset.filter(
+            expires_at__gt=now, expires_at__lte=now + timedelta(days=int(days))
+        )
     mapping = {
         "subject": "subject",
         "key": "key",
@@ -197,6 +211,7 @@ RECORD_PAGE_COLUMNS = (
     "trust",
     "status",
     "redaction_state",
+    "is_current",
     "written_at",
     "expires_at",
 )

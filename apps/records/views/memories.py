@@ -51,6 +51,7 @@ from ..forms_memories import (
 from ..models import MemoryRecord
 from ..selectors import (
     PREVIEW_CHARACTERS,
+    open_conflict_contender_ids,
     record_active_holds,
     record_get,
     record_history,
@@ -125,6 +126,10 @@ def _memories_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]
                 after=data.get("after"),
                 size=PAGE_SIZE,
             )
+            contenders = open_conflict_contender_ids([record.fact_id for record in page.records])
+            for record in page.records:
+                # Said on the row: a live version that is not the fact's value now.
+                record.is_contender = record.pk in contenders  # type: ignore[attr-defined]
             if page.newer_than is not None:
                 newer_url = f"{base}?{form.query_for(after=page.newer_than.token())}"
             if page.older_than is not None:
