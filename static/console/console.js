@@ -90,7 +90,46 @@
     showFailure("That did not reach the server (no connection?). Nothing was changed; try again.");
   });
 
+  // The sections menu on narrow screens: folded until asked for, closed by Escape.
+  function setupNavToggle() {
+    var toggle = document.querySelector("[data-nav-toggle]");
+    var nav = toggle && document.getElementById(toggle.getAttribute("aria-controls"));
+    if (!nav) return;
+    toggle.hidden = false;
+    document.documentElement.classList.add("nav-folds");
+    function setOpen(open) {
+      nav.classList.toggle("is-open", open);
+      toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    }
+    toggle.addEventListener("click", function () {
+      setOpen(!nav.classList.contains("is-open"));
+    });
+    document.addEventListener("keydown", function (event) {
+      if (event.key === "Escape" && nav.classList.contains("is-open")) {
+        setOpen(false);
+        toggle.focus();
+      }
+    });
+  }
+
+  // The tenant switcher (a <details>) closes on Escape and on a click outside it, like a menu.
+  function setupSwitcher() {
+    var switcher = document.querySelector(".switcher details");
+    if (!switcher) return;
+    document.addEventListener("keydown", function (event) {
+      if (event.key === "Escape" && switcher.open) {
+        switcher.open = false;
+        switcher.querySelector("summary").focus();
+      }
+    });
+    document.addEventListener("click", function (event) {
+      if (switcher.open && !switcher.contains(event.target)) switcher.open = false;
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    setupNavToggle();
+    setupSwitcher();
     revealCopyButtons(document);
   });
   document.addEventListener("htmx:load", function (event) {
