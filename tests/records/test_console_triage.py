@@ -304,3 +304,14 @@ def test_it_refuses_an_unknown_order_with_a_clear_error(client, tenant, reviewer
     response = signed_in(client, reviewer).get(url("review", tenant), {"sort": "random()"})
     assert response.status_code == 200
     assert "Check the filters" in response.content.decode()
+
+
+def test_the_detail_panes_card_returns_to_the_filtered_queue_it_sits_in(client, tenant, reviewer):
+    item = pending(tenant, scope={"domain": "alpha"})
+    queue = url("review", tenant) + "?domain=alpha"
+    response = signed_in(client, reviewer).get(
+        url("review-request", tenant, request_id=item.pk),
+        LIST,
+        headers={**HTMX, "HX-Current-URL": f"http://testserver{queue}"},
+    )
+    assert f'name="next" value="{queue}"' in response.content.decode()

@@ -30,6 +30,7 @@ from apps.tenancy.views import (
     _render,
     form_nonce_consume,
     form_nonce_issue,
+    page_shown,
     tenant_view,
 )
 
@@ -190,11 +191,20 @@ def _item_context(
     request: ConsoleRequest, tenant: Tenant, item: PromotionRequest, **extra: Any
 ) -> dict[str, Any]:
     queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
+    in_list = _in_list(request)
+    if request.method == "POST":
+        next_url = _safe_next(request, queue_url)
+    elif in_list:
+        # The pane's card goes back to (and counts under the filters of) the queue page it
+        # sits in.
+        next_url = page_shown(request)
+    else:
+        next_url = queue_url
     return {
         **_reviewer_context(request, tenant, "review"),
         "item": item,
-        "next_url": _safe_next(request, queue_url) if request.method == "POST" else queue_url,
-        "list_mode": _in_list(request),
+        "next_url": next_url,
+        "list_mode": in_list,
         "undo_reason": UNDO_REASON,
         **extra,
     }
