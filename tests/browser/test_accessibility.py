@@ -70,3 +70,36 @@ def test_the_navigation_folds_into_a_menu_on_a_phone(
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, "nothing scrolls sideways"
     screenshot(page)
+
+
+def test_the_tenant_switcher_closes_on_escape_and_on_a_click_outside(
+    new_page, owner, tenant, other_tenant, console_path
+):
+    from apps.audit.services import Actor
+    from apps.tenancy.models import Role
+    from apps.tenancy.services import membership_set
+
+    membership_set(tenant=other_tenant, user=owner, role=Role.REVIEWER, actor=Actor.system("t"))
+    page = new_page(owner)
+    page.goto(console_path("dashboard"))
+    switcher = page.get_by_role("navigation", name="Tenants")
+    menu = switcher.get_by_role("link", name="All your tenants")
+    switcher.locator("summary").click()
+    expect(menu).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(menu).to_be_hidden()
+    expect(switcher.locator("summary")).to_be_focused()
+    switcher.locator("summary").click()
+    expect(menu).to_be_visible()
+    page.locator("main h1").click()
+    expect(menu).to_be_hidden()
+
+
+def test_the_sections_stay_beside_the_page_on_a_wide_screen(reviewer_page, console_path):
+    page = reviewer_page
+    page.goto(console_path("review"))
+    expect(page.get_by_role("navigation", name="Sections of Acme Corp")).to_be_visible()
+    expect(page.locator("[data-nav-toggle]")).to_be_hidden()
+    heading = page.get_by_role("heading", name="Promotion review").bounding_box()
+    assert heading is not None
+    assert heading["y"] < 200, "the page starts at the top, beside the sections"
