@@ -225,7 +225,9 @@ def records_page(
     after: Cursor | None = None,
     size: int = 50,
 ) -> RecordPage:
-    """One page of live records, newest first, by keyset on ``(written_at, id)``.
+    """One page of live records, newest first, by keyset on ``(written_at, id)``; or, for an
+    expiry window (``expiring_within``), soonest expiry first by keyset on ``(expires_at,
+    id)``, paged forward only: ``before`` then is where the previous page ended.
 
     Rows carry a short ``content_preview`` instead of the value and text, whose size is
     unbounded. The range condition on ``written_at`` alone lets the (tenant, written_at)
@@ -238,6 +240,8 @@ def records_page(
         .only(*RECORD_PAGE_COLUMNS)
         .annotate(content_preview=Substr("content", 1, PREVIEW_CHARACTERS))
     )
+    if filters.get("expiring_within"):
+        return _records_by_expiry(queryset, continue_after=before, size=size)
     if after is not None:
         rows: list[MemoryRecord] = list(
             queryset.filter(written_at__gte=after.moment)
@@ -290,3 +294,22 @@ def record_open_reviews(record: MemoryRecord) -> tuple[list[Conflict], list[Prom
         )
     )
     return open_conflicts, open_requests
+
+
+def _records_by_expiry(
+    queryset: QuerySet[MemoryRecord], *, continue_after: Cursor | None, size: int
+) -> RecordPage:
+    if continue_after is not None:
+        queryset = queryset.filter(expires_at__gte=continue_after.moment).filter(
+            Q(expires_at__gt=continue_after.moment) | Q(id__gt=continue_after.id)
+        )
+    rows: list[MemoryRecord] = list(queryset.order_by("expires_at", "id")[: size + 1])
+    records = rows[:size]
+    last = records[-1] if records else None
+    return RecordPage(
+        records=records,
+        newer_than=None,
+        older_than=Cursor(last.expires_at, last.pk)
+        if last is not None and last.expires_at is not None and len(rows) > size
+        else None,
+    )

@@ -54,3 +54,25 @@ def test_the_expiring_figures_open_the_memories_expiring_in_that_window(
     url = re.search(r'href="([^"]*expiring_within=7[^"]*)"', html.content.decode())
     assert url, "the 7-day figure links a filtered list"
     assert _rows(client, url.group(1).replace("&amp;", "&")) == 1
+
+
+def test_an_expiry_window_lists_soonest_expiry_first_and_pages_on(
+    client, tenant, reviewer, agent, monkeypatch
+):
+    monkeypatch.setattr("apps.records.views.memories.PAGE_SIZE", 2)
+    days = {"user:c": 5, "user:a": 1, "user:d": 6, "user:b": 3}
+    for subject, in_days in days.items():
+        written = write_ok(agent, subject=subject, source={"kind": "interaction", "ref": subject})
+        with tenant_scope(tenant.pk):
+            MemoryRecord.objects.filter(pk=written["id"]).update(
+                expires_at=timezone.now() + timedelta(days=in_days)
+            )
+    client.force_login(reviewer)
+    memories = reverse("console:memories", kwargs={"tenant_slug": tenant.slug})
+    first = client.get(memories, {"expiring_within": "7", "versions": "current"}).content.decode()
+    assert re.findall(r">(user:[a-d]) ·", first) == ["user:a", "user:b"]
+    later = re.search(r'href="([^"]+)"[^>]*rel="next"', first)
+    assert later
+    second = client.get(later.group(1).replace("&amp;", "&")).content.decode()
+    assert re.findall(r">(user:[a-d]) ·", second) == ["user:c", "user:d"]
+    assert "Soonest" in second

@@ -115,6 +115,7 @@ def _memories_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]
     page = None
     hits = None
     newer_url = older_url = None
+    data: dict[str, Any] = {}
     if not form.is_bound or form.is_valid():
         data = form.cleaned_data if form.is_bound else {}
         if data.get("q"):
@@ -144,6 +145,9 @@ def _memories_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]
         "searching": hits is not None or bool(request.GET.get("q")),
         "filtered": filtered,
         "first_url": f"{base}?{form.query_for()}" if filtered else base,
+        # An expiry window lists soonest expiry first (what the dashboard's figure is about).
+        "expiry_order": bool(data.get("expiring_within")),
+        "paged_on": bool(data.get("before")),
         "newer_url": newer_url,
         "older_url": older_url,
     }
