@@ -103,3 +103,28 @@ def test_the_sections_stay_beside_the_page_on_a_wide_screen(reviewer_page, conso
     heading = page.get_by_role("heading", name="Promotion review").bounding_box()
     assert heading is not None
     assert heading["y"] < 200, "the page starts at the top, beside the sections"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "memories",
+        "members",
+        "credentials",
+        "audit",
+        "runs",
+        "retention",
+        "holds",
+        "deletions",
+        "erasures",
+    ],
+)
+def test_the_admin_pages_have_no_axe_violations_and_no_sideways_scroll(
+    new_page, owner, agent, console_path, name, width
+):
+    _busy_tenant(agent)
+    page = new_page(owner, width=width, bypass_csp=True)
+    page.goto(console_path(name))
+    assert _violations(page) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
