@@ -35,6 +35,7 @@ def test_it_shows_a_refused_action_in_a_stale_tab(
     page.goto(console_path("review"))
     # Meanwhile an admin makes the reviewer a member: the open tab is now stale.
     membership_set(tenant=tenant, user=reviewer, role=Role.MEMBER, actor=Actor.system("t"))
+    page.get_by_label(re.compile("^Reason for approving user:1")).first.fill("checked")
     page.get_by_role("button", name=re.compile("^Approve user:1")).first.click()
     alert = page.get_by_role("alert")
     expect(alert).to_contain_text("403")
@@ -49,6 +50,7 @@ def test_it_sends_an_expired_session_to_sign_in_and_back(
     page = reviewer_page
     page.goto(console_path("review") + "?subject=user:1")
     page.context.clear_cookies(name=settings.SESSION_COOKIE_NAME)  # the session ends
+    page.get_by_label(re.compile("^Reason for approving user:1")).first.fill("checked")
     page.get_by_role("button", name=re.compile("^Approve user:1")).first.click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     page.get_by_label("Username").fill("rhea")
@@ -63,6 +65,7 @@ def test_it_shows_a_csrf_failure_of_an_htmx_action(reviewer_page, agent, console
     page = reviewer_page
     page.goto(console_path("review"))
     page.context.clear_cookies(name=settings.CSRF_COOKIE_NAME)
+    page.get_by_label(re.compile("^Reason for approving user:1")).first.fill("checked")
     page.get_by_role("button", name=re.compile("^Approve user:1")).first.click()
     expect(page.get_by_role("alert")).to_contain_text("This form has expired")
     screenshot(page)

@@ -57,7 +57,9 @@ def test_it_decides_with_the_keyboard_and_advances(
     expect(rows.nth(1)).to_be_focused()
     expect(detail).to_contain_text("user:1")  # the pane follows the focus
 
-    page.keyboard.press("a")  # approve user:1; on to user:2
+    page.keyboard.press("a")  # approve user:1: the first time, the reason is asked for
+    page.keyboard.type("matches the CRM record")
+    page.keyboard.press("Enter")  # approved; on to user:2
     expect(rows).to_have_count(3)
     expect(page.locator("#review-count")).to_have_text("3 pending")
     expect(page.locator("#row-" + "x")).to_have_count(0)
@@ -96,6 +98,8 @@ def test_it_undoes_an_approval_by_returning_the_record_to_provisional(
     page.goto(console_path("review"))
     page.keyboard.press("j")
     page.keyboard.press("a")
+    page.keyboard.type("matches the CRM record")
+    page.keyboard.press("Enter")
     expect(page.locator("[data-review-row]")).to_have_count(0)
     assert _trust(tenant)["user:1"] == "confirmed"
     page.get_by_role("button", name=re.compile("^Undo")).click()
@@ -143,3 +147,21 @@ def test_it_decides_a_selection_after_a_confirmation_listing_it(
     expect(page.locator("main")).to_contain_text("Rejected 3 requests")
     states = _states(tenant)
     assert [states[f"user:{n}"] for n in range(5)] == ["open"] + ["rejected"] * 3 + ["open"]
+
+
+def test_it_approves_with_one_key_using_the_reason_last_given(
+    reviewer_page, tenant, agent, console_path
+):
+    for n in range(3):
+        _requested(agent, f"user:{n}")
+    page = reviewer_page
+    page.goto(console_path("review"))
+    rows = page.locator("[data-review-row]")
+    page.keyboard.press("j")
+    page.keyboard.press("a")
+    page.keyboard.type("verified against the CRM export")
+    page.keyboard.press("Enter")
+    expect(rows).to_have_count(2)
+    page.keyboard.press("a")  # one key: the reason last given is offered again
+    expect(rows).to_have_count(1)
+    assert sorted(_states(tenant).values()) == ["approved", "approved", "open"]

@@ -33,7 +33,7 @@ from .test_console_review import (
 
 pytestmark = pytest.mark.django_db
 
-LIST = {"view": "list"}
+LIST = {"view": "list", "reason": "matches the CRM record"}
 LEAD = Actor(type="user", id="lead-1", label="lead")
 
 
@@ -59,7 +59,7 @@ def test_it_answers_a_list_decision_with_the_row_gone_the_count_and_the_next_car
     pending(tenant, subject="user:3")
     response = signed_in(client, reviewer).post(
         url("review-approve", tenant, request_id=first.pk),
-        {**LIST, "reason": "", "then": str(second.pk), "next": url("review", tenant)},
+        {**LIST, "then": str(second.pk), "next": url("review", tenant)},
         headers=HTMX,
     )
     html = response.content.decode()
@@ -125,7 +125,7 @@ def test_it_undoes_an_approval_from_the_list_and_puts_the_row_back(client, tenan
 def test_it_returns_an_approval_to_provisional_without_javascript(client, tenant, reviewer):
     item = pending(tenant)
     with tenant_scope(tenant.pk):
-        promotion_approve(request=item, actor=LEAD, reason="")
+        promotion_approve(request=item, actor=LEAD, reason="checked")
     client = signed_in(client, reviewer)
     page = client.get(url("review-request", tenant, request_id=item.pk)).content.decode()
     assert "Return to provisional" in page
@@ -143,7 +143,7 @@ def test_it_returns_an_approval_to_provisional_without_javascript(client, tenant
 def test_it_requires_a_reason_to_reverse_and_changes_nothing(client, tenant, reviewer):
     item = pending(tenant)
     with tenant_scope(tenant.pk):
-        promotion_approve(request=item, actor=LEAD, reason="")
+        promotion_approve(request=item, actor=LEAD, reason="checked")
     response = signed_in(client, reviewer).post(
         url("review-reverse", tenant, request_id=item.pk), {"reason": ""}
     )
@@ -169,7 +169,7 @@ def test_it_forbids_reversals_to_members_and_hides_other_tenants(
     theirs = pending(other_tenant)
     ours = pending(tenant, subject="user:2")
     with tenant_scope(tenant.pk):
-        promotion_approve(request=ours, actor=LEAD, reason="")
+        promotion_approve(request=ours, actor=LEAD, reason="checked")
     member_client = signed_in(client, member)
     forbidden = member_client.post(
         url("review-reverse", tenant, request_id=ours.pk), {"reason": "x"}
@@ -186,7 +186,7 @@ def test_it_forbids_reversals_to_members_and_hides_other_tenants(
 def test_return_to_provisional_refuses_what_its_provisional_clock_already_ended(tenant):
     item = pending(tenant)
     with tenant_scope(tenant.pk):
-        promotion_approve(request=item, actor=LEAD, reason="")
+        promotion_approve(request=item, actor=LEAD, reason="checked")
         MemoryRecord.objects.filter(pk=item.record_id).update(
             written_at=timezone.now() - timedelta(days=60)
         )
@@ -222,7 +222,7 @@ def test_it_confirms_exactly_the_selected_requests_and_rejects_those(client, ten
     assert "user:3" not in page
     # Meanwhile another reviewer approves one of them: it is left as it is.
     with tenant_scope(tenant.pk):
-        promotion_approve(request=items[2], actor=LEAD, reason="")
+        promotion_approve(request=items[2], actor=LEAD, reason="checked")
     action = url("review-bulk-approve", tenant)
     response = client.post(action, submitted(page, action, reason="staging data"), follow=True)
     html = response.content.decode()
