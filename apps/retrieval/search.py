@@ -83,7 +83,18 @@ HNSW_MAX_SCAN_TUPLES = 200_000
 # benchmark's own 500 queries, 200 gave 0.983, too close to the 0.98 floor: 400 keeps a margin.
 HNSW_EF_SEARCH_OWN_UNFILTERED = 400
 SEARCH_FIELDS = frozenset(
-    {"query", "vector", "scope", "purpose", "top_k", "subject", "keys", "sensitivity_max", "as_of"}
+    {
+        "query",
+        "vector",
+        "scope",
+        "purpose",
+        "top_k",
+        "subject",
+        "keys",
+        "sensitivity_max",
+        "as_of",
+        "min_similarity",
+    }
 )
 SCOPE_FIELDS = frozenset({"domain", "task_type", "conditions"})
 
@@ -107,6 +118,8 @@ class SearchQuery:
     keys: list[str] = field(default_factory=list)
     sensitivity_max: str = ""
     as_of: datetime | None = None
+    # None: the embedding model's own floor (apps.derivations.embedders).
+    min_similarity: float | None = None
 
 
 @dataclass
@@ -232,6 +245,20 @@ def parse_search(body: Any, *, dimension: int) -> SearchQuery:
             add("as_of", "An RFC 3339 timestamp with a zone.")
         else:
             q.as_of = parsed
+    min_similarity = body.get("min_similarity")
+    if min_similarity is not None:
+        if (
+            not isinstance(min_similarity, int | float)
+            or isinstance(min_similarity, bool)
+            or not 0 <= min_similarity <= 1
+        ):
+            add("min_similarity", "A number from 0 to 1 (cosine similarity).")
+        else:
+            q.min_similarity = float(min_similarity)
+    if q.purpose == "decision" and not q.domain and "scope.domain" not in errors:
+        # A decision taken on a memory from whatever scope ranks first is the failure scopes
+        # exist to prevent: a decision names the scope it is taken in.
+        add("scope.domain", "Required when purpose is decision: name the scope of the decision.")
     if errors:
         raise SearchRejected(errors)
     return q
