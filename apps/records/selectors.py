@@ -75,23 +75,50 @@ def open_conflict_contender_ids(fact_ids: list[uuid.UUID]) -> set[uuid.UUID]:
     )
 
 
-def facts_current(subject: str, as_of: datetime | None = None) -> list[MemoryRecord]:
-    """The current version of each key of ``subject``; never superseded or expired ones.
+@dataclass(frozen=True)
+class ScopeFilter:
+    """Which scopes a read covers, as search filters them: exact domain and task type,
+    conditions by containment (a fact observed under ``{"region": "eu", "tier": 1}`` applies
+    where ``{"region": "eu"}`` is asked)."""
+
+    domain: str = ""
+    task_type: str = ""
+    conditions: dict[str, Any] | None = None
+
+    def q(self) -> Q:
+        where = Q()
+        if self.domain:
+            where &= Q(scope_domain=self.domain)
+        if self.task_type:
+            where &= Q(scope_task_type=self.task_type)
+        if self.conditions:
+            where &= Q(scope_conditions__contains=self.conditions)
+        return where
+
+
+def facts_current(
+    subject: str, as_of: datetime | None = None, scope: ScopeFilter | None = None
+) -> list[MemoryRecord]:
+    """The current version of each scoped fact of ``subject``; never superseded or expired
+    ones. One key may have a current value in each of several scopes.
 
     With ``as_of``: what the memory held at that moment (:meth:`MemoryRecordQuerySet.held_at`),
     including versions that have expired since.
     """
+    where = (scope or ScopeFilter()).q()
+    order = ("key", "scope_domain", "scope_task_type", "fact_id")
     if as_of is None:
         return list(
             records_live()
             .filter(
+                where,
                 subject=subject,
                 is_current=True,
                 status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED],
             )
-            .order_by("key")
+            .order_by(*order)
         )
-    return list(MemoryRecord.objects.held_at(as_of).filter(subject=subject).order_by("key"))
+    return list(MemoryRecord.objects.held_at(as_of).filter(where, subject=subject).order_by(*order))
 
 
 def deletions_covering(subject: str, as_of: datetime) -> list[str]:
