@@ -39,6 +39,7 @@ from .models import (
     PromotionState,
     RecordStatus,
     Resolution,
+    Scope,
     SourceKind,
     Trust,
     scope_canonical,
@@ -199,6 +200,21 @@ def _lock_fact(tenant: Tenant, data: RecordInput) -> tuple[Fact, Limits]:
     fact._state.adding = False
     limits = (row[6], row[7]) if row[5] else DEFAULT_RETENTION[data.sensitivity]
     return fact, limits
+
+
+def scope_for(
+    *, tenant: Tenant, domain: str, task_type: str = "", conditions: dict[str, Any] | None = None
+) -> Scope:
+    """The tenant's scope of this canonical form, created if new (the write path does the
+    same inside its statement; bulk loads and fixtures call this)."""
+    conditions = conditions or {}
+    canonical = scope_canonical(domain, task_type, conditions)
+    scope, _created = Scope.objects.get_or_create(
+        tenant=tenant,
+        canonical=canonical,
+        defaults={"domain": domain, "task_type": task_type, "conditions": conditions},
+    )
+    return scope
 
 
 def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOutcome:
