@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from apps.tenancy.keyset import Cursor
@@ -15,10 +15,12 @@ from apps.tenancy.keyset import Cursor
 from .models import (
     Conflict,
     ConflictState,
+    Fact,
     MemoryRecord,
     Observation,
     PromotionRequest,
     RecordStatus,
+    Scope,
 )
 from .retention import live_q
 
@@ -119,6 +121,36 @@ def facts_current(
             .order_by(*order)
         )
     return list(MemoryRecord.objects.held_at(as_of).filter(where, subject=subject).order_by(*order))
+
+
+@dataclass
+class ScopedFacts:
+    """One scope of a subject, with the current version of each of its facts there."""
+
+    scope: Scope
+    facts: list[MemoryRecord]
+
+
+def subject_facts_by_scope(subject: str) -> list[ScopedFacts]:
+    """The subject's current facts grouped by scope (domain, task type, conditions), in a
+    fixed number of queries."""
+    current = facts_current(subject)
+    fact_scopes = dict(
+        Fact.objects.filter(pk__in={r.fact_id for r in current}).values_list("pk", "scope_id")
+    )
+    scopes = Scope.objects.in_bulk(set(fact_scopes.values()))
+    grouped: dict[uuid.UUID, list[MemoryRecord]] = {}
+    for record in current:
+        grouped.setdefault(fact_scopes[record.fact_id], []).append(record)
+    order = sorted(grouped, key=lambda pk: scopes[pk].canonical)
+    return [ScopedFacts(scope=scopes[pk], facts=grouped[pk]) for pk in order]
+
+
+def scopes_with_counts() -> QuerySet[Scope]:
+    """The tenant's scopes, each with how many facts it holds and how many subjects."""
+    return Scope.objects.annotate(
+        fact_count=Count("facts"), subject_count=Count("facts__subject", distinct=True)
+    ).order_by("domain", "task_type", "canonical")
 
 
 def deletions_covering(subject: str, as_of: datetime) -> list[str]:
@@ -303,6 +335,7 @@ RECORD_PAGE_COLUMNS = (
     "version",
     "scope_domain",
     "scope_task_type",
+    "scope_conditions",
     "sensitivity",
     "trust",
     "status",

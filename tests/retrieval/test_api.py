@@ -44,9 +44,7 @@ def test_it_finds_by_text_before_any_embedding_exists(agent):
 
 def test_it_ranks_by_vector_and_text_once_embedded(agent, tenant):
     write(agent, subject="user:1", value="ships with carrier alpha")
-    write(
-        agent, subject="user:2", value="ships with carrier beta, window seats", key="travel.seat"
-    )
+    write(agent, subject="user:2", value="ships with carrier beta, window seats", key="travel.seat")
     embed_all(tenant)
     response = search(agent, query="ships carrier")
     hits = response.json()["results"]
