@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from celery import Celery
@@ -69,6 +69,19 @@ class TenantTask(DjangoTask):  # type: ignore[type-arg]
     def delay_on_commit(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         """``delay`` after the transaction commits, for the tenant current *now*."""
         self.apply_async_on_commit(args, kwargs)
+
+    def for_each_tenant(self) -> int:
+        """Send this task once per tenant, each carrying its tenant (after the fan-out's
+        commit); returns how many were sent. The periodic per-tenant sweeps start here."""
+        from apps.tenancy.context import tenant_scope
+        from apps.tenancy.models import Tenant
+
+        count = 0
+        for tenant_id in Tenant.objects.values_list("pk", flat=True):
+            with tenant_scope(tenant_id):
+                self.delay_on_commit()
+            count += 1
+        return count
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from apps.tenancy.context import tenant_scope
@@ -212,3 +225,39 @@ def broker_delivered_purge() -> int:
         finally:
             channel.close()
     return deleted
+
+
+def broker_messages_mentioning(needles: Iterable[str]) -> list[str]:
+    """The ids of the SQL broker's stored messages whose body names any of ``needles``.
+
+    kombu stores each message as a JSON envelope with its body base64-encoded, so a body is
+    decoded before it is searched. Other transports keep no inspectable store: nothing to
+    report. After :func:`broker_delivered_purge` the table holds undelivered messages only.
+    """
+    import base64
+    import json
+
+    wanted = [needle for needle in needles if needle]
+    url = str(app.conf.broker_url)
+    if not wanted or broker_transport(url) not in {"sqla", "sqlalchemy"}:
+        return []
+    found: list[str] = []
+    with app.connection_for_write(url) as conn:
+        channel: Any = conn.channel()
+        try:
+            message = channel.message_cls
+            for pk, payload in channel.session.query(message.id, message.payload):
+                text = str(payload)
+                try:
+                    envelope = json.loads(text)
+                    body = envelope.get("body", "")
+                    if envelope.get("properties", {}).get("body_encoding") == "base64":
+                        body = base64.b64decode(body).decode("utf-8", "replace")
+                    text = f"{text}\n{body}"
+                except (ValueError, AttributeError, TypeError):
+                    pass
+                if any(needle in text for needle in wanted):
+                    found.append(str(pk))
+        finally:
+            channel.close()
+    return found

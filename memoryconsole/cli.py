@@ -27,7 +27,14 @@ def prepare_environment(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = prepare_environment(list(sys.argv if argv is None else argv))
+    raw = list(sys.argv if argv is None else argv)
+    if len(raw) > 1 and raw[1] == "mcp":
+        # The MCP server talks to the API over HTTP; it needs neither Django nor a database.
+        from memoryconsole import mcp_server
+
+        mcp_server.main(raw[2:])
+        return
+    args = prepare_environment(raw)
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(args)

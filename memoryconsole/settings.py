@@ -5,8 +5,10 @@ Environment variables read here (``docker-compose.yml`` sets the production ones
 
 SECRET_KEY, DEBUG, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, DATABASE_APP_URL,
 CELERY_BROKER_URL, MEMORYCONSOLE_HOME, MEMORYCONSOLE_DB_ROLE, MEMORYCONSOLE_DATABASE_NAME,
-LOG_LEVEL; behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS, SECURE_HSTS_INCLUDE_SUBDOMAINS,
-SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER.
+LOG_LEVEL, ERASURE_JOB_THRESHOLD_RECORDS; behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
+SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER;
+tuning (the defaults fit production): MEMORYCONSOLE_WORK_STALLED_AFTER,
+MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER.
 """
 
 from __future__ import annotations
@@ -167,6 +169,8 @@ AUTH_PASSWORD_VALIDATORS = [
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
+# A refused form gets the console's own page with a way back, not Django's bare default.
+CSRF_FAILURE_VIEW = "apps.tenancy.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -236,7 +240,11 @@ WHITENOISE_USE_FINDERS = True  # serve straight from the app folders; collectsta
 # --- API --------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.authentication.AgentCredentialAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.IsAgent"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "apps.api.permissions.IsAgent",
+        # After the credential: a misspelt option is a 400, never a destructive default.
+        "apps.api.known_input.DocumentedInputOnly",
+    ],
     "DEFAULT_PARSER_CLASSES": ["apps.api.problems.JSONBodyParser"],
     "DEFAULT_RENDERER_CLASSES": ["apps.api.problems.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "apps.api.schema.ProblemAutoSchema",
@@ -285,6 +293,9 @@ CELERY_BEAT_SCHEDULE = {
     "relay-outbox": {"task": "derivations.outbox_relay", "schedule": 2.0},
     # Deleted rows are reclaimed (and receipts say when) within minutes, not "eventually".
     "reclaim-deleted": {"task": "derivations.reclaim", "schedule": 10 * 60},
+    # ... and their bytes are rewritten out of every table and index file within a day (it
+    # locks each table while it is rewritten, so it runs rarely; `reclaim --rewrite` at once).
+    "rewrite-deleted": {"task": "derivations.rewrite", "schedule": 24 * 60 * 60},
     # Runs left open past their tenant's run_idle_close_after are closed as an agent would.
     "close-idle-runs": {"task": "state.close_idle_runs_all", "schedule": 15 * 60},
     # The SQL broker keeps every delivered message; nothing reads them again.
@@ -305,7 +316,14 @@ HNSW_BUILD_MEMORY = "512MB"
 OUTBOX_RELAY_ON_COMMIT = bool(os.environ.get("CELERY_BROKER_URL", "").strip())
 # Health says "degraded" when committed background work (an embedding, an erasure job) has
 # waited longer than this many seconds.
-WORK_STALLED_AFTER = 120
+WORK_STALLED_AFTER = int(os.environ.get("MEMORYCONSOLE_WORK_STALLED_AFTER", "120"))
+# The outbox relay offers a published row again after this many seconds without it being
+# done (its message was lost: a worker killed while holding it). Longer than a task may run
+# (its time limit), so a task still running is not run twice.
+OUTBOX_REDELIVER_AFTER = int(os.environ.get("MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER", "120"))
+# An API erasure matching more records than this is a job run by the worker (202 with the
+# job's URL) instead of running inside the request; the console always queues a job.
+ERASURE_JOB_THRESHOLD_RECORDS = int(os.environ.get("ERASURE_JOB_THRESHOLD_RECORDS", "1000"))
 
 # --- logging ----------------------------------------------------------------------------------
 LOGGING = {

@@ -31,3 +31,20 @@ def test_it_removes_delivered_messages_and_keeps_waiting_ones() -> None:
         assert waiting.get(timeout=5).payload == {"id": "waiting"}
         delivered.close()
         waiting.close()
+
+
+def test_it_finds_a_message_whose_body_names_an_id() -> None:
+    from memoryconsole.celery import broker_messages_mentioning
+
+    url = str(app.conf.broker_url)
+    needle = str(uuid.uuid4())
+    queue = f"test-{uuid.uuid4()}"
+    with Connection(url) as conn:
+        simple = conn.SimpleQueue(queue)
+        simple.put({"record_id": needle})
+        try:
+            assert len(broker_messages_mentioning([needle])) == 1
+            assert broker_messages_mentioning([str(uuid.uuid4())]) == []
+        finally:
+            simple.get(timeout=5).ack()
+            simple.close()

@@ -32,6 +32,8 @@ APP_SERVICES = ("migrate", "web", "worker", "beat")
 NOT_FOR_DEPLOYMENT = {
     "MEMORYCONSOLE_DB_ROLE": "set by the memoryconsole entry point for schema commands",
     "MEMORYCONSOLE_DATABASE_NAME": "selects a database on the embedded server only",
+    "MEMORYCONSOLE_WORK_STALLED_AFTER": "tuning: the default fits production",
+    "MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER": "tuning: the default fits production",
 }
 
 

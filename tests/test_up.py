@@ -24,6 +24,8 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.processes import free_port, memoryconsole_command
+
 pytestmark = pytest.mark.slow
 
 START_TIMEOUT = 90.0
@@ -32,15 +34,8 @@ STOP_TIMEOUT = 20.0
 FOREIGN_ENV = ("DATABASE_URL", "DATABASE_APP_URL", "CELERY_BROKER_URL", "MEMORYCONSOLE_DB_ROLE")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).with_name("memoryconsole")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "memoryconsole.cli"]
+_free_port = free_port
+_command = memoryconsole_command
 
 
 def _env(home: Path, **overrides: str) -> dict[str, str]:
@@ -113,13 +108,20 @@ def _processes_for(home: Path) -> list[str]:
 
 
 @contextmanager
-def running_up(home: Path, tmp_path: Path, *args: str, name: str = "up") -> Iterator[Up]:
+def running_up(
+    home: Path,
+    tmp_path: Path,
+    *args: str,
+    name: str = "up",
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+) -> Iterator[Up]:
     port = _free_port()
     log = tmp_path / f"{name}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [*_command(), "up", "--port", str(port), "--workers", "1", *args],
-            env=_env(home),
+            [*_command(), "up", "--port", str(port), "--workers", str(workers), *args],
+            env=_env(home, **(env or {})),
             stdout=sink,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -160,24 +162,7 @@ def test_it_serves_the_product_and_stops_everything_on_ctrl_c(tmp_path: Path) ->
         assert status == 200
 
         # A task sent by another process through the broker runs in up's worker.
-        sent = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import django; django.setup(); "
-                "from memoryconsole.tasks import tenant_probe; print(tenant_probe.delay().id)",
-            ],
-            env=_env(home, DJANGO_SETTINGS_MODULE="memoryconsole.settings"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        task_id = sent.stdout.strip().splitlines()[-1]
-        deadline = time.monotonic() + 20
-        while f"tenant_probe[{task_id}] succeeded" not in up.output():
-            assert time.monotonic() < deadline, f"task {task_id} did not run:\n{up.output()}"
-            time.sleep(0.5)
+        _probe_runs(home, up)
 
         output = up.output()
         assert "embedded PostgreSQL in" in output

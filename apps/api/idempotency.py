@@ -33,6 +33,10 @@ from .models import IdempotencyKey
 from .problems import Problem
 
 HEADER = "Idempotency-Key"
+TOMBSTONE_DETAIL = (
+    "The request with this Idempotency-Key succeeded; what it created or described has "
+    "since been deleted (see the deletion receipts). Nothing was written again."
+)
 RETENTION = timedelta(hours=24)
 MAX_KEY_LENGTH = 200
 
@@ -102,6 +106,8 @@ def idempotent(
                     )
                 replay = Response(stored.response_body, status=stored.status_code)
                 replay["Idempotent-Replayed"] = "true"
+                if stored.tombstone:
+                    replay["Idempotent-Tombstone"] = "true"
                 return replay
             response = handler(view, request, *args, **kwargs)
             if 200 <= response.status_code < 300:
@@ -133,12 +139,25 @@ def _default_resource(data: Any) -> str:
     return ""
 
 
+def tombstone_body(resource_id: str) -> dict[str, Any]:
+    """What a retry of a request whose object was deleted since receives: no content."""
+    return {"id": resource_id, "status": "deleted", "detail": TOMBSTONE_DETAIL}
+
+
 def purge_responses_about(resource_ids: list[str]) -> int:
-    """Forget stored responses describing deleted objects (current tenant)."""
+    """Replace the stored responses describing deleted objects with tombstones (current
+    tenant); returns how many. The deletion's SQL statement (``apps.derivations.purge``)
+    writes the same tombstone."""
     if not resource_ids:
         return 0
-    deleted, _ = IdempotencyKey.objects.filter(resource_id__in=resource_ids).delete()
-    return deleted
+    stored = IdempotencyKey.objects.filter(resource_id__in=resource_ids, tombstone=False)
+    replaced = 0
+    for row in stored.only("pk", "resource_id"):
+        IdempotencyKey.objects.filter(pk=row.pk).update(
+            response_body=tombstone_body(row.resource_id), tombstone=True
+        )
+        replaced += 1
+    return replaced
 
 
 def purge_expired() -> int:

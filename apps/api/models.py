@@ -13,8 +13,11 @@ from apps.tenancy.models import TenantOwned
 class IdempotencyKey(TenantOwned):
     """The first successful response to a POST with an ``Idempotency-Key``, per credential.
 
-    ``resource_id`` names the object the response describes, so deleting that object also
-    deletes the stored response (a deleted memory must not survive in a replay cache).
+    ``resource_id`` names the object the response describes. Deleting that object replaces
+    the stored body with a content-free tombstone (``tombstone``: the object's id and that it
+    was deleted), keeping the status and the request's digest: a deleted memory must not
+    survive in a replay cache, and a retry of the request that created it must replay that
+    outcome, never write it again.
     """
 
     credential_id = models.UUIDField()
@@ -24,6 +27,7 @@ class IdempotencyKey(TenantOwned):
     response_body = models.JSONField(encoder=DjangoJSONEncoder)
     resource_id = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField()
+    tombstone = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [

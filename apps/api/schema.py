@@ -6,6 +6,8 @@ from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ComponentRegistry
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
 from .problems import PROBLEM_CONTENT_TYPE
@@ -73,3 +75,14 @@ class ProblemAutoSchema(AutoSchema):
                 {"content": {PROBLEM_CONTENT_TYPE: {"schema": ref}}, "description": description},
             )
         return operation
+
+
+# The query parameters of cursor-paginated listings, declared where the listing is (a plain
+# APIView's paginator is invisible to drf-spectacular) so they are documented and accepted.
+CURSOR_PARAMETER = OpenApiParameter(
+    "cursor", OpenApiTypes.STR, description="The `next` or `previous` link's cursor."
+)
+PAGE_PARAMETERS = [
+    CURSOR_PARAMETER,
+    OpenApiParameter("page_size", OpenApiTypes.INT, description="Items per page (at most 500)."),
+]

@@ -104,6 +104,10 @@ class DeletionReceipt(TenantOwned):
     subject_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
     written_from = models.DateTimeField(null=True, blank=True)
     reclaimed_at = models.DateTimeField(null=True, blank=True)
+    # When the tables were rewritten after the deletion (VACUUM FULL: the pages that held the
+    # deleted rows, and every index, the full-text one included, written anew): from then on
+    # no data file holds the deleted bytes. A vacuum only marks their space reusable.
+    rewritten_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
     )
@@ -142,6 +146,15 @@ class DeletionReceipt(TenantOwned):
             return self.reclaimed_at
         parent = self.parent
         return parent.reclaimed_at if parent is not None else None
+
+    @property
+    def storage_rewritten_at(self) -> datetime | None:
+        """When no data file held the deleted rows any more (None: not yet); an erasure's
+        per-fact receipts read their erasure's stamp, as for :attr:`storage_reclaimed_at`."""
+        if self.rewritten_at is not None or self.parent_id is None:
+            return self.rewritten_at
+        parent = self.parent
+        return parent.rewritten_at if parent is not None else None
 
     def __str__(self) -> str:
         return f"receipt {self.pk} ({self.kind})"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import transaction
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,12 +18,17 @@ from rest_framework.views import APIView
 
 from apps.api.idempotency import idempotent
 from apps.api.problems import Problem
+from apps.api.schema import PAGE_PARAMETERS
 from apps.audit.services import Actor
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
 from .embeddings import client_vector_split, client_vector_store
-from .models import Summary
+from .models import ErasureJob, ErasureJobState, Summary
+from .preview import DeletionPreview
+
+if TYPE_CHECKING:
+    from .erasure import ErasurePreview
 
 
 class SummarySourceInput(serializers.Serializer):  # type: ignore[type-arg]
@@ -198,6 +206,42 @@ class ErasureInput(serializers.Serializer):  # type: ignore[type-arg]
     owner = serializers.CharField(required=False)
     consent_ref = serializers.CharField(required=False)
     reason = serializers.CharField()
+    dry_run = serializers.BooleanField(
+        required=False,
+        help_text="A JSON boolean (true or false, never a string). true: the totals and ids the "
+        "erasure would remove now; nothing is changed and no receipt is written.",
+    )
+
+
+def deletion_preview_body(preview: DeletionPreview) -> dict[str, Any]:
+    """A deletion's dry run as the API shows it: counts, and the ids of what would go."""
+    return {
+        "dry_run": True,
+        "record": str(preview.record_id) if preview.record_id else None,
+        "fact": str(preview.fact_id) if preview.fact_id else None,
+        "held": preview.held,
+        "holds": [str(hold.pk) for hold in preview.holds],
+        "counts": preview.counts(),
+        "record_ids": [str(version.pk) for version in preview.versions],
+        "summaries_invalidated": [str(s.pk) for s in preview.summaries_to_invalidate],
+        "open_promotion_requests": [str(r.pk) for r in preview.open_promotion_requests],
+        "open_conflicts": [str(c.pk) for c in preview.open_conflicts],
+    }
+
+
+def erasure_preview_body(preview: ErasurePreview) -> dict[str, Any]:
+    """An erasure's dry run: the totals it would report, and the ids of what would go."""
+    removal = preview.removal
+    return {
+        "dry_run": True,
+        "totals": preview.totals(),
+        "fact_ids": [str(pk) for pk in removal.fact_ids],
+        "record_ids": [str(version.pk) for version in removal.versions],
+        "summaries_invalidated": [str(s.pk) for s in removal.summaries_to_invalidate],
+        "ids_truncated": removal.facts > len(removal.fact_ids)
+        or removal.version_count > len(removal.versions)
+        or removal.summaries_to_invalidate_count > len(removal.summaries_to_invalidate),
+    }
 
 
 class ErasureView(APIView):
@@ -207,12 +251,20 @@ class ErasureView(APIView):
 
     @extend_schema(
         request=ErasureInput,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={
+            200: OpenApiTypes.OBJECT,
+            202: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="More records than ERASURE_JOB_THRESHOLD_RECORDS match: the "
+                "erasure is a job; its URL is in Location and in `url`.",
+            ),
+        },
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
     @idempotent()
     def post(self, request: Request) -> Response:
-        from .erasure import SELECTORS, erasure_run
+        from .erasure import SELECTORS, erasure_preview, erasure_records_matching, erasure_run
+        from .erasure_jobs import erasure_job_enqueue
 
         credential = request.auth
         assert isinstance(credential, AgentCredential)
@@ -231,17 +283,31 @@ class ErasureView(APIView):
             errors[selector] = ["A string."]
         if not isinstance(reason, str) or not reason.strip():
             errors["reason"] = ["Required, non-empty."]
+        dry_run = request.data.get("dry_run", False)
+        if not isinstance(dry_run, bool):
+            errors["dry_run"] = ["A JSON boolean: true or false."]
         if errors:
             raise Problem("The erasure was rejected.", errors=errors)
         assert isinstance(value, str)
         assert isinstance(reason, str)
+        if dry_run:
+            return Response(erasure_preview_body(erasure_preview(selector=selector, value=value)))
+        matched = erasure_records_matching(selector=selector, value=value)
+        actor = _actor(request)
         try:
+            if matched > settings.ERASURE_JOB_THRESHOLD_RECORDS:
+                job = erasure_job_enqueue(
+                    tenant=credential.tenant,
+                    actor=actor,
+                    selector=selector,
+                    value=value,
+                    reason=reason,
+                    records=matched,
+                )
+                body = erasure_job_body(job)
+                return Response(body, status=202, headers={"Location": body["url"]})
             result = erasure_run(
-                tenant=credential.tenant,
-                actor=_actor(request),
-                selector=selector,
-                value=value,
-                reason=reason,
+                tenant=credential.tenant, actor=actor, selector=selector, value=value, reason=reason
             )
         except services.DerivationRejected as rejected:
             raise rejected_problem(rejected) from rejected
@@ -254,6 +320,49 @@ class ErasureView(APIView):
                 "receipts_truncated": result.totals.get("facts", 0) > len(result.receipt_ids),
             }
         )
+
+
+def erasure_job_body(job: ErasureJob) -> dict[str, Any]:
+    """An erasure job: its state and progress; once done, its totals and summary receipt."""
+    return {
+        "id": str(job.pk),
+        "url": reverse("api-erasure", kwargs={"job_id": job.pk}),
+        "state": job.state,
+        "selector": job.selector,
+        "reason": job.reason,
+        "requested_by": {
+            "type": job.requested_by_type,
+            "id": job.requested_by_id,
+            "label": job.requested_by_label,
+        },
+        "requested_at": job.requested_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "progress": {"records_matched": job.records_matched, "records_erased": job.records_erased},
+        "totals": job.totals if job.state == ErasureJobState.DONE else None,
+        "receipt": receipt_body(job.receipt) if job.receipt is not None else None,
+        "error": job.error or None,
+    }
+
+
+class ErasureJobView(APIView):
+    """An erasure job of the credential's tenant (asked for through the API or the console)."""
+
+    # Either action reads it: the eraser follows its job, an auditor the deletion history.
+    readers = ("erase", "audit")
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, job_id: str) -> Response:
+        from .erasure_jobs import erasure_job_get
+
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        if not any(credential.allows(action) for action in self.readers):
+            raise PermissionDenied("This credential lacks the 'erase' or 'audit' action.")
+        job = erasure_job_get(job_id)
+        if job is None:
+            raise Problem("No such erasure job.", status_code=404)
+        return Response(erasure_job_body(job))
 
 
 def receipt_body(receipt: Any) -> dict[str, Any]:
@@ -278,7 +387,11 @@ class DeletionReceiptListView(APIView):
 
     @extend_schema(
         operation_id="v1_deletion_receipts_list",
-        parameters=[OpenApiParameter("parent", str), OpenApiParameter("kind", str)],
+        parameters=[
+            OpenApiParameter("parent", str),
+            OpenApiParameter("kind", str),
+            *PAGE_PARAMETERS,
+        ],
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request: Request) -> Response:

@@ -29,6 +29,7 @@ from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import id_array, prepared_cursor
 
+from .preview import DeletionPreview, facts_deletion_preview
 from .purge import versions_purge
 from .services import DerivationRejected
 
@@ -45,6 +46,12 @@ TOTALS = (
     "embeddings",
     "summaries_invalidated",
     "outbox",
+    # The state layer (apps.state.erasure): runs with their episodes and checkpoints, and
+    # obligations whose payload and result were stripped.
+    "runs",
+    "episodes",
+    "checkpoints",
+    "obligations_stripped",
 )
 
 
@@ -69,6 +76,73 @@ def _matching_facts(selector: str, value: str) -> QuerySet[Fact]:
     return Fact.objects.filter(
         pk__in=MemoryRecord.objects.filter(**{column: value}).values("fact_id")
     )
+
+
+# Ids listed by a dry run (its counts are complete).
+DRY_RUN_IDS_LISTED = 1000
+
+
+@dataclass(frozen=True)
+class ErasurePreview:
+    """What an erasure would do now, changing nothing: the deletion preview of the facts it
+    would erase, and what a legal hold keeps."""
+
+    removal: DeletionPreview
+    held_facts: int
+    held_records: int
+    state: dict[str, int]
+
+    @property
+    def erasable_facts(self) -> int:
+        return self.removal.facts
+
+    @property
+    def facts(self) -> int:
+        """Every fact matching, held ones included."""
+        return self.removal.facts + self.held_facts
+
+    @property
+    def records(self) -> int:
+        """Every version matching, held ones included (the scale of the work)."""
+        return self.removal.version_count + self.held_records
+
+    def totals(self) -> dict[str, int]:
+        """The totals the erasure would report (the names of ``erasure_run``'s totals)."""
+        return {
+            **self.removal.totals(),
+            **self.state,
+            "held_facts": self.held_facts,
+            "held_records": self.held_records,
+        }
+
+
+def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
+    """What ``erasure_run`` with ``selector = value`` would remove now, in the current tenant:
+    the same facts (held ones set aside) read as :func:`facts_deletion_preview` reads them."""
+    if selector not in SELECTORS:
+        raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
+    from apps.state.erasure import state_erasure_counts
+
+    matching = _matching_facts(selector, value)
+    held = matching.filter(_held_q())
+    return ErasurePreview(
+        state=state_erasure_counts(selector=selector, value=value),
+        removal=facts_deletion_preview(
+            matching.exclude(_held_q()).values("pk"), listed=DRY_RUN_IDS_LISTED
+        ),
+        held_facts=held.count(),
+        held_records=MemoryRecord.objects.filter(fact_id__in=held.values("pk")).count(),
+    )
+
+
+def erasure_records_matching(*, selector: str, value: str) -> int:
+    """How many records an erasure by ``selector = value`` would cover (held ones included):
+    the scale that decides whether it runs in the request or as a job."""
+    if selector not in SELECTORS:
+        raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
+    return MemoryRecord.objects.filter(
+        fact_id__in=_matching_facts(selector, value).values("pk")
+    ).count()
 
 
 def erasure_run(
@@ -152,6 +226,9 @@ def erasure_run(
             totals[name] += count
         if progress is not None:
             progress(totals["records"], max(to_erase, totals["records"]))
+    state_erased = _state_erase(selector, value, reason)
+    for name, count in state_erased.counts.items():
+        totals[name] += count
     with transaction.atomic():
         event = audit_record(
             tenant=tenant,
@@ -167,10 +244,26 @@ def erasure_run(
                 "target": {selector: value},
             },
         )
-        parent.counts = {"selector": selector, **totals, "audit_event": str(event.pk)}
+        parent.counts = {
+            "selector": selector,
+            **totals,
+            "audit_event": str(event.pk),
+            # What verify-erasure looks for again (ids only; apps.state.erasure).
+            "state_erased": {
+                "runs": state_erased.run_ids,
+                "obligations": state_erased.obligation_ids,
+            },
+        }
         parent.deleted_at = timezone.now()
         parent.save(update_fields=["counts", "deleted_at"])
     return ErasureResult(receipt=parent, totals=dict(totals), receipt_ids=receipt_ids[:1000])
+
+
+def _state_erase(selector: str, value: str, reason: str) -> Any:
+    from apps.state.erasure import state_erase
+
+    with transaction.atomic():
+        return state_erase(selector=selector, value=value, reason=reason)
 
 
 # One receipt per fact, the batch's receipts sent as one JSON document (one ``json.dumps``,

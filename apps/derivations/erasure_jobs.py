@@ -1,89 +1,45 @@
-"""Erasures asked for in the console, run by the worker through the transactional outbox.
+"""Erasures too large for a request, run by the worker: an ``ErasureJob`` and an outbox row.
 
 An erasure may cover 100k records, longer than a web request should hold a connection. So
-the console does not run it in the request: ``erasure_job_enqueue`` writes an outbox row
-(and an ``erasure.request`` audit event) in the request's transaction. Once that commits the
-request is acknowledged and cannot be lost: the beat relay publishes a row the on-commit
-publish missed, and the task is ``acks_late`` (a killed worker's message runs again).
+above a threshold (``settings.ERASURE_JOB_THRESHOLD_RECORDS``; the console always) the
+erasure is not run in the request: ``erasure_job_enqueue`` writes the job, an outbox row
+naming it (ids only) and an ``erasure.request`` audit event in the request's transaction.
+Once that commits the request is acknowledged and cannot be lost: the beat relay publishes a
+row the on-commit publish missed, and the task is ``acks_late`` (a killed worker's message
+runs again).
 
 The task (``derivations.erasure_job``) runs ``erasure_run`` in one transaction as the tenant,
-holding a lock on its outbox row for the whole run: the relay (``SKIP LOCKED``) cannot
-republish a long erasure while it runs, and a redelivered copy waits for the lock, then sees
-the row ``done`` and does nothing. The erasure and the row's ``done`` mark commit together,
-so the console never shows "done" for an erasure that rolled back.
+holding a lock on the job row for the whole run: a redelivered copy waits for the lock, then
+sees the job ``done`` and does nothing. The erasure and the job's ``done`` mark commit
+together, so no one is told "done" for an erasure that rolled back.
 
-The outbox payload carries the selector and its value (an identifier of a subject, an owner
-or a consent, never memory content) only until the erasure commits; then it is replaced by
-the receipt's id and totals, so the identifier the erasure was about is not kept beside it
-(the receipt keeps only its digest).
+The job carries the selector's value (an identifier of a subject, an owner or a consent,
+never memory content) only until the erasure commits; then it keeps the receipt and totals,
+and the identifier is blanked (the receipt and the job keep only its digest).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor, audit_record, content_digest
-from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from memoryconsole.celery import app
 
-from .models import OutboxMessage, OutboxState
-from .outbox import outbox_enqueue
+from .models import ErasureJob, ErasureJobState, OutboxState
+from .outbox import outbox_enqueue, outbox_finish
 from .services import DerivationRejected
 from .tasks import OutboxTask
 
 logger = logging.getLogger(__name__)
 
 ERASURE_JOB = "derivations.erasure_job"
-SELECTOR_LABELS = {"subject": "subject", "owner": "owner", "consent_ref": "consent reference"}
-
-
-# --- what an erasure would cover --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ErasurePreview:
-    """How much an erasure would remove now, and how much a legal hold keeps."""
-
-    facts: int
-    records: int
-    held_facts: int
-
-    @property
-    def erasable_facts(self) -> int:
-        return self.facts - self.held_facts
-
-
-def _facts_matching(selector: str, value: str) -> Any:
-    # The same rule as the erasure: a whole fact goes when any of its versions matches.
-    if selector == "subject":
-        return Fact.objects.filter(subject=value)
-    return Fact.objects.filter(
-        pk__in=MemoryRecord.objects.filter(**{selector: value}).values("fact_id")
-    )
-
-
-def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
-    """Count what ``selector = value`` matches in the current tenant (three queries)."""
-    facts = _facts_matching(selector, value)
-    held = LegalHold.objects.filter(lifted_at__isnull=True).filter(
-        Q(fact=OuterRef("pk")) | Q(subject=OuterRef("subject"))
-    )
-    return ErasurePreview(
-        facts=facts.count(),
-        records=MemoryRecord.objects.filter(fact__in=facts).count(),
-        held_facts=facts.filter(Exists(held)).count(),
-    )
 
 
 # --- the job ----------------------------------------------------------------------------------
@@ -91,12 +47,12 @@ def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
 
 def erasure_job_enqueue(
     *, tenant: Tenant, actor: Actor, selector: str, value: str, reason: str, records: int
-) -> OutboxMessage:
+) -> ErasureJob:
     """Queue an erasure in the caller's transaction and audit the request.
 
-    ``records`` is how many records matched when the person confirmed (shown as the scale
-    of the work while it runs). Validates like ``erasure_run``, so a queued job cannot be
-    refused later for its input.
+    ``records`` is how many records matched when it was asked for (shown as the scale of the
+    work while it runs). Validates like ``erasure_run``, so a queued job cannot be refused
+    later for its input.
     """
     from .erasure import SELECTORS
 
@@ -106,30 +62,32 @@ def erasure_job_enqueue(
         raise DerivationRejected({"value": ["1 to 200 characters."]})
     if not reason.strip():
         raise DerivationRejected({"reason": ["Required, non-empty."]})
-    job_id = uuid.uuid4()
-    requested_at = timezone.now()
-    message = outbox_enqueue(
+    digest = content_digest({selector: value})
+    job = ErasureJob.objects.create(
+        tenant=tenant,
+        selector=selector,
+        value=value,
+        value_digest=digest,
+        reason=reason,
+        requested_by_type=actor.type,
+        requested_by_id=actor.id,
+        requested_by_label=actor.label[:200],
+        requested_at=timezone.now(),
+        records_matched=records,
+    )
+    outbox_enqueue(
         tenant_id=tenant.pk,
         task_name=ERASURE_JOB,
-        object_id=job_id,
-        payload={
-            "selector": selector,
-            "value": value,
-            "reason": reason,
-            "actor_type": actor.type,
-            "actor_id": actor.id,
-            "actor_label": actor.label,
-            "records": records,
-            "requested_at": requested_at.isoformat(),
-        },
+        object_id=job.pk,
+        payload={"job_id": str(job.pk)},
     )
     audit_record(
         tenant=tenant,
         actor=actor,
         action="erasure.request",
         object_type="erasure_job",
-        object_id=str(message.pk),
-        digest=content_digest({selector: value}),
+        object_id=str(job.pk),
+        digest=digest,
         data={
             "selector": selector,
             "records_matched": records,
@@ -137,118 +95,65 @@ def erasure_job_enqueue(
             "target": {selector: value},
         },
     )
-    return message
-
-
-@dataclass(frozen=True)
-class ErasureJob:
-    """A console erasure as its outbox row tells it."""
-
-    id: str
-    state: str  # queued | running | done | failed
-    selector: str
-    requested_by: str
-    requested_at: datetime | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    records_matched: int
-    receipt_id: str | None
-    totals: dict[str, int]
-    error: str
-
-    @property
-    def finished(self) -> bool:
-        return self.state in {"done", "failed"}
-
-    @property
-    def selector_label(self) -> str:
-        return SELECTOR_LABELS.get(self.selector, self.selector)
-
-
-def _as_job(message: OutboxMessage) -> ErasureJob:
-    payload = message.payload if isinstance(message.payload, dict) else {}
-    if message.state == OutboxState.DONE:
-        state = "done"
-    elif message.state == OutboxState.DEAD:
-        state = "failed"
-    elif payload.get("started_at"):
-        state = "running"
-    else:
-        state = "queued"
-    totals = payload.get("totals")
-    return ErasureJob(
-        id=str(message.pk),
-        state=state,
-        selector=str(payload.get("selector", "")),
-        requested_by=str(payload.get("actor_label", "")),
-        requested_at=message.created_at,
-        started_at=parse_datetime(str(payload["started_at"]))
-        if payload.get("started_at")
-        else None,
-        finished_at=message.finished_at,
-        records_matched=int(payload.get("records") or 0),
-        receipt_id=str(payload["receipt_id"]) if payload.get("receipt_id") else None,
-        totals=totals if isinstance(totals, dict) else {},
-        error=message.last_error if state == "failed" else "",
-    )
+    return job
 
 
 def erasure_job_get(job_id: Any) -> ErasureJob | None:
-    """A console erasure of the current tenant by id, or None (missing or another tenant's)."""
+    """An erasure job of the current tenant by id, or None (missing or another tenant's)."""
     try:
         pk = uuid.UUID(str(job_id))
     except (ValueError, TypeError):
         return None
-    message = OutboxMessage.objects.filter(pk=pk, task_name=ERASURE_JOB).first()
-    return _as_job(message) if message else None
+    return ErasureJob.objects.select_related("receipt").filter(pk=pk).first()
 
 
 def erasure_jobs_recent(limit: int = 10) -> list[ErasureJob]:
-    """The current tenant's latest console erasures, newest first (two indexed queries).
+    """The current tenant's latest erasure jobs, newest first (one indexed query)."""
+    return list(ErasureJob.objects.order_by("-requested_at", "-id")[:limit])
 
-    Found through their ``erasure.request`` audit events (indexed by tenant and action), not
-    by scanning the outbox, which holds a row for every embedding ever queued.
-    """
-    from apps.audit.models import AuditEvent
 
-    job_ids = list(
-        AuditEvent.objects.filter(action="erasure.request", object_type="erasure_job")
-        .order_by("-seq")
-        .values_list("object_id", flat=True)[:limit]
-    )
-    messages = OutboxMessage.objects.filter(pk__in=job_ids, task_name=ERASURE_JOB)
-    by_id = {str(m.pk): m for m in messages}
-    return [_as_job(by_id[pk]) for pk in job_ids if pk in by_id]
+def _job_fail(job_id: Any, error: str) -> None:
+    ErasureJob.objects.filter(
+        pk=job_id, state__in=[ErasureJobState.QUEUED, ErasureJobState.RUNNING]
+    ).update(state=ErasureJobState.FAILED, finished_at=timezone.now(), error=error[:2000])
 
 
 class ErasureJobTask(OutboxTask):
-    """Notes the start of the run in a transaction of its own, before the erasure's, so the
-    console can tell "running" from "waiting for a worker" while the erasure is invisible."""
+    """Notes the start of the run in a transaction of its own, before the erasure's, so
+    "running" can be told from "waiting for a worker" while the erasure is invisible; and
+    marks the job failed when its retries run out."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         tenant_id = self._tenant_from_request()
-        outbox_id = kwargs.get("outbox_id")
-        if tenant_id and outbox_id:
+        job_id = kwargs.get("job_id") or kwargs.get("outbox_id")
+        if tenant_id and job_id:
             try:
                 with tenant_scope(tenant_id):
-                    # SKIP LOCKED: a row locked by a run in progress (this is a second
-                    # delivery) keeps its start time; the body below then waits and finds it
-                    # done. Never rewrites a finished row's payload.
-                    message = (
-                        OutboxMessage.objects.select_for_update(skip_locked=True)
-                        .filter(
-                            pk=outbox_id,
-                            task_name=ERASURE_JOB,
-                            state__in=[OutboxState.PENDING, OutboxState.PUBLISHED],
-                        )
+                    # SKIP LOCKED: a job locked by a run in progress (this is a second
+                    # delivery) keeps its start time; the body then waits and finds it done.
+                    job = (
+                        ErasureJob.objects.select_for_update(skip_locked=True)
+                        .filter(pk=job_id, state=ErasureJobState.QUEUED)
                         .first()
                     )
-                    if message is not None and isinstance(message.payload, dict):
-                        payload = {**message.payload, "started_at": timezone.now().isoformat()}
-                        OutboxMessage.objects.filter(pk=message.pk).update(payload=payload)
+                    if job is not None:
+                        ErasureJob.objects.filter(pk=job.pk).update(
+                            state=ErasureJobState.RUNNING, started_at=timezone.now()
+                        )
             except Exception:  # only the progress display depends on it
-                logger.warning("could not note the start of erasure %s", outbox_id, exc_info=True)
+                logger.warning("could not note the start of erasure %s", job_id, exc_info=True)
         return super().__call__(*args, **kwargs)
+
+    def on_failure(self, exc: Any, task_id: Any, args: Any, kwargs: Any, einfo: Any) -> None:
+        super().on_failure(exc, task_id, args, kwargs, einfo)
+        tenant_id = self._tenant_from_request()
+        job_id = kwargs.get("job_id") or kwargs.get("outbox_id")
+        if tenant_id and job_id:
+            try:
+                with tenant_scope(tenant_id):
+                    _job_fail(job_id, f"failed: {exc!r}")
+            except Exception:
+                logger.exception("could not record the failure of erasure %s", job_id)
 
 
 @app.task(
@@ -264,61 +169,56 @@ class ErasureJobTask(OutboxTask):
     retry_backoff_max=600,
     max_retries=3,
 )
-def erasure_job_run(
-    selector: str = "",
-    value: str = "",
-    reason: str = "",
-    actor_type: str = "",
-    actor_id: str = "",
-    actor_label: str = "",
-    outbox_id: str | None = None,
-    **_ignored: Any,
-) -> str:
-    """Run one queued erasure; a copy delivered again after it finished does nothing."""
+def erasure_job_run(job_id: str = "", outbox_id: str | None = None, **_ignored: Any) -> str:
+    """Run one queued erasure; a copy delivered again after it finished does nothing.
+
+    (A job moved out of an outbox payload by migration 0006 has its outbox row's id.)"""
     from .erasure import erasure_run
 
-    if not outbox_id:
-        return "no outbox row"
-    # Locked for the whole run: the relay skips it, and a second delivery waits here.
-    message = (
-        OutboxMessage.objects.select_for_update()
-        .filter(pk=outbox_id, task_name=ERASURE_JOB)
-        .first()
-    )
-    if message is None or message.state in {OutboxState.DONE, OutboxState.DEAD}:
+    job_id = job_id or outbox_id or ""
+    if not job_id:
+        return "no job"
+    # Locked for the whole run: a second delivery waits here.
+    job = ErasureJob.objects.select_for_update().filter(pk=job_id).first()
+    if job is None or job.finished:
+        outbox_finish(outbox_id)
         return "already finished"
-    tenant = Tenant.objects.get(pk=message.tenant_id)
-    actor = Actor(type=actor_type, id=actor_id, label=actor_label)
+    tenant = Tenant.objects.get(pk=job.tenant_id)
+    actor = Actor(type=job.requested_by_type, id=job.requested_by_id, label=job.requested_by_label)
     try:
         result = erasure_run(
-            tenant=tenant, actor=actor, selector=selector, value=value, reason=reason
+            tenant=tenant, actor=actor, selector=job.selector, value=job.value, reason=job.reason
         )
     except DerivationRejected as rejected:
-        OutboxMessage.objects.filter(pk=message.pk).update(
-            state=OutboxState.DEAD,
-            finished_at=timezone.now(),
-            last_error=f"refused: {rejected.errors}"[:2000],
-            payload={"selector": selector, "actor_label": actor_label},
-        )
+        job.state = ErasureJobState.FAILED
+        job.error = f"refused: {rejected.errors}"[:2000]
+        job.value = ""
+        job.finished_at = timezone.now()
+        job.save(update_fields=["state", "error", "value", "finished_at"])
+        outbox_finish(outbox_id, state=OutboxState.DEAD, error=job.error)
         return "refused"
-    payload = message.payload if isinstance(message.payload, dict) else {}
-    OutboxMessage.objects.filter(pk=message.pk).update(
-        state=OutboxState.DONE,
-        finished_at=timezone.now(),
-        payload={
-            "selector": selector,
-            "actor_label": actor_label,
-            "records": payload.get("records", 0),
-            "started_at": payload.get("started_at"),
-            "receipt_id": str(result.receipt.pk),
-            "totals": result.totals,
-        },
+    job.state = ErasureJobState.DONE
+    job.value = ""
+    job.finished_at = timezone.now()
+    job.started_at = job.started_at or job.finished_at
+    job.totals = result.totals
+    job.records_erased = result.totals.get("records", 0)
+    job.receipt = result.receipt
+    job.save(
+        update_fields=[
+            "state",
+            "value",
+            "finished_at",
+            "started_at",
+            "totals",
+            "records_erased",
+            "receipt",
+        ]
     )
+    outbox_finish(outbox_id)
     return str(result.receipt.pk)
 
 
 def erasure_receipt_for(job: ErasureJob) -> DeletionReceipt | None:
     """The summary receipt of a finished job (None while it runs)."""
-    if not job.receipt_id:
-        return None
-    return DeletionReceipt.objects.filter(pk=job.receipt_id).first()
+    return job.receipt

@@ -38,11 +38,15 @@ logger = logging.getLogger(__name__)
 EMBED_RECORD = "derivations.embed_record"
 EMBED_SUMMARY = "derivations.embed_summary"
 
-# The row is the unit of delivery and the broker message only a wake-up: a row published
-# this long ago and still not done lost its message (a worker killed while holding it, a
-# broker reset), and the relay offers it again. Longer than a task may run (its time limit),
-# so a task still running is not run twice; safe either way, since every task is idempotent.
-REPUBLISH_AFTER = timedelta(minutes=2)
+
+def redeliver_after() -> timedelta:
+    """The row is the unit of delivery and the broker message only a wake-up: a row published
+    this long ago (``OUTBOX_REDELIVER_AFTER``) and still not done lost its message (a worker
+    killed while holding it, a broker reset), and the relay offers it again; safe, since every
+    task is idempotent."""
+    return timedelta(seconds=settings.OUTBOX_REDELIVER_AFTER)
+
+
 # With on-commit publishing, a pending row younger than this was most likely sent already.
 ON_COMMIT_GRACE = timedelta(seconds=30)
 
@@ -119,7 +123,7 @@ def outbox_relay_tenant(
         rows = list(pending.order_by("created_at")[:limit])
         stale = list(
             OutboxMessage.objects.select_for_update(skip_locked=True)
-            .filter(state=OutboxState.PUBLISHED, published_at__lt=now - REPUBLISH_AFTER)
+            .filter(state=OutboxState.PUBLISHED, published_at__lt=now - redeliver_after())
             .order_by("published_at")[: max(limit - len(rows), 0)]
         )
         for message in [*rows, *stale]:

@@ -6,7 +6,8 @@ the embeddings that go and the summaries that become invalid, and the queued wor
 It reads the same rows the deletion path touches (``apps.records.services._versions_delete``
 and :mod:`apps.derivations.propagation`), in a fixed number of queries whatever their count.
 
-A legal hold makes the deletion impossible; the preview says so, and by which hold.
+A legal hold makes the deletion impossible; the preview says so, and by which hold. The same
+reading over many facts is an erasure's dry run (``apps.derivations.erasure.erasure_preview``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from .models import Embedding, OutboxMessage, Summary
@@ -35,14 +37,20 @@ class EmbeddingGroup:
 
 @dataclass
 class DeletionPreview:
-    """What deleting one record (its whole fact) would remove or invalidate."""
+    """What deleting a set of whole facts would remove or invalidate: one record's fact (the
+    console's confirmation, ``DELETE /records/{id}?dry_run=true``) or an erasure's facts
+    (``POST /erasures`` with ``dry_run``). Counts are complete; lists stop at their limit."""
 
-    record_id: uuid.UUID
-    fact_id: uuid.UUID
+    record_id: uuid.UUID | None = None
+    fact_id: uuid.UUID | None = None
     holds: list[Any] = field(default_factory=list)
+    facts: int = 0
+    fact_ids: list[Any] = field(default_factory=list)
     versions: list[Any] = field(default_factory=list)
+    version_count: int = 0
     observations: int = 0
     promotion_requests: int = 0
+    promotion_events: int = 0
     open_promotion_requests: list[Any] = field(default_factory=list)
     conflicts: int = 0
     open_conflicts: list[Any] = field(default_factory=list)
@@ -52,6 +60,7 @@ class DeletionPreview:
     summaries_already_invalid: int = 0
     summary_embeddings: int = 0
     queued_work: int = 0
+    stored_responses: int = 0
 
     @property
     def held(self) -> bool:
@@ -61,6 +70,25 @@ class DeletionPreview:
     def embeddings_total(self) -> int:
         return sum(group.count for group in self.record_embeddings) + self.summary_embeddings
 
+    def counts(self) -> dict[str, int]:
+        """The counts under the names a deletion receipt's counts use (``versions_purge``)."""
+        return {
+            "versions": self.version_count,
+            "observations": self.observations,
+            "promotion_events": self.promotion_events,
+            "promotion_requests": self.promotion_requests,
+            "conflicts": self.conflicts,
+            "stored_responses": self.stored_responses,
+            "embeddings": self.embeddings_total,
+            "summaries_invalidated": self.summaries_to_invalidate_count,
+            "outbox": self.queued_work,
+        }
+
+    def totals(self) -> dict[str, int]:
+        """The counts under the names an erasure's totals use (``erasure.TOTALS``)."""
+        counts = self.counts()
+        return {"facts": self.facts, "records": counts.pop("versions"), **counts}
+
 
 def deletion_preview(record: Any) -> DeletionPreview:
     """What ``record_delete(record=record, ...)`` would do now, for the current tenant (RLS).
@@ -68,48 +96,97 @@ def deletion_preview(record: Any) -> DeletionPreview:
     Every version of the record's fact counts, expired or superseded ones included, because
     the deletion takes the whole fact.
     """
-    from apps.records.models import (
-        Conflict,
-        ConflictState,
-        LegalHold,
-        MemoryRecord,
-        Observation,
-        PromotionRequest,
-        PromotionState,
-    )
+    from apps.records.models import LegalHold
 
-    preview = DeletionPreview(record_id=record.pk, fact_id=record.fact_id)
+    preview = facts_deletion_preview([record.fact_id], listed=LISTED_AT_MOST)
+    preview.record_id = record.pk
+    preview.fact_id = record.fact_id
     preview.holds = list(
         LegalHold.objects.filter(lifted_at__isnull=True)
         .filter(Q(subject=record.subject) | Q(fact_id=record.fact_id))
         .order_by("placed_at")
         .only("id", "subject", "fact_id", "reason", "placed_by_label", "placed_at")
     )
-    preview.versions = list(
-        MemoryRecord.objects.filter(fact_id=record.fact_id)
-        .order_by("version")
-        .only("id", "fact_id", "version", "status", "trust", "written_at", "expires_at")
+    return preview
+
+
+def _as_text(queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """The ids of ``queryset`` as text: how stored API responses name what they describe."""
+    texts: QuerySet[Any] = queryset.annotate(id_text=Cast("pk", output_field=TextField())).values(
+        "id_text"
     )
-    version_ids = [version.pk for version in preview.versions]
+    return texts
+
+
+def _listed(queryset: QuerySet[Any], listed: int) -> tuple[list[Any], int]:
+    """The first ``listed`` rows and the count of all (counted only when there are more)."""
+    rows = list(queryset[: listed + 1])
+    if len(rows) <= listed:
+        return rows, len(rows)
+    return rows[:listed], queryset.count()
+
+
+def _listed_open(queryset: QuerySet[Any], open_state: str, listed: int) -> tuple[list[Any], int]:
+    """The first ``listed`` rows in ``open_state`` and the count of all rows."""
+    rows, total = _listed(queryset, listed)
+    if total == len(rows):
+        return [row for row in rows if row.state == open_state], total
+    return list(queryset.filter(state=open_state)[:listed]), total
+
+
+def facts_deletion_preview(facts: QuerySet[Any] | list[Any], *, listed: int) -> DeletionPreview:
+    """What deleting the whole facts ``facts`` (ids, or a queryset of facts) would do now: the
+    rows :func:`apps.derivations.purge.versions_purge` would touch, counted in a fixed number
+    of queries whatever their number; ``listed`` bounds each list of ids."""
+    from apps.api.models import IdempotencyKey
+    from apps.records.models import (
+        Conflict,
+        ConflictState,
+        Fact,
+        MemoryRecord,
+        Observation,
+        PromotionEvent,
+        PromotionRequest,
+        PromotionState,
+    )
+
+    fact_set = Fact.objects.filter(pk__in=facts)
+    preview = DeletionPreview()
+    preview.fact_ids, preview.facts = _listed(
+        fact_set.order_by("pk").values_list("pk", flat=True), listed
+    )
+    versions = MemoryRecord.objects.filter(fact_id__in=fact_set.values("pk"))
+    preview.versions, preview.version_count = _listed(
+        versions.order_by("fact_id", "version").only(
+            "id", "fact_id", "version", "status", "trust", "written_at", "expires_at"
+        ),
+        listed,
+    )
+    version_ids = versions.values("pk")
     preview.observations = Observation.objects.filter(record_id__in=version_ids).count()
+    preview.promotion_events = PromotionEvent.objects.filter(record_id__in=version_ids).count()
 
-    requests = list(
-        PromotionRequest.objects.filter(record_id__in=version_ids)
-        .order_by("-requested_at")
-        .only("id", "record_id", "state", "requested_at", "requested_by_label")
+    requests = PromotionRequest.objects.filter(record_id__in=version_ids)
+    preview.open_promotion_requests, preview.promotion_requests = _listed_open(
+        requests.order_by("-requested_at").only(
+            "id", "record_id", "state", "requested_at", "requested_by_label"
+        ),
+        PromotionState.OPEN,
+        listed,
     )
-    preview.promotion_requests = len(requests)
-    preview.open_promotion_requests = [r for r in requests if r.state == PromotionState.OPEN]
 
-    conflicts = list(
-        Conflict.objects.filter(
-            Q(current_record_id__in=version_ids) | Q(contender_id__in=version_ids)
-        )
-        .order_by("-opened_at")
-        .only("id", "state", "opened_at", "current_record_id", "contender_id")
+    conflicts = Conflict.objects.filter(
+        Q(fact_id__in=fact_set.values("pk"))
+        | Q(current_record_id__in=version_ids)
+        | Q(contender_id__in=version_ids)
     )
-    preview.conflicts = len(conflicts)
-    preview.open_conflicts = [c for c in conflicts if c.state == ConflictState.OPEN]
+    preview.open_conflicts, preview.conflicts = _listed_open(
+        conflicts.order_by("-opened_at").only(
+            "id", "state", "opened_at", "current_record_id", "contender_id"
+        ),
+        ConflictState.OPEN,
+        listed,
+    )
 
     preview.record_embeddings = [
         EmbeddingGroup(row["model"], row["dimension"], row["count"])
@@ -119,7 +196,7 @@ def deletion_preview(record: Any) -> DeletionPreview:
         .order_by("model")
     ]
 
-    summary_ids = list(dict.fromkeys(summaries_citing(version_ids, [record.fact_id])))
+    summary_ids = list(dict.fromkeys(summaries_citing(version_ids, fact_set.values("pk"))))
     citing = Summary.objects.filter(pk__in=summary_ids)
     counts = citing.aggregate(
         still_valid=Count("id", filter=Q(valid=True)),
@@ -130,11 +207,17 @@ def deletion_preview(record: Any) -> DeletionPreview:
     preview.summaries_to_invalidate = list(
         citing.filter(valid=True)
         .order_by("-created_at")
-        .only("id", "created_at", "reason", "sensitivity", "writer_label")[:LISTED_AT_MOST]
+        .only("id", "created_at", "reason", "sensitivity", "writer_label")[:listed]
     )
     preview.summary_embeddings = Embedding.objects.filter(summary_id__in=summary_ids).count()
     preview.queued_work = OutboxMessage.objects.filter(
-        object_id__in=[*version_ids, *summary_ids]
+        Q(object_id__in=version_ids) | Q(object_id__in=summary_ids)
+    ).count()
+    preview.stored_responses = IdempotencyKey.objects.filter(
+        Q(resource_id__in=_as_text(versions))
+        | Q(resource_id__in=_as_text(requests))
+        | Q(resource_id__in=_as_text(conflicts))
+        | Q(resource_id__in=[str(pk) for pk in summary_ids])
     ).count()
     return preview
 

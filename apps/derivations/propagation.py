@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from .models import Embedding, Summary, SummarySource
@@ -46,17 +46,21 @@ class Propagation:
 
 
 def summaries_citing(
-    record_ids: Iterable[Any], fact_ids: Iterable[Any] = (), *, episode_ids: Iterable[Any] = ()
+    record_ids: Iterable[Any] | QuerySet[Any],
+    fact_ids: Iterable[Any] | QuerySet[Any] = (),
+    *,
+    episode_ids: Iterable[Any] | QuerySet[Any] = (),
 ) -> list[Any]:
     """Ids of summaries (current tenant) citing any of ``record_ids``, any version of
-    ``fact_ids`` or any of ``episode_ids``."""
-    condition = Q(source_type="record", source_id__in=list(record_ids))
-    fact_ids = list(fact_ids)
-    if fact_ids:
-        condition |= Q(fact_id__in=fact_ids)
-    episode_ids = list(episode_ids)
-    if episode_ids:
-        condition |= Q(source_type="episode", source_id__in=episode_ids)
+    ``fact_ids`` or any of ``episode_ids`` (lists, or querysets of ids used as subqueries)."""
+    records = record_ids if isinstance(record_ids, QuerySet) else list(record_ids)
+    condition = Q(source_type="record", source_id__in=records)
+    facts = fact_ids if isinstance(fact_ids, QuerySet) else list(fact_ids)
+    if isinstance(facts, QuerySet) or facts:
+        condition |= Q(fact_id__in=facts)
+    episodes = episode_ids if isinstance(episode_ids, QuerySet) else list(episode_ids)
+    if isinstance(episodes, QuerySet) or episodes:
+        condition |= Q(source_type="episode", source_id__in=episodes)
     return list(SummarySource.objects.filter(condition).values_list("summary_id", flat=True))
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from apps.api.idempotency import TOMBSTONE_DETAIL
 from apps.tenancy.prepared import id_array, prepared_cursor
 
 PURGE_SQL = """
@@ -52,8 +53,12 @@ summaries AS (
        FOR UPDATE
 ),
 responses AS (
-    DELETE FROM api_idempotencykey
-     WHERE resource_id = ANY(ARRAY(
+    -- The tombstone of apps.api.idempotency.tombstone_body: a retry replays the outcome.
+    UPDATE api_idempotencykey
+       SET tombstone = true,
+           response_body = jsonb_build_object(
+               'id', resource_id, 'status', 'deleted', 'detail', %(tombstone_detail)s::text)
+     WHERE NOT tombstone AND resource_id = ANY(ARRAY(
          SELECT unnest(%(records)s::uuid[])::text
          UNION ALL SELECT id::text FROM requests
          UNION ALL SELECT id::text FROM conflicts
@@ -199,6 +204,7 @@ def versions_purge(
                 "facts": id_array(fact_ids),
                 "reason": reason,
                 "now": now,
+                "tombstone_detail": TOMBSTONE_DETAIL,
             },
         )
         row = cursor.fetchone()

@@ -41,8 +41,16 @@ RECLAIMED_TABLES = (
     "derivations_summary",
     "derivations_summarysource",
     "derivations_outboxmessage",
+    "derivations_erasurejob",
     "api_idempotencykey",
+    "state_run",
+    "state_episode",
+    "state_checkpoint",
+    "state_obligation",
 )
+# VACUUM FULL rewrites a table and all its indexes under an exclusive lock (reads and writes
+# of that table wait), one table at a time: hence its own, rarer schedule (settings).
+REWRITE_SQL = "VACUUM (FULL, ANALYZE) {}"
 
 
 def owner_connection() -> Any:
@@ -241,4 +249,53 @@ def deletions_reclaim(*, force: bool = False, progress: Callable[[str], None] | 
             stamped += DeletionReceipt.objects.filter(
                 reclaimed_at__isnull=True, parent__isnull=True, deleted_at__lt=started
             ).update(reclaimed_at=timezone.now())
+    return stamped
+
+
+def tables_rewrite(progress: Callable[[str], None] | None = None) -> datetime:
+    """Rewrite every table deletions touch, with its indexes (``VACUUM FULL``); returns when
+    the rewrite started. Afterwards no table or index file holds a row deleted before then
+    (the write-ahead log keeps it until its segments are recycled; see the README)."""
+    say = progress or (lambda _message: None)
+    started = timezone.now()
+    with owner_connection() as owner:
+        owner.execute(
+            "SELECT set_config('maintenance_work_mem', %s, false)", [settings.HNSW_BUILD_MEMORY]
+        )
+        for table in RECLAIMED_TABLES:
+            say(f"rewriting {table}")
+            began = time.monotonic()
+            owner.execute(REWRITE_SQL.format(table))
+            logger.info("reclamation rewrote %s in %.1f s", table, time.monotonic() - began)
+    return started
+
+
+def deletions_rewrite(*, progress: Callable[[str], None] | None = None) -> int:
+    """Rewrite the tables if a receipt awaits it; stamp ``rewritten_at`` (and, where still
+    empty, ``reclaimed_at``) on the top-level receipts deleted before the rewrite began.
+    Returns how many receipts were stamped."""
+    from apps.audit.models import DeletionReceipt
+    from apps.tenancy.models import Tenant
+
+    if current_tenant_id() is not None:
+        raise RuntimeError("deletions_rewrite runs across tenants; call it outside a scope")
+
+    def awaiting() -> Any:
+        return DeletionReceipt.objects.filter(rewritten_at__isnull=True, parent__isnull=True)
+
+    tenants = []
+    for tenant_id in Tenant.objects.values_list("pk", flat=True):
+        with tenant_scope(tenant_id):
+            if awaiting().exists():
+                tenants.append(tenant_id)
+    if not tenants:
+        return 0
+    started = tables_rewrite(progress)
+    stamped = 0
+    now = timezone.now()
+    for tenant_id in tenants:
+        with tenant_scope(tenant_id):
+            before = awaiting().filter(deleted_at__lt=started)
+            before.filter(reclaimed_at__isnull=True).update(reclaimed_at=now)
+            stamped += before.update(rewritten_at=now)
     return stamped

@@ -105,5 +105,14 @@ def reclaim_deleted() -> int:
     return deletions_reclaim()
 
 
+@app.task(name="derivations.rewrite", acks_late=True, time_limit=3600, soft_time_limit=3500)
+def rewrite_deleted() -> int:
+    """Rewrite the tables after deletions, so no data file keeps a deleted row's bytes, and
+    record on each receipt when."""
+    from .reclamation import deletions_rewrite
+
+    return deletions_rewrite()
+
+
 # Registers the console's erasure task (``derivations.erasure_job``) wherever tasks load.
 from . import erasure_jobs as _erasure_jobs  # noqa: E402, F401

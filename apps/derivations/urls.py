@@ -8,6 +8,7 @@ from . import api
 
 urlpatterns = [
     path("erasures", api.ErasureView.as_view(), name="api-erasures"),
+    path("erasures/<str:job_id>", api.ErasureJobView.as_view(), name="api-erasure"),
     path("deletion-receipts", api.DeletionReceiptListView.as_view(), name="api-receipts"),
     path(
         "deletion-receipts/<str:receipt_id>",

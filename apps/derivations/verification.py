@@ -3,11 +3,14 @@
 Looked at, in the receipt's tenant: records and their versions, facts, embeddings (of the
 records, and of valid summaries citing them), valid summaries citing them, the full-text
 column (it lives in the records table, so a remaining row is the only way to be found),
-outbox rows, stored API responses (by resource and by any mention of an id), and audit
+outbox rows, stored API responses (by resource and by any mention of an id), the SQL broker's
+undelivered messages (their decoded bodies, by id and digest), and audit
 events about the records (they may name ids and digests, never hold content: a payload with
 a content-bearing member counts as a residue). The receipt's content digest is looked for
 where a digest could leak content's identity outside the audit chain: embeddings and stored
-responses.
+responses. An erasure's state (runs, their episodes and checkpoints, obligation payloads) is
+looked for by the ids its receipt keeps and, for runs and obligations about the erased subject
+or owner, by the receipt's digest (``apps.state.erasure.state_residues``).
 """
 
 from __future__ import annotations
@@ -122,9 +125,10 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
             "pk", flat=True
         ):
             found("outbox", f"outbox row {outbox_pk}")
-        for key_pk in IdempotencyKey.objects.filter(resource_id__in=ids).values_list(
-            "pk", flat=True
-        ):
+        # A tombstone (the id and "deleted", no content) is what deletion leaves on purpose.
+        for key_pk in IdempotencyKey.objects.filter(
+            resource_id__in=ids, tombstone=False
+        ).values_list("pk", flat=True):
             found("idempotency responses", f"stored response {key_pk} describes a deleted record")
         for event in AuditEvent.objects.filter(object_id__in=ids).only("seq", "data"):
             members = _content_members(event.data)
@@ -133,6 +137,10 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     for store, table, column, what in MENTION_STORES:
         for pk in _rows_mentioning(table, column, UUID_PATTERN, record_ids):
             found(store, f"{what} {pk} names a deleted id")
+    from memoryconsole.celery import broker_messages_mentioning
+
+    for pk in broker_messages_mentioning([*record_ids, *digests]):
+        found("broker messages", f"broker message {pk} names a deleted id or digest")
     result.checked += [
         "records and versions",
         "full-text (records table)",
@@ -141,6 +149,7 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
         "outbox",
         "idempotency responses",
         "audit payloads",
+        "broker messages",
     ]
     for ids in _chunks(fact_ids):
         for pk in Fact.objects.filter(pk__in=ids).values_list("pk", flat=True):
@@ -155,4 +164,26 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     for pk in _rows_mentioning("api_idempotencykey", "response_body", DIGEST_PATTERN, digests):
         found("idempotency responses", f"stored response {pk} carries a deleted content digest")
     result.checked.append("content digest")
+    _state_verify(receipt, found)
+    result.checked += ["runs", "episodes", "checkpoints", "obligation payloads"]
     return result
+
+
+def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
+    """The state an erasure removed (apps.state.erasure): by the ids its receipt keeps, and
+    runs or obligations about the erased subject or owner by its content digest."""
+    from apps.state.erasure import state_residues
+
+    counts = receipt.counts if isinstance(receipt.counts, dict) else {}
+    if receipt.kind != "erasure":
+        return
+    erased = counts.get("state_erased")
+    if not isinstance(erased, dict):
+        erased = {}
+    for store, detail in state_residues(
+        run_ids=[str(pk) for pk in erased.get("runs", [])],
+        obligation_ids=[str(pk) for pk in erased.get("obligations", [])],
+        digest=receipt.content_digest,
+        selector=str(counts.get("selector", "")),
+    ):
+        found(store, detail)

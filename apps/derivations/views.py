@@ -13,6 +13,7 @@ from datetime import UTC, datetime, time
 from typing import Any
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, transaction
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpResponse
@@ -24,7 +25,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor
 from apps.tenancy.models import Tenant
-from apps.tenancy.permissions import DELETE_MEMORIES, VIEW_AUDIT
+from apps.tenancy.permissions import ERASE_MEMORIES, VIEW_AUDIT
 from apps.tenancy.views import (
     ConsoleRequest,
     _render,
@@ -34,15 +35,15 @@ from apps.tenancy.views import (
 )
 
 from . import selectors
+from .erasure import erasure_preview
 from .erasure_jobs import (
-    ErasureJob,
     erasure_job_enqueue,
     erasure_job_get,
     erasure_jobs_recent,
-    erasure_preview,
     erasure_receipt_for,
 )
 from .forms import DeletionFilterForm, ErasureConfirmForm, ErasureForm, receipt_cursor
+from .models import ErasureJob
 from .services import DerivationRejected
 from .verification import erasure_verify
 
@@ -127,6 +128,8 @@ def _receipt_or_404(receipt_id: uuid.UUID) -> DeletionReceipt:
 
 def _deletion_context(tenant: Tenant, receipt: DeletionReceipt, **extra: Any) -> dict[str, Any]:
     counts = receipt.counts if isinstance(receipt.counts, dict) else {}
+    # The erased runs' and obligations' ids are for verify-erasure, not a count to show.
+    counts = {name: value for name, value in counts.items() if name != "state_erased"}
     return {
         "tenant": tenant,
         "section": "deletions",
@@ -180,16 +183,20 @@ def _erasures_context(tenant: Tenant, **extra: Any) -> dict[str, Any]:
     }
 
 
-@tenant_view(DELETE_MEMORIES)
+@tenant_view(ERASE_MEMORIES, VIEW_AUDIT)
 @require_http_methods(["GET", "POST"])
 def erasures(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
-    """The erasure form; POST counts what it would erase and asks to confirm (changes nothing)."""
+    """Recent erasures (admins and auditors) and the erasure form (admins only); POST counts
+    what it would erase and asks to confirm (changes nothing)."""
+    can_erase = ERASE_MEMORIES in request.console_perms
     if request.method != "POST":
         return render(
             request,
             "console/governance/erasures.html",
-            _erasures_context(tenant, form=ErasureForm()),
+            _erasures_context(tenant, form=ErasureForm() if can_erase else None),
         )
+    if not can_erase:
+        raise PermissionDenied("Tenant-wide erasure is an admin's action.")
     form = ErasureForm(request.POST)
     if not form.is_valid():
         return _render(
@@ -211,7 +218,7 @@ def erasures(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     )
 
 
-@tenant_view(DELETE_MEMORIES)
+@tenant_view(ERASE_MEMORIES)
 @require_POST
 def erasure_start(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Queue the confirmed erasure (once, however often the button is pressed)."""
@@ -262,7 +269,7 @@ def _job_or_404(job_id: uuid.UUID) -> ErasureJob:
     return job
 
 
-@tenant_view(DELETE_MEMORIES)
+@tenant_view(ERASE_MEMORIES, VIEW_AUDIT)
 @require_GET
 def erasure_job(request: ConsoleRequest, tenant: Tenant, job_id: uuid.UUID) -> HttpResponse:
     """An erasure's progress; its summary receipt with totals once it has run."""

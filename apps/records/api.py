@@ -19,7 +19,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.api.idempotency import idempotent
+from apps.api.known_input import query_flag
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
+from apps.api.schema import CURSOR_PARAMETER, PAGE_PARAMETERS
 from apps.audit.services import Actor, audit_record
 from apps.derivations.embeddings import VECTOR_FIELD, client_vector_split, client_vector_store
 from apps.tenancy.models import AgentCredential
@@ -105,8 +107,12 @@ class RecordListCreateView(APIView):
     """List the tenant's live records, or write one (the policy boundary)."""
 
     required_actions = {"GET": "read", "POST": "write"}
+    # validate_write refuses unknown members itself (apps.api.known_input).
+    checks_body_members = True
 
-    @extend_schema(parameters=RECORD_FILTER_PARAMS, responses=RecordSerializer(many=True))
+    @extend_schema(
+        parameters=[*RECORD_FILTER_PARAMS, *PAGE_PARAMETERS], responses=RecordSerializer(many=True)
+    )
     def get(self, request: Request) -> Response:
         filters = {name: request.query_params.get(name, "") for name in selectors.RECORD_FILTERS}
         queryset = with_open_conflict(selectors.records_list(filters))
@@ -209,9 +215,26 @@ class RecordDetailView(APIView):
         body["derived"] = selectors.derived_artifacts(record)
         return Response(body)
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("reason", str, description="Kept on the deletion receipt."),
+            OpenApiParameter(
+                "dry_run",
+                OpenApiTypes.BOOL,
+                description="true: what the deletion would remove (counts and ids); nothing "
+                "is changed. Only `true` or `false` (anything else is a 400).",
+            ),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def delete(self, request: Request, record_id: str) -> Response:
+        from apps.derivations.api import deletion_preview_body
+        from apps.derivations.preview import deletion_preview
+
+        dry_run = query_flag(request, "dry_run")
         record = _record_or_404(record_id)
+        if dry_run:
+            return Response(deletion_preview_body(deletion_preview(record)))
         reason = request.query_params.get("reason", "") or "deleted through the API"
         try:
             result = services.record_delete(record=record, actor=_actor(request), reason=reason)
@@ -236,6 +259,7 @@ def receipt_representation(receipt: Any) -> dict[str, Any]:
         "counts": receipt.counts,
         "content_digest": receipt.content_digest,
         "reclaimed_at": receipt.storage_reclaimed_at,
+        "rewritten_at": receipt.storage_rewritten_at,
     }
 
 
@@ -278,7 +302,7 @@ class PromotionRequestListView(APIView):
     required_action = "review"
 
     @extend_schema(
-        parameters=[OpenApiParameter("state", str, enum=PromotionState.values)],
+        parameters=[OpenApiParameter("state", str, enum=PromotionState.values), CURSOR_PARAMETER],
         responses=PromotionRequestSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
@@ -343,7 +367,7 @@ class ConflictListView(APIView):
     required_action = "review"
 
     @extend_schema(
-        parameters=[OpenApiParameter("state", str, enum=ConflictState.values)],
+        parameters=[OpenApiParameter("state", str, enum=ConflictState.values), CURSOR_PARAMETER],
         responses=ConflictSerializer(many=True),
     )
     def get(self, request: Request) -> Response:

@@ -38,10 +38,34 @@ class MemoryFilterForm(forms.Form):
     trust = forms.ChoiceField(required=False, choices=ANY + list(Trust.choices))
     sensitivity = forms.ChoiceField(required=False, choices=ANY + list(Sensitivity.choices))
     status = forms.ChoiceField(required=False, choices=ANY + list(RecordStatus.choices))
+    versions = forms.ChoiceField(
+        required=False,
+        label="Versions",
+        choices=[
+            ("", "Every live version"),
+            ("current", "Current versions only"),
+        ],
+        help_text="Earlier versions and conflict contenders are live too.",
+    )
+    expiring_within = forms.ChoiceField(
+        required=False,
+        label="Expiring",
+        choices=[("", "Any time"), ("7", "Within 7 days"), ("30", "Within 30 days")],
+    )
     before = CursorField(required=False)
     after = CursorField(required=False)
 
-    FILTER_FIELDS = ("q", "subject", "key", "domain", "trust", "sensitivity", "status")
+    FILTER_FIELDS = (
+        "q",
+        "subject",
+        "key",
+        "domain",
+        "trust",
+        "sensitivity",
+        "status",
+        "versions",
+        "expiring_within",
+    )
 
     def filters(self) -> dict[str, str]:
         """The list filters, named as ``records_list`` takes them."""
@@ -53,6 +77,8 @@ class MemoryFilterForm(forms.Form):
             "trust": data.get("trust") or "",
             "sensitivity": data.get("sensitivity") or "",
             "status": data.get("status") or "",
+            "versions": data.get("versions") or "",
+            "expiring_within": data.get("expiring_within") or "",
         }
 
     def query_for(self, **cursor: str) -> str:

@@ -13,7 +13,7 @@ from django.http import QueryDict
 from apps.tenancy.keyset import CursorField
 
 from .models import Resolution, Sensitivity
-from .review import BULK_APPROVE_LIMIT, PromotionQueueFilters
+from .review import BULK_APPROVE_LIMIT, PromotionQueueFilters, QueueOrder
 
 REASON_MAX_LENGTH = 2000
 
@@ -25,6 +25,13 @@ PENDING_AGE_CHOICES = (
 )
 
 
+QUEUE_ORDER_CHOICES = (
+    ("", "Oldest request first"),
+    (QueueOrder.SENSITIVITY, "Most sensitive first"),
+    (QueueOrder.EXPIRY, "Provisional record expiring first"),
+)
+
+
 class PagerForm(forms.Form):
     """The keyset cursors of a queue page (both optional)."""
 
@@ -32,12 +39,14 @@ class PagerForm(forms.Form):
     before = CursorField(required=False)
 
     FILTER_FIELDS: tuple[str, ...] = ()
+    # Kept in pager links like the filters, but not a filter: it selects nothing.
+    ORDER_FIELDS: tuple[str, ...] = ()
 
     def query_for(self, **cursor: str) -> str:
         """The query string of this form's filters with another cursor (pager links)."""
         query = QueryDict(mutable=True)
         if self.is_bound:
-            for name in self.FILTER_FIELDS:
+            for name in self.FILTER_FIELDS + self.ORDER_FIELDS:
                 value = self.data.get(name)
                 if value:
                     query[name] = value
@@ -74,7 +83,16 @@ class PromotionQueueFilterForm(PagerForm):
         required=False, label="Pending for", choices=PENDING_AGE_CHOICES, help_text="At least."
     )
 
+    sort = forms.ChoiceField(required=False, label="Order", choices=QUEUE_ORDER_CHOICES)
+
     FILTER_FIELDS = ("key", "subject", "domain", "sensitivity", "age")
+    ORDER_FIELDS = ("sort",)
+
+    @property
+    def order(self) -> str:
+        if not self.is_bound or not self.is_valid():
+            return QueueOrder.OLDEST
+        return self.cleaned_data.get("sort") or QueueOrder.OLDEST
 
     def filters(self) -> PromotionQueueFilters:
         """The cleaned filters (none when the form is unbound or invalid)."""
@@ -124,6 +142,16 @@ class RejectForm(forms.Form):
     )
 
 
+class ReverseForm(forms.Form):
+    """Return an approval to provisional, or reopen a rejection: always with a reason."""
+
+    reason = forms.CharField(
+        max_length=REASON_MAX_LENGTH,
+        label="Reason",
+        error_messages={"required": "Say why the decision is reversed: the reason is audited."},
+    )
+
+
 class RequestSnapshotField(forms.Field):
     """The ids of the requests a confirmation listed, one hidden input each."""
 
@@ -161,6 +189,11 @@ class BulkApproveForm(PromotionQueueFilterForm):
     """
 
     requests = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
+    decision = forms.ChoiceField(
+        choices=[("approve", "Approve"), ("reject", "Reject")],
+        required=False,
+        widget=forms.HiddenInput,
+    )
     nonce = forms.CharField(widget=forms.HiddenInput, max_length=64)
     reason = forms.CharField(
         max_length=REASON_MAX_LENGTH,
@@ -173,6 +206,30 @@ class BulkApproveForm(PromotionQueueFilterForm):
         super().__init__(*args, **kwargs)
         for name in self.FILTER_FIELDS:
             self.fields[name].widget = forms.HiddenInput()
+        # A bulk decision takes the oldest matching requests, whatever the queue's order.
+        del self.fields["sort"]
+        if self.rejects:
+            self.fields["reason"].label = "Reason for rejecting these"
+            self.fields[
+                "reason"
+            ].help_text = "Kept with every rejected request, e.g. “the CRM has no such order”."
+            self.fields["reason"].error_messages["required"] = (
+                "Say why you reject them: the reason is kept with each."
+            )
+
+    @property
+    def rejects(self) -> bool:
+        """A bulk rejection rather than an approval (both confirm a snapshot the same way)."""
+        source = self.data if self.is_bound else self.initial
+        return source.get("decision") == "reject"
+
+
+class SelectionForm(PromotionQueueFilterForm):
+    """The requests a reviewer ticked in the queue, with the queue's filters: the start of a
+    confirmation that lists exactly them."""
+
+    requests = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
 
 
 class ConflictResolveForm(forms.Form):

@@ -15,21 +15,26 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from django.db import transaction
 from django.db.models import (
+    Case,
     Count,
     Exists,
     F,
+    IntegerField,
     OuterRef,
     Prefetch,
     Q,
     QuerySet,
+    TextChoices,
+    Value,
+    When,
     Window,
 )
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from apps.audit.services import Actor
@@ -42,9 +47,10 @@ from .models import (
     Observation,
     PromotionRequest,
     PromotionState,
+    Sensitivity,
 )
 from .selectors import records_live
-from .services import RecordError, promotion_approve
+from .services import RecordError, promotion_approve, promotion_reject
 
 QUEUE_PAGE_SIZE = 20
 # Each conflict shows two versions and a history: fewer per page keeps the page light.
@@ -211,6 +217,65 @@ def promotion_queue_page(
     return page
 
 
+class QueueOrder(TextChoices):
+    OLDEST = "", "oldest request first"
+    SENSITIVITY = "sensitivity", "most sensitive first"
+    EXPIRY = "expiry", "provisional record expiring first"
+
+
+# Most sensitive first: the requests whose mistakes cost most.
+_SENSITIVITY_RANK = Case(
+    When(record__sensitivity=Sensitivity.RESTRICTED, then=Value(0)),
+    When(record__sensitivity=Sensitivity.PERSONAL, then=Value(1)),
+    When(record__sensitivity=Sensitivity.INTERNAL, then=Value(2)),
+    default=Value(3),
+    output_field=IntegerField(),
+)
+# A request whose record has no expiry sorts after every expiring one.
+_NEVER = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def promotion_queue_sorted_page(
+    *,
+    filters: PromotionQueueFilters,
+    order: str,
+    after: Cursor | None = None,
+    size: int = QUEUE_PAGE_SIZE,
+) -> QueuePage[PromotionRequest]:
+    """Pending requests in ``order`` (a :class:`QueueOrder` other than oldest first), paged
+    forward by keyset: by the provisional record's expiry, or by sensitivity class and then
+    age (the cursor's row says which class it was in). Pages only forward; the first page is
+    the way back."""
+    queryset = _with_record_details(_open_requests(filters, timezone.now()))
+    if order == QueueOrder.EXPIRY:
+        queryset = queryset.annotate(expiry=Coalesce(F("record__expires_at"), Value(_NEVER)))
+        page = _keyset_page(queryset, "expiry", after=after, before=None, size=size)
+    else:
+        queryset = queryset.annotate(rank=_SENSITIVITY_RANK)
+        if after is not None:
+            rank = (
+                PromotionRequest.objects.filter(pk=after.id)
+                .annotate(rank=_SENSITIVITY_RANK)
+                .values_list("rank", flat=True)
+                .first()
+            )
+            if rank is not None:
+                queryset = queryset.filter(
+                    Q(rank__gt=rank)
+                    | Q(rank=rank, requested_at__gt=after.moment)
+                    | Q(rank=rank, requested_at=after.moment, id__gt=after.id)
+                )
+        rows: list[PromotionRequest] = list(
+            queryset.order_by("rank", "requested_at", "id")[: size + 1]
+        )
+        later = Cursor(rows[size - 1].requested_at, rows[size - 1].pk) if len(rows) > size else None
+        page = QueuePage(items=rows[:size], earlier_than=None, later_than=later)
+    if page.earlier_than is not None:
+        page = QueuePage(items=page.items, earlier_than=None, later_than=page.later_than)
+    attach_observation_counts(item.record for item in page.items)
+    return page
+
+
 def promotion_queue_count(*, filters: PromotionQueueFilters, limit: int = COUNT_LIMIT) -> int:
     """How many pending requests match, counted up to ``limit`` (one more means "more")."""
     return _open_requests(filters, timezone.now()).order_by()[: limit + 1].count()
@@ -329,29 +394,46 @@ def attach_history(conflicts: Sequence[Conflict], *, per_fact: int) -> None:
 
 
 @dataclass
-class BulkApproval:
-    """What a bulk approval did: every request it approved, and each it could not, why."""
+class BulkDecision:
+    """What a bulk decision did: every request it decided, and each it could not, why."""
 
-    approved: list[PromotionRequest] = field(default_factory=list)
+    decided: list[PromotionRequest] = field(default_factory=list)
     refused: list[tuple[PromotionRequest, str]] = field(default_factory=list)
 
 
 @transaction.atomic
 def promotions_approve_bulk(
     *, requests: Iterable[PromotionRequest], actor: Actor, reason: str
-) -> BulkApproval:
+) -> BulkDecision:
     """Approve each request with ``promotion_approve``, in one transaction.
 
     A request the rules refuse (the reviewer wrote the record, it was decided meanwhile, its
     record was superseded) is reported and skipped: ``promotion_approve`` runs in its own
     savepoint, so a refusal undoes only its own work and the others still commit.
     """
-    outcome = BulkApproval()
+    outcome = BulkDecision()
     for request in requests:
         try:
             promotion_approve(request=request, actor=actor, reason=reason)
         except RecordError as error:
             outcome.refused.append((request, str(error)))
         else:
-            outcome.approved.append(request)
+            outcome.decided.append(request)
+    return outcome
+
+
+@transaction.atomic
+def promotions_reject_bulk(
+    *, requests: Iterable[PromotionRequest], actor: Actor, reason: str
+) -> BulkDecision:
+    """Reject each request with ``promotion_reject``, in one transaction; one decided
+    meanwhile is reported and skipped, the others still commit (as for approvals)."""
+    outcome = BulkDecision()
+    for request in requests:
+        try:
+            promotion_reject(request=request, actor=actor, reason=reason)
+        except RecordError as error:
+            outcome.refused.append((request, str(error)))
+        else:
+            outcome.decided.append(request)
     return outcome

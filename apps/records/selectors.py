@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
@@ -47,8 +47,22 @@ def record_get(record_id: Any) -> MemoryRecord | None:
 RECORD_FILTERS = ("subject", "key", "domain", "task_type", "trust", "status", "sensitivity")
 
 
+# The version of a fact that is its value now: what the dashboard counts as a memory. Other
+# live versions are superseded ones and the contenders of open conflicts.
+CURRENT_VERSION = Q(is_current=True, status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED])
+
+
 def records_list(filters: dict[str, str]) -> QuerySet[MemoryRecord]:
-    queryset = records_live()
+    """Live records matching ``filters``; ``versions="current"`` keeps only current versions,
+    ``expiring_within`` (days, as text) only those whose lifetime ends within that window."""
+    now = timezone.now()
+    queryset = records_live(now)
+    if filters.get("versions") == "current":
+        queryset = queryset.filter(CURRENT_VERSION)
+    if (days := filters.get("expiring_within", "")).isdigit():
+        queryset = queryset.filter(
+            expires_at__gt=now, expires_at__lte=now + timedelta(days=int(days))
+        )
     mapping = {
         "subject": "subject",
         "key": "key",
@@ -340,6 +354,7 @@ RECORD_PAGE_COLUMNS = (
     "trust",
     "status",
     "redaction_state",
+    "is_current",
     "written_at",
     "expires_at",
 )
@@ -353,7 +368,9 @@ def records_page(
     after: Cursor | None = None,
     size: int = 50,
 ) -> RecordPage:
-    """One page of live records, newest first, by keyset on ``(written_at, id)``.
+    """One page of live records, newest first, by keyset on ``(written_at, id)``; or, for an
+    expiry window (``expiring_within``), soonest expiry first by keyset on ``(expires_at,
+    id)``, paged forward only: ``before`` then is where the previous page ended.
 
     Rows carry a short ``content_preview`` instead of the value and text, whose size is
     unbounded. The range condition on ``written_at`` alone lets the (tenant, written_at)
@@ -366,6 +383,8 @@ def records_page(
         .only(*RECORD_PAGE_COLUMNS)
         .annotate(content_preview=Substr("content", 1, PREVIEW_CHARACTERS))
     )
+    if filters.get("expiring_within"):
+        return _records_by_expiry(queryset, continue_after=before, size=size)
     if after is not None:
         rows: list[MemoryRecord] = list(
             queryset.filter(written_at__gte=after.moment)
@@ -418,3 +437,22 @@ def record_open_reviews(record: MemoryRecord) -> tuple[list[Conflict], list[Prom
         )
     )
     return open_conflicts, open_requests
+
+
+def _records_by_expiry(
+    queryset: QuerySet[MemoryRecord], *, continue_after: Cursor | None, size: int
+) -> RecordPage:
+    if continue_after is not None:
+        queryset = queryset.filter(expires_at__gte=continue_after.moment).filter(
+            Q(expires_at__gt=continue_after.moment) | Q(id__gt=continue_after.id)
+        )
+    rows: list[MemoryRecord] = list(queryset.order_by("expires_at", "id")[: size + 1])
+    records = rows[:size]
+    last = records[-1] if records else None
+    return RecordPage(
+        records=records,
+        newer_than=None,
+        older_than=Cursor(last.expires_at, last.pk)
+        if last is not None and last.expires_at is not None and len(rows) > size
+        else None,
+    )

@@ -1368,3 +1368,92 @@ def retention_rule_set(
         applied=True,
         rule=rule,
     )
+
+
+# --- reversing a decision -------------------------------------------------------------------
+
+
+def _reopen(request: PromotionRequest) -> None:
+    request.state = PromotionState.OPEN
+    request.decided_by_type = request.decided_by_id = request.decided_by_label = ""
+    request.decided_at = None
+    request.decision_reason = ""
+    request.save()
+
+
+def _lock_decided_request(request: PromotionRequest, state: str) -> PromotionRequest:
+    locked = (
+        PromotionRequest.objects.select_for_update().select_related("record").get(pk=request.pk)
+    )
+    if locked.state != state:
+        raise RecordError(
+            f"The promotion request is {locked.state}, not {state}.", status=409, state=locked.state
+        )
+    return locked
+
+
+@transaction.atomic
+def promotion_return_to_provisional(
+    *, request: PromotionRequest, actor: Actor, reason: str
+) -> PromotionRequest:
+    """Reverse a mistaken approval: the record is provisional again, on its provisional clock
+    (counted from when it was written, as if never confirmed), and the request is open again
+    for a fresh decision. The approval stays in the audit chain; the reversal is one more
+    event there, with its reason.
+
+    Refused when the record's provisional lifetime has already ended (returning it would
+    delete it at the next compaction, which is what deletion is for) or the record is no
+    longer the active version."""
+    if not reason.strip():
+        raise RecordError("Say why the approval is reversed.", status=400, field="reason")
+    request = _lock_decided_request(request, PromotionState.APPROVED)
+    record = _lock_record(request.record)
+    if record.status != RecordStatus.ACTIVE:
+        raise RecordError(f"A {record.status} record cannot be returned.", status=409)
+    now = timezone.now()
+    if record.trust == Trust.CONFIRMED:
+        life = lifetime(
+            sensitivity=record.sensitivity,
+            trust=Trust.PROVISIONAL,
+            ttl=record.ttl_requested,
+            written_at=record.written_at,
+        )
+        if life.expires_at is not None and life.expires_at <= now:
+            raise RecordError(
+                "Its provisional lifetime has already ended: returning it would expire it at "
+                "once. Delete the record instead, with a reason.",
+                status=409,
+            )
+        record.trust = Trust.PROVISIONAL
+        record.expires_at = life.expires_at
+        record.save(update_fields=["trust", "expires_at"])
+    _reopen(request)
+    audit_record(
+        tenant=record.tenant_id,
+        actor=actor,
+        action="promotion.return_to_provisional",
+        object_type="promotion_request",
+        object_id=str(request.pk),
+        data={"record": str(record.pk), "reason": reason},
+        lane_key=str(record.fact_id),
+    )
+    return request
+
+
+@transaction.atomic
+def promotion_reopen(*, request: PromotionRequest, actor: Actor, reason: str) -> PromotionRequest:
+    """Reverse a rejection: the request is open again (its record was never changed by the
+    rejection). The rejection stays in the audit chain; the reopening is one more event."""
+    if not reason.strip():
+        raise RecordError("Say why the rejection is reversed.", status=400, field="reason")
+    request = _lock_decided_request(request, PromotionState.REJECTED)
+    _reopen(request)
+    audit_record(
+        tenant=request.tenant_id,
+        actor=actor,
+        action="promotion.reopen",
+        object_type="promotion_request",
+        object_id=str(request.pk),
+        data={"record": str(request.record_id), "reason": reason},
+    )
+    return request

@@ -10,15 +10,7 @@ from memoryconsole.celery import app
 @app.task(name="records.compact_expired_all", acks_late=True, time_limit=300)
 def compact_expired_all() -> int:
     """Fan out: one compaction task per tenant, each carrying its tenant context."""
-    from apps.tenancy.context import tenant_scope
-    from apps.tenancy.models import Tenant
-
-    count = 0
-    for tenant_id in Tenant.objects.values_list("pk", flat=True):
-        with tenant_scope(tenant_id):
-            compact_expired.delay_on_commit()
-        count += 1
-    return count
+    return compact_expired.for_each_tenant()
 
 
 @app.task(

@@ -34,6 +34,7 @@ SearchInput = inline_serializer(
             choices=["public", "internal", "personal", "restricted"], required=False
         ),
         "as_of": serializers.DateTimeField(required=False),
+        "min_similarity": serializers.FloatField(min_value=0, max_value=1, required=False),
     },
 )
 

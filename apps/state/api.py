@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from apps.api.idempotency import idempotent
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
-from apps.api.schema import ProblemSerializer
+from apps.api.schema import PAGE_PARAMETERS, ProblemSerializer
 from apps.audit.services import Actor
 from apps.tenancy.models import AgentCredential
 
@@ -125,6 +125,7 @@ class RunListCreateView(APIView):
         parameters=[
             OpenApiParameter("task_id", str),
             OpenApiParameter("state", str, enum=RunState.values),
+            *PAGE_PARAMETERS,
         ],
         responses=RunSerializer(many=True),
     )
@@ -152,6 +153,7 @@ class RunListCreateView(APIView):
             tenant=_credential(request).tenant,
             task_id=body.validated_data["task_id"],
             owner=body.validated_data["owner"],
+            subject=body.validated_data.get("subject", ""),
             actor=_actor(request),
         )
         return Response(RunSerializer(run).data, status=201)
@@ -174,7 +176,7 @@ class EpisodeListCreateView(APIView):
 
     required_action = "state"
 
-    @extend_schema(responses=EpisodeSerializer(many=True))
+    @extend_schema(parameters=PAGE_PARAMETERS, responses=EpisodeSerializer(many=True))
     def get(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
         paginator, page = _paginate(self, request, selectors.episodes_list(run), ("seq",))
@@ -329,6 +331,7 @@ class ObligationListCreateView(APIView):
                 OpenApiTypes.BOOL,
                 description="true: pending obligations past their deadline; false: the others.",
             ),
+            *PAGE_PARAMETERS,
         ],
         responses=ObligationSerializer(many=True),
     )
@@ -383,6 +386,7 @@ class ObligationListCreateView(APIView):
                 depends_on=data.get("depends_on", []),
                 deadline=data.get("deadline"),
                 payload=data.get("payload"),
+                subject=data.get("subject", ""),
                 actor=_actor(request),
             )
         except services.StateError as error:

@@ -35,6 +35,8 @@ class Run(TenantOwned):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     task_id = models.CharField(max_length=200)
     owner = models.CharField(max_length=200)
+    # Whom the run is about, when it is about someone: an erasure of that subject takes it.
+    subject = models.CharField(max_length=200, blank=True, default="")
     state = models.CharField(max_length=8, choices=RunState.choices, default=RunState.OPEN)
     opened_at = models.DateTimeField()
     opened_by_type = models.CharField(max_length=16)
@@ -52,6 +54,8 @@ class Run(TenantOwned):
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["tenant", "task_id", "opened_at"], name="run_tenant_task"),
             models.Index(fields=["tenant", "state", "opened_at"], name="run_tenant_state"),
+            models.Index(fields=["tenant", "subject"], name="run_tenant_subject"),
+            models.Index(fields=["tenant", "owner"], name="run_tenant_owner"),
         ]
 
     def __str__(self) -> str:
@@ -136,6 +140,9 @@ class Obligation(TenantOwned):
     deadline = models.DateTimeField(null=True, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
+    # Whom the work is about: an erasure of that subject strips payload and result (the key
+    # and state stay, so the work is still done exactly once).
+    subject = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField()
     created_by_type = models.CharField(max_length=16)
     created_by_id = models.CharField(max_length=64, blank=True)
@@ -161,6 +168,7 @@ class Obligation(TenantOwned):
             ),
             models.Index(fields=["tenant", "state", "deadline"], name="obligation_tenant_deadline"),
             models.Index(fields=["tenant", "created_at"], name="obligation_tenant_created"),
+            models.Index(fields=["tenant", "subject"], name="obligation_tenant_subject"),
         ]
 
     def __str__(self) -> str:

@@ -10,7 +10,7 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.records.validation import OWNER_RE, canonical_json, json_problem
+from apps.records.validation import OWNER_RE, SUBJECT_RE, canonical_json, json_problem
 
 from .models import Checkpoint, Episode, Obligation, Run
 from .selectors import is_overdue
@@ -54,6 +54,7 @@ class RunSerializer(serializers.Serializer[Run]):
     id = serializers.UUIDField()
     task_id = serializers.CharField()
     owner = serializers.CharField()
+    subject = serializers.CharField(help_text="Whom the run is about (empty: no one named).")
     state = serializers.CharField(help_text="open | closed")
     opened_at = serializers.DateTimeField()
     opened_by = serializers.SerializerMethodField()
@@ -104,6 +105,7 @@ class ObligationSerializer(serializers.Serializer[Obligation]):
     overdue = serializers.SerializerMethodField()
     payload = serializers.JSONField()
     result = serializers.JSONField(allow_null=True)
+    subject = serializers.CharField(help_text="Whom the work is about (empty: no one named).")
     created_at = serializers.DateTimeField()
     created_by = serializers.SerializerMethodField()
     committed_at = serializers.DateTimeField(allow_null=True)
@@ -185,6 +187,13 @@ class ZonedDateTimeField(serializers.DateTimeField):
         return super().to_internal_value(value)
 
 
+def subject_checked(value: str) -> str:
+    """A subject as records name theirs (``kind:id``), so an erasure by it finds both."""
+    if not SUBJECT_RE.match(value):
+        raise serializers.ValidationError("Expected <kind>:<id>, e.g. user:8812.")
+    return value
+
+
 class RunOpenInput(StrictInput):
     task_id = serializers.CharField(
         max_length=MAX_ID_CHARS, help_text="The task this run works on."
@@ -194,12 +203,21 @@ class RunOpenInput(StrictInput):
         help_text="Accountable principal: user:<id> | service:<name> | team:<name> | agent:<id>",
     )
 
+    subject = serializers.CharField(
+        required=False,
+        max_length=MAX_ID_CHARS,
+        help_text="Whom the run is about, e.g. user:8812: erasing that subject erases the run.",
+    )
+
     def validate_owner(self, value: str) -> str:
         if not OWNER_RE.match(value):
             raise serializers.ValidationError(
                 "Expected user:<id>, service:<name>, team:<name>, tenant:<id> or agent:<id>."
             )
         return value
+
+    def validate_subject(self, value: str) -> str:
+        return subject_checked(value)
 
 
 class EpisodeInput(StrictInput):
@@ -249,9 +267,18 @@ class ObligationInput(StrictInput):
     )
     deadline = ZonedDateTimeField(required=False, allow_null=True)
     payload = serializers.JSONField(required=False, allow_null=True)
+    subject = serializers.CharField(
+        required=False,
+        max_length=MAX_ID_CHARS,
+        help_text="Whom the work is about, e.g. user:8812: erasing that subject strips the "
+        "payload and result (key and state stay).",
+    )
 
     def validate_payload(self, value: Any) -> Any:
         return _json_checked(value, MAX_PAYLOAD_BYTES)
+
+    def validate_subject(self, value: str) -> str:
+        return subject_checked(value)
 
 
 class CommitInput(StrictInput):

@@ -96,12 +96,13 @@ def _lock_run(run: Run) -> Run:
 
 
 @transaction.atomic
-def run_open(*, tenant: Tenant, task_id: str, owner: str, actor: Actor) -> Run:
-    """Open a run of ``task_id`` for ``owner``."""
+def run_open(*, tenant: Tenant, task_id: str, owner: str, actor: Actor, subject: str = "") -> Run:
+    """Open a run of ``task_id`` for ``owner`` (about ``subject``, if given)."""
     run = Run.objects.create(
         tenant=tenant,
         task_id=task_id,
         owner=owner,
+        subject=subject,
         opened_at=timezone.now(),
         **_actor_fields("opened_by", actor),
     )
@@ -394,6 +395,7 @@ def obligation_create(
     depends_on: Iterable[uuid.UUID] = (),
     deadline: datetime | None = None,
     payload: Any = None,
+    subject: str = "",
 ) -> ObligationOutcome:
     """The obligation with idempotency ``key``: the existing one (whatever else the request
     says: the key is its identity), or a new pending one.
@@ -425,6 +427,7 @@ def obligation_create(
             depends_on=deps,
             deadline=deadline,
             payload=payload,
+            subject=subject,
             created_at=timezone.now(),
             **_actor_fields("created_by", actor),
         )

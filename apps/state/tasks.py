@@ -10,15 +10,7 @@ from memoryconsole.celery import app
 @app.task(name="state.close_idle_runs_all", acks_late=True, time_limit=300)
 def close_idle_runs_all() -> int:
     """Fan out: one idle-run sweep per tenant, each carrying its tenant context."""
-    from apps.tenancy.context import tenant_scope
-    from apps.tenancy.models import Tenant
-
-    count = 0
-    for tenant_id in Tenant.objects.values_list("pk", flat=True):
-        with tenant_scope(tenant_id):
-            close_idle_runs.delay_on_commit()
-        count += 1
-    return count
+    return close_idle_runs.for_each_tenant()
 
 
 @app.task(

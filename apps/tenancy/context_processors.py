@@ -14,7 +14,6 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
 from .permissions import (
-    DELETE_MEMORIES,
     MANAGE_CREDENTIALS,
     MANAGE_MEMBERS,
     MANAGE_RETENTION,
@@ -41,7 +40,8 @@ NAVIGATION: tuple[tuple[str, str, str, str], ...] = (
     ("conflicts", "Conflicts", "console:conflicts", RESOLVE_CONFLICTS),
     ("runs", "Runs & obligations", "console:runs", VIEW_MEMORIES),
     ("deletions", "Deletions", "console:deletions", VIEW_AUDIT),
-    ("erasures", "Erasures", "console:erasures", DELETE_MEMORIES),
+    # Admins hold VIEW_AUDIT too: they see the page with its form, auditors its history.
+    ("erasures", "Erasures", "console:erasures", VIEW_AUDIT),
     ("retention", "Retention rules", "console:retention", MANAGE_RETENTION),
     ("holds", "Legal holds", "console:holds", MANAGE_RETENTION),
     ("audit", "Audit", "console:audit", VIEW_AUDIT),

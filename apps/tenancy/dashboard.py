@@ -20,14 +20,14 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.records.models import SENSITIVITY_ORDER, RecordStatus, Trust
+from apps.records.models import SENSITIVITY_ORDER, Trust
 from apps.records.review import (
     COUNT_LIMIT,
     PromotionQueueFilters,
     conflict_queue_count,
     promotion_queue_count,
 )
-from apps.records.selectors import records_live
+from apps.records.selectors import CURRENT_VERSION, records_live
 from apps.state.models import ObligationState, RunState
 from apps.state.selectors import obligations_list, obligations_overdue, runs_list
 
@@ -152,9 +152,7 @@ def _counts_row(*, tenant: Tenant, now: datetime, audit_since: datetime | None) 
 def _class_counts(now: datetime) -> dict[str, int]:
     """Live current memories by trust and sensitivity, and those expiring within each horizon:
     one pass over the tenant's records whatever their number."""
-    current = records_live(now).filter(
-        is_current=True, status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED]
-    )
+    current = records_live(now).filter(CURRENT_VERSION)
     aggregates: dict[str, Any] = {
         _class_key(trust, sensitivity): Count("pk", filter=Q(trust=trust, sensitivity=sensitivity))
         for trust in TRUST_ORDER
@@ -367,15 +365,21 @@ def dashboard_page(
         return console_url(url_name, tenant_slug=tenant.slug, perms=perms, query=query or None)
 
     memories = "console:memories"
+    # The figures count current versions only, so their lists do too.
+    current = {"versions": "current"}
     rows = [
         ClassRow(
             sensitivity=item.sensitivity,
             provisional=item.provisional,
-            provisional_url=link(memories, trust=Trust.PROVISIONAL, sensitivity=item.sensitivity),
+            provisional_url=link(
+                memories, trust=Trust.PROVISIONAL, sensitivity=item.sensitivity, **current
+            ),
             confirmed=item.confirmed,
-            confirmed_url=link(memories, trust=Trust.CONFIRMED, sensitivity=item.sensitivity),
+            confirmed_url=link(
+                memories, trust=Trust.CONFIRMED, sensitivity=item.sensitivity, **current
+            ),
             total=item.total,
-            total_url=link(memories, sensitivity=item.sensitivity),
+            total_url=link(memories, sensitivity=item.sensitivity, **current),
         )
         for item in figures.by_class
     ]
@@ -385,7 +389,7 @@ def dashboard_page(
                 key=f"expiring-{item.days}",
                 label=f"Expiring within {item.days} days",
                 value=item.count,
-                url=link(memories),
+                url=link(memories, expiring_within=str(item.days), **current),
                 hint="Live memories whose lifetime ends in this window.",
             )
             for item in figures.expiring
@@ -440,9 +444,9 @@ def dashboard_page(
     )
     return DashboardPage(
         class_rows=rows,
-        memories_url=link(memories),
-        provisional_url=link(memories, trust=Trust.PROVISIONAL),
-        confirmed_url=link(memories, trust=Trust.CONFIRMED),
+        memories_url=link(memories, **current),
+        provisional_url=link(memories, trust=Trust.PROVISIONAL, **current),
+        confirmed_url=link(memories, trust=Trust.CONFIRMED, **current),
         attention=attention,
         memory_chart=memory_chart,
         attention_chart=attention_chart,

@@ -52,6 +52,7 @@ class Tenant(models.Model):
         permissions = [
             ("view_memories", "View the tenant's memories"),
             ("delete_memories", "Delete and redact the tenant's memories"),
+            ("erase_memories", "Erase by subject, owner or consent across the tenant"),
             ("review_promotions", "Approve or reject promotion requests"),
             ("resolve_conflicts", "Resolve conflicts between versions"),
             ("view_audit", "Browse the audit log and deletion receipts"),

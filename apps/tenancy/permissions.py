@@ -10,6 +10,9 @@ from .models import Role, Tenant
 
 VIEW_MEMORIES = "view_memories"
 DELETE_MEMORIES = "delete_memories"
+# Tenant-wide erasure (by subject, owner or consent): an admin's action, unlike deleting one
+# record a member can see (DELETE_MEMORIES). Auditors follow erasures through VIEW_AUDIT.
+ERASE_MEMORIES = "erase_memories"
 REVIEW_PROMOTIONS = "review_promotions"
 RESOLVE_CONFLICTS = "resolve_conflicts"
 VIEW_AUDIT = "view_audit"
@@ -20,6 +23,7 @@ MANAGE_RETENTION = "manage_retention"
 ALL_PERMISSIONS: tuple[str, ...] = (
     VIEW_MEMORIES,
     DELETE_MEMORIES,
+    ERASE_MEMORIES,
     REVIEW_PROMOTIONS,
     RESOLVE_CONFLICTS,
     VIEW_AUDIT,

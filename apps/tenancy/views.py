@@ -16,16 +16,19 @@ import uuid
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
@@ -70,15 +73,70 @@ class ConsoleRequest(HttpRequest):
     console_memberships: list[Membership]
 
 
-def tenant_view(permission: str) -> Callable[[View], View]:
+def _same_site_path(request: HttpRequest, url: str | None) -> str | None:
+    if url and url_has_allowed_host_and_scheme(
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        parsed = urlsplit(url)
+        return parsed.path + (f"?{parsed.query}" if parsed.query else "")
+    return None
+
+
+def page_shown(request: HttpRequest) -> str:
+    """The console page the person is looking at, as a same-site path: for htmx the page the
+    request came from (``HX-Current-URL``); for a form's POST the page that sent it (a GET
+    of the action itself would fail); else the requested page. The console home otherwise."""
+    htmx = getattr(request, "htmx", None)
+    shown = (
+        _same_site_path(request, htmx.current_url)
+        if htmx
+        else _same_site_path(request, request.headers.get("Referer"))
+    )
+    if shown and (htmx or request.method != "GET"):
+        return shown
+    return request.get_full_path() if request.method == "GET" else reverse("console:home")
+
+
+def console_login_required(view: View) -> View:
+    """``login_required`` that also works for htmx: an expired session during an htmx action
+    visits the sign-in page as a whole page (``HX-Redirect``) and comes back to the page the
+    action was on, instead of the sign-in page being pasted into the action's target."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        to_login = redirect_to_login(page_shown(request))
+        if getattr(request, "htmx", False):
+            return HttpResponseClientRedirect(to_login["Location"])
+        return to_login
+
+    return wrapper
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: the console's frame, what probably happened, and a way back to the
+    page the form was on (only when that page is on this site)."""
+    back = _same_site_path(request, request.headers.get("Referer"))
+    return render(
+        request,
+        "console/csrf_failure.html",
+        {"back_url": back or reverse("console:home"), "back_is_form": back is not None},
+        status=403,
+    )
+
+
+def tenant_view(permission: str, *alternatives: str) -> Callable[[View], View]:
     """Resolve ``tenant_slug``, check ``permission`` (guardian), then set the tenant context.
 
     404 for a tenant the person holds no permission in, the same as one that does not exist;
-    403 when they belong to it but their role lacks ``permission``.
+    403 when they belong to it but their role lacks ``permission`` (and every one of
+    ``alternatives``, any of which also opens the page).
     """
+    accepted = frozenset({permission, *alternatives})
 
     def decorator(view: View) -> View:
-        @login_required
+        @console_login_required
         @wraps(view)
         def wrapper(
             request: ConsoleRequest, tenant_slug: str, *args: Any, **kwargs: Any
@@ -92,7 +150,7 @@ def tenant_view(permission: str) -> Callable[[View], View]:
             request.console_tenant = tenant
             request.console_perms = perms
             request.console_memberships = memberships_of(request.user)
-            if permission not in perms:
+            if not accepted & perms:
                 raise PermissionDenied("Your role in this tenant does not allow this page.")
             return view(request, tenant, *args, **kwargs)
 

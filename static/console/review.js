@@ -1,93 +1,274 @@
 /* Review queues: keyboard shortcuts. Every action also works with buttons and without this file.
  *
- *   j / k   move focus to the next / previous item
- *   a       approve the focused promotion request (first asks for the reason if empty)
- *   r       reject it: opens the reason field (Enter submits the rejection)
+ *   j / k          move to the next / previous item (in the triage list: its card opens in the
+ *                  detail pane)
+ *   a              approve the focused promotion request with the reason last used (the first
+ *                  time, or with none remembered, it opens the reason field: Enter approves),
+ *                  then move to the next open one
+ *   r              reject it: opens the reason field (Enter submits the rejection)
+ *   x              select / unselect the focused request; Shift+j / Shift+k extend the selection
+ *   u              undo the last decision while its notice shows
+ *   ?              the list of keys
  *
- * Shortcuts do nothing while typing in a field, with a modifier key held, or on pages without
- * a [data-review-shortcuts] list. After an item is replaced in place (htmx), focus returns to
- * its new version so j / k carry on from there.
+ * Shortcuts do nothing while typing in a field, with Ctrl/Alt/Meta held, or on pages without a
+ * [data-review-shortcuts] list.
+ *
+ * Undo: a decision is committed at once, and "Undo" is an audited reversal (it returns the
+ * record to provisional, or reopens a rejected request). Holding the decision back until the
+ * notice ends would lose it when the tab closes, and would make no-JavaScript decisions behave
+ * differently from these; an undo in the audit log is the honest record of what happened.
  */
 (function () {
   "use strict";
 
+  var UNDO_SHOWN_MS = 8000;
+  var DETAIL_DELAY_MS = 120;
+
   function isTyping(element) {
     if (!element || !element.tagName) return false;
     if (element.isContentEditable) return true;
-    return /^(INPUT|TEXTAREA|SELECT)$/.test(element.tagName);
+    return /^(INPUT|TEXTAREA|SELECT)$/.test(element.tagName) && element.type !== "checkbox";
   }
 
-  function items() {
+  function list() {
+    return document.querySelector("[data-review-list]");
+  }
+
+  function detailPane() {
+    return document.querySelector("[data-review-detail]");
+  }
+
+  // --- cards (conflicts, one request on its own page) ---------------------------------------
+
+  function cards() {
     return Array.prototype.slice.call(document.querySelectorAll("[data-review-item]"));
   }
 
-  function focusedItem() {
+  function focusedCard() {
     var active = document.activeElement;
     return active && active.closest ? active.closest("[data-review-item]") : null;
   }
 
-  function focusItem(item) {
-    if (!item) return;
-    item.focus({ preventScroll: true });
-    item.scrollIntoView({ block: "nearest" });
+  function focusElement(element) {
+    if (!element) return;
+    element.focus({ preventScroll: true });
+    element.scrollIntoView({ block: "nearest" });
   }
 
-  function move(step) {
-    var list = items();
-    if (!list.length) return;
-    var index = list.indexOf(focusedItem());
+  function moveCard(step) {
+    var all = cards();
+    if (!all.length) return;
+    var index = all.indexOf(focusedCard());
     if (index === -1) {
-      focusItem(step > 0 ? list[0] : list[list.length - 1]);
+      focusElement(step > 0 ? all[0] : all[all.length - 1]);
       return;
     }
-    focusItem(list[Math.min(list.length - 1, Math.max(0, index + step))]);
+    focusElement(all[Math.min(all.length - 1, Math.max(0, index + step))]);
   }
 
-  function approve(item) {
-    // An approval needs a reason: an empty one takes focus (Enter then approves).
-    var field = item && item.querySelector("[data-review-approve-reason]");
+  // --- the triage list ----------------------------------------------------------------------
+
+  function rows() {
+    var container = list();
+    return container
+      ? Array.prototype.slice.call(container.querySelectorAll("[data-review-row]"))
+      : [];
+  }
+
+  function currentRow() {
+    var active = document.activeElement;
+    var row = active && active.closest ? active.closest("[data-review-row]") : null;
+    if (row) return row;
+    // Focus in the detail pane: its item's row.
+    var card = active && active.closest ? active.closest("[data-review-detail] [data-review-item]") : null;
+    if (card) return document.getElementById(card.id.replace(/^request-/, "row-"));
+    var container = list();
+    return container ? container.querySelector(".is-focused") : null;
+  }
+
+  function paneShows(row) {
+    var pane = detailPane();
+    return pane && row && pane.querySelector("#" + row.id.replace(/^row-/, "request-"));
+  }
+
+  var detailTimer = null;
+  function showDetail(row) {
+    if (!row || paneShows(row)) return;
+    window.clearTimeout(detailTimer);
+    // Held j keys move through rows without loading every card on the way.
+    detailTimer = window.setTimeout(function () {
+      if (paneShows(row) || !document.body.contains(row)) return;
+      window.htmx.ajax("GET", row.getAttribute("data-detail-url") + "?view=list", {
+        target: "#review-detail",
+        swap: "innerHTML",
+      });
+    }, DETAIL_DELAY_MS);
+  }
+
+  function focusRow(row) {
+    if (!row) return;
+    rows().forEach(function (other) {
+      other.classList.toggle("is-focused", other === row);
+    });
+    focusElement(row);
+    showDetail(row);
+  }
+
+  function moveRow(step, extend) {
+    var all = rows();
+    if (!all.length) return;
+    var row = currentRow();
+    var active = document.activeElement;
+    if (!active || !active.closest || !active.closest("[data-review-row], [data-review-detail]")) {
+      // Nothing chosen yet (or focus elsewhere on the page): start at the marked row.
+      focusRow(row || all[0]);
+      return;
+    }
+    var index = all.indexOf(row);
+    var next = index === -1 ? all[step > 0 ? 0 : all.length - 1]
+      : all[Math.min(all.length - 1, Math.max(0, index + step))];
+    if (extend) {
+      if (row) select(row, true);
+      select(next, true);
+    }
+    focusRow(next);
+  }
+
+  function select(row, checked) {
+    var box = row && row.querySelector("[data-review-select]");
+    if (!box) return;
+    box.checked = checked === undefined ? !box.checked : checked;
+    updateSelectionCount();
+  }
+
+  function updateSelectionCount() {
+    var label = document.querySelector("[data-selection-count]");
+    if (!label) return;
+    var count = document.querySelectorAll("[data-review-select]:checked").length;
+    label.textContent = count
+      ? count + " selected"
+      : "Select requests with their checkboxes (x)";
+    document.querySelectorAll("#review-selection button[name=decision]").forEach(function (b) {
+      b.disabled = count === 0;
+    });
+  }
+
+  function rowAfter(row) {
+    if (!row) return null;
+    var all = rows();
+    var index = all.indexOf(row);
+    return all[index + 1] || all[index - 1] || null;
+  }
+
+  // An approval needs a reason (the server refuses one without): the reason a reviewer last
+  // approved with is remembered in this browser and offered again, so a run of approvals for
+  // the same reason stays one key each.
+  var LAST_REASON = "memoryconsole.review.lastApproveReason";
+
+  function rememberedReason() {
+    try {
+      return window.localStorage.getItem(LAST_REASON) || "";
+    } catch (error) {
+      return "";
+    }
+  }
+
+  document.addEventListener("submit", function (event) {
+    var field = event.target.querySelector && event.target.querySelector("[data-review-approve-reason]");
+    if (!field || !field.value.trim()) return;
+    try {
+      window.localStorage.setItem(LAST_REASON, field.value.trim());
+    } catch (error) {
+      /* storage refused: the reason is simply asked for next time */
+    }
+  }, true);
+
+  function approve(row) {
+    var field = row && row.querySelector("[data-review-approve-reason]");
+    if (field && !field.value.trim()) field.value = rememberedReason();
     if (field && !field.value.trim()) {
       field.focus();
       return;
     }
-    var button = item && item.querySelector("[data-review-approve]");
+    var button = row && row.querySelector("[data-review-approve]");
     if (button && !button.disabled) button.click();
   }
 
-  function askReason(item) {
-    var details = item && item.querySelector("[data-review-reject]");
+  function askReason(container) {
+    var details = container && container.querySelector("[data-review-reject]");
     if (!details) return;
     details.open = true;
     var field = details.querySelector("input[name=reason]");
     if (field) field.focus();
   }
 
+  function undo() {
+    var button = document.querySelector("[data-review-toast] [data-review-undo]");
+    if (button) button.click();
+  }
+
+  function openKeys() {
+    var dialog = document.getElementById("review-keys");
+    if (dialog && !dialog.open) dialog.showModal();
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey) return;
     if (event.key === "Escape" && isTyping(event.target)) {
       // Leave the field, back to its item, so the shortcuts work again.
-      var owner = event.target.closest("[data-review-item]");
-      if (owner) focusItem(owner);
+      var owner = event.target.closest("[data-review-row]") || event.target.closest("[data-review-item]");
+      var details = event.target.closest("[data-review-reject]");
+      if (details) details.open = false;
+      if (owner) focusElement(owner);
       return;
     }
     if (isTyping(event.target)) return;
     var queue = document.querySelector("[data-review-shortcuts]");
     if (!queue) return;
     var decisions = queue.hasAttribute("data-review-decisions");
+    var inList = !!list();
+    var row = inList ? currentRow() : null;
     switch (event.key) {
       case "j":
-        move(1);
+      case "J":
+        if (inList) moveRow(1, event.shiftKey);
+        else moveCard(1);
         break;
       case "k":
-        move(-1);
+      case "K":
+        if (inList) moveRow(-1, event.shiftKey);
+        else moveCard(-1);
         break;
       case "a":
-        if (!decisions || !focusedItem()) return;
-        approve(focusedItem());
+        if (!decisions) return;
+        if (inList) {
+          if (!row) return;
+          approve(row);
+        } else {
+          if (!focusedCard()) return;
+          approve(focusedCard());
+        }
         break;
       case "r":
-        if (!decisions || !focusedItem()) return;
-        askReason(focusedItem());
+        if (!decisions) return;
+        if (inList) {
+          if (!row) return;
+          askReason(row);
+        } else {
+          if (!focusedCard()) return;
+          askReason(focusedCard());
+        }
+        break;
+      case "x":
+        if (!inList || !row) return;
+        select(row);
+        break;
+      case "u":
+        if (!inList) return;
+        undo();
+        break;
+      case "?":
+        openKeys();
         break;
       default:
         return;
@@ -95,22 +276,124 @@
     event.preventDefault();
   });
 
-  // Remember which item a request came from, to give focus back to its replacement.
+  document.addEventListener("click", function (event) {
+    if (event.target.closest("[data-keys-open]")) {
+      openKeys();
+      return;
+    }
+    var row = event.target.closest("[data-review-row]");
+    if (!row) return;
+    if (event.target.closest("[data-review-open]")) {
+      // With the pane there, a row's title opens the card beside the list (its href, the
+      // request's own page, stays for a new tab and for no JavaScript).
+      if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return;
+      event.preventDefault();
+      focusRow(row);
+      return;
+    }
+    if (!event.target.closest("button, input, summary, form, a")) focusRow(row);
+  });
+
+  document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("[data-review-select]")) updateSelectionCount();
+  });
+
+  // --- after a decision ---------------------------------------------------------------------
+
+  // The row a decision came from and the one to go on to: the decision's answer already shows
+  // that next card ("then"), so deciding and advancing is one request.
+  var decided = null;
+  var advanceTo = null;
   var pendingFocusId = null;
+  var undoing = false;
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    var form = event.detail.elt;
+    if (!form || !form.querySelector || !form.querySelector("input[name=view][value=list]")) return;
+    if (/\/reverse\/$/.test(event.detail.path)) {
+      undoing = true;
+      return;
+    }
+    if (!/\/(approve|reject)\/$/.test(event.detail.path)) return;
+    var row = form.closest("[data-review-row]");
+    if (!row) {
+      var card = form.closest("[data-review-item]");
+      row = card ? document.getElementById(card.id.replace(/^request-/, "row-")) : null;
+    }
+    decided = row;
+    advanceTo = rowAfter(row);
+    if (advanceTo) event.detail.parameters.then = advanceTo.id.replace(/^row-/, "");
+  });
+
   document.addEventListener("htmx:beforeRequest", function (event) {
     var item = event.target.closest && event.target.closest("[data-review-item]");
-    pendingFocusId = item ? item.id : null;
+    pendingFocusId = item && !list() ? item.id : null;
   });
-  document.addEventListener("htmx:afterSettle", function () {
+
+  var toastTimer = null;
+  function armToast() {
+    var toast = document.querySelector("[data-review-toast]");
+    if (!toast) return;
+    window.clearTimeout(toastTimer);
+    if (!toast.querySelector("[data-review-undo]")) return;
+    toast.classList.add("is-shown");
+    toastTimer = window.setTimeout(function () {
+      toast.classList.remove("is-shown");
+      toast.replaceChildren();
+    }, UNDO_SHOWN_MS);
+  }
+
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (list()) {
+      afterListSettle(event);
+      return;
+    }
     if (!pendingFocusId) return;
     var replacement = document.getElementById(pendingFocusId);
     pendingFocusId = null;
     if (!replacement) return;
     var invalid = replacement.querySelector("[aria-invalid=true]");
-    if (invalid) {
-      invalid.focus();
-    } else {
-      focusItem(replacement);
+    if (invalid) invalid.focus();
+    else focusElement(replacement);
+  });
+
+  function afterListSettle(event) {
+    armToast();
+    updateSelectionCount();
+    var pane = detailPane();
+    if (!pane || event.detail.target !== pane) return;
+    if (decided) {
+      var row = decided;
+      decided = null;
+      if (!document.body.contains(row)) {
+        // Decided: it left the list. On to the next open one.
+        var next = advanceTo && document.body.contains(advanceTo) ? advanceTo : rows()[0];
+        advanceTo = null;
+        if (next) focusRow(next);
+        else focusElement(document.getElementById("review-results-heading"));
+        return;
+      }
+      // Refused (a reason missing, your own record...): the card says why.
+      var invalid = pane.querySelector("[aria-invalid=true], [role=alert]");
+      focusRow(row);
+      if (invalid) focusElement(invalid);
+      return;
     }
+    if (undoing) {
+      // An undo put its row back at the top: carry on from there.
+      undoing = false;
+      var card = pane.querySelector("[data-review-item]");
+      var shown = card && document.getElementById(card.id.replace(/^request-/, "row-"));
+      if (shown) focusRow(shown);
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-keys-open]").forEach(function (button) {
+      button.hidden = false;
+    });
+    var first = rows()[0];
+    if (first) first.classList.add("is-focused");
+    updateSelectionCount();
   });
 })();

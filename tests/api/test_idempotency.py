@@ -148,18 +148,7 @@ def test_it_keeps_the_stored_response_to_the_tenant(agent, tenant, other_tenant)
     assert stored.credential_id == agent.credential.pk
 
 
-def test_it_purges_the_stored_response_when_its_record_is_deleted(agent, tenant):
-    deleter = make_agent(tenant, "read,delete", name="deleter")
-    record = _post(agent, body(), "key-deleted").json()
-    deleter.delete(f"{RECORDS}/{record['id']}")
-    with tenant_scope(tenant.pk):
-        assert IdempotencyKey.objects.count() == 0
-    again = _post(agent, body(), "key-deleted")
-    assert "Idempotent-Replayed" not in again
-    assert again.json()["id"] != record["id"]
-
-
-def test_it_purges_stored_review_responses_with_the_record(agent, second_agent, tenant):
+def test_it_tombstones_stored_review_responses_with_the_record(agent, second_agent, tenant):
     reviewer = make_agent(tenant, "read,review,delete", name="reviewer")
     record = agent.post(RECORDS, body()).json()
     observed = second_agent.post(RECORDS, body(source={"kind": "document", "ref": "d:1"})).json()
@@ -167,7 +156,9 @@ def test_it_purges_stored_review_responses_with_the_record(agent, second_agent, 
     assert _post(reviewer, {"reason": "ok"}, "approve-1", path=approve).status_code == 200
     reviewer.delete(f"{RECORDS}/{record['id']}")
     with tenant_scope(tenant.pk):
-        assert IdempotencyKey.objects.count() == 0
+        stored = list(IdempotencyKey.objects.all())
+    assert [row.tombstone for row in stored] == [True], "the approval's response is a tombstone"
+    assert set(stored[0].response_body) == {"id", "status", "detail"}
 
 
 def test_it_fingerprints_a_body_with_an_unpaired_surrogate_without_failing(agent, tenant):
@@ -281,3 +272,45 @@ def test_it_replays_a_response_holding_timestamps_exactly(agent, tenant):
     again = _post(eraser, {"reason": "user asked"}, "revoke-1", path=path)
     assert again["Idempotent-Replayed"] == "true"
     assert again.json() == first.json()
+
+
+# --- after a deletion: a content-free tombstone, never a second write -------------------------
+
+
+def test_it_replays_a_tombstone_after_the_record_is_deleted_and_writes_nothing(tenant):
+    agent = make_agent(tenant, "read,write,delete", name="deleter")
+    data = body(content="the customer's home address is 12 Elm Street")
+    first = _post(agent, data, "key-deleted")
+    assert first.status_code == 201
+    record_id = first.json()["id"]
+    assert agent.delete(f"{RECORDS}/{record_id}?reason=customer+asked").status_code == 200
+
+    again = _post(agent, data, "key-deleted")
+    assert again.status_code == 201
+    assert again["Idempotent-Replayed"] == "true"
+    assert again["Idempotent-Tombstone"] == "true"
+    assert again.json()["id"] == record_id
+    assert again.json()["status"] == "deleted"
+    assert "Elm Street" not in again.content.decode()
+    assert _counts(tenant) == (0, 0), "the retry wrote nothing"
+    with tenant_scope(tenant.pk):
+        stored = IdempotencyKey.objects.get(key="key-deleted")
+    assert stored.tombstone
+    assert "Elm Street" not in json.dumps(stored.response_body)
+
+
+def test_it_still_refuses_the_same_key_with_another_body_after_a_deletion(tenant):
+    agent = make_agent(tenant, "read,write,delete", name="deleter")
+    first = _post(agent, body(), "key-deleted-2")
+    agent.delete(f"{RECORDS}/{first.json()['id']}?reason=asked")
+    assert_problem(_post(agent, body(value="other"), "key-deleted-2"), 422)
+
+
+def test_it_leaves_a_tombstone_that_erasure_verification_accepts(tenant):
+    agent = make_agent(tenant, "read,write,erase,audit", name="eraser")
+    _post(agent, body(subject="user:erased"), "key-erased")
+    erased = agent.post("/api/v1/erasures", {"subject": "user:erased", "reason": "asked"})
+    assert erased.status_code == 200, erased.content
+    again = _post(agent, body(subject="user:erased"), "key-erased")
+    assert again["Idempotent-Tombstone"] == "true"
+    assert _counts(tenant) == (0, 0)

@@ -79,14 +79,18 @@ def browser() -> Iterator[Any]:
 def new_page(
     browser: Any, live_server: Any, request: pytest.FixtureRequest
 ) -> Iterator[Callable[[Any], Any]]:
-    """``new_page(user)``: a page at the live server, signed in as ``user`` (or anonymous for
-    None). The last page opened is photographed when the test ends, pass or fail."""
+    """``new_page(user, width=1280)``: a page at the live server, signed in as ``user`` (or
+    anonymous for None). The last page opened is photographed when the test ends, pass or fail."""
     contexts: list[Any] = []
     pages: list[Any] = []
 
-    def open_page(user: Any = None) -> Any:
+    def open_page(user: Any = None, *, width: int = 1280, bypass_csp: bool = False) -> Any:
+        # bypass_csp: only for injecting test tooling (axe-core) into the page; the console's
+        # own scripts never need it.
         context = browser.new_context(
-            base_url=live_server.url, viewport={"width": 1280, "height": 900}
+            base_url=live_server.url,
+            viewport={"width": width, "height": 900},
+            bypass_csp=bypass_csp,
         )
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)

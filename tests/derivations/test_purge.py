@@ -18,6 +18,7 @@ from apps.records.services import (
     records_compact_expired,
 )
 from apps.tenancy.context import tenant_scope
+from tests.conftest import make_agent
 from tests.records.support import expire
 
 from .support import drain, summarise, write
@@ -35,7 +36,9 @@ def test_a_partial_expiry_unlinks_the_versions_that_stay(admin_agent, tenant):
     """v1 superseded by v2 (accepted), v3 contends with v2; v2 expires: only v2 goes."""
     v1 = write(admin_agent, value="v1")
     v2 = write(admin_agent, value="v2", source__ref="interaction:2")
-    resolved = admin_agent.post(
+    # An independent reviewer: a credential cannot resolve a conflict it wrote in.
+    reviewer = make_agent(tenant, "read,review", name="reviewer-bot")
+    resolved = reviewer.post(
         f"/api/v1/conflicts/{v2['conflict']}/resolve",
         {"resolution": "accept_new", "reason": "the customer said so"},
     )

@@ -227,12 +227,13 @@ def test_it_compacts_records_of_a_revoked_consent(tenant, agent):
     assert not _exists(tenant, record["id"])
 
 
-def test_it_purges_stored_responses_when_compacting(tenant, agent):
+def test_it_tombstones_stored_responses_when_compacting(tenant, agent):
     response = agent.post(RECORDS, body(), headers={"Idempotency-Key": "k-compact"})
     expire(tenant, response.json()["id"])
     _compact(tenant)
     with tenant_scope(tenant.pk):
-        assert IdempotencyKey.objects.count() == 0
+        # Only a content-free tombstone is left, so a retry replays "deleted".
+        assert not IdempotencyKey.objects.filter(tombstone=False).exists()
 
 
 def test_it_compacts_only_the_current_tenant(tenant, other_tenant, agent, other_agent):
@@ -318,14 +319,16 @@ def test_it_hides_a_record_written_under_a_consent_revoked_meanwhile(tenant, age
     assert agent.get(f"{RECORDS}/{record['id']}").status_code == 404
 
 
-def test_it_purges_stored_responses_about_records_of_a_revoked_consent(tenant, agent):
+def test_it_tombstones_stored_responses_about_records_of_a_revoked_consent(tenant, agent):
     data = body(retention={"basis": "consent", "consent_ref": "consent:1"})
     agent.post(RECORDS, data, headers={"Idempotency-Key": "k-consent"})
     with tenant_scope(tenant.pk):
         services.consent_revoke(tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason="")
-        assert IdempotencyKey.objects.count() == 0
+        # Only a content-free tombstone is left, so a retry replays "deleted".
+        assert not IdempotencyKey.objects.filter(tombstone=False).exists()
     replay = agent.post(RECORDS, data, headers={"Idempotency-Key": "k-consent"})
-    assert replay.status_code == 400
+    assert replay["Idempotent-Tombstone"] == "true"
+    assert replay.json()["status"] == "deleted"
     assert "carrier_a" not in replay.content.decode()
 
 

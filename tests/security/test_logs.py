@@ -3,7 +3,6 @@ no failing statement's text or values."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +12,13 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from tests.processes import free_port
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_it_keeps_query_strings_out_of_the_access_log() -> None:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [
             sys.executable,

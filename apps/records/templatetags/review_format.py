@@ -25,3 +25,10 @@ def conditions(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{name}={json_value(item)}" for name, item in sorted(value.items()))
     return json_value(value)
+
+
+@register.filter
+def upto(value: Any, separator: str) -> str:
+    """The text before ``separator``: ``"3 days, 4 hours"|upto:","`` is "3 days" (a row shows
+    the largest unit; the exact time is in the title)."""
+    return str(value).split(separator, 1)[0]

@@ -51,6 +51,7 @@ from ..models import MemoryRecord
 from ..redaction import WHOLE_VALUE
 from ..selectors import (
     PREVIEW_CHARACTERS,
+    open_conflict_contender_ids,
     record_active_holds,
     record_get,
     record_history,
@@ -116,6 +117,7 @@ def _memories_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]
     page = None
     hits = None
     newer_url = older_url = None
+    data: dict[str, Any] = {}
     if not form.is_bound or form.is_valid():
         data = form.cleaned_data if form.is_bound else {}
         if data.get("q"):
@@ -127,6 +129,10 @@ def _memories_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]
                 after=data.get("after"),
                 size=PAGE_SIZE,
             )
+            contenders = open_conflict_contender_ids([record.fact_id for record in page.records])
+            for record in page.records:
+                # Said on the row: a live version that is not the fact's value now.
+                record.is_contender = record.pk in contenders  # type: ignore[attr-defined]
             if page.newer_than is not None:
                 newer_url = f"{base}?{form.query_for(after=page.newer_than.token())}"
             if page.older_than is not None:
@@ -141,6 +147,9 @@ def _memories_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]
         "searching": hits is not None or bool(request.GET.get("q")),
         "filtered": filtered,
         "first_url": f"{base}?{form.query_for()}" if filtered else base,
+        # An expiry window lists soonest expiry first (what the dashboard's figure is about).
+        "expiry_order": bool(data.get("expiring_within")),
+        "paged_on": bool(data.get("before")),
         "newer_url": newer_url,
         "older_url": older_url,
     }
@@ -318,7 +327,7 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
 
 
 RECEIPT_COUNT_LABELS = {
-    "stored_responses": "stored API responses forgotten",
+    "stored_responses": "stored API responses replaced by content-free tombstones",
     "summaries_invalidated": "summaries invalidated",
     "outbox": "queued tasks dropped",
 }

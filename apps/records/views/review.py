@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -29,6 +30,7 @@ from apps.tenancy.views import (
     _render,
     form_nonce_consume,
     form_nonce_issue,
+    page_shown,
     tenant_view,
 )
 
@@ -39,21 +41,26 @@ from ..forms_review import (
     ConflictResolveForm,
     PromotionQueueFilterForm,
     RejectForm,
+    ReverseForm,
+    SelectionForm,
 )
-from ..models import Conflict, PromotionRequest
+from ..models import Conflict, PromotionRequest, PromotionState
 from ..review import (
     BULK_APPROVE_LIMIT,
     CONFLICT_PAGE_SIZE,
     COUNT_LIMIT,
     QUEUE_PAGE_SIZE,
+    QueueOrder,
     conflict_get,
     conflict_queue_count,
     conflict_queue_page,
     promotion_queue_count,
     promotion_queue_page,
     promotion_queue_selection,
+    promotion_queue_sorted_page,
     promotion_request_get,
     promotions_approve_bulk,
+    promotions_reject_bulk,
 )
 from ..services import (
     OwnEvidence,
@@ -61,6 +68,8 @@ from ..services import (
     conflict_resolve,
     promotion_approve,
     promotion_reject,
+    promotion_reopen,
+    promotion_return_to_provisional,
 )
 
 QUEUE_TEMPLATE = "console/review/queue.html"
@@ -72,6 +81,8 @@ CONFLICT_TEMPLATE = "console/review/conflict.html"
 REFUSALS_LISTED = 10
 # Requests a bulk confirmation lists by name; the rest of the snapshot is counted.
 BULK_LISTED = 20
+# What an undo from the queue's toast records as its reason.
+UNDO_REASON = "Undone from the review queue right after deciding."
 
 
 def _safe_next(request: ConsoleRequest, fallback: str) -> str:
@@ -104,15 +115,22 @@ def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
     page = None
     count = 0
     earlier_url = later_url = None
+    paged_on = False
     if not form.is_bound or form.is_valid():
         filters = form.filters()
         cursors = form.cleaned_data if form.is_bound else {}
-        page = promotion_queue_page(
-            filters=filters,
-            after=cursors.get("after"),
-            before=cursors.get("before"),
-            size=QUEUE_PAGE_SIZE,
-        )
+        if form.order != QueueOrder.OLDEST:
+            page = promotion_queue_sorted_page(
+                filters=filters, order=form.order, after=cursors.get("after"), size=QUEUE_PAGE_SIZE
+            )
+            paged_on = cursors.get("after") is not None
+        else:
+            page = promotion_queue_page(
+                filters=filters,
+                after=cursors.get("after"),
+                before=cursors.get("before"),
+                size=QUEUE_PAGE_SIZE,
+            )
         count = promotion_queue_count(filters=filters)
         if page.earlier_than is not None:
             earlier_url = f"{base}?{form.query_for(before=page.earlier_than.token())}"
@@ -120,6 +138,9 @@ def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
             later_url = f"{base}?{form.query_for(after=page.later_than.token())}"
     filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
     filter_query = form.query_for() if filtered else ""
+    # Pager links keep the order too; bulk links do not need it (a bulk decision takes the
+    # oldest matching requests).
+    pager_query = form.query_for() if form.is_bound else ""
     return {
         **_reviewer_context(request, tenant, "review"),
         "filter_form": form,
@@ -128,12 +149,27 @@ def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
         "count_limit": COUNT_LIMIT,
         "bulk_limit": BULK_APPROVE_LIMIT,
         "filtered": filtered,
-        "first_url": f"{base}?{filter_query}" if filtered else base,
+        "first_url": f"{base}?{pager_query}" if pager_query else base,
+        # A sorted queue pages only forward: its way back is the first page.
+        "paged_on": paged_on,
         "bulk_url": reverse("console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug})
         + (f"?{filter_query}" if filter_query else ""),
+        "bulk_reject_url": reverse(
+            "console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug}
+        )
+        + "?decision=reject"
+        + (f"&{filter_query}" if filter_query else ""),
+        # The selection form carries the queue's filters, so its confirmation approves only
+        # ticked requests that still match them.
+        "filter_values": [
+            (name, request.GET[name]) for name in form.FILTER_FIELDS if request.GET.get(name)
+        ]
+        if filtered
+        else [],
         "earlier_url": earlier_url,
         "later_url": later_url,
         "next_url": request.get_full_path(),
+        "undo_reason": UNDO_REASON,
     }
 
 
@@ -155,12 +191,56 @@ def _item_context(
     request: ConsoleRequest, tenant: Tenant, item: PromotionRequest, **extra: Any
 ) -> dict[str, Any]:
     queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
+    in_list = _in_list(request)
+    if request.method == "POST":
+        next_url = _safe_next(request, queue_url)
+    elif in_list:
+        # The pane's card goes back to (and counts under the filters of) the queue page it
+        # sits in.
+        next_url = page_shown(request)
+    else:
+        next_url = queue_url
     return {
         **_reviewer_context(request, tenant, "review"),
         "item": item,
-        "next_url": _safe_next(request, queue_url) if request.method == "POST" else queue_url,
+        "next_url": next_url,
+        "list_mode": in_list,
+        "undo_reason": UNDO_REASON,
         **extra,
     }
+
+
+def _in_list(request: ConsoleRequest) -> bool:
+    """The request comes from the queue's triage list (its rows or its detail pane), whose
+    answers also update the list: the decided row leaves, the count changes."""
+    if not request.htmx:
+        return False
+    source = request.POST if request.method == "POST" else request.GET
+    return source.get("view") == "list"
+
+
+def _list_counts(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
+    """The queue's count, under the filters of the queue page the action came from."""
+    queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
+    shown = urlsplit(_safe_next(request, queue_url))
+    form = PromotionQueueFilterForm(QueryDict(shown.query) if shown.query else None)
+    filters = form.filters()
+    return {
+        "count": promotion_queue_count(filters=filters),
+        "count_limit": COUNT_LIMIT,
+        "filtered": filters.active,
+    }
+
+
+def _then_item(request: ConsoleRequest) -> PromotionRequest | None:
+    """The open request the list advances to after a decision (``then``: the next row), so
+    the decision's one answer already shows it in the detail pane."""
+    try:
+        then = uuid.UUID(request.POST.get("then", ""))
+    except ValueError:
+        return None
+    found = promotion_request_get(then)
+    return found if found is not None and found.state == PromotionState.OPEN else None
 
 
 @tenant_view(REVIEW_PROMOTIONS)
@@ -168,7 +248,10 @@ def _item_context(
 def review_request(request: ConsoleRequest, tenant: Tenant, request_id: uuid.UUID) -> HttpResponse:
     """One promotion request on its own page (a permalink, and the no-JS error page)."""
     item = _request_or_404(request_id)
-    return render(request, REQUEST_TEMPLATE, _item_context(request, tenant, item))
+    context = _item_context(request, tenant, item)
+    if context["list_mode"]:
+        return render(request, f"{QUEUE_TEMPLATE}#detail", context)
+    return render(request, REQUEST_TEMPLATE, context)
 
 
 def _decision_answer(
@@ -193,6 +276,11 @@ def _decision_answer(
     needs_correcting = bool(
         item_error or (reject_form and reject_form.errors) or (approve_form and approve_form.errors)
     )
+    if context["list_mode"]:
+        if needs_correcting or item.state == PromotionState.OPEN:
+            return render(request, f"{QUEUE_TEMPLATE}#detail_response", context)
+        context.update(_list_counts(request, tenant), then_item=_then_item(request))
+        return render(request, f"{QUEUE_TEMPLATE}#decided_response", context)
     if request.htmx:
         return render(request, f"{QUEUE_TEMPLATE}#item_response", context)
     if needs_correcting:
@@ -248,6 +336,58 @@ def review_reject(request: ConsoleRequest, tenant: Tenant, request_id: uuid.UUID
     return _decide(request, tenant, request_id, approve=False)
 
 
+@tenant_view(REVIEW_PROMOTIONS)
+@require_POST
+def review_reverse(request: ConsoleRequest, tenant: Tenant, request_id: uuid.UUID) -> HttpResponse:
+    """Reverse a decision, with a reason: an approval returns the record to provisional, a
+    rejection reopens the request. The queue's undo toast posts here too, so an undo is an
+    audited reversal like any other (decisions are never held back waiting for a toast)."""
+    item = _request_or_404(request_id)
+    form = ReverseForm(request.POST)
+    if not form.is_valid():
+        return _reverse_answer(request, tenant, item, reverse_form=form)
+    subject = f"{item.record.subject} · {item.record.key}"
+    actor = Actor.for_user(request.user)
+    reason = form.cleaned_data["reason"]
+    try:
+        if item.state == PromotionState.APPROVED:
+            promotion_return_to_provisional(request=item, actor=actor, reason=reason)
+            messages.success(request, f"Returned {subject} to provisional: it awaits a decision.")
+        elif item.state == PromotionState.REJECTED:
+            promotion_reopen(request=item, actor=actor, reason=reason)
+            messages.success(request, f"Reopened the request for {subject}.")
+        else:
+            messages.info(request, f"{subject} is already open: nothing to reverse.")
+    except RecordError as error:
+        if "state" not in error.extra:
+            return _reverse_answer(request, tenant, item, item_error=str(error))
+        messages.info(request, f"{subject}: {error}")
+    return _reverse_answer(request, tenant, _request_or_404(request_id))
+
+
+def _reverse_answer(
+    request: ConsoleRequest,
+    tenant: Tenant,
+    item: PromotionRequest,
+    *,
+    item_error: str = "",
+    reverse_form: ReverseForm | None = None,
+) -> HttpResponse:
+    context = _item_context(request, tenant, item, item_error=item_error, reverse_form=reverse_form)
+    failed = bool(item_error or (reverse_form and reverse_form.errors))
+    if context["list_mode"]:
+        if failed or item.state != PromotionState.OPEN:
+            return render(request, f"{QUEUE_TEMPLATE}#detail_response", context)
+        context.update(_list_counts(request, tenant))
+        return render(request, f"{QUEUE_TEMPLATE}#reopened_response", context)
+    if request.htmx:
+        return render(request, f"{QUEUE_TEMPLATE}#item_response", context)
+    if failed:
+        return render(request, REQUEST_TEMPLATE, context, status=400)
+    queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
+    return redirect(_safe_next(request, queue_url))
+
+
 # --- bulk approval --------------------------------------------------------------------------
 
 
@@ -272,25 +412,34 @@ def _bulk_context(
         "bulk_limit": BULK_APPROVE_LIMIT,
         "queue_url": _filtered_queue_url(tenant, filter_form),
         "form": form,
+        "rejects": form.rejects,
     }
 
 
 def _bulk_confirmation(
-    request: ConsoleRequest, tenant: Tenant, filter_form: PromotionQueueFilterForm
+    request: ConsoleRequest,
+    tenant: Tenant,
+    filter_form: PromotionQueueFilterForm,
+    *,
+    decision: str,
+    only: list[uuid.UUID] | None = None,
 ) -> HttpResponse:
-    """The confirmation page: what the filters select now, as a snapshot of ids to approve."""
-    batch = promotion_queue_selection(filters=filter_form.filters(), limit=BULK_APPROVE_LIMIT)
+    """The confirmation page: what the filters select now (or, for a selection, which of the
+    ticked requests they still select), as a snapshot of ids to approve or reject."""
+    batch = promotion_queue_selection(
+        filters=filter_form.filters(), only=only, limit=BULK_APPROVE_LIMIT
+    )
     initial = {name: filter_form.data.get(name, "") for name in filter_form.FILTER_FIELDS}
     form = BulkApproveForm(
         initial={
             **initial,
             "requests": [str(item.pk) for item in batch],
+            "decision": decision,
             "nonce": form_nonce_issue(request),
         }
     )
-    return render(
-        request, BULK_TEMPLATE, _bulk_context(request, tenant, filter_form, batch=batch, form=form)
-    )
+    context = _bulk_context(request, tenant, filter_form, batch=batch, form=form)
+    return render(request, BULK_TEMPLATE, {**context, "selection": only is not None})
 
 
 @tenant_view(REVIEW_PROMOTIONS)
@@ -303,7 +452,8 @@ def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse
         filter_form = PromotionQueueFilterForm(request.GET or None)
         if filter_form.is_bound and not filter_form.is_valid():
             return redirect("console:review", tenant_slug=tenant.slug)
-        return _bulk_confirmation(request, tenant, filter_form)
+        decision = "reject" if request.GET.get("decision") == "reject" else "approve"
+        return _bulk_confirmation(request, tenant, filter_form, decision=decision)
 
     form = BulkApproveForm(request.POST)
     filter_form = PromotionQueueFilterForm(request.POST)
@@ -327,13 +477,16 @@ def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse
         return redirect(queue_url)
     listed: list[uuid.UUID] = form.cleaned_data["requests"]
     batch = promotion_queue_selection(filters=form.filters(), only=listed, limit=BULK_APPROVE_LIMIT)
-    outcome = promotions_approve_bulk(
+    decide = promotions_reject_bulk if form.rejects else promotions_approve_bulk
+    outcome = decide(
         requests=batch, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]
     )
-    approved = len(outcome.approved)
-    messages.success(
-        request, f"Approved {approved} request{'s' if approved != 1 else ''}: confirmed."
-    )
+    decided = len(outcome.decided)
+    plural = "s" if decided != 1 else ""
+    if form.rejects:
+        messages.success(request, f"Rejected {decided} request{plural}: they stay provisional.")
+    else:
+        messages.success(request, f"Approved {decided} request{plural}: confirmed.")
     left_alone = len(listed) - len(batch)
     if left_alone:
         messages.warning(
@@ -350,15 +503,38 @@ def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse
         more = len(outcome.refused) - REFUSALS_LISTED
         messages.warning(
             request,
-            f"{len(outcome.refused)} could not be approved and stay pending: {refusals}"
-            + (f"; and {more} more." if more > 0 else "."),
+            f"{len(outcome.refused)} could not be {'rejected' if form.rejects else 'approved'} "
+            f"and stay pending: {refusals}" + (f"; and {more} more." if more > 0 else "."),
         )
     return redirect(queue_url)
 
 
+@tenant_view(REVIEW_PROMOTIONS)
+@require_POST
+def review_selection(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """The requests ticked in the queue, posted with the queue's filters: the same
+    confirmation as a bulk approval (a snapshot of exactly these ids, listed), for approving
+    or rejecting them. Nothing is decided here; the confirmation's POST decides."""
+    form = SelectionForm(request.POST)
+    if not form.is_valid():
+        problems = [str(message) for message in form.errors.get("requests", [])]
+        messages.error(request, " ".join(problems) or "Tick the requests to decide first.")
+        return redirect(_filtered_queue_url(tenant, form))
+    filter_form = PromotionQueueFilterForm(
+        {name: request.POST.get(name, "") for name in PromotionQueueFilterForm.FILTER_FIELDS}
+    )
+    return _bulk_confirmation(
+        request,
+        tenant,
+        filter_form,
+        decision=form.cleaned_data["decision"],
+        only=form.cleaned_data["requests"],
+    )
+
+
 def _filtered_queue_url(tenant: Tenant, filter_form: PromotionQueueFilterForm) -> str:
     queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
-    query = filter_form.query_for()
+    query = filter_form.query_for() if filter_form.is_valid() else ""
     return f"{queue_url}?{query}" if query else queue_url
 
 

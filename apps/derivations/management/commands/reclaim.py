@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from apps.derivations.reclamation import deletions_reclaim, reclamation_plan
+from apps.derivations.reclamation import deletions_reclaim, deletions_rewrite, reclamation_plan
 
 
 class Command(BaseCommand):
@@ -25,6 +25,14 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--force", action="store_true", help="vacuum even when no receipt awaits it"
+        )
+        parser.add_argument(
+            "--rewrite",
+            action="store_true",
+            help=(
+                "also rewrite the tables and their indexes (VACUUM FULL), so no data file "
+                "keeps a deleted row's bytes; locks each table while it is rewritten"
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -50,6 +58,12 @@ class Command(BaseCommand):
         def progress(message: str) -> None:
             self.stderr.write(f"[{time.monotonic() - started:6.1f} s] {message} ...")
 
+        if options["rewrite"]:
+            rewritten = deletions_rewrite(progress=progress)
+            self.stdout.write(
+                f"rewritten: {rewritten} receipt(s) stamped in {time.monotonic() - started:.1f} s"
+            )
+            return
         stamped = deletions_reclaim(force=options["force"], progress=progress)
         if not stamped and not options["force"]:
             self.stdout.write("nothing awaits reclamation (--force vacuums anyway)")

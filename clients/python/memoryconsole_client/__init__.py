@@ -1,0 +1,40 @@
+"""Memory Console's Python client: ``MemoryConsole`` (sync) and ``AsyncMemoryConsole``.
+
+from memoryconsole_client import MemoryConsole
+with MemoryConsole() as mc:          # MEMORYCONSOLE_URL, MEMORYCONSOLE_TOKEN
+    run = mc.runs.open(task_id="order-1", owner="service:checkout")
+"""
+
+from ._core import RetryPolicy
+from .aio import AsyncMemoryConsole
+from .client import MemoryConsole
+from .errors import (
+    ApiError,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    MemoryConsoleError,
+    NotFound,
+    RateLimited,
+    ServerError,
+    TransportError,
+    Unauthorized,
+    Unprocessable,
+)
+
+__all__ = [
+    "ApiError",
+    "AsyncMemoryConsole",
+    "BadRequest",
+    "Conflict",
+    "Forbidden",
+    "MemoryConsole",
+    "MemoryConsoleError",
+    "NotFound",
+    "RateLimited",
+    "RetryPolicy",
+    "ServerError",
+    "TransportError",
+    "Unauthorized",
+    "Unprocessable",
+]

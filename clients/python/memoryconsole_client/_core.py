@@ -1,0 +1,164 @@
+"""What the sync and async clients share: the description of each call, the retry policy and
+the reading of answers. The two clients differ only in how they wait."""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .errors import ApiError, error_for
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+USER_AGENT = "memoryconsole-client/0.1"
+# Retried: the server may not have seen the request, or failed before committing anything.
+RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
+IN_FLIGHT_TYPE = "/idempotency-in-flight"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API request. ``idempotent`` says whether a retry after the request may have
+    reached the server is safe (true for GET, and for POST with its ``Idempotency-Key``)."""
+
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    body: Any = None
+    idempotency_key: str | None = None
+    ok: tuple[int, ...] = (200, 201, 202)
+
+    @property
+    def idempotent(self) -> bool:
+        return self.method == "GET" or self.idempotency_key is not None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """``retries`` extra attempts with exponential backoff from ``backoff`` seconds (with
+    jitter) up to ``max_backoff``."""
+
+    retries: int = 4
+    backoff: float = 0.1
+    max_backoff: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        base: float = min(self.max_backoff, self.backoff * (2**attempt))
+        return base / 2 + random.uniform(0, base / 2)  # noqa: S311 - jitter, not crypto
+
+
+@dataclass
+class Settings:
+    base_url: str
+    token: str
+    timeout: httpx.Timeout
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @classmethod
+    def resolve(
+        cls,
+        base_url: str | None,
+        token: str | None,
+        timeout: float | httpx.Timeout,
+        retry: RetryPolicy | None,
+    ) -> Settings:
+        url = base_url or os.environ.get("MEMORYCONSOLE_URL") or DEFAULT_URL
+        credential = token or os.environ.get("MEMORYCONSOLE_TOKEN")
+        if not credential:
+            raise ValueError("no agent credential: pass token= or set MEMORYCONSOLE_TOKEN")
+        return cls(
+            base_url=url.rstrip("/"),
+            token=credential,
+            timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
+            retry=retry or RetryPolicy(),
+        )
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self.token}",
+            "Accept": "application/json",
+            "User-Agent": USER_AGENT,
+        }
+
+
+def post(
+    path: str, body: Any = None, *, idempotency_key: str | None, ok: tuple[int, ...] = (200, 201)
+) -> Call:
+    """A POST with its idempotency key: the caller's, or a fresh one reused by every retry."""
+    return Call(
+        "POST", path, body=body, idempotency_key=idempotency_key or str(uuid.uuid4()), ok=ok
+    )
+
+
+def get(path: str, params: dict[str, Any] | None = None) -> Call:
+    return Call("GET", path, params=params)
+
+
+def query(**params: Any) -> dict[str, Any]:
+    """Query parameters without the unset ones (the server refuses unknown or empty ones)."""
+    cleaned: dict[str, Any] = {}
+    for name, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        cleaned[name] = value
+    return cleaned
+
+
+def body(**fields: Any) -> dict[str, Any]:
+    """A request body without the unset members."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def request_headers(call: Call) -> dict[str, str]:
+    if call.idempotency_key is None:
+        return {}
+    return {"Idempotency-Key": call.idempotency_key}
+
+
+def parse(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def should_retry(call: Call, response: httpx.Response, parsed: Any) -> bool:
+    if response.status_code in RETRYABLE_STATUS:
+        return call.idempotent or response.status_code == 503
+    in_flight = (
+        response.status_code == 409
+        and isinstance(parsed, dict)
+        and str(parsed.get("type", "")).endswith(IN_FLIGHT_TYPE)
+    )
+    return in_flight
+
+
+def retry_after_transport_error(call: Call, error: httpx.TransportError) -> bool:
+    """A request that never left cannot have had an effect; one that may have arrived is
+    only repeated when it is idempotent."""
+    never_sent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+    return never_sent or call.idempotent
+
+
+def result(call: Call, response: httpx.Response, parsed: Any) -> Any:
+    if response.status_code in call.ok:
+        return parsed
+    raise error_for(response.status_code, parsed, method=call.method, path=call.path)
+
+
+def page_of(parsed: Any) -> tuple[list[Any], str | None]:
+    """The items of one page and the next page's URL (lists arrive whole or cursor-paged)."""
+    if isinstance(parsed, list):
+        return parsed, None
+    if isinstance(parsed, dict) and isinstance(parsed.get("results"), list):
+        next_url = parsed.get("next")
+        return parsed["results"], str(next_url) if next_url else None
+    raise ApiError(200, parsed, method="GET", path="(page)")

@@ -1,0 +1,340 @@
+"""Typed shapes of the API's requests and responses (``TypedDict``: plain dicts at run time).
+
+Responses are the server's JSON as-is, so fields a newer server adds are kept, not dropped.
+``tests/clients/test_models.py`` checks each model against the server's OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+Sensitivity = Literal["public", "internal", "personal", "restricted"]
+SourceKind = Literal["interaction", "tool_call", "document", "user_action", "derived"]
+RetentionBasis = Literal["session", "consent", "contract", "indefinite"]
+Purpose = Literal["context", "decision"]
+
+
+# --- request parts -------------------------------------------------------------------------
+
+
+class SourceInput(TypedDict):
+    """Where a memory came from: ``kind`` and ``ref`` required."""
+
+    kind: SourceKind
+    ref: str
+    turn_id: NotRequired[str]
+    tool_call_id: NotRequired[str]
+    run_id: NotRequired[str]
+
+
+class ScopeInput(TypedDict):
+    """Where a fact holds: ``domain`` required."""
+
+    domain: str
+    task_type: NotRequired[str]
+    conditions: NotRequired[dict[str, Any]]
+
+
+class RetentionInput(TypedDict):
+    """How long it may be kept: ``basis`` required; ``consent`` needs ``consent_ref``."""
+
+    basis: RetentionBasis
+    ttl: NotRequired[str]
+    consent_ref: NotRequired[str]
+
+
+class RedactionInput(TypedDict, total=False):
+    state: Literal["none", "applied", "required"]
+    fields: list[str]
+
+
+class FactRef(TypedDict):
+    """A fact as an agent holds it in its context, for ``facts.check``."""
+
+    id: str
+    version: NotRequired[int]
+
+
+class SummarySource(TypedDict):
+    type: Literal["record", "episode"]
+    id: str
+
+
+# --- responses -----------------------------------------------------------------------------
+
+
+class Source(TypedDict):
+    kind: str
+    ref: str
+    turn_id: str
+    tool_call_id: str
+    run_id: str
+
+
+class Scope(TypedDict):
+    domain: str
+    task_type: str
+    conditions: Any
+
+
+class Retention(TypedDict):
+    basis: str
+    ttl: str | None
+    consent_ref: str
+
+
+class Redaction(TypedDict):
+    state: str
+    fields: list[str]
+
+
+class Actor(TypedDict):
+    """Who did it: ``type`` is user, credential or system."""
+
+    type: str
+    id: str
+    label: str
+
+
+class Record(TypedDict):
+    """A stored memory record."""
+
+    id: str
+    version: int
+    key: str
+    subject: str
+    value: Any
+    content: str
+    source: Source
+    observed_at: str
+    written_at: str
+    writer: dict[str, str]
+    owner: str
+    reason: str
+    scope: Scope
+    sensitivity: str
+    retention: Retention
+    redaction: Redaction
+    trust: str
+    status: str
+    expires_at: str | None
+    supersedes: str | None
+    superseded_by: str | None
+    superseded_at: str | None
+    conflict: str | None
+
+
+class RecordWritten(Record):
+    """The answer to a write: the record and what the write did (``outcome``: created,
+    conflict, observed or unchanged)."""
+
+    outcome: str
+    promotion_request: str | None
+    notices: list[str]
+
+
+class Version(TypedDict):
+    """One version of a fact, in a record's history."""
+
+    id: str
+    version: int
+    value: Any
+    trust: str
+    status: str
+    written_at: str
+    source: Source
+    writer: dict[str, str]
+    supersedes: str | None
+    superseded_by: str | None
+    superseded_at: str | None
+    current_from: str | None
+    current_until: str | None
+
+
+class PromotionRequest(TypedDict):
+    id: str
+    record: str
+    state: str
+    evidence: Any
+    reason: str
+    requested_by: dict[str, str]
+    requested_at: str
+    decided_by: dict[str, str] | None
+    decided_at: str | None
+    decision_reason: str
+
+
+class Fact(TypedDict):
+    """The current version of one scoped fact of a subject."""
+
+    key: str
+    id: str
+    value: Any
+    version: int
+    trust: str
+    observed_at: str
+    written_at: str
+    source: Source
+    expires_at: str | None
+    scope: NotRequired[Scope]
+
+
+class FactCheck(TypedDict):
+    """Whether a fact held in context is still current; a stale one has a ``reason`` and,
+    where there is one, the ``current_id``."""
+
+    id: str
+    version: int | None
+    found: bool
+    current: bool
+    stale: bool
+    status: str
+    reason: NotRequired[str]
+    current_id: NotRequired[str | None]
+    current_version: NotRequired[int | None]
+
+
+class SearchHit(TypedDict):
+    """One search result: a record or a summary, its score and why it matched."""
+
+    type: Literal["record", "summary"]
+    score: float
+    why: dict[str, Any]
+    provenance: Any
+    record: NotRequired[Record]
+    summary: NotRequired[dict[str, Any]]
+
+
+class SearchResult(TypedDict):
+    results: list[SearchHit]
+
+
+class Summary(TypedDict):
+    id: str
+    text: str
+    valid: bool
+    sources: list[Any]
+
+
+class Run(TypedDict):
+    """A run of a task: ``state`` open or closed."""
+
+    id: str
+    task_id: str
+    owner: str
+    subject: str | None
+    state: str
+    opened_at: str
+    opened_by: Actor
+    closed_at: str | None
+    closed_by: Actor | None
+    episodes_discarded: int
+    records_expired: int
+
+
+class Episode(TypedDict):
+    id: str
+    run: str
+    seq: int
+    role: str
+    content: str
+    content_ref: str
+    created_at: str
+
+
+class Checkpoint(TypedDict):
+    id: str
+    run: str
+    step: int
+    state: Any
+    created_at: str
+
+
+class Obligation(TypedDict):
+    """A unit of exactly-once work: ``state`` pending, committed, failed or cancelled."""
+
+    id: str
+    task_id: str
+    kind: str
+    key: str
+    subject: str | None
+    state: str
+    depends_on: list[str]
+    deadline: str | None
+    overdue: bool
+    payload: Any
+    result: Any
+    created_at: str
+    created_by: Actor
+    committed_at: str | None
+    committed_by: Actor | None
+    ended_at: str | None
+    ended_by: Actor | None
+    end_reason: str
+
+
+class ObligationOpened(Obligation):
+    """The answer to opening an obligation. ``created`` is set by the client: ``False``
+    when the key already existed (the existing obligation, with ``mismatched`` naming the
+    request fields that differ from it)."""
+
+    mismatched: list[str]
+    created: NotRequired[bool]
+
+
+class DeletionReceipt(TypedDict):
+    """What a deletion or erasure removed (the server documents every field)."""
+
+    id: NotRequired[str]
+    dry_run: NotRequired[bool]
+
+
+class AuditEvent(TypedDict):
+    id: str
+    seq: int
+    occurred_at: str
+    action: str
+    actor: dict[str, str]
+    object: dict[str, str]
+    digest: str
+    data: Any
+    prev_hash: str
+    hash: str
+
+
+class Problem(TypedDict):
+    """RFC 9457 problem details, the body of every error answer."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: NotRequired[dict[str, list[str]]]
+
+
+# Model -> the OpenAPI component it mirrors (checked by the client's schema test).
+SCHEMA_COMPONENTS: dict[str, type] = {
+    "Source": Source,
+    "Scope": Scope,
+    "Retention": Retention,
+    "Redaction": Redaction,
+    "ActorOutput": Actor,
+    "Record": Record,
+    "RecordWriteResponse": RecordWritten,
+    "Version": Version,
+    "PromotionRequest": PromotionRequest,
+    "Fact": Fact,
+    "Run": Run,
+    "Episode": Episode,
+    "Checkpoint": Checkpoint,
+    "Obligation": Obligation,
+    "ObligationCreateResponse": ObligationOpened,
+    "AuditEvent": AuditEvent,
+    "Problem": Problem,
+    "SourceInput": SourceInput,
+    "ScopeInput": ScopeInput,
+    "RetentionInput": RetentionInput,
+    "RedactionInput": RedactionInput,
+    "FactCheckItem": FactRef,
+    "SummarySourceInput": SummarySource,
+}

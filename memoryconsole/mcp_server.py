@@ -1,0 +1,365 @@
+"""``memoryconsole mcp``: Memory Console as Model Context Protocol tools and resources.
+
+Every tool calls the agent REST API through ``memoryconsole-client``, so authentication,
+row-level security, idempotency and audit are exactly the API's; no Django runs here. The
+credential comes from ``MEMORYCONSOLE_TOKEN`` (stdio) or the request's ``Authorization``
+header (streamable HTTP), never from a tool argument an LLM could fill in.
+
+    memoryconsole mcp                                  # stdio, for a local agent
+    memoryconsole mcp --transport http --port 8765     # streamable HTTP at /mcp
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from memoryconsole_client import ApiError, AsyncMemoryConsole, Conflict, MemoryConsoleError
+from pydantic import BaseModel, Field
+
+JSON = dict[str, Any]
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "Governed memory and state for this agent. Remember facts with their source, owner, "
+    "reason, scope and sensitivity; recall them by scoped search; check facts held in your "
+    "context before acting on them. For multi-step work: start_run, open_obligation per "
+    "step (the key makes it exactly-once), commit_obligation with the step's result, "
+    "save_checkpoint after each step, and on restart resume from latest_checkpoint."
+)
+
+
+class Source(BaseModel):
+    """Where the memory came from."""
+
+    kind: Literal["interaction", "tool_call", "document", "user_action", "derived"]
+    ref: str = Field(description="What it came from, e.g. interaction:4821 or order:17")
+    turn_id: str | None = None
+    tool_call_id: str | None = None
+    run_id: str | None = Field(None, description="The run it was learnt in (needed for session)")
+
+
+class Scope(BaseModel):
+    """Where the fact holds; a fact in another scope is a different fact."""
+
+    domain: str = Field(description="e.g. commerce")
+    task_type: str | None = Field(None, description="e.g. checkout")
+    conditions: dict[str, Any] | None = None
+
+
+class Retention(BaseModel):
+    """How long it may be kept."""
+
+    basis: Literal["session", "consent", "contract", "indefinite"]
+    ttl: str | None = Field(None, description="ISO 8601 duration, e.g. P30D")
+    consent_ref: str | None = Field(None, description="Required with basis consent")
+
+
+class FactRef(BaseModel):
+    id: str = Field(description="The record id of the fact, as read")
+    version: int | None = Field(None, description="The version held in context")
+
+
+def _plain(model: BaseModel | None) -> JSON | None:
+    return None if model is None else model.model_dump(exclude_none=True)
+
+
+class Credentials:
+    """The API client for a tool call: one shared client with the environment's token
+    (stdio), or one per bearer token seen in the request's header (HTTP)."""
+
+    def __init__(self, base_url: str | None, from_header: bool) -> None:
+        self.base_url = base_url
+        self.from_header = from_header
+        self.clients: dict[str, AsyncMemoryConsole] = {}
+
+    def client(self, ctx: Context) -> AsyncMemoryConsole:
+        token = self._token(ctx)
+        if token not in self.clients:
+            self.clients[token] = AsyncMemoryConsole(self.base_url, token)
+        return self.clients[token]
+
+    def _token(self, ctx: Context) -> str:
+        if not self.from_header:
+            token = os.environ.get("MEMORYCONSOLE_TOKEN", "")
+            if not token:
+                raise ToolError("no agent credential: set MEMORYCONSOLE_TOKEN for the server")
+            return token
+        header = dict((ctx.headers or {}).items())
+        authorization = header.get("authorization") or header.get("Authorization") or ""
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ToolError("no agent credential: send Authorization: Bearer <token>")
+        return token.strip()
+
+    async def close(self) -> None:
+        for client in self.clients.values():
+            await client.close()
+
+
+def _tool_error(error: MemoryConsoleError) -> ToolError:
+    """The API's problem as a tool error the model can read and act on."""
+    if not isinstance(error, ApiError):
+        return ToolError(f"Memory Console unreachable: {error}")
+    problem = f"{error.status} {error.title}: {error.detail}"
+    if error.errors:
+        problem += " " + "; ".join(f"{k}: {', '.join(v)}" for k, v in error.errors.items())
+    return ToolError(problem)
+
+
+async def _api(call: Awaitable[T]) -> T:
+    """The API's answer, or its problem as a tool error."""
+    try:
+        return await call
+    except MemoryConsoleError as error:
+        raise _tool_error(error) from error
+
+
+def build_server(*, base_url: str | None = None, credential_from_header: bool = False) -> MCPServer:
+    """The MCP server, its tools calling the API at ``base_url``."""
+    credentials = Credentials(base_url, credential_from_header)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield None
+        finally:
+            await credentials.close()
+
+    server: MCPServer = MCPServer(
+        "memoryconsole", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan
+    )
+
+    def tool(fn: Callable[..., Awaitable[JSON]]) -> Callable[..., Awaitable[JSON]]:
+        return server.tool(name=fn.__name__, description=(fn.__doc__ or "").strip())(fn)
+
+    @tool
+    async def remember(
+        ctx: Context,
+        key: Annotated[str, Field(description="Dotted name of the fact, e.g. shipping.preference")],
+        subject: Annotated[str, Field(description="Whom or what it is about, e.g. user:8812")],
+        value: Annotated[Any, Field(description="The fact's value (any JSON)")],
+        source: Source,
+        observed_at: Annotated[str, Field(description="When observed, RFC 3339, not future")],
+        owner: Annotated[str, Field(description="Accountable principal: user:<id> | service:<n>")],
+        reason: Annotated[str, Field(description="Why this is worth remembering", min_length=1)],
+        scope: Scope,
+        sensitivity: Literal["public", "internal", "personal", "restricted"],
+        retention: Retention,
+        content: Annotated[str | None, Field(description="Text form (default: rendered)")] = None,
+        idempotency_key: Annotated[
+            str | None, Field(description="Reuse to make a retried write one write")
+        ] = None,
+    ) -> JSON:
+        """Write a memory (a fact about a subject) with its provenance. It is stored
+        provisional; a different value for an existing fact opens a conflict instead of
+        overwriting (see outcome)."""
+        client = credentials.client(ctx)
+        written = await _api(
+            client.records.write(
+                key=key,
+                subject=subject,
+                value=value,
+                source=_plain(source),  # type: ignore[arg-type]
+                observed_at=observed_at,
+                owner=owner,
+                reason=reason,
+                scope=_plain(scope),  # type: ignore[arg-type]
+                sensitivity=sensitivity,
+                retention=_plain(retention),  # type: ignore[arg-type]
+                content=content,
+                idempotency_key=idempotency_key,
+            )
+        )
+        return dict(written)
+
+    @tool
+    async def recall(
+        ctx: Context,
+        query: Annotated[str, Field(description="What to look for, in words")],
+        domain: Annotated[str, Field(description="Scope: only memories of this domain")],
+        purpose: Annotated[
+            Literal["context", "decision"],
+            Field(description="decision: confirmed memories only, for acting on"),
+        ] = "context",
+        task_type: str | None = None,
+        subject: Annotated[str | None, Field(description="Only memories about this")] = None,
+        top_k: Annotated[int, Field(ge=1, le=100)] = 10,
+    ) -> JSON:
+        """Search memories in a scope. Each result says where it came from (source,
+        provenance), its trust and when it expires. Nothing matching returns no results."""
+        scope = {"domain": domain, **({"task_type": task_type} if task_type else {})}
+        found = await _api(
+            credentials.client(ctx).search(
+                query, scope=scope, purpose=purpose, subject=subject, top_k=top_k
+            )
+        )
+        return dict(found)
+
+    @tool
+    async def read_facts(
+        ctx: Context,
+        subject: Annotated[str, Field(description="e.g. user:8812")],
+        domain: str | None = None,
+        task_type: str | None = None,
+        as_of: Annotated[str | None, Field(description="RFC 3339: what was known then")] = None,
+    ) -> JSON:
+        """The current value of every fact about a subject (never superseded or expired)."""
+        facts = await _api(
+            credentials.client(ctx).facts.list(
+                subject, domain=domain, task_type=task_type, as_of=as_of
+            )
+        )
+        return {"subject": subject, "facts": facts}
+
+    @tool
+    async def check_facts(
+        ctx: Context,
+        facts: Annotated[list[FactRef], Field(description="Facts held in context", min_length=1)],
+    ) -> JSON:
+        """Before acting on facts from your context: whether each is still current. A stale
+        one says why and names the current version (read it with read_facts)."""
+        refs = [_plain(f) for f in facts]
+        checked = await _api(credentials.client(ctx).facts.check(refs))  # type: ignore[arg-type]
+        return {"facts": checked, "stale": sum(1 for c in checked if c.get("stale"))}
+
+    @tool
+    async def forget(
+        ctx: Context, record_id: Annotated[str, Field(description="The memory's record id")]
+    ) -> JSON:
+        """Delete a memory and what was derived from it; returns the deletion receipt."""
+        return dict(await _api(credentials.client(ctx).records.delete(record_id)))
+
+    @tool
+    async def start_run(
+        ctx: Context,
+        task_id: Annotated[str, Field(description="The task; the same id resumes its run")],
+        owner: Annotated[str, Field(description="Accountable principal, e.g. service:checkout")],
+    ) -> JSON:
+        """Start the run of a task, or resume it: an open run of the same task is returned
+        (resumed: true) instead of a second one."""
+        client = credentials.client(ctx)
+        async for run in client.runs.list(task_id=task_id, state="open"):
+            return {**run, "resumed": True}
+        opened = await _api(
+            client.runs.open(task_id=task_id, owner=owner, idempotency_key=f"run:{task_id}")
+        )
+        return {**opened, "resumed": False}
+
+    @tool
+    async def add_episode(
+        ctx: Context,
+        run_id: str,
+        role: Annotated[str, Field(description="e.g. user, assistant, tool")],
+        content: str,
+        idempotency_key: Annotated[str | None, Field(description="Reuse: no duplicate")] = None,
+    ) -> JSON:
+        """Append a trace to an open run (discarded when the run closes)."""
+        episode = credentials.client(ctx).episodes.add(
+            run_id, role=role, content=content, idempotency_key=idempotency_key
+        )
+        return dict(await _api(episode))
+
+    @tool
+    async def save_checkpoint(
+        ctx: Context,
+        run_id: str,
+        step: Annotated[int, Field(ge=0, description="Steps done so far")],
+        state: Annotated[Any, Field(description="Everything needed to resume (any JSON)")],
+    ) -> JSON:
+        """Save the run's state after a step; a restarted agent resumes from the latest."""
+        saved = credentials.client(ctx).checkpoints.save(run_id, step=step, state=state)
+        return dict(await _api(saved))
+
+    @tool
+    async def latest_checkpoint(ctx: Context, run_id: str) -> JSON:
+        """The run's latest checkpoint ({"checkpoint": null} before the first): resume from
+        its step with its state."""
+        latest = await _api(credentials.client(ctx).checkpoints.latest(run_id))
+        return {"checkpoint": latest}
+
+    @tool
+    async def open_obligation(
+        ctx: Context,
+        task_id: str,
+        kind: Annotated[str, Field(description="What the work is, e.g. charge")],
+        key: Annotated[str, Field(description="Unique per step, e.g. <task>:<n>:<step>")],
+        payload: Annotated[Any, Field(description="What the work is given")] = None,
+        depends_on: Annotated[
+            list[str] | None, Field(description="Obligation ids that must commit first")
+        ] = None,
+    ) -> JSON:
+        """Open the obligation for one step of work, before doing it. The same key returns
+        the existing one: if its state is committed, use its result and do not redo it."""
+        opened = credentials.client(ctx).obligations.open(
+            task_id=task_id, kind=kind, key=key, payload=payload, depends_on=depends_on
+        )
+        return dict(await _api(opened))
+
+    @tool
+    async def commit_obligation(
+        ctx: Context,
+        obligation_id: str,
+        result: Annotated[Any, Field(description="What the work produced (any JSON)")],
+        idempotency_key: Annotated[str | None, Field(description="Reuse on retry")] = None,
+    ) -> JSON:
+        """Record that the work is done, exactly once. outcome committed: yours stands;
+        outcome lost_race: another commit won first, and result is the one to use."""
+        client = credentials.client(ctx)
+        try:
+            committed = await client.obligations.commit(
+                obligation_id, result=result, idempotency_key=idempotency_key
+            )
+        except Conflict as refused:
+            body = refused.body if isinstance(refused.body, dict) else {}
+            if body.get("state") != "committed":
+                raise _tool_error(refused) from refused
+            return {"outcome": "lost_race", "result": body.get("result"), "obligation": body}
+        except MemoryConsoleError as error:
+            raise _tool_error(error) from error
+        return {"outcome": "committed", "result": committed["result"], "obligation": committed}
+
+    @tool
+    async def close_run(ctx: Context, run_id: str) -> JSON:
+        """Close the run when the task is done: its episodes are discarded, facts stay."""
+        return dict(await _api(credentials.client(ctx).runs.close(run_id)))
+
+    @server.resource(
+        "memoryconsole://subjects/{subject}/facts",
+        name="facts",
+        description="The current facts about a subject",
+        mime_type="application/json",
+    )
+    async def subject_facts(subject: str, ctx: Context) -> JSON:
+        facts = await _api(credentials.client(ctx).facts.list(subject))
+        return {"subject": subject, "facts": facts}
+
+    @server.resource(
+        "memoryconsole://runs/{run_id}/checkpoints/latest",
+        name="latest_checkpoint",
+        description="A run's latest checkpoint",
+        mime_type="application/json",
+    )
+    async def run_checkpoint(run_id: str, ctx: Context) -> JSON:
+        return {"checkpoint": await _api(credentials.client(ctx).checkpoints.latest(run_id))}
+
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="memoryconsole mcp", description=__doc__.splitlines()[0])
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--url", help="the API's address (default: $MEMORYCONSOLE_URL)")
+    args = parser.parse_args(argv)
+    server = build_server(base_url=args.url, credential_from_header=args.transport == "http")
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=args.host, port=args.port)

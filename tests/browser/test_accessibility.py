@@ -1,0 +1,130 @@
+"""axe-core on the console's queues and dashboard, wide and at a phone's width, and the
+narrow screen's folded navigation.
+
+axe-core 4.14.1 is vendored (``vendor/axe.min.js``, MPL-2.0, from the npm registry): the
+tests never download it. It is injected into the page, which needs the context to bypass the
+page's Content-Security-Policy (the policy forbids exactly that kind of injected script).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.records.support import write_ok
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
+
+
+def _violations(page) -> list[str]:
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate(
+        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+        ".map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(', '))"
+    )
+    return list(found)
+
+
+def _busy_tenant(agent) -> None:
+    for n in range(3):
+        record = write_ok(agent, subject=f"user:{n}", source={"kind": "interaction", "ref": f"{n}"})
+        response = agent.post(
+            f"/api/v1/records/{record['id']}/promotion-requests",
+            {"evidence": {"n": n}, "reason": "confirmed"},
+        )
+        assert response.status_code in (200, 201)
+    for n in range(2):
+        subject = f"user:c{n}"
+        write_ok(agent, subject=subject, value="a", source={"kind": "interaction", "ref": "a"})
+        write_ok(agent, subject=subject, value="b", source={"kind": "interaction", "ref": "b"})
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("name", ["review", "conflicts", "dashboard"])
+def test_the_page_has_no_axe_violations(new_page, reviewer, agent, console_path, name, width):
+    _busy_tenant(agent)
+    page = new_page(reviewer, width=width, bypass_csp=True)
+    page.goto(console_path(name))
+    assert _violations(page) == []
+
+
+def test_the_navigation_folds_into_a_menu_on_a_phone(
+    new_page, reviewer, agent, console_path, screenshot
+):
+    _busy_tenant(agent)
+    page = new_page(reviewer, width=390)
+    page.goto(console_path("review"))
+    sections = page.get_by_role("navigation", name="Sections of Acme Corp")
+    expect(sections).to_be_hidden()
+    toggle = page.get_by_role("button", name="Sections")
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    toggle.click()
+    expect(sections).to_be_visible()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    page.keyboard.press("Escape")
+    expect(sections).to_be_hidden()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, "nothing scrolls sideways"
+    screenshot(page)
+
+
+def test_the_tenant_switcher_closes_on_escape_and_on_a_click_outside(
+    new_page, owner, tenant, other_tenant, console_path
+):
+    from apps.audit.services import Actor
+    from apps.tenancy.models import Role
+    from apps.tenancy.services import membership_set
+
+    membership_set(tenant=other_tenant, user=owner, role=Role.REVIEWER, actor=Actor.system("t"))
+    page = new_page(owner)
+    page.goto(console_path("dashboard"))
+    switcher = page.get_by_role("navigation", name="Tenants")
+    menu = switcher.get_by_role("link", name="All your tenants")
+    switcher.locator("summary").click()
+    expect(menu).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(menu).to_be_hidden()
+    expect(switcher.locator("summary")).to_be_focused()
+    switcher.locator("summary").click()
+    expect(menu).to_be_visible()
+    page.locator("main h1").click()
+    expect(menu).to_be_hidden()
+
+
+def test_the_sections_stay_beside_the_page_on_a_wide_screen(reviewer_page, console_path):
+    page = reviewer_page
+    page.goto(console_path("review"))
+    expect(page.get_by_role("navigation", name="Sections of Acme Corp")).to_be_visible()
+    expect(page.locator("[data-nav-toggle]")).to_be_hidden()
+    heading = page.get_by_role("heading", name="Promotion review").bounding_box()
+    assert heading is not None
+    assert heading["y"] < 200, "the page starts at the top, beside the sections"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "memories",
+        "members",
+        "credentials",
+        "audit",
+        "runs",
+        "retention",
+        "holds",
+        "deletions",
+        "erasures",
+    ],
+)
+def test_the_admin_pages_have_no_axe_violations_and_no_sideways_scroll(
+    new_page, owner, agent, console_path, name, width
+):
+    _busy_tenant(agent)
+    page = new_page(owner, width=width, bypass_csp=True)
+    page.goto(console_path(name))
+    assert _violations(page) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= width

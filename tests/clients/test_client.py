@@ -1,0 +1,268 @@
+"""``memoryconsole-client`` against a live ``memoryconsole up``: every method, pagination,
+retries that keep one effect, and one exception class per kind of error."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from memoryconsole_client import (
+    AsyncMemoryConsole,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    MemoryConsole,
+    NotFound,
+    RetryPolicy,
+    TransportError,
+    Unauthorized,
+    Unprocessable,
+)
+
+from .conftest import LiveServer, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def memory(subject: str, **overrides: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "key": "shipping.preference",
+        "subject": subject,
+        "value": "carrier_a",
+        "source": {"kind": "interaction", "ref": f"interaction:{uuid.uuid4().hex[:8]}"},
+        "observed_at": "2025-01-14T09:12:00Z",
+        "owner": "user:alice",
+        "reason": "applied in checkout flow",
+        "scope": {"domain": "commerce", "task_type": "checkout"},
+        "sensitivity": "personal",
+        "retention": {"basis": "contract", "ttl": "P30D"},
+    }
+    fields.update(overrides)
+    return fields
+
+
+def subject() -> str:
+    return f"user:{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def mc(live_api: LiveServer) -> Any:
+    with MemoryConsole(live_api.url, live_api.token, timeout=15) as client:
+        yield client
+
+
+def test_records_from_write_to_delete(mc: MemoryConsole) -> None:
+    who = subject()
+    written = mc.records.write(**memory(who, value={"carrier": "dhl", "card": {"number": "4242"}}))
+    assert (written["outcome"], written["trust"], written["version"]) == (
+        "created",
+        "provisional",
+        1,
+    )
+    assert mc.records.get(written["id"])["value"]["carrier"] == "dhl"
+
+    changed = mc.records.write(**memory(who, value={"carrier": "ups"}))
+    assert changed["outcome"] == "conflict"
+    assert [v["version"] for v in mc.records.history(written["id"])] == [1, 2]
+
+    promotion = mc.records.request_promotion(
+        written["id"], reason="the customer confirmed it", evidence={"ticket": "T-1"}
+    )
+    assert promotion["state"] == "open"
+    redacted = mc.records.redact(written["id"], fields=["card.number"], reason="PCI")
+    assert "card.number" in str(redacted)
+
+    receipt = mc.records.delete(written["id"])
+    assert receipt["id"]
+    with pytest.raises(NotFound):
+        mc.records.get(written["id"])
+    assert receipt["id"] in {r["id"] for r in mc.receipts.list()}
+    assert mc.receipts.get(receipt["id"])["id"] == receipt["id"]
+
+
+def test_listing_follows_every_page(live_api: LiveServer, mc: MemoryConsole) -> None:
+    who = subject()
+    keys = {f"pref.k{n}" for n in range(5)}
+    for key in keys:
+        mc.records.write(**memory(who, key=key))
+    requests: list[str] = []
+
+    def count(request: httpx.Request) -> None:
+        requests.append(str(request.url))
+
+    with MemoryConsole(live_api.url, live_api.token) as client:
+        client._http.event_hooks["request"] = [count]  # observe the pages asked for
+        listed = list(client.records.list(subject=who, page_size=2))
+    assert {r["key"] for r in listed} == keys
+    assert len(requests) == 3  # 2 + 2 + 1
+
+
+def test_facts_search_and_summaries(mc: MemoryConsole) -> None:
+    who = subject()
+    first = mc.records.write(**memory(who, value="carrier_zephyr", content="ships with zephyr"))
+    facts = mc.facts.list(who, domain="commerce")
+    assert [(f["key"], f["value"]) for f in facts] == [("shipping.preference", "carrier_zephyr")]
+    [check] = mc.facts.check([{"id": first["id"], "version": 1}])
+    assert check["current"] is True
+
+    hits = mc.search("zephyr", subject=who, scope={"domain": "commerce"})["results"]
+    assert [hit["record"]["id"] for hit in hits] == [first["id"]]
+    assert mc.search("nothing-matches-this-query", subject=who)["results"] == []
+
+    summary = mc.summaries.create(
+        text="prefers zephyr", sources=[{"type": "record", "id": first["id"]}], reason="digest"
+    )
+    assert mc.summaries.get(summary["id"])["valid"] is True
+
+
+def test_runs_episodes_checkpoints_and_obligations(mc: MemoryConsole) -> None:
+    task = f"task-{uuid.uuid4().hex[:8]}"
+    run = mc.runs.open(task_id=task, owner="service:checkout", idempotency_key=f"run:{task}")
+    again = mc.runs.open(task_id=task, owner="service:checkout", idempotency_key=f"run:{task}")
+    assert again["id"] == run["id"]
+    assert [r["id"] for r in mc.runs.list(task_id=task)] == [run["id"]]
+    assert mc.runs.get(run["id"])["state"] == "open"
+
+    assert mc.checkpoints.latest(run["id"]) is None
+    mc.episodes.add(run["id"], role="tool", content="charged")
+    assert [e["content"] for e in mc.episodes.list(run["id"])] == ["charged"]
+
+    opened = mc.obligations.open(task_id=task, kind="charge", key=f"{task}:1", payload={"n": 1})
+    assert opened["created"] is True
+    same = mc.obligations.open(task_id=task, kind="charge", key=f"{task}:1", payload={"n": 1})
+    assert (same["id"], same["created"]) == (opened["id"], False)
+    committed = mc.obligations.commit(opened["id"], result={"charge": "ch_1"})
+    assert committed["state"] == "committed"
+    with pytest.raises(Conflict) as refused:
+        mc.obligations.commit(opened["id"], result={"charge": "ch_2"})
+    assert refused.value.status == 409
+    assert refused.value.body["result"] == {"charge": "ch_1"}
+    assert mc.obligations.get(opened["id"])["result"] == {"charge": "ch_1"}
+    assert [o["id"] for o in mc.obligations.list(task_id=task, state="committed")] == [opened["id"]]
+
+    mc.checkpoints.save(run["id"], step=1, state={"done": ["charge"]})
+    latest = mc.checkpoints.latest(run["id"])
+    assert latest is not None
+    assert (latest["step"], latest["state"]) == (1, {"done": ["charge"]})
+    with pytest.raises(Conflict):
+        mc.checkpoints.save(run["id"], step=0, state={})
+    closed = mc.runs.close(run["id"])
+    assert (closed["state"], closed["episodes_discarded"]) == ("closed", 1)
+
+
+def test_erasure_and_audit(mc: MemoryConsole) -> None:
+    who = subject()
+    record = mc.records.write(**memory(who))
+    erased = mc.erasures.create(subject=who, reason="customer request")
+    assert erased
+    with pytest.raises(NotFound):
+        mc.records.get(record["id"])
+    actions = {e["action"] for e in mc.audit_events.list(page_size=20)}
+    assert "record.write" in actions or any(a.startswith("record.") for a in actions), actions
+    assert mc.me()["tenant"] == "acme"
+
+
+def test_each_error_is_its_own_class(live_api: LiveServer, mc: MemoryConsole) -> None:
+    with MemoryConsole(live_api.url, "mc_not-a-token") as stranger, pytest.raises(Unauthorized):
+        stranger.me()
+    record = mc.records.write(**memory(subject()))
+    with MemoryConsole(live_api.url, live_api.default_token) as plain, pytest.raises(Forbidden):
+        plain.records.delete(record["id"])
+    with MemoryConsole(live_api.url, live_api.other_token) as rival, pytest.raises(NotFound):
+        rival.records.get(record["id"])  # another tenant's record is missing, not forbidden
+    with pytest.raises(BadRequest) as invalid:
+        mc.records.write(**memory(subject(), sensitivity="secret"))
+    assert "sensitivity" in invalid.value.errors
+    assert invalid.value.detail
+    assert invalid.value.title
+    key = f"k-{uuid.uuid4()}"
+    mc.records.write(**memory(subject()), idempotency_key=key)
+    with pytest.raises(Unprocessable):
+        mc.records.write(**memory(subject()), idempotency_key=key)
+
+
+def test_previews_are_asked_for_explicitly() -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"id": "r", "dry_run": True})
+
+    with MemoryConsole("http://mc.test", "mc_x", transport=httpx.MockTransport(answer)) as client:
+        client.records.delete("abc", dry_run=True)
+        client.erasures.create(subject="user:1", reason="asked", dry_run=True)
+    assert seen[0].url.params["dry_run"] == "true"
+    assert b'"dry_run":true' in seen[1].content.replace(b" ", b"")
+
+
+class DropFirstResponse(httpx.BaseTransport):
+    """Delivers the first POST to the server, then loses its answer, as a dropped connection
+    would; records the idempotency keys sent."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.keys: list[str | None] = []
+        self.dropped = False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.method == "POST":
+            self.keys.append(request.headers.get("Idempotency-Key"))
+            if not self.dropped:
+                self.dropped = True
+                response.read()
+                raise httpx.RemoteProtocolError("connection dropped", request=request)
+        return response
+
+
+def test_a_retry_after_a_dropped_connection_has_one_effect(live_api: LiveServer) -> None:
+    transport = DropFirstResponse()
+    who = subject()
+    with MemoryConsole(live_api.url, live_api.token, transport=transport) as client:
+        written = client.records.write(**memory(who))
+        assert written["version"] == 1
+        [only] = client.records.list(subject=who)
+    assert only["id"] == written["id"]
+    assert len(transport.keys) == 2
+    assert transport.keys[0] == transport.keys[1] is not None
+
+
+def test_an_unreachable_server_is_a_transport_error() -> None:
+    quick = RetryPolicy(retries=2, backoff=0.01)
+    with (
+        MemoryConsole(f"http://127.0.0.1:{free_port()}", "mc_x", retry=quick) as client,
+        pytest.raises(TransportError),
+    ):
+        client.me()
+
+
+def test_the_async_client_has_the_same_surface(live_api: LiveServer) -> None:
+    async def scenario() -> None:
+        who = subject()
+        async with AsyncMemoryConsole(live_api.url, live_api.token) as client:
+            for n in range(3):
+                await client.records.write(**memory(who, key=f"async.k{n}"))
+            listed = [r async for r in client.records.list(subject=who, page_size=2)]
+            assert len(listed) == 3
+            facts = await client.facts.list(who)
+            assert len(facts) == 3
+            run = await client.runs.open(task_id=f"t-{who}", owner="service:checkout")
+            assert await client.checkpoints.latest(run["id"]) is None
+            with pytest.raises(NotFound):
+                await client.records.get(str(uuid.uuid4()))
+
+    asyncio.run(scenario())
+
+
+def test_both_clients_offer_the_same_methods() -> None:
+    def surface(client_type: type) -> dict[str, set[str]]:
+        client = client_type("http://127.0.0.1:1", "mc_x")
+        groups = {n: v for n, v in vars(client).items() if not n.startswith("_")}
+        found = {n: {m for m in dir(g) if not m.startswith("_")} for n, g in groups.items()}
+        found[""] = {m for m in dir(client) if not m.startswith("_")} - set(groups)
+        return found
+
+    assert surface(MemoryConsole) == surface(AsyncMemoryConsole)

@@ -1,0 +1,129 @@
+"""Erasure reaches the state layer: runs (with their episodes and checkpoints) of the subject
+or owner go, obligations of the subject lose their payload and result but keep their key and
+state (exactly-once still holds), and verify-erasure searches these stores too."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.state.models import Checkpoint, Episode, Obligation, Run
+from apps.tenancy.context import tenant_scope
+
+from .support import summarise, write
+from .test_verification import verify
+
+pytestmark = pytest.mark.django_db
+
+ADDRESS = "12 quince lane"
+ERASURES = "/api/v1/erasures"
+
+
+def state_of(agent, subject="user:1", owner="user:alice"):
+    run = agent.post("/api/v1/runs", {"task_id": "ship", "owner": owner, "subject": subject})
+    assert run.status_code == 201, run.content
+    run = run.json()
+    assert run["subject"] == subject
+    episode = agent.post(
+        f"/api/v1/runs/{run['id']}/episodes", {"role": "user", "content": f"ship to {ADDRESS}"}
+    )
+    assert episode.status_code == 201, episode.content
+    checkpoint = agent.post(
+        f"/api/v1/runs/{run['id']}/checkpoints", {"step": 1, "state": {"address": ADDRESS}}
+    )
+    assert checkpoint.status_code == 201, checkpoint.content
+    obligation = agent.post(
+        "/api/v1/obligations",
+        {
+            "task_id": "ship",
+            "kind": "ship",
+            "key": f"ship:{subject}:1",
+            "payload": {"to": ADDRESS},
+            "subject": subject,
+        },
+    )
+    assert obligation.status_code == 201, obligation.content
+    obligation = obligation.json()
+    assert obligation["subject"] == subject
+    committed = agent.post(
+        f"/api/v1/obligations/{obligation['id']}/commit", {"result": {"label": ADDRESS}}
+    )
+    assert committed.status_code == 200, committed.content
+    return run, episode.json(), obligation
+
+
+def test_erasing_a_subject_erases_its_state(admin_agent, tenant, capsys):
+    write(admin_agent, subject="user:1", value=ADDRESS)
+    run, episode, obligation = state_of(admin_agent)
+    other_run, _, other_obligation = state_of(admin_agent, subject="user:2")
+    summary = summarise(admin_agent, [], sources=[{"type": "episode", "id": episode["id"]}])
+    assert summary.status_code == 201, summary.content
+
+    response = admin_agent.post(ERASURES, {"subject": "user:1", "reason": "GDPR art. 17"})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["totals"]["runs"] == 1
+    assert body["totals"]["episodes"] == 1
+    assert body["totals"]["checkpoints"] == 1
+    assert body["totals"]["obligations_stripped"] == 1
+    assert body["receipt"]["counts"]["runs"] == 1
+    assert body["receipt"]["counts"]["obligations_stripped"] == 1
+    assert ADDRESS not in response.content.decode()
+
+    assert admin_agent.get(f"/api/v1/runs/{run['id']}").status_code == 404
+    assert admin_agent.get(f"/api/v1/summaries/{summary.json()['id']}").json()["valid"] is False
+    with tenant_scope(tenant.pk):
+        assert not Run.objects.filter(pk=run["id"]).exists()
+        assert not Episode.objects.filter(run_id=run["id"]).exists()
+        assert not Checkpoint.objects.filter(run_id=run["id"]).exists()
+        stripped = Obligation.objects.get(pk=obligation["id"])
+        assert (stripped.payload, stripped.result, stripped.state) == ({}, None, "committed")
+        assert Run.objects.filter(pk=other_run["id"]).exists()
+        assert Obligation.objects.get(pk=other_obligation["id"]).payload == {"to": ADDRESS}
+
+    # Exactly-once still holds: the key finds the obligation, a second commit is refused.
+    again = admin_agent.post(
+        "/api/v1/obligations",
+        {"task_id": "ship", "kind": "ship", "key": "ship:user:1:1", "subject": "user:1"},
+    )
+    assert again.status_code == 200
+    assert again.json()["id"] == obligation["id"]
+    assert ADDRESS not in again.content.decode()
+    recommit = admin_agent.post(f"/api/v1/obligations/{obligation['id']}/commit", {"result": 1})
+    assert recommit.status_code == 409
+
+    ok, out = verify(body["id"], capsys)
+    assert ok, out
+
+
+def test_erasing_an_owner_erases_its_runs(admin_agent, tenant):
+    write(admin_agent, subject="user:1", owner="user:alice")
+    run, _, _ = state_of(admin_agent, owner="user:alice")
+    kept, _, _ = state_of(admin_agent, subject="user:2", owner="user:bob")
+    body = admin_agent.post(ERASURES, {"owner": "user:alice", "reason": "offboarded"}).json()
+    assert body["totals"]["runs"] == 1
+    with tenant_scope(tenant.pk):
+        assert not Run.objects.filter(pk=run["id"]).exists()
+        assert Run.objects.filter(pk=kept["id"]).exists()
+
+
+def test_a_dry_run_counts_the_state_too(admin_agent, tenant):
+    run, _, _ = state_of(admin_agent)
+    body = admin_agent.post(
+        ERASURES, {"subject": "user:1", "reason": "asked", "dry_run": True}
+    ).json()
+    assert body["totals"]["runs"] == 1
+    assert body["totals"]["episodes"] == 1
+    assert body["totals"]["checkpoints"] == 1
+    assert body["totals"]["obligations_stripped"] == 1
+    assert admin_agent.get(f"/api/v1/runs/{run['id']}").status_code == 200
+
+
+def test_verify_erasure_names_state_left_behind(admin_agent, tenant, capsys):
+    write(admin_agent, subject="user:1")
+    body = admin_agent.post(ERASURES, {"subject": "user:1", "reason": "asked"}).json()
+    # What an erasure that missed the state layer would leave: a run and an obligation payload.
+    state_of(admin_agent)
+    ok, out = verify(body["id"], capsys)
+    assert not ok
+    assert "RESIDUE [runs" in out
+    assert "RESIDUE [obligations" in out
