@@ -30,8 +30,20 @@ TARGET_MS = 200
 
 # Facts point at their record before it exists: Django's foreign keys are deferred to commit.
 SEED_SQL = [
-    """INSERT INTO records_fact (tenant_id, id, subject, key, current_id, last_version, created_at)
+    # One scope per domain (no task type, no conditions), in the canonical form the write path
+    # gives it (apps.records.models.scope_canonical).
+    """INSERT INTO records_scope (id, tenant_id, domain, task_type, conditions, canonical,
+                                  created_at)
+       SELECT md5(%(tenant)s::text || d)::uuid, %(tenant)s, d, '', '{}'::jsonb,
+              '["' || d || '","",{}]', now()
+         FROM unnest(ARRAY['commerce', 'support', 'billing', 'logistics', 'marketing']) AS d
+       ON CONFLICT (tenant_id, canonical) DO NOTHING""",
+    """INSERT INTO records_fact (tenant_id, id, subject, key, scope_id, current_id, last_version,
+                                 created_at)
        SELECT %(tenant)s, md5('f' || n)::uuid, 'user:' || (n / 10), 'pref.k' || (n %% 10),
+              md5(%(tenant)s::text
+                  || (ARRAY['commerce', 'support', 'billing', 'logistics', 'marketing'])[n %% 5 + 1]
+              )::uuid,
               md5('r' || n)::uuid, 1, now()
          FROM generate_series(0, %(count)s - 1) AS n""",
     """INSERT INTO records_memoryrecord (

@@ -157,6 +157,7 @@ def bulk_records(tenant: Any, count: int, subject: str) -> None:
     from apps.derivations.embedders import HashingEmbedder
     from apps.derivations.models import Embedding
     from apps.records.models import Fact, MemoryRecord
+    from apps.records.services import scope_for
     from apps.tenancy.context import tenant_scope
 
     embedder = HashingEmbedder(256)
@@ -164,9 +165,16 @@ def bulk_records(tenant: Any, count: int, subject: str) -> None:
     for start in range(0, count, 5000):
         size = min(5000, count - start)
         with tenant_scope(tenant.pk):
+            scope = scope_for(tenant=tenant, domain="commerce")
             facts = Fact.objects.bulk_create(
                 [
-                    Fact(tenant=tenant, subject=subject, key=f"k{start + i}", last_version=1)
+                    Fact(
+                        tenant=tenant,
+                        subject=subject,
+                        key=f"k{start + i}",
+                        scope=scope,
+                        last_version=1,
+                    )
                     for i in range(size)
                 ]
             )

@@ -57,8 +57,8 @@ def write_body(n: int, prefix: str) -> dict[str, Any]:
 
 
 RAW_FACT = (
-    "INSERT INTO records_fact (id, tenant_id, subject, key, last_version, created_at) "
-    "VALUES (%s, %s, %s, %s, 1, now())"
+    "INSERT INTO records_fact (id, tenant_id, subject, key, scope_id, last_version, created_at) "
+    "SELECT %s, %s, %s, %s, id, 1, now() FROM records_scope WHERE tenant_id = %s LIMIT 1"
 )
 RAW_RECORD = """
 INSERT INTO records_memoryrecord (
@@ -119,7 +119,8 @@ def insert_fact_and_version(
     """The fact and version rows of one write, as plain INSERTs in ``conn``'s transaction."""
     fact_id, record_id = uuid.uuid4(), uuid.uuid4()
     value = json.dumps(body["value"])
-    conn.execute(RAW_FACT, [fact_id, tenant_id, body["subject"], body["key"]])
+    # The scope the API writes made first (the raw path is compared after them).
+    conn.execute(RAW_FACT, [fact_id, tenant_id, body["subject"], body["key"], tenant_id])
     conn.execute(
         RAW_RECORD,
         [

@@ -91,7 +91,7 @@ SCOPED = ("0.1%", "1%", "10%")
 PATHS = ("HTTP API", "bare DRF", "raw SQL", "numpy exact")
 BARE_PATH = "/bench/search-sql"
 
-FACT_COLUMNS = "id, tenant_id, subject, key, current_id, last_version, created_at"
+FACT_COLUMNS = "id, tenant_id, subject, key, scope_id, current_id, last_version, created_at"
 RECORD_COLUMNS = (
     "id, tenant_id, fact_id, subject, key, version, value, content, source_kind, source_ref, "
     "source_turn_id, source_tool_call_id, source_run_id, writer_type, writer_id, writer_label, "
@@ -189,6 +189,28 @@ def app_conninfo() -> dict[str, Any]:
     }
 
 
+def scope_rows(
+    cursor: Any, tenant_id: uuid.UUID, scopes: list[tuple[str, str, dict[str, str]]], now: datetime
+) -> dict[str, uuid.UUID]:
+    """The tenant's scope rows for these scopes (a fact's identity includes its scope),
+    created where new; their ids by canonical form."""
+    from apps.records.models import scope_canonical
+
+    wanted = {scope_canonical(*scope): scope for scope in scopes}
+    for canonical, (domain, task, cond) in wanted.items():
+        cursor.execute(
+            "INSERT INTO records_scope (id, tenant_id, domain, task_type, conditions, canonical, "
+            "created_at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (tenant_id, canonical) DO NOTHING",
+            [uuid.uuid4(), tenant_id, domain, task, json.dumps(cond), canonical, now],
+        )
+    cursor.execute(
+        "SELECT canonical, id FROM records_scope WHERE tenant_id = %s AND canonical = ANY(%s)",
+        [tenant_id, list(wanted)],
+    )
+    return dict(cursor.fetchall())
+
+
 def load_tenant_chunk(
     conn: Any,
     tenant_id: uuid.UUID,
@@ -201,6 +223,8 @@ def load_tenant_chunk(
     expired_share: float,
 ) -> tuple[list[uuid.UUID], list[bool], list[tuple[str, str, dict[str, str]]]]:
     """Load one chunk of a tenant's facts, records and embeddings in one transaction."""
+    from apps.records.models import scope_canonical
+
     count = len(vectors)
     record_ids = [uuid.uuid4() for _ in range(count)]
     fact_ids = [uuid.uuid4() for _ in range(count)]
@@ -213,11 +237,21 @@ def load_tenant_chunk(
     with conn.transaction():
         conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)])
         cursor = conn.cursor()
+        scope_ids = scope_rows(cursor, tenant_id, scopes, now)
         with cursor.copy(f"COPY stage_fact ({FACT_COLUMNS}) FROM STDIN") as copy:
             for i in range(count):
                 n = start + i
                 copy.write_row(
-                    (fact_ids[i], tenant_id, f"item:{n}", "doc.note", record_ids[i], 1, now)
+                    (
+                        fact_ids[i],
+                        tenant_id,
+                        f"item:{n}",
+                        "doc.note",
+                        scope_ids[scope_canonical(*scopes[i])],
+                        record_ids[i],
+                        1,
+                        now,
+                    )
                 )
         with cursor.copy(f"COPY stage_record ({RECORD_COLUMNS}) FROM STDIN") as copy:
             for i in range(count):
@@ -448,9 +482,18 @@ class QuerySet:
     truth: list[list[uuid.UUID]]  # exact top-k over the candidates, per query
 
 
+def relevance_floor() -> float:
+    from apps.derivations.embedders import get_embedder
+
+    return get_embedder(MODEL).relevance_floor
+
+
 def exact_top_k(corpus: Corpus, mask: np.ndarray, queries: np.ndarray) -> list[list[uuid.UUID]]:
+    """The exact top k over the candidates that pass the relevance floor (a search returns
+    nothing below it)."""
     rows = np.flatnonzero(mask)
     candidates = corpus.vectors[rows].astype(np.float64)
+    floor = relevance_floor()
     truth: list[list[uuid.UUID]] = []
     for start in range(0, len(queries), 256):
         scores = queries[start : start + 256].astype(np.float64) @ candidates.T
@@ -458,7 +501,7 @@ def exact_top_k(corpus: Corpus, mask: np.ndarray, queries: np.ndarray) -> list[l
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         for q, picked in enumerate(top):
             ordered = picked[np.argsort(-scores[q, picked])]
-            truth.append([corpus.ids[rows[i]] for i in ordered])
+            truth.append([corpus.ids[rows[i]] for i in ordered if scores[q, i] >= floor])
     return truth
 
 
@@ -802,7 +845,7 @@ class Quality:
     candidates: int
     plan: str
     queries: int
-    recall: float
+    recall: float  # over the candidates at or above the relevance floor
     under_returned: int
     foreign: int  # hits that are not the big tenant's live, in-scope records
 
@@ -818,8 +861,7 @@ def check_quality(big: Any, corpus: Corpus, sets: dict[str, QuerySet]) -> list[Q
     for name, q in sets.items():
         scope = q.scope or {}
         candidates = int(corpus.masks[name].sum())
-        expected = min(TOP_K, candidates)
-        found = under = foreign = 0
+        found = under = foreign = wanted = 0
         allowed = {corpus.ids[row] for row in np.flatnonzero(corpus.masks[name])}
         plans: set[str] = set()
         started = time.perf_counter()
@@ -835,7 +877,9 @@ def check_quality(big: Any, corpus: Corpus, sets: dict[str, QuerySet]) -> list[Q
                 result = search_scoped(tenant=big, q=query, actor=actor)
             got = [h.pk for h in result.hits]
             plans.add(result.plan)
-            under += len(got) < expected
+            # k candidates that pass the floor exist: k hits; fewer: all of them.
+            under += len(got) < len(q.truth[i])
+            wanted += len(q.truth[i])
             foreign += len(set(got) - allowed)
             found += len(set(got) & set(q.truth[i]))
             if (i + 1) % max(1, len(q.vectors) // 4) == 0:
@@ -847,12 +891,42 @@ def check_quality(big: Any, corpus: Corpus, sets: dict[str, QuerySet]) -> list[Q
                 candidates,
                 "/".join(sorted(plans)),
                 len(q.vectors),
-                found / max(1, expected * len(q.vectors)),
+                # No candidate passing the floor: nothing to recall, and none returned
+                # (an extra hit would count as foreign or as an under-return elsewhere).
+                found / wanted if wanted else 1.0,
                 under,
                 foreign,
             )
         )
     return out
+
+
+@dataclass
+class Nonsense:
+    queries: int
+    hits: int
+    below_floor: int  # hits whose similarity is under the floor (the target is none)
+
+
+def check_nonsense(big: Any, count: int, seed: int) -> Nonsense:
+    """Queries unrelated to every record (random directions, not from the topic mixture),
+    unscoped: every hit they get must still be at or above the relevance floor."""
+    from apps.audit.services import Actor
+    from apps.retrieval.search import SearchQuery, search_scoped
+    from apps.tenancy.context import tenant_scope
+
+    rng = np.random.default_rng(seed + 2)
+    floor = relevance_floor()
+    hits = below = 0
+    for _ in range(count):
+        vector = rng.standard_normal(DIM)
+        vector /= np.linalg.norm(vector)
+        query = SearchQuery(vector=[float(x) for x in vector], top_k=TOP_K)
+        with tenant_scope(big.pk):
+            result = search_scoped(tenant=big, q=query, actor=Actor.system("benchmark"))
+        hits += len(result.hits)
+        below += sum(1 for h in result.hits if (h.vector_similarity or 0.0) < floor)
+    return Nonsense(count, hits, below)
 
 
 def explain(conn: Any, tenant_id: uuid.UUID, statement: Statement, literal: str) -> list[str]:
@@ -989,9 +1063,10 @@ def main() -> None:
         report_timings(args, corpus, load_timings, statements, timings, client_counts)
         progress(f"recall and result counts over {args.queries:,} searches ...")
         quality = check_quality(big, corpus, sets)
+        nonsense = check_nonsense(big, min(1000, args.queries), args.seed)
         embed_single, embed_rate = embedding_timings(1000)
 
-    report_quality(args, statements, timings, quality, plans, client_counts)
+    report_quality(args, statements, timings, quality, plans, client_counts, nonsense)
     print("\nText embedding, measured apart (these searches send client vectors)\n")
     print(
         table(
@@ -1089,8 +1164,12 @@ def report_quality(
     quality: list[Quality],
     plans: dict[str, list[str]],
     client_counts: list[int],
+    nonsense: Nonsense,
 ) -> None:
-    print(f"\nRecall@10 against exact search and result counts ({args.queries:,} searches)\n")
+    print(
+        f"\nRecall@10 against exact search over the candidates at or above the relevance floor "
+        f"({relevance_floor():.2f}), and result counts ({args.queries:,} searches)\n"
+    )
     print(
         table(
             ["scope", "candidates", "plan", "queries", "recall@10", "target", "under-returned"],
@@ -1169,6 +1248,15 @@ def report_quality(
             f"zero under-returns in {sum(q.queries for q in quality):,} searches",
             str(under),
             under == 0,
+        )
+    )
+    share = nonsense.below_floor / max(1, nonsense.hits)
+    checks.append(
+        (
+            f"share of hits below the floor for {nonsense.queries:,} nonsense queries "
+            f"({nonsense.hits} hits)",
+            f"{share:.4f}",
+            nonsense.below_floor == 0,
         )
     )
     print("Targets (issue: Scoped retrieval)")

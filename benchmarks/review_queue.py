@@ -43,6 +43,7 @@ def build(tenant: Any, *, records: int, pending: int, conflicts: int) -> None:
         Observation,
         PromotionRequest,
     )
+    from apps.records.services import scope_for
     from apps.tenancy.context import tenant_scope
 
     now = timezone.now()
@@ -78,12 +79,14 @@ def build(tenant: Any, *, records: int, pending: int, conflicts: int) -> None:
     for start in range(0, records, batch):
         size = min(batch, records - start)
         with tenant_scope(tenant.pk):
+            scopes = {d: scope_for(tenant=tenant, domain=d) for d in DOMAINS}
             facts = Fact.objects.bulk_create(
                 [
                     Fact(
                         tenant=tenant,
                         subject=f"user:{start + i}",
                         key=KEYS[(start + i) % len(KEYS)],
+                        scope=scopes[DOMAINS[(start + i) % len(DOMAINS)]],
                         last_version=1,
                     )
                     for i in range(size)

@@ -28,6 +28,13 @@ import numpy as np
 
 WORD_RE = re.compile(r"[\w']+", re.UNICODE)
 
+# The relevance floor of each model, measured by benchmarks/relevance_floor.py (how, and the
+# figures, in docs/performance.md): above the highest similarity a nonsense query reaches.
+# A model not measured here uses DEFAULT_RELEVANCE_FLOOR; a request's min_similarity
+# overrides either.
+RELEVANCE_FLOORS = {"hashing-256": 0.30, "hashing-64": 0.40, "client-384": 0.30}
+DEFAULT_RELEVANCE_FLOOR = 0.30
+
 
 class EmbedderUnavailable(RuntimeError):
     """The configured model cannot be loaded here (e.g. the [ml] extra is not installed)."""
@@ -44,6 +51,12 @@ class Embedder(Protocol):
     def computes(self) -> bool:  # False for ``client``: vectors come with the request
         ...
 
+    @property
+    def relevance_floor(self) -> float:
+        """The least cosine similarity at which a vector counts as a match (see
+        :data:`RELEVANCE_FLOORS`)."""
+        ...
+
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
@@ -57,6 +70,10 @@ class HashingEmbedder:
     @property
     def name(self) -> str:
         return f"hashing-{self.dimension}"
+
+    @property
+    def relevance_floor(self) -> float:
+        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
 
     def _features(self, text: str) -> list[tuple[str, float]]:
         words = [w.lower() for w in WORD_RE.findall(text)]
@@ -91,6 +108,10 @@ class SentenceTransformerEmbedder:
     @property
     def name(self) -> str:
         return f"st-{self.model}"
+
+    @property
+    def relevance_floor(self) -> float:
+        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         model = _load_sentence_transformer(self.model)
@@ -156,6 +177,10 @@ class ClientEmbedder:
     @property
     def name(self) -> str:
         return f"client-{self.dimension}"
+
+    @property
+    def relevance_floor(self) -> float:
+        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         raise EmbedderUnavailable("client embeddings are sent by the agent, not computed")

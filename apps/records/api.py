@@ -5,6 +5,7 @@ Views parse input, fetch through tenant-scoped selectors, call one service and s
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -414,19 +415,24 @@ class ConflictResolveView(APIView):
 
 
 class FactsView(APIView):
-    """The current version of each key for a subject (optionally as of a moment)."""
+    """The current version of each scoped fact of a subject (optionally as of a moment),
+    filtered by scope the way search filters."""
 
     required_action = "read"
 
     @extend_schema(
         parameters=[
             OpenApiParameter("subject", str, required=True),
+            OpenApiParameter("domain", str),
+            OpenApiParameter("task_type", str),
+            OpenApiParameter("conditions", str, description="A JSON object, by containment."),
             OpenApiParameter("as_of", OpenApiTypes.DATETIME),
         ],
         responses=FactSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        subject = request.query_params.get("subject", "").strip()
+        params = request.query_params
+        subject = params.get("subject", "").strip()
         raw_as_of = request.query_params.get("as_of")
         errors: dict[str, list[str]] = {}
         if not subject:
@@ -439,9 +445,22 @@ class FactsView(APIView):
                 as_of = None
             if as_of is None or as_of.tzinfo is None:
                 errors["as_of"] = ["An RFC 3339 timestamp with a zone."]
+        conditions = None
+        if raw_conditions := params.get("conditions", "").strip():
+            try:
+                conditions = json.loads(raw_conditions)
+            except ValueError:
+                conditions = None
+            if not isinstance(conditions, dict):
+                errors["conditions"] = ['A JSON object, e.g. {"region": "eu"}.']
         if errors:
             raise Problem("Invalid query.", errors=errors)
-        facts = selectors.facts_current(subject, as_of)
+        scope = selectors.ScopeFilter(
+            domain=params.get("domain", "").strip(),
+            task_type=params.get("task_type", "").strip(),
+            conditions=conditions,
+        )
+        facts = selectors.facts_current(subject, as_of, scope)
         body: dict[str, Any] = {
             "subject": subject,
             "as_of": as_of,

@@ -1,14 +1,17 @@
 """Durable facts: versioned records, the observations behind them, conflicts, promotion,
 retention rules, legal holds and consent revocations.
 
-A *fact* is ``(tenant, subject, key)``. Each value it has held is a :class:`MemoryRecord`
-row (a version). :class:`Fact` is the head of that chain: it names the current version and
-is the row a write locks, so concurrent writes to one fact are serialised while writes to
-different facts run in parallel.
+A *fact* is ``(tenant, subject, key, scope)``: a :class:`Scope` (domain, task type and the
+conditions a value was observed under) is part of what a fact means, so the same key observed
+in two scopes is two facts that never conflict with, supersede or corroborate one another.
+Each value a fact has held is a :class:`MemoryRecord` row (a version). :class:`Fact` is the
+head of that chain: it names the current version and is the row a write locks, so concurrent
+writes to one fact are serialised while writes to different facts run in parallel.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -81,19 +84,78 @@ def version_pointer(to: Any) -> models.ForeignKey[Any, Any]:
     )
 
 
+def scope_canonical(domain: str, task_type: str, conditions: dict[str, Any]) -> str:
+    """The canonical form of a scope, its identity within a tenant: conditions that mean the
+    same JSON (members in any order, ``1`` and ``1.0``) give the same form, as they match the
+    same searches (jsonb containment compares by meaning too)."""
+
+    def normal(value: Any) -> Any:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, dict):
+            return {member: normal(item) for member, item in value.items()}
+        if isinstance(value, list):
+            return [normal(item) for item in value]
+        return value
+
+    return json.dumps(
+        [domain, task_type, normal(conditions)],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+class Scope(TenantOwned):
+    """Where a fact holds: a domain, a task type and the conditions it was observed under.
+
+    One row per tenant and canonical form (:func:`scope_canonical`), created by the first
+    write that names it. Rows are never changed: a fact's scope is part of its identity."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    domain = models.CharField(max_length=100)
+    task_type = models.CharField(max_length=100, blank=True)
+    conditions = models.JSONField(default=dict, blank=True)
+    canonical = models.TextField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["tenant", "canonical"], name="scope_identity")
+        ]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "domain", "task_type"], name="scope_tenant_domain")
+        ]
+
+    def __str__(self) -> str:
+        where = f"{self.domain}/{self.task_type}" if self.task_type else self.domain
+        return (
+            f"{where} {json.dumps(self.conditions, sort_keys=True)}" if self.conditions else where
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"domain": self.domain, "task_type": self.task_type, "conditions": self.conditions}
+
+
 class Fact(TenantOwned):
-    """The identity of a fact and a pointer to its current version (the write lock)."""
+    """The identity of a fact, ``(tenant, subject, key, scope)``, and a pointer to its
+    current version (the write lock)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     subject = models.CharField(max_length=200)
     key = models.CharField(max_length=200)
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="facts")
     current = version_pointer("MemoryRecord")
     last_version = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
-            models.UniqueConstraint(fields=["tenant", "subject", "key"], name="fact_identity")
+            models.UniqueConstraint(
+                fields=["tenant", "subject", "key", "scope"], name="fact_identity"
+            )
         ]
 
     def __str__(self) -> str:
@@ -288,6 +350,8 @@ class Resolution(models.TextChoices):
     KEEP_CURRENT = "keep_current"
     ACCEPT_NEW = "accept_new"
     CORRECTED = "corrected"
+    # Closed by the system: the two versions were in different scopes, so two facts.
+    NOT_A_CONFLICT = "not_a_conflict"
 
 
 class Conflict(TenantOwned):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from apps.tenancy.keyset import Cursor
@@ -15,10 +15,12 @@ from apps.tenancy.keyset import Cursor
 from .models import (
     Conflict,
     ConflictState,
+    Fact,
     MemoryRecord,
     Observation,
     PromotionRequest,
     RecordStatus,
+    Scope,
 )
 from .retention import live_q
 
@@ -89,23 +91,80 @@ def open_conflict_contender_ids(fact_ids: list[uuid.UUID]) -> set[uuid.UUID]:
     )
 
 
-def facts_current(subject: str, as_of: datetime | None = None) -> list[MemoryRecord]:
-    """The current version of each key of ``subject``; never superseded or expired ones.
+@dataclass(frozen=True)
+class ScopeFilter:
+    """Which scopes a read covers, as search filters them: exact domain and task type,
+    conditions by containment (a fact observed under ``{"region": "eu", "tier": 1}`` applies
+    where ``{"region": "eu"}`` is asked)."""
+
+    domain: str = ""
+    task_type: str = ""
+    conditions: dict[str, Any] | None = None
+
+    def q(self) -> Q:
+        where = Q()
+        if self.domain:
+            where &= Q(scope_domain=self.domain)
+        if self.task_type:
+            where &= Q(scope_task_type=self.task_type)
+        if self.conditions:
+            where &= Q(scope_conditions__contains=self.conditions)
+        return where
+
+
+def facts_current(
+    subject: str, as_of: datetime | None = None, scope: ScopeFilter | None = None
+) -> list[MemoryRecord]:
+    """The current version of each scoped fact of ``subject``; never superseded or expired
+    ones. One key may have a current value in each of several scopes.
 
     With ``as_of``: what the memory held at that moment (:meth:`MemoryRecordQuerySet.held_at`),
     including versions that have expired since.
     """
+    where = (scope or ScopeFilter()).q()
+    order = ("key", "scope_domain", "scope_task_type", "fact_id")
     if as_of is None:
         return list(
             records_live()
             .filter(
+                where,
                 subject=subject,
                 is_current=True,
                 status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED],
             )
-            .order_by("key")
+            .order_by(*order)
         )
-    return list(MemoryRecord.objects.held_at(as_of).filter(subject=subject).order_by("key"))
+    return list(MemoryRecord.objects.held_at(as_of).filter(where, subject=subject).order_by(*order))
+
+
+@dataclass
+class ScopedFacts:
+    """One scope of a subject, with the current version of each of its facts there."""
+
+    scope: Scope
+    facts: list[MemoryRecord]
+
+
+def subject_facts_by_scope(subject: str) -> list[ScopedFacts]:
+    """The subject's current facts grouped by scope (domain, task type, conditions), in a
+    fixed number of queries."""
+    current = facts_current(subject)
+    fact_scopes = dict(
+        Fact.objects.filter(pk__in={r.fact_id for r in current}).values_list("pk", "scope_id")
+    )
+    scopes = Scope.objects.in_bulk(set(fact_scopes.values()))
+    grouped: dict[uuid.UUID, list[MemoryRecord]] = {}
+    for record in current:
+        grouped.setdefault(fact_scopes[record.fact_id], []).append(record)
+    order = sorted(grouped, key=lambda pk: scopes[pk].canonical)
+    return [ScopedFacts(scope=scopes[pk], facts=grouped[pk]) for pk in order]
+
+
+def scopes_with_counts() -> QuerySet[Scope]:
+    """The tenant's scopes, each with how many facts it holds and how many subjects."""
+    return Scope.objects.annotate(
+        fact_count=Count("facts"), subject_count=Count("facts__subject", distinct=True)
+    ).order_by("domain", "task_type", "canonical")
 
 
 def deletions_covering(subject: str, as_of: datetime) -> list[str]:
@@ -290,6 +349,7 @@ RECORD_PAGE_COLUMNS = (
     "version",
     "scope_domain",
     "scope_task_type",
+    "scope_conditions",
     "sensitivity",
     "trust",
     "status",

@@ -240,10 +240,12 @@ class ConflictSerializer(serializers.Serializer[Conflict]):
 
 
 class FactSerializer(serializers.Serializer[MemoryRecord]):
-    """A fact as the state layer reads it: the current version of one key."""
+    """A fact as the state layer reads it: the current version of one key in one scope."""
 
     key = serializers.CharField()
     id = serializers.UUIDField()
+    fact = serializers.UUIDField(source="fact_id")
+    scope = ScopeSerializer(source="*")
     value = serializers.JSONField()
     version = serializers.IntegerField()
     trust = serializers.CharField()

@@ -39,8 +39,10 @@ from .models import (
     PromotionState,
     RecordStatus,
     Resolution,
+    Scope,
     SourceKind,
     Trust,
+    scope_canonical,
 )
 from .retention import Lifetime, Limits, active_hold_for_record, expired_q, lifetime
 from .selectors import records_live
@@ -117,17 +119,31 @@ def _writer_fields(actor: Actor) -> dict[str, str]:
     return {"writer_type": actor.type, "writer_id": actor.id, "writer_label": actor.label[:200]}
 
 
-# Create-or-lock in one round trip: ON CONFLICT DO UPDATE takes the row lock on an existing
-# fact, and the no-op update keeps its columns as they are. The same statement reads the
-# tenant's retention rule for the write's sensitivity class, which a new version needs.
+# Create-or-lock in one round trip. The scope is found or created first: ON CONFLICT DO
+# NOTHING takes no lock on an existing scope, so writes to different facts of one scope still
+# run in parallel. (A scope inserted by a transaction that commits while this statement runs
+# is invisible to its snapshot: the statement then returns no row and is run again.) Then
+# ON CONFLICT DO UPDATE takes the row lock on an existing fact, and the no-op update keeps
+# its columns as they are. The same statement reads the tenant's retention rule for the
+# write's sensitivity class, which a new version needs.
 LOCK_FACT_SQL = """
-WITH fact AS (
-    INSERT INTO records_fact (id, tenant_id, subject, key, last_version, created_at)
-    VALUES (%s, %s, %s, %s, 0, %s)
-    ON CONFLICT (tenant_id, subject, key) DO UPDATE SET subject = EXCLUDED.subject
-    RETURNING id, current_id, last_version, created_at
+WITH new_scope AS (
+    INSERT INTO records_scope (id, tenant_id, domain, task_type, conditions, canonical, created_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (tenant_id, canonical) DO NOTHING
+    RETURNING id
+), scope AS (
+    SELECT id FROM new_scope
+    UNION ALL
+    SELECT id FROM records_scope WHERE tenant_id = %s AND canonical = %s
+    LIMIT 1
+), fact AS (
+    INSERT INTO records_fact (id, tenant_id, subject, key, scope_id, last_version, created_at)
+    SELECT %s, %s, %s, %s, scope.id, 0, %s FROM scope
+    ON CONFLICT (tenant_id, subject, key, scope_id) DO UPDATE SET subject = EXCLUDED.subject
+    RETURNING id, current_id, last_version, created_at, scope_id
 )
-SELECT fact.id, fact.current_id, fact.last_version, fact.created_at,
+SELECT fact.id, fact.current_id, fact.last_version, fact.created_at, fact.scope_id,
        rule.id IS NOT NULL, rule.provisional_max, rule.confirmed_max
   FROM fact
   LEFT JOIN records_retentionrule rule ON rule.tenant_id = %s AND rule.sensitivity = %s
@@ -137,27 +153,68 @@ SELECT fact.id, fact.current_id, fact.last_version, fact.created_at,
 FACT_ADVANCE_SQL = "UPDATE records_fact SET current_id = %s, last_version = %s WHERE id = %s"
 
 
-def _lock_fact(tenant: Tenant, subject: str, key: str, sensitivity: str) -> tuple[Fact, Limits]:
-    """The fact row, created if new, locked until commit; and the class's retention limits."""
-    with prepared_cursor() as cursor:
-        cursor.execute(
-            LOCK_FACT_SQL,
-            [uuid.uuid4(), tenant.pk, subject, key, timezone.now(), tenant.pk, sensitivity],
-        )
-        row = cursor.fetchone()
-    assert row is not None
+def _lock_fact(tenant: Tenant, data: RecordInput) -> tuple[Fact, Limits]:
+    """The fact of ``data``'s subject, key and scope, created (with its scope) if new,
+    locked until commit; and the class's retention limits."""
+    canonical = scope_canonical(data.scope_domain, data.scope_task_type, data.scope_conditions)
+    conditions = json.dumps(data.scope_conditions, ensure_ascii=False)
+    row = None
+    for _attempt in range(2):
+        now = timezone.now()
+        with prepared_cursor() as cursor:
+            cursor.execute(
+                LOCK_FACT_SQL,
+                [
+                    uuid.uuid4(),
+                    tenant.pk,
+                    data.scope_domain,
+                    data.scope_task_type,
+                    conditions,
+                    canonical,
+                    now,
+                    tenant.pk,
+                    canonical,
+                    uuid.uuid4(),
+                    tenant.pk,
+                    data.subject,
+                    data.key,
+                    now,
+                    tenant.pk,
+                    data.sensitivity,
+                ],
+            )
+            row = cursor.fetchone()
+        if row is not None:
+            break
+    assert row is not None, "a scope created concurrently is visible to the second statement"
     fact = Fact(
         id=row[0],
         tenant=tenant,
-        subject=subject,
-        key=key,
+        subject=data.subject,
+        key=data.key,
         current_id=row[1],
         last_version=row[2],
         created_at=row[3],
+        scope_id=row[4],
     )
     fact._state.adding = False
-    limits = (row[5], row[6]) if row[4] else DEFAULT_RETENTION[sensitivity]
+    limits = (row[6], row[7]) if row[5] else DEFAULT_RETENTION[data.sensitivity]
     return fact, limits
+
+
+def scope_for(
+    *, tenant: Tenant, domain: str, task_type: str = "", conditions: dict[str, Any] | None = None
+) -> Scope:
+    """The tenant's scope of this canonical form, created if new (the write path does the
+    same inside its statement; bulk loads and fixtures call this)."""
+    conditions = conditions or {}
+    canonical = scope_canonical(domain, task_type, conditions)
+    scope, _created = Scope.objects.get_or_create(
+        tenant=tenant,
+        canonical=canonical,
+        defaults={"domain": domain, "task_type": task_type, "conditions": conditions},
+    )
+    return scope
 
 
 def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOutcome:
@@ -217,7 +274,7 @@ def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> dict[str, list[
 
 
 def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime) -> WriteOutcome:
-    fact, limits = _lock_fact(tenant, data.subject, data.key, data.sensitivity)
+    fact, limits = _lock_fact(tenant, data)
     current: MemoryRecord | None = None
     if fact.current_id is not None:
         current = records_live(now).filter(pk=fact.current_id).first()
@@ -705,6 +762,10 @@ def _supersede(loser: MemoryRecord, winner: MemoryRecord, now: datetime) -> None
     )
 
 
+# What a reviewer may decide; ``not_a_conflict`` is the system's alone (a cross-scope pair).
+REVIEW_RESOLUTIONS = (Resolution.KEEP_CURRENT, Resolution.ACCEPT_NEW, Resolution.CORRECTED)
+
+
 @transaction.atomic
 def conflict_resolve(
     *, conflict: Conflict, actor: Actor, resolution: str, reason: str, value: Any = None
@@ -717,7 +778,7 @@ def conflict_resolve(
     needs promotion like any agent's write. A credential that wrote either version cannot
     resolve the conflict (:class:`OwnEvidence`): it would be confirming itself.
     """
-    if resolution not in Resolution.values:
+    if resolution not in REVIEW_RESOLUTIONS:
         raise RecordError(f"Unknown resolution {resolution!r}.", status=400, field="resolution")
     _require_reason(reason)
     fact = Fact.objects.select_for_update().get(pk=conflict.fact_id)

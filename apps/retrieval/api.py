@@ -34,6 +34,7 @@ SearchInput = inline_serializer(
             choices=["public", "internal", "personal", "restricted"], required=False
         ),
         "as_of": serializers.DateTimeField(required=False),
+        "min_similarity": serializers.FloatField(min_value=0, max_value=1, required=False),
     },
 )
 
@@ -90,10 +91,11 @@ def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
     assert hit.record is not None
     record = records.to_representation(hit.record)
     return {
-        "kind": "record",
+        "type": "record",
         "record": record,
         "score": round(hit.score, 6),
         "why": _why(hit),
+        "scope": record["scope"],
         "trust": record["trust"],
         "expires_at": record["expires_at"],
         "source": record["source"],
@@ -114,7 +116,7 @@ def _summary_hit(hit: Hit, summary: Summary) -> dict[str, Any]:
         for s in sorted(summary.sources.all(), key=lambda s: s.pk)
     ]
     return {
-        "kind": "summary",
+        "type": "summary",
         "summary": {
             "id": str(summary.pk),
             "text": summary.text,
@@ -125,6 +127,7 @@ def _summary_hit(hit: Hit, summary: Summary) -> dict[str, Any]:
         },
         "score": round(hit.score, 6),
         "why": _why(hit),
+        "scope": None,
         "trust": None,
         "expires_at": None,
         "source": {"kind": "derived", "sources": sources},

@@ -83,7 +83,18 @@ HNSW_MAX_SCAN_TUPLES = 200_000
 # benchmark's own 500 queries, 200 gave 0.983, too close to the 0.98 floor: 400 keeps a margin.
 HNSW_EF_SEARCH_OWN_UNFILTERED = 400
 SEARCH_FIELDS = frozenset(
-    {"query", "vector", "scope", "purpose", "top_k", "subject", "keys", "sensitivity_max", "as_of"}
+    {
+        "query",
+        "vector",
+        "scope",
+        "purpose",
+        "top_k",
+        "subject",
+        "keys",
+        "sensitivity_max",
+        "as_of",
+        "min_similarity",
+    }
 )
 SCOPE_FIELDS = frozenset({"domain", "task_type", "conditions"})
 
@@ -107,6 +118,8 @@ class SearchQuery:
     keys: list[str] = field(default_factory=list)
     sensitivity_max: str = ""
     as_of: datetime | None = None
+    # None: the embedding model's own floor (apps.derivations.embedders).
+    min_similarity: float | None = None
 
 
 @dataclass
@@ -232,6 +245,20 @@ def parse_search(body: Any, *, dimension: int) -> SearchQuery:
             add("as_of", "An RFC 3339 timestamp with a zone.")
         else:
             q.as_of = parsed
+    min_similarity = body.get("min_similarity")
+    if min_similarity is not None:
+        if (
+            not isinstance(min_similarity, int | float)
+            or isinstance(min_similarity, bool)
+            or not 0 <= min_similarity <= 1
+        ):
+            add("min_similarity", "A number from 0 to 1 (cosine similarity).")
+        else:
+            q.min_similarity = float(min_similarity)
+    if q.purpose == "decision" and not q.domain and "scope.domain" not in errors:
+        # A decision taken on a memory from whatever scope ranks first is the failure scopes
+        # exist to prevent: a decision names the scope it is taken in.
+        add("scope.domain", "Required when purpose is decision: name the scope of the decision.")
     if errors:
         raise SearchRejected(errors)
     return q
@@ -426,6 +453,14 @@ class SearchStatement:
     gated: bool = False
 
 
+def relevance_floor(q: SearchQuery, model: str) -> float:
+    """The least cosine similarity a hit found by its vector must have: the request's
+    ``min_similarity``, or the embedding model's own floor."""
+    if q.min_similarity is not None:
+        return q.min_similarity
+    return get_embedder(model).relevance_floor
+
+
 def query_vector_for(q: SearchQuery, model: str) -> list[float] | None:
     """The vector to rank by: the caller's, or the query text embedded by the tenant's model."""
     if q.vector is not None:
@@ -473,6 +508,8 @@ def search_statement(
         "depth": max(q.top_k * 4, 40),
         "model": model,
     }
+    if query_vector is not None:
+        params["max_distance"] = 1.0 - relevance_floor(q, model)
     where = _candidate_sql(q, params)
     summary_where = _summary_candidate_sql(q, params) if summaries else None
     base = f"records_memoryrecord r WHERE {where}"
@@ -541,8 +578,13 @@ def search_statement(
                 if own_index:
                     stored = f"l2_normalize({stored})::vector({dimension})"
                 distance = order = f"({stored}) <=> %(vec)s::vector({dimension})"
+            # The floor applies to what the scan returns, not inside it: a scan told to skip
+            # vectors past the floor would go on scanning (iteratively) for ones that are
+            # not. In the scan's order the vectors that pass are its first ones, so this
+            # keeps the same set. The scan's own count says whether it found ``k`` in the
+            # filters at all (run_search).
             parts.append(
-                f"""vec_records AS (
+                f"""vec_scanned AS MATERIALIZED (
                     SELECT e.record_id AS id, {distance} AS distance
                       FROM derivations_embedding e
                       JOIN records_memoryrecord r ON r.id = e.record_id
@@ -550,26 +592,34 @@ def search_statement(
                        AND {where}
                      ORDER BY {order} LIMIT %(depth)s)"""
             )
+            parts.append(
+                "vec_records AS (SELECT id, distance FROM vec_scanned "
+                "WHERE distance <= %(max_distance)s)"
+            )
         else:
             plan = "exact"
             if not gated:  # a model without an HNSW index: always exact, never counted
                 parts.append(f"candidates AS MATERIALIZED (SELECT r.id FROM {base})")
             parts.append(
                 f"""vec_records AS (
-                    SELECT e.record_id AS id, e.vector <=> %(vec)s::vector AS distance
-                      FROM derivations_embedding e JOIN candidates c ON c.id = e.record_id
-                     WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{on_embedding}{gate}
-                     ORDER BY distance LIMIT %(depth)s)"""
+                    SELECT id, distance FROM (
+                        SELECT e.record_id AS id, e.vector <=> %(vec)s::vector AS distance
+                          FROM derivations_embedding e JOIN candidates c ON c.id = e.record_id
+                         WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{on_embedding}{gate}
+                         ORDER BY distance LIMIT %(depth)s) nearest
+                     WHERE distance <= %(max_distance)s)"""
             )
         vec_sources.append("SELECT id, 'record' AS kind, distance FROM vec_records")
         if summary_where is not None:
             # Summaries are few beside records: always an exact scan of the valid ones.
             parts.append(
                 f"""vec_summaries AS (
-                    SELECT e.summary_id AS id, e.vector <=> %(vec)s::vector AS distance
-                      FROM derivations_embedding e JOIN summaries s ON s.id = e.summary_id
-                     WHERE e.model = %(model)s{gate}
-                     ORDER BY distance LIMIT %(depth)s)"""
+                    SELECT id, distance FROM (
+                        SELECT e.summary_id AS id, e.vector <=> %(vec)s::vector AS distance
+                          FROM derivations_embedding e JOIN summaries s ON s.id = e.summary_id
+                         WHERE e.model = %(model)s{gate}
+                         ORDER BY distance LIMIT %(depth)s) nearest
+                     WHERE distance <= %(max_distance)s)"""
             )
             vec_sources.append("SELECT id, 'summary' AS kind, distance FROM vec_summaries")
     if q.query:
@@ -644,14 +694,28 @@ def search_statement(
         )
     # The hits' record rows come with the ranking: no second round trip to load them.
     record_columns = ", ".join(f'rec."{f.column}"' for f in RECORD_FIELDS)
+    distance_column = "ranked.distance"
+    if query_vector is not None:
+        # A hit found by its text alone still reports the similarity it had (below the
+        # floor): one lookup by the unique (record or summary, model) index per hit.
+        distance_column = """CASE WHEN ranked.distance IS NOT NULL OR ranked.id IS NULL
+            THEN ranked.distance ELSE (
+            SELECT e.vector <=> %(vec)s::vector FROM derivations_embedding e
+             WHERE e.model = %(model)s AND CASE WHEN ranked.kind = 'record'
+                   THEN e.record_id = ranked.id ELSE e.summary_id = ranked.id END) END"""
     columns = (
-        "ranked.id, ranked.kind, ranked.distance, ranked.rank, ranked.vec_position, "
+        f"ranked.id, ranked.kind, {distance_column}, ranked.rank, ranked.vec_position, "
         "ranked.txt_position, ranked.score"
     )
     if gated:
         # Always at least one row (the count), even when the gate kept every branch shut.
         source = "counted LEFT JOIN ranked ON true"
         columns += ", counted.n, counted.own, counted.scoped"
+    elif plan.startswith("hnsw"):
+        # Always at least one row: how many vectors the scan found in the filters, before
+        # the floor (run_search tells a starved scan from a query that matches little).
+        source = "(SELECT count(*) AS n FROM vec_scanned) scanned LEFT JOIN ranked ON true"
+        columns += ", scanned.n, NULL::boolean, NULL::boolean"
     else:
         source = "ranked"
         columns += ", NULL::bigint, NULL::boolean, NULL::boolean"
@@ -707,7 +771,7 @@ def run_search(
             statement = build(hnsw=True, own_index=own, domain_index=scoped)
             cursor.execute(statement.sql, statement.params)
             rows = cursor.fetchall()
-            if len(rows) >= q.top_k:
+            if rows[0][COUNT_COLUMN] >= q.top_k:
                 return statement, rows
             plans.delete(key)  # fewer candidates than remembered: count them again
     statement = build()

@@ -10,14 +10,15 @@ from apps.audit.models import AuditChainHead, AuditEvent
 from apps.audit.selectors import audit_chain_verify
 from apps.audit.services import Actor, audit_append, audit_event, lane_for
 from apps.records.models import Fact
+from apps.records.services import scope_for
 from apps.tenancy.context import tenant_scope
 
 pytestmark = pytest.mark.django_db
 
 SYSTEM = Actor.system("tests")
 ADD_FACT = (
-    "INSERT INTO records_fact (id, tenant_id, subject, key, last_version, created_at) "
-    "VALUES (%s, %s, %s, 'k', 0, now()) RETURNING id"
+    "INSERT INTO records_fact (id, tenant_id, subject, key, scope_id, last_version, created_at) "
+    "VALUES (%s, %s, %s, 'k', %s, 0, now()) RETURNING id"
 )
 
 
@@ -38,9 +39,10 @@ def _fresh_lane(tenant) -> str:
 def test_it_stores_the_change_and_its_event_together(tenant):
     with tenant_scope(tenant.pk):
         fact_id = uuid.uuid4()
+        scope = scope_for(tenant=tenant, domain="commerce")
         event = audit_append(
             _event(tenant, str(fact_id)),
-            alongside=[(ADD_FACT, [fact_id, tenant.pk, "user:1"])],
+            alongside=[(ADD_FACT, [fact_id, tenant.pk, "user:1", scope.pk])],
         )
         assert event is not None
         assert event.seq
@@ -54,9 +56,10 @@ def test_it_runs_the_change_once_when_the_lane_is_opened_by_it(tenant):
     with tenant_scope(tenant.pk):
         object_id = _fresh_lane(tenant)
         fact_id = uuid.uuid4()
+        scope = scope_for(tenant=tenant, domain="commerce")
         event = audit_append(
             _event(tenant, object_id),
-            alongside=[(ADD_FACT, [fact_id, tenant.pk, "user:2"])],
+            alongside=[(ADD_FACT, [fact_id, tenant.pk, "user:2", scope.pk])],
         )
         assert event is not None
         assert Fact.objects.filter(subject="user:2").count() == 1

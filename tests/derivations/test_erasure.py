@@ -11,7 +11,7 @@ from apps.audit.services import Actor
 from apps.derivations.erasure import erasure_run
 from apps.derivations.models import Embedding, Summary
 from apps.records.models import Fact, MemoryRecord, Observation
-from apps.records.services import legal_hold_place
+from apps.records.services import legal_hold_place, scope_for
 from apps.tenancy.context import tenant_scope
 
 from .support import RECORDS, drain, summarise, write
@@ -116,9 +116,10 @@ def _bulk_records(tenant, count: int, subject: str) -> None:
 
     now = timezone.now()
     with tenant_scope(tenant.pk):
+        scope = scope_for(tenant=tenant, domain="commerce")
         facts = Fact.objects.bulk_create(
             [
-                Fact(tenant=tenant, subject=subject, key=f"k{i}", last_version=1)
+                Fact(tenant=tenant, subject=subject, key=f"k{i}", scope=scope, last_version=1)
                 for i in range(count)
             ]
         )

@@ -243,7 +243,7 @@ def test_it_searches_with_the_scoped_retrieval(client, tenant, member):
     html = client.get(url("memories", tenant), {"q": "parcel locker"}).content.decode()
     assert "user:20" in html
     assert "user:21" not in html
-    assert "most relevant" in html
+    assert "1 current memory matches" in html
 
 
 def test_it_applies_filters_before_ranking_a_search(client, tenant, member):
@@ -259,7 +259,8 @@ def test_it_says_when_a_search_finds_nothing(client, tenant, member):
     write(tenant)
     signed_in(client, member)
     html = client.get(url("memories", tenant), {"q": "zeppelin"}).content.decode()
-    assert "No current memory matches" in html
+    assert "No memory matches" in html
+    assert "user:" not in html.split("No memory matches")[0].split("memory-results")[-1]
 
 
 def test_it_shows_search_input_problems_as_form_errors(client, tenant, member):
@@ -676,3 +677,68 @@ def test_it_applies_a_repeated_redaction_once(client, tenant, member):
     again = client.post(url("memory-redact", tenant, record_id=record.pk), data)
     assert again.status_code == 302
     assert len(events(tenant, "record.redact")) == 1
+
+
+# --- scopes -------------------------------------------------------------------------------------
+
+SUPPORT = {"domain": "support", "task_type": "chat"}
+LEGAL = {"domain": "legal", "task_type": "review"}
+
+
+def test_the_subject_page_groups_facts_by_scope(client, tenant, member):
+    write(tenant, subject="user:88", key="answer.style", value="short", scope=SUPPORT)
+    write(tenant, subject="user:88", key="answer.style", value="complete", scope=LEGAL)
+    write(tenant, subject="user:99", key="answer.style", value="elsewhere", scope=LEGAL)
+    signed_in(client, member)
+    response = client.get(url("memory-subject", tenant, subject="user:88"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    legal = html.index('Scope <span class="mono">legal')
+    support = html.index('Scope <span class="mono">support')
+    assert legal < html.index("&quot;complete&quot;") < support < html.index("&quot;short&quot;")
+    assert "elsewhere" not in html
+    assert "Provenance and history" in html
+
+
+def test_the_subject_page_of_another_tenant_shows_nothing(client, tenant, other_tenant, outsider):
+    write(tenant, subject="user:88", key="answer.style", value="short", scope=SUPPORT)
+    signed_in(client, outsider)
+    response = client.get(url("memory-subject", other_tenant, subject="user:88"))
+    assert response.status_code == 200
+    assert "short" not in response.content.decode()
+    assert client.get(url("memory-subject", tenant, subject="user:88")).status_code in {403, 404}
+
+
+def test_the_scopes_page_lists_scopes_with_counts(client, tenant, member):
+    write(tenant, subject="user:1", key="answer.style", value="short", scope=SUPPORT)
+    write(tenant, subject="user:2", key="answer.style", value="short", scope=SUPPORT)
+    write(tenant, subject="user:2", key="tone", value="formal", scope=SUPPORT)
+    write(tenant, subject="user:1", key="answer.style", value="complete", scope=LEGAL)
+    signed_in(client, member)
+    html = client.get(url("memory-scopes", tenant)).content.decode()
+    rows = re.findall(r"<tr>(.*?)</tr>", html, flags=re.S)
+    cells = {
+        re.search(r'">(\w+)</a>', row).group(1): re.findall(r"<td>(\d+)</td>", row)
+        for row in rows
+        if "</a>" in row
+    }
+    assert cells == {"legal": ["1", "1"], "support": ["3", "2"]}
+
+
+def test_the_review_queue_shows_each_conflict_in_its_scope(client, tenant, reviewer):
+    write(tenant, subject="user:5", key="answer.style", value="short", scope=SUPPORT)
+    write(
+        tenant,
+        subject="user:5",
+        key="answer.style",
+        value="terse",
+        scope=SUPPORT,
+        source__ref="other",
+    )
+    write(tenant, subject="user:5", key="answer.style", value="complete", scope=LEGAL)
+    signed_in(client, reviewer)
+    html = client.get(reverse("console:conflicts", kwargs={"tenant_slug": tenant.slug})).content
+    text = html.decode()
+    assert text.count("conflict-item") >= 1
+    assert "in support/chat" in text
+    assert "complete" not in text  # the legal value is its own fact, never paired

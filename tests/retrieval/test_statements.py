@@ -222,7 +222,7 @@ def test_summaries_are_planned_only_for_a_tenant_that_wrote_one(agent, tenant):
     tenant.refresh_from_db()
     assert tenant.summaries_written is True
     response = agent.post("/api/v1/search", {"query": "zanzibar"})
-    kinds = [hit["kind"] for hit in response.json()["results"]]
+    kinds = [hit["type"] for hit in response.json()["results"]]
     assert "summary" in kinds
 
 

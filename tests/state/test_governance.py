@@ -61,7 +61,7 @@ def test_it_invalidates_and_unembeds_summaries_of_a_runs_episodes_on_close(agent
     summary = _summary_of(agent, "episode", episode["id"])
     drain()
     [hit] = _search_hits(agent)
-    assert hit["kind"] == "summary"
+    assert hit["type"] == "summary"
 
     ok(agent.post(f"{RUNS}/{run['id']}/close"))
 

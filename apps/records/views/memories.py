@@ -57,6 +57,8 @@ from ..selectors import (
     record_history,
     record_open_reviews,
     records_page,
+    scopes_with_counts,
+    subject_facts_by_scope,
 )
 from ..services import RecordError, record_delete
 
@@ -162,6 +164,32 @@ def memories(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         "console/memories/list.html",
         _memories_context(request, tenant),
         partial="memory_results",
+    )
+
+
+# --- subjects and scopes -----------------------------------------------------------------------
+
+
+@tenant_view(VIEW_MEMORIES)
+@require_GET
+def subject(request: ConsoleRequest, tenant: Tenant, subject: str) -> HttpResponse:
+    """A subject's current facts grouped by scope: the same key may hold a value in each."""
+    groups = subject_facts_by_scope(subject)
+    return render(
+        request,
+        "console/memories/subject.html",
+        {"tenant": tenant, "section": "memories", "subject": subject, "groups": groups},
+    )
+
+
+@tenant_view(VIEW_MEMORIES)
+@require_GET
+def scopes(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """The tenant's scopes, with how many facts and subjects each holds."""
+    return render(
+        request,
+        "console/memories/scopes.html",
+        {"tenant": tenant, "section": "memories", "scopes": list(scopes_with_counts())},
     )
 
 
