@@ -165,10 +165,12 @@ class PromotionRequest(TypedDict):
 
 
 class Fact(TypedDict):
-    """The current version of one scoped fact of a subject."""
+    """The current version of one scoped fact of a subject (``fact`` names the fact, ``id``
+    the version)."""
 
     key: str
     id: str
+    fact: str
     value: Any
     version: int
     trust: str
@@ -176,7 +178,7 @@ class Fact(TypedDict):
     written_at: str
     source: Source
     expires_at: str | None
-    scope: NotRequired[Scope]
+    scope: Scope
 
 
 class FactCheck(TypedDict):
