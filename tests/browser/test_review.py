@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from apps.records.models import Fact, MemoryRecord
 from apps.tenancy.context import tenant_scope
+from tests.browser.support import requested as shared_requested
 from tests.records.support import write_ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,18 +82,7 @@ def test_it_bulk_approves_only_the_filtered_requests(
     reviewer_page, tenant, agent, console_path, screenshot
 ):
     def requested(subject: str, domain: str) -> str:
-        record = write_ok(
-            agent,
-            subject=subject,
-            scope={"domain": domain},
-            source={"kind": "interaction", "ref": f"i:{subject}"},
-        )
-        response = agent.post(
-            f"/api/v1/records/{record['id']}/promotion-requests",
-            {"evidence": {"ticket": subject}, "reason": "confirmed by the customer"},
-        )
-        assert response.status_code in (200, 201), response.content[:500]
-        return str(record["id"])
+        return shared_requested(agent, subject, scope={"domain": domain})
 
     matching = [requested(f"user:a{n}", "alpha") for n in range(2)]
     others = [requested(f"user:b{n}", "beta") for n in range(3)]

@@ -12,19 +12,9 @@ from playwright.sync_api import expect
 from apps.audit.services import Actor
 from apps.tenancy.models import Role
 from apps.tenancy.services import membership_set
-from tests.records.support import write_ok
+from tests.browser.support import requested as _requested
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _requested(agent, subject: str) -> str:
-    record = write_ok(agent, subject=subject, source={"kind": "interaction", "ref": f"i:{subject}"})
-    response = agent.post(
-        f"/api/v1/records/{record['id']}/promotion-requests",
-        {"evidence": {"ticket": subject}, "reason": "confirmed by the customer"},
-    )
-    assert response.status_code in (200, 201), response.content[:500]
-    return str(record["id"])
 
 
 def test_it_shows_a_refused_action_in_a_stale_tab(
