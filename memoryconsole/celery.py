@@ -255,7 +255,7 @@ def broker_messages_mentioning(needles: Iterable[str]) -> list[str]:
                         body = base64.b64decode(body).decode("utf-8", "replace")
                     text = f"{text}\n{body}"
                 except (ValueError, AttributeError, TypeError):
-                    pass
+                    text = str(payload)  # not kombu's envelope: searched as stored
                 if any(needle in text for needle in wanted):
                     found.append(str(pk))
         finally:

@@ -1434,7 +1434,7 @@ def promotion_return_to_provisional(
         action="promotion.return_to_provisional",
         object_type="promotion_request",
         object_id=str(request.pk),
-        data={"record": str(record.pk), "reason": reason},
+        data={"record": str(record.pk), "reason": reason, "target": _record_target(record)},
         lane_key=str(record.fact_id),
     )
     return request
@@ -1454,6 +1454,11 @@ def promotion_reopen(*, request: PromotionRequest, actor: Actor, reason: str) ->
         action="promotion.reopen",
         object_type="promotion_request",
         object_id=str(request.pk),
-        data={"record": str(request.record_id), "reason": reason},
+        data={
+            "record": str(request.record_id),
+            "reason": reason,
+            "target": _record_target(request.record),
+        },
+        lane_key=str(request.record.fact_id),
     )
     return request

@@ -120,6 +120,8 @@ def test_it_undoes_an_approval_from_the_list_and_puts_the_row_back(client, tenan
     assert request_state(tenant, item) == ("open", "provisional")
     (event,) = events(tenant, "promotion.return_to_provisional")
     assert event.data["reason"].startswith("Undone")
+    assert event.data["target"]["record"] == str(item.record_id)
+    assert event.data["target"]["subject"] == item.record.subject
 
 
 def test_it_returns_an_approval_to_provisional_without_javascript(client, tenant, reviewer):
@@ -160,7 +162,9 @@ def test_it_reopens_a_rejection(client, tenant, reviewer):
         url("review-reverse", tenant, request_id=item.pk), {"reason": "misread the ticket"}
     )
     assert request_state(tenant, item) == ("open", "provisional")
-    assert len(events(tenant, "promotion.reopen")) == 1
+    (event,) = events(tenant, "promotion.reopen")
+    assert event.data["reason"] == "misread the ticket"
+    assert event.data["target"]["record"] == str(item.record_id)
 
 
 def test_it_forbids_reversals_to_members_and_hides_other_tenants(
