@@ -152,6 +152,9 @@ def test_it_approves_with_one_key_using_the_reason_last_given(
     page.keyboard.type("verified against the CRM export")
     page.keyboard.press("Enter")
     expect(rows).to_have_count(2)
+    # The answer moves the focus to the next open request; the next key acts on that one.
+    expect(page.locator("[data-review-row]:focus")).to_have_count(1)
+    expect(page.locator("#review-detail [data-review-item]")).to_have_count(1)
     page.keyboard.press("a")  # one key: the reason last given is offered again
     expect(rows).to_have_count(1)
     assert sorted(_states(tenant).values()) == ["approved", "approved", "open"]
