@@ -99,7 +99,7 @@ def rich_fact(tenant: Any) -> tuple[str, str]:
     from apps.audit.services import Actor
     from apps.derivations.services import summary_create
     from apps.records import services
-    from apps.records.validation import validate_write
+    from apps.records.serializers import write_input
     from apps.tenancy.context import tenant_scope
 
     actor = Actor.system("bench")
@@ -122,14 +122,14 @@ def rich_fact(tenant: Any) -> tuple[str, str]:
         record = None
         for n in range(5):
             record = services.record_write(
-                tenant=tenant, actor=actor, data=validate_write(body(f"c{n}", f"r:{n}"))
+                tenant=tenant, actor=actor, data=write_input(body(f"c{n}", f"r:{n}"))
             ).record
         assert record is not None
         for n in range(5):
             services.record_write(
                 tenant=tenant,
                 actor=Actor.system(f"observer-{n}"),
-                data=validate_write(body("c4", f"o:{n}")),
+                data=write_input(body("c4", f"o:{n}")),
             )
         for n in range(10):
             summary_create(
@@ -140,7 +140,7 @@ def rich_fact(tenant: Any) -> tuple[str, str]:
                 reason="bench",
             )
         doomed = services.record_write(
-            tenant=tenant, actor=actor, data=validate_write(body("x", "d:1", "user:doomed"))
+            tenant=tenant, actor=actor, data=write_input(body("x", "d:1", "user:doomed"))
         ).record
         deleted = services.record_delete(record=doomed, actor=actor, reason="bench")
     return str(record.pk), str(deleted.receipt.pk)

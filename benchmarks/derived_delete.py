@@ -79,8 +79,8 @@ def build_facts(tenant: Any, actor: Any, count: int, prefix: str) -> list[dict[s
     from apps.derivations.embeddings import record_embed, summary_embed
     from apps.derivations.models import OutboxMessage
     from apps.derivations.services import summary_create
+    from apps.records.serializers import write_input
     from apps.records.services import record_write
-    from apps.records.validation import validate_write
     from apps.tenancy.context import tenant_scope
 
     facts = []
@@ -88,7 +88,7 @@ def build_facts(tenant: Any, actor: Any, count: int, prefix: str) -> list[dict[s
         with tenant_scope(tenant.pk):
             versions = [
                 record_write(
-                    tenant=tenant, actor=actor, data=validate_write(record_body(n, prefix, v))
+                    tenant=tenant, actor=actor, data=write_input(record_body(n, prefix, v))
                 ).record
                 for v in range(3)
             ]
@@ -250,12 +250,13 @@ def run_erasure(tenant: Any, actor: Any, count: int) -> tuple[float, int]:
 
 
 def search_timing(tenant: Any, actor: Any, count: int, label: str) -> Timing:
-    from apps.retrieval.search import parse_search, search_scoped
+    from apps.retrieval.search import search_scoped
+    from apps.retrieval.serializers import search_input
     from apps.tenancy.context import tenant_scope
 
     def search(i: int) -> None:
         with tenant_scope(tenant.pk):
-            query = parse_search(
+            query = search_input(
                 {"query": f"value {i * 7}", "scope": {"domain": "commerce"}}, dimension=256
             )
             search_scoped(tenant=tenant, q=query, actor=actor)

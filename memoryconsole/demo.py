@@ -62,8 +62,8 @@ def _sample_memories(context: DemoContext) -> None:
 
     from apps.derivations.services import summary_create
     from apps.records.models import MemoryRecord
+    from apps.records.serializers import write_input
     from apps.records.services import promotion_request_create, record_write
-    from apps.records.validation import validate_write
     from apps.state.services import checkpoint_write, obligation_create, run_open
 
     tenant = context.tenant
@@ -93,7 +93,7 @@ def _sample_memories(context: DemoContext) -> None:
             **extra,
         }
         with tenant_scope(tenant.pk):
-            return record_write(tenant=tenant, actor=actor, data=validate_write(body))
+            return record_write(tenant=tenant, actor=actor, data=write_input(body))
 
     shipping = write("shipping.preference", "user:8812", "carrier_a", "interaction:4821")
     # The same value from an independent writer and source: a promotion request.

@@ -242,8 +242,6 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.authentication.AgentCredentialAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [
         "apps.api.permissions.IsAgent",
-        # After the credential: a misspelt option is a 400, never a destructive default.
-        "apps.api.known_input.DocumentedInputOnly",
     ],
     "DEFAULT_PARSER_CLASSES": ["apps.api.problems.JSONBodyParser"],
     "DEFAULT_RENDERER_CLASSES": ["apps.api.problems.JSONRenderer"],
@@ -253,6 +251,12 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "apps.api.problems.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+# The one limit on a whole request body: over it, 413 problem+json (apps.api.problems). Each
+# content field has its own, smaller size (apps.api.contract, docs/api.md); this bounds what
+# is read at all, above the largest of them (a checkpoint's 256 KiB state, an episode's
+# 256 Ki characters) with room for JSON escapes.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # 2.5 MiB, Django's default, stated
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Memory Console API",
     "DESCRIPTION": (
@@ -268,6 +272,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Swagger UI would otherwise send the schema's URL to validator.swagger.io for a badge.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    # A request body's objects refuse undeclared members (apps.api.contract.StrictSerializer).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.api.schema.strict_request_bodies",
+    ],
     # One name for the sensitivity classes wherever they appear.
     "ENUM_NAME_OVERRIDES": {"SensitivityEnum": ["public", "internal", "personal", "restricted"]},
 }

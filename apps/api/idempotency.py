@@ -9,6 +9,12 @@ A transaction-scoped advisory lock on (credential, key) tells "in flight" apart 
 the first request holds it until it commits, together with its stored response. Keys are
 kept 24 hours per credential; only successful (2xx) responses are stored, since a refused
 request changed nothing and will be refused the same way again.
+
+A read whose only effect is its audit (a search, a fact check) keeps no response: its answer
+holds memory content, which must not outlive a deletion in a replay cache. With
+``replay="rerun"`` the key keeps a content-free memo of the first answer (a search: the ids
+it returned), and a retry runs the operation again with ``view.idempotent_replay`` set to
+that memo, so it neither audits again nor returns more than the first answer did.
 """
 
 from __future__ import annotations
@@ -61,9 +67,16 @@ def _lock_id(credential_id: Any, key: str) -> int:
 
 def idempotent(
     resource_id: Callable[[Response], str] | None = None,
+    *,
+    replay: str = "stored",
+    memo: Callable[[Response], Any] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Decorate a DRF ``post`` handler. ``resource_id`` extracts the id of what the response
-    describes (default: ``response.data["id"]``)."""
+    describes (default: ``response.data["id"]``). ``replay="rerun"``: keep ``memo(response)``
+    (default ``{}``) instead of the response, and answer a retry by running the handler again
+    (module docstring)."""
+    if replay not in {"stored", "rerun"}:
+        raise ValueError(f"replay must be 'stored' or 'rerun', not {replay!r}")
 
     def decorator(handler: Handler) -> Handler:
         @wraps(handler)
@@ -104,13 +117,29 @@ def idempotent(
                         status_code=422,
                         slug="idempotency-mismatch",
                     )
-                replay = Response(stored.response_body, status=stored.status_code)
-                replay["Idempotent-Replayed"] = "true"
+                if replay == "rerun":
+                    view.idempotent_replay = stored.response_body
+                    answer = handler(view, request, *args, **kwargs)
+                    answer["Idempotent-Replayed"] = "true"
+                    return answer
+                replayed = Response(stored.response_body, status=stored.status_code)
+                replayed["Idempotent-Replayed"] = "true"
                 if stored.tombstone:
-                    replay["Idempotent-Tombstone"] = "true"
-                return replay
+                    replayed["Idempotent-Tombstone"] = "true"
+                return replayed
             response = handler(view, request, *args, **kwargs)
-            if 200 <= response.status_code < 300:
+            if replay == "rerun" and 200 <= response.status_code < 300:
+                IdempotencyKey.objects.create(
+                    tenant_id=credential.tenant_id,
+                    credential_id=credential.pk,
+                    key=key,
+                    request_hash=fingerprint,
+                    status_code=response.status_code,
+                    response_body=memo(response) if memo else {},
+                    resource_id="",
+                    created_at=now,
+                )
+            elif 200 <= response.status_code < 300:
                 # Store what the client received, as DRF renders it: the model field's own
                 # encoder would, for one, cut timestamps to milliseconds, and a replay must be
                 # the first response exactly.

@@ -143,10 +143,14 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
         for key, value in detail.items():
             if isinstance(key, int):  # ListField/DictField children: errors keyed by index
                 path = f"{prefix}[{key}]"
+            elif key == "non_field_errors":
+                # An object's own errors (not an object, a rule across its members) belong
+                # to the object: its path, or "body" for the whole request.
+                path = prefix or "body"
+            elif str(key).startswith("[") or not prefix:
+                path = f"{prefix}{key}"  # "[0]" inside a value, or a top-level member
             else:
-                path = f"{prefix}.{key}" if prefix else str(key)
-            if key == "non_field_errors" and prefix == "":
-                path = "body"
+                path = f"{prefix}.{key}"
             for sub_path, messages in flatten_errors(value, path).items():
                 out.setdefault(sub_path, []).extend(messages)
     elif isinstance(detail, list):
@@ -295,6 +299,11 @@ _ESCAPING_RENDERER = _EscapingJSONRenderer()
 UNSTORABLE_NUL = "Must not contain the NUL character (U+0000)."
 UNSTORABLE_SURROGATE = "Must be valid Unicode (no unpaired surrogate code points)."
 UNSTORABLE_NUMBER = "Must be a finite number (this one overflows a double)."
+
+
+def unstorable_text(text: str) -> str | None:
+    """Why no text column can hold ``text`` (NUL, an unpaired surrogate), or None."""
+    return _unstorable_text(text)
 
 
 def _unstorable_text(text: str) -> str | None:

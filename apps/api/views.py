@@ -13,11 +13,11 @@ from rest_framework.decorators import api_view, authentication_classes, permissi
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from apps.derivations.selectors import BackgroundWork, background_work
 from memoryconsole.celery import broker_status
 
+from .contract import ContractView
 from .problems import PROBLEM_CONTENT_TYPE, problem_body
 from .schema import ProblemSerializer
 
@@ -119,7 +119,7 @@ def health(request: Request) -> Response:
     )
 
 
-class MeView(APIView):
+class MeView(ContractView):
     """The credential making the request: its tenant, name and actions."""
 
     @extend_schema(responses=CredentialSerializer)

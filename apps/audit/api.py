@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Q, QuerySet
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
@@ -13,7 +12,14 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 
-from apps.api.problems import Problem, flatten_errors
+from apps.api.contract import (
+    IDENTIFIER_CHARS,
+    ContractMixin,
+    PageQuery,
+    StrictCharField,
+    TimestampField,
+)
+from apps.api.problems import Problem
 from apps.tenancy.selectors import parse_uuid
 
 from .models import AuditEvent
@@ -58,37 +64,21 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
         read_only_fields = fields
 
 
-class ZonedDateTimeField(serializers.DateTimeField):
-    """An RFC 3339 timestamp that names its zone; a naive one is ambiguous and refused."""
+class AuditEventQuery(PageQuery):
+    """The list's query parameters."""
 
-    default_error_messages = {
-        "naive": "Give a zone, e.g. 2025-01-14T09:12:00Z.",
-    }
-
-    def to_internal_value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                parsed = parse_datetime(value)
-            except ValueError:  # well-formed but impossible, e.g. month 13: the parent says so
-                parsed = None
-            if parsed is not None and parsed.tzinfo is None:
-                self.fail("naive")
-        return super().to_internal_value(value)
-
-
-class AuditEventFilterSerializer(serializers.Serializer[dict[str, Any]]):
-    """The list's query parameters; an empty one is ignored."""
-
-    record = serializers.CharField(
-        required=False, allow_blank=True, help_text="Id of the object the event is about."
+    record = StrictCharField(
+        required=False,
+        max_length=IDENTIFIER_CHARS,
+        help_text="Id of the object the event is about.",
     )
-    action = serializers.CharField(
-        required=False, allow_blank=True, help_text="e.g. credential.issue"
+    action = StrictCharField(
+        required=False, max_length=IDENTIFIER_CHARS, help_text="e.g. credential.issue"
     )
-    actor = serializers.CharField(
-        required=False, allow_blank=True, help_text="The actor's id or label."
+    actor = StrictCharField(
+        required=False, max_length=IDENTIFIER_CHARS, help_text="The actor's id or label."
     )
-    since = ZonedDateTimeField(
+    since = TimestampField(
         required=False, help_text="Events at or after this time (RFC 3339, with a zone)."
     )
 
@@ -114,8 +104,7 @@ class AuditPagination(CursorPagination):
         return cursor
 
 
-@extend_schema(parameters=[AuditEventFilterSerializer])
-class AuditEventListView(generics.ListAPIView[AuditEvent]):
+class AuditEventListView(ContractMixin, generics.ListAPIView[AuditEvent]):
     """Audit events of the credential's tenant, newest first (cursor-paginated).
 
     Filters: ``record`` (object id), ``action``, ``actor`` (actor id or label), ``since``.
@@ -124,13 +113,10 @@ class AuditEventListView(generics.ListAPIView[AuditEvent]):
     required_action = "audit"
     serializer_class = AuditEventSerializer
     pagination_class = AuditPagination
+    query_input = {"GET": AuditEventQuery}
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
-        filters = AuditEventFilterSerializer(data=self.request.query_params)
-        if not filters.is_valid():
-            errors = flatten_errors(filters.errors)
-            raise Problem(f"Invalid query parameters: {', '.join(errors)}.", errors=errors)
-        params: dict[str, Any] = filters.validated_data
+        params: dict[str, Any] = self.params
         queryset = AuditEvent.objects.all()
         if record := params.get("record"):
             queryset = queryset.filter(object_id=record)
@@ -144,7 +130,7 @@ class AuditEventListView(generics.ListAPIView[AuditEvent]):
 
 
 @extend_schema(parameters=[OpenApiParameter("event_id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
-class AuditEventDetailView(generics.RetrieveAPIView[AuditEvent]):
+class AuditEventDetailView(ContractMixin, generics.RetrieveAPIView[AuditEvent]):
     """One audit event of the credential's tenant.
 
     Another tenant's event, a missing one and a malformed id all get the same ``404``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -14,37 +15,56 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from apps.api.contract import (
+    IDENTIFIER_CHARS,
+    REASON_CHARS,
+    ContractView,
+    PageQuery,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictSerializer,
+    StrictUUIDField,
+)
 from apps.api.idempotency import idempotent
 from apps.api.problems import Problem
-from apps.api.schema import PAGE_PARAMETERS
 from apps.audit.services import Actor
+from apps.records.serializers import VectorField
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
-from .embeddings import client_vector_split, client_vector_store
+from .embeddings import client_vector_store
 from .models import ErasureJob, ErasureJobState, Summary
 from .preview import DeletionPreview
+from .services import MAX_SOURCES, MAX_SUMMARY_CHARS
 
 if TYPE_CHECKING:
     from .erasure import ErasurePreview
 
 
-class SummarySourceInput(serializers.Serializer):  # type: ignore[type-arg]
-    type = serializers.ChoiceField(choices=["record", "episode"])
-    id = serializers.UUIDField()
+class SummarySourceInput(StrictSerializer):
+    type = StrictChoiceField(
+        choices=["record", "episode"],
+        error_messages={"invalid_choice": "unknown source type"},
+        help_text="record or episode",
+    )
+    id = StrictUUIDField()
 
 
-class SummaryInput(serializers.Serializer):  # type: ignore[type-arg]
-    """Documentation of the body; the service validates it (field paths like sources[0].id)."""
+class SummaryInput(StrictSerializer):
+    """A summary with a pointer to each of its sources (at least one)."""
 
-    text = serializers.CharField()
-    sources = SummarySourceInput(many=True)
-    reason = serializers.CharField()
-    vector = serializers.ListField(
-        child=serializers.FloatField(),
+    text = StrictCharField(
+        max_length=MAX_SUMMARY_CHARS,
+        too_large=True,
+        help_text=f"At most {MAX_SUMMARY_CHARS} characters (413 over it).",
+    )
+    sources = SummarySourceInput(many=True, min_length=1, max_length=MAX_SOURCES)  # type: ignore[call-arg]
+    reason = StrictCharField(max_length=REASON_CHARS)
+    vector = VectorField(
         required=False,
+        allow_null=True,
         help_text="Only for a tenant whose embedding model is client-<dim>: the summary's "
         "vector, exactly <dim> finite numbers, not all zero, stored as its embedding with the "
         "summary (a 400 naming `vector` otherwise). Refused when the tenant's model computes "
@@ -100,13 +120,13 @@ def summary_representation(summary: Summary) -> dict[str, Any]:
     }
 
 
-class SummaryCreateView(APIView):
+class SummaryCreateView(ContractView):
     """Store a summary with a pointer to each of its sources (refused without any)."""
 
     required_action = "write"
+    body_input = {"POST": SummaryInput}
 
     @extend_schema(
-        request=SummaryInput,
         responses={201: OpenApiTypes.OBJECT},
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
@@ -114,32 +134,25 @@ class SummaryCreateView(APIView):
     def post(self, request: Request) -> Response:
         credential = request.auth
         assert isinstance(credential, AgentCredential)
-        if not isinstance(request.data, dict):
-            raise Problem("Expected a JSON object.", errors={"": ["Expected a JSON object."]})
-        data, vector, vector_errors = client_vector_split(request.data, tenant=credential.tenant)
+        vector = self.body.get("vector")
         try:
             # The summary and its vector commit together, or neither does.
             with transaction.atomic():
                 summary = services.summary_create(
                     tenant=credential.tenant,
                     actor=_actor(request),
-                    text=data.get("text"),
-                    sources=data.get("sources"),
-                    reason=data.get("reason"),
+                    text=self.body["text"],
+                    sources=[dict(source) for source in self.body["sources"]],
+                    reason=self.body["reason"],
                 )
-                if vector_errors:
-                    raise services.DerivationRejected(vector_errors)
                 if vector is not None:
                     client_vector_store(tenant=credential.tenant, vector=vector, summary=summary)
         except services.DerivationRejected as rejected:
-            every = services.DerivationRejected(
-                {**rejected.errors, **vector_errors}, status=rejected.status
-            )
-            raise rejected_problem(every) from rejected
+            raise rejected_problem(rejected) from rejected
         return Response(summary_representation(summary), status=201)
 
 
-class SummaryDetailView(APIView):
+class SummaryDetailView(ContractView):
     """A summary, valid or not; an invalid one says why and by which audit event."""
 
     required_action = "read"
@@ -152,18 +165,24 @@ class SummaryDetailView(APIView):
         return Response(summary_representation(summary))
 
 
-class RedactInput(serializers.Serializer):  # type: ignore[type-arg]
-    fields = serializers.ListField(child=serializers.CharField(allow_blank=True))  # type: ignore[assignment]
-    reason = serializers.CharField()
+class RedactInput(StrictSerializer):
+    fields = serializers.ListField(  # type: ignore[assignment]
+        child=StrictCharField(max_length=IDENTIFIER_CHARS, allow_blank=True),
+        min_length=1,
+        max_length=100,
+        help_text="Dotted paths into the value (card.number, items.0; empty or value: the "
+        "whole value).",
+    )
+    reason = StrictCharField(max_length=REASON_CHARS)
 
 
-class RecordRedactView(APIView):
+class RecordRedactView(ContractView):
     """Rewrite named parts of a record to a marker; derived artifacts follow."""
 
     required_action = "delete"
+    body_input = {"POST": RedactInput}
 
     @extend_schema(
-        request=RedactInput,
         responses={200: OpenApiTypes.OBJECT},
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
@@ -178,13 +197,12 @@ class RecordRedactView(APIView):
         record = record_get(record_id)
         if record is None:
             raise Problem("No such record.", status_code=404)
-        data = request.data if isinstance(request.data, dict) else {}
         try:
             result = services.record_redact(
                 record=record,
                 actor=_actor(request),
-                fields=data.get("fields"),
-                reason=data.get("reason"),  # type: ignore[arg-type]
+                fields=self.body["fields"],
+                reason=self.body["reason"],
             )
         except services.DerivationRejected as rejected:
             raise rejected_problem(rejected) from rejected
@@ -201,16 +219,39 @@ class RecordRedactView(APIView):
         return Response(body)
 
 
-class ErasureInput(serializers.Serializer):  # type: ignore[type-arg]
-    subject = serializers.CharField(required=False)
-    owner = serializers.CharField(required=False)
-    consent_ref = serializers.CharField(required=False)
-    reason = serializers.CharField()
-    dry_run = serializers.BooleanField(
+class ErasureInput(StrictSerializer):
+    """Exactly one of ``subject``, ``owner`` or ``consent_ref``, and a reason."""
+
+    subject = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
+    owner = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
+    consent_ref = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
+    reason = StrictCharField(max_length=REASON_CHARS)
+    dry_run = StrictBooleanField(
         required=False,
         help_text="A JSON boolean (true or false, never a string). true: the totals and ids the "
         "erasure would remove now; nothing is changed and no receipt is written.",
     )
+
+    def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
+        from .erasure import SELECTORS
+
+        given = [name for name in SELECTORS if data.get(name) not in (None, "")]
+        if len(given) != 1:
+            return {
+                name: ["Give exactly one of subject, owner or consent_ref."] for name in SELECTORS
+            }
+        return {}
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        from .erasure import SELECTORS
+
+        selector = next(name for name in SELECTORS if attrs.get(name))
+        return {
+            "selector": selector,
+            "value": attrs[selector],
+            "reason": attrs["reason"],
+            "dry_run": attrs.get("dry_run", False),
+        }
 
 
 def deletion_preview_body(preview: DeletionPreview) -> dict[str, Any]:
@@ -244,13 +285,13 @@ def erasure_preview_body(preview: ErasurePreview) -> dict[str, Any]:
     }
 
 
-class ErasureView(APIView):
+class ErasureView(ContractView):
     """Erase everything matching a subject, an owner or a consent, with propagation."""
 
     required_action = "erase"
+    body_input = {"POST": ErasureInput}
 
     @extend_schema(
-        request=ErasureInput,
         responses={
             200: OpenApiTypes.OBJECT,
             202: OpenApiResponse(
@@ -263,34 +304,13 @@ class ErasureView(APIView):
     )
     @idempotent()
     def post(self, request: Request) -> Response:
-        from .erasure import SELECTORS, erasure_preview, erasure_records_matching, erasure_run
+        from .erasure import erasure_preview, erasure_records_matching, erasure_run
         from .erasure_jobs import erasure_job_enqueue
 
         credential = request.auth
         assert isinstance(credential, AgentCredential)
-        if not isinstance(request.data, dict):
-            raise Problem("Expected a JSON object.", errors={"": ["Expected a JSON object."]})
-        given = [name for name in SELECTORS if request.data.get(name) not in (None, "")]
-        if len(given) != 1:
-            raise Problem(
-                "Give exactly one of subject, owner or consent_ref.",
-                errors={name: ["Give exactly one of these."] for name in SELECTORS},
-            )
-        selector = given[0]
-        value, reason = request.data.get(selector), request.data.get("reason")
-        errors: dict[str, list[str]] = {}
-        if not isinstance(value, str):
-            errors[selector] = ["A string."]
-        if not isinstance(reason, str) or not reason.strip():
-            errors["reason"] = ["Required, non-empty."]
-        dry_run = request.data.get("dry_run", False)
-        if not isinstance(dry_run, bool):
-            errors["dry_run"] = ["A JSON boolean: true or false."]
-        if errors:
-            raise Problem("The erasure was rejected.", errors=errors)
-        assert isinstance(value, str)
-        assert isinstance(reason, str)
-        if dry_run:
+        selector, value, reason = self.body["selector"], self.body["value"], self.body["reason"]
+        if self.body["dry_run"]:
             return Response(erasure_preview_body(erasure_preview(selector=selector, value=value)))
         matched = erasure_records_matching(selector=selector, value=value)
         actor = _actor(request)
@@ -345,7 +365,7 @@ def erasure_job_body(job: ErasureJob) -> dict[str, Any]:
     }
 
 
-class ErasureJobView(APIView):
+class ErasureJobView(ContractView):
     """An erasure job of the credential's tenant (asked for through the API or the console)."""
 
     # Either action reads it: the eraser follows its job, an auditor the deletion history.
@@ -380,31 +400,34 @@ class ReceiptPagination(CursorPagination):
     max_page_size = 500
 
 
-class DeletionReceiptListView(APIView):
+RECEIPT_KINDS = ["record", "erasure", "expiry"]
+
+
+class DeletionReceiptQuery(PageQuery):
+    parent = StrictUUIDField(  # type: ignore[assignment]
+        required=False, help_text="An erasure's receipt: its per-fact ones."
+    )
+    kind = StrictChoiceField(choices=RECEIPT_KINDS, required=False)
+
+
+class DeletionReceiptListView(ContractView):
     """Deletion receipts, newest first (``?parent=<id>`` lists an erasure's receipts)."""
 
     required_action = "audit"
+    query_input = {"GET": DeletionReceiptQuery}
 
-    @extend_schema(
-        operation_id="v1_deletion_receipts_list",
-        parameters=[
-            OpenApiParameter("parent", str),
-            OpenApiParameter("kind", str),
-            *PAGE_PARAMETERS,
-        ],
-        responses=OpenApiTypes.OBJECT,
-    )
+    @extend_schema(operation_id="v1_deletion_receipts_list", responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
+        parent = self.params.get("parent")
         queryset = selectors.receipts(
-            parent=request.query_params.get("parent", ""),
-            kind=request.query_params.get("kind", ""),
+            parent=str(parent) if parent else "", kind=self.params.get("kind", "")
         )
         paginator = ReceiptPagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response([receipt_body(r) for r in page or []])
 
 
-class DeletionReceiptDetailView(APIView):
+class DeletionReceiptDetailView(ContractView):
     required_action = "audit"
 
     @extend_schema(responses=OpenApiTypes.OBJECT)

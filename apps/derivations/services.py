@@ -7,6 +7,7 @@ names, never content) and queues embedding work through the outbox.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,53 +54,23 @@ def _episode_model() -> Any:
     return Episode
 
 
-def _parse_sources(sources: Any) -> list[SourceRef]:
-    if not isinstance(sources, list) or not sources:
-        raise DerivationRejected({"sources": ["A summary needs at least one source."]})
-    if len(sources) > MAX_SOURCES:
-        raise DerivationRejected({"sources": [f"At most {MAX_SOURCES} sources."]})
-    errors: dict[str, list[str]] = {}
-    refs: list[SourceRef] = []
-    for i, item in enumerate(sources):
-        if not isinstance(item, dict):
-            errors[f"sources[{i}]"] = ['Expected {"type": ..., "id": ...}.']
-            continue
-        kind = item.get("type")
-        if kind not in {"record", "episode"} or (kind == "episode" and not _episode_model()):
-            errors[f"sources[{i}].type"] = ["unknown source type"]
-            continue
-        try:
-            pk = uuid.UUID(str(item.get("id")))
-        except (ValueError, TypeError):
-            errors[f"sources[{i}].id"] = ["Not a valid id."]
-            continue
-        refs.append(SourceRef(kind, pk))
-    if errors:
-        raise DerivationRejected(errors)
-    return refs
+def _source_refs(sources: Sequence[Mapping[str, Any]]) -> list[SourceRef]:
+    """The validated sources (``apps.derivations.api.SummaryInput``) as references."""
+    return [SourceRef(str(item["type"]), uuid.UUID(str(item["id"]))) for item in sources]
 
 
 @transaction.atomic
 def summary_create(
-    *, tenant: Tenant, actor: Actor, text: str, sources: Any, reason: str
+    *, tenant: Tenant, actor: Actor, text: str, sources: Sequence[Mapping[str, Any]], reason: str
 ) -> Summary:
-    """Store a summary with a pointer to every source. Refused without sources, or when a
-    source is unknown (another tenant's is unknown too). Its sensitivity is the highest of its
-    sources'; it is embedded after commit, through the outbox."""
+    """Store a summary with a pointer to every source (``{"type", "id"}``, at least one, as
+    the API's contract checks them). Refused when a source is unknown (another tenant's is
+    unknown too). Its sensitivity is the highest of its sources'; it is embedded after commit,
+    through the outbox."""
+    if not sources:
+        raise DerivationRejected({"sources": ["A summary needs at least one source."]})
     errors: dict[str, list[str]] = {}
-    if not isinstance(text, str) or not text.strip():
-        errors["text"] = ["Required, non-empty."]
-    elif len(text) > MAX_SUMMARY_CHARS:
-        errors["text"] = [f"At most {MAX_SUMMARY_CHARS} characters."]
-    if not isinstance(reason, str) or not reason.strip():
-        errors["reason"] = ["Required, non-empty."]
-    try:
-        refs = _parse_sources(sources)
-    except DerivationRejected as rejected:
-        errors.update(rejected.errors)
-        refs = []
-    if errors:
-        raise DerivationRejected(errors)
+    refs = _source_refs(sources)
     record_ids = [r.id for r in refs if r.type == "record"]
     # Locked: a concurrent delete either finishes first (the source is unknown here) or waits
     # for this summary and then invalidates it.
@@ -181,8 +152,12 @@ class RedactionResult:
 
 
 @transaction.atomic
-def record_redact(*, record: Any, actor: Actor, fields: Any, reason: str) -> RedactionResult:
+def record_redact(
+    *, record: Any, actor: Actor, fields: Sequence[str], reason: str
+) -> RedactionResult:
     """Rewrite ``fields`` of one record version to the marker, in its value and its text.
+    ``fields`` and ``reason`` are as the API's contract or the console's form checked them;
+    each path must name a part of the value.
 
     The record keeps its id and place in the version chain, with ``redaction_state`` applied;
     its embeddings are replaced (re-embedded after commit through the outbox); summaries
@@ -198,14 +173,6 @@ def record_redact(*, record: Any, actor: Actor, fields: Any, reason: str) -> Red
     from .propagation import Propagation, summaries_citing, summaries_invalidate
 
     errors: dict[str, list[str]] = {}
-    if not isinstance(reason, str) or not reason.strip():
-        errors["reason"] = ["Required, non-empty."]
-    if not isinstance(fields, list) or not fields:
-        errors["fields"] = ["A non-empty list of paths into the value."]
-    elif not all(isinstance(f, str) and len(f) <= 200 for f in fields):
-        errors["fields"] = ["Each path is a string of at most 200 characters."]
-    if errors:
-        raise DerivationRejected(errors)
     fact = Fact.objects.select_for_update().get(pk=record.fact_id)
     if fact_is_held(fact):
         raise Held("A legal hold keeps this record as it is; lift the hold before redacting.")

@@ -5,25 +5,21 @@ Views parse input, fetch through tenant-scoped selectors, call one service and s
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from apps.api.contract import ContractView, InputRejected
 from apps.api.idempotency import idempotent
-from apps.api.known_input import query_flag
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
-from apps.api.schema import CURSOR_PARAMETER, PAGE_PARAMETERS
 from apps.audit.services import Actor, audit_record
-from apps.derivations.embeddings import VECTOR_FIELD, client_vector_split, client_vector_store
+from apps.derivations.embeddings import VECTOR_FIELD, client_vector_store
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
@@ -33,25 +29,30 @@ from .models import (
     MemoryRecord,
     PromotionEvent,
     PromotionRequest,
-    PromotionState,
 )
 from .serializers import (
+    ConflictListQuery,
     ConflictResolveInput,
     ConflictSerializer,
     DecisionInput,
     FactCheckInput,
     FactSerializer,
+    FactsQuery,
     ObservationSerializer,
     PromotionEventSerializer,
+    PromotionListQuery,
     PromotionRequestInput,
     PromotionRequestSerializer,
     ReasonInput,
+    RecordDeleteQuery,
+    RecordListQuery,
     RecordSerializer,
     RecordWriteInput,
     RecordWriteResponse,
     VersionSerializer,
+    audit_field_names,
 )
-from .validation import WriteRejected, audit_field_names, validate_write
+from .validation import WriteRejected
 
 
 def serialize_many(serializer_class: Any, items: Any) -> Any:
@@ -98,30 +99,56 @@ class RecordPagination(CursorPagination):
     max_page_size = 500
 
 
-RECORD_FILTER_PARAMS = [
-    OpenApiParameter(name, OpenApiTypes.STR, required=False) for name in selectors.RECORD_FILTERS
-]
+WRITE_REJECTED = "The memory write was rejected; nothing was stored."
+WRITE_TOO_LARGE = (
+    "The memory write is over its size (value: 64 KiB as JSON; content: 65,536 characters); "
+    "nothing was stored."
+)
 
 
-class RecordListCreateView(APIView):
+class RecordListCreateView(ContractView):
     """List the tenant's live records, or write one (the policy boundary)."""
 
     required_actions = {"GET": "read", "POST": "write"}
-    # validate_write refuses unknown members itself (apps.api.known_input).
-    checks_body_members = True
+    query_input = {"GET": RecordListQuery}
+    body_input = {"POST": RecordWriteInput}
 
-    @extend_schema(
-        parameters=[*RECORD_FILTER_PARAMS, *PAGE_PARAMETERS], responses=RecordSerializer(many=True)
-    )
+    def handle_exception(self, exc: Exception) -> Response:
+        # A refused write is audited (field names only), and the audit must survive the
+        # refusal: answered here, not by the exception handler, which rolls the request back.
+        if isinstance(exc, InputRejected) and exc.where == "body" and exc.errors:
+            return self._write_rejected(exc.errors, too_large=exc.too_large)
+        return super().handle_exception(exc)
+
+    def _write_rejected(self, errors: dict[str, list[str]], *, too_large: bool) -> Response:
+        credential = self.request.auth
+        assert isinstance(credential, AgentCredential)
+        audited = audit_field_names({path: e for path, e in errors.items() if path != VECTOR_FIELD})
+        if VECTOR_FIELD in errors:
+            audited["fields"] = sorted([*audited["fields"], VECTOR_FIELD])
+        audit_record(
+            tenant=credential.tenant,
+            actor=_actor(self.request),
+            action="record.write_rejected",
+            data=audited,
+        )
+        status = 413 if too_large else 400
+        detail = WRITE_TOO_LARGE if too_large else WRITE_REJECTED
+        return Response(
+            problem_body(status, detail, errors=errors),
+            status=status,
+            content_type=PROBLEM_CONTENT_TYPE,
+        )
+
+    @extend_schema(responses=RecordSerializer(many=True))
     def get(self, request: Request) -> Response:
-        filters = {name: request.query_params.get(name, "") for name in selectors.RECORD_FILTERS}
+        filters = {name: self.params.get(name, "") for name in selectors.RECORD_FILTERS}
         queryset = with_open_conflict(selectors.records_list(filters))
         paginator = RecordPagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(serialize_many(RecordSerializer, page))
 
     @extend_schema(
-        request=RecordWriteInput,
         responses={201: RecordWriteResponse, 200: RecordWriteResponse},
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
@@ -129,47 +156,16 @@ class RecordListCreateView(APIView):
     def post(self, request: Request) -> Response:
         credential = request.auth
         assert isinstance(credential, AgentCredential)
-        actor = _actor(request)
+        data, vector = self.body["record"], self.body["vector"]
         try:
-            # A client model's vector travels beside the body; checked with it, stored with it.
-            body, vector, vector_errors = client_vector_split(
-                request.data, tenant=credential.tenant
+            outcome = services.record_write(
+                tenant=credential.tenant, actor=_actor(request), data=data
             )
-            try:
-                data = validate_write(body)
-            except WriteRejected as rejected:
-                errors = {**rejected.errors, **vector_errors}
-                raise WriteRejected(errors, too_large=rejected.too_large) from None
-            if vector_errors:
-                raise WriteRejected(vector_errors)
-            outcome = services.record_write(tenant=credential.tenant, actor=actor, data=data)
-            if vector is not None:
-                # In the request's transaction (ATOMIC_REQUESTS), with the write.
-                client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
         except WriteRejected as rejected:
-            # Nothing is stored; the rejection itself is audited (field names only).
-            audited = audit_field_names(
-                {path: e for path, e in rejected.errors.items() if path != VECTOR_FIELD}
-            )
-            if VECTOR_FIELD in rejected.errors:
-                audited["fields"] = sorted([*audited["fields"], VECTOR_FIELD])
-            audit_record(
-                tenant=credential.tenant,
-                actor=actor,
-                action="record.write_rejected",
-                data=audited,
-            )
-            status = 413 if rejected.too_large else 400
-            detail = (
-                "The value is larger than 64 KiB."
-                if rejected.too_large
-                else "The memory write was rejected; nothing was stored."
-            )
-            return Response(
-                problem_body(status, detail, errors=rejected.errors),
-                status=status,
-                content_type=PROBLEM_CONTENT_TYPE,
-            )
+            return self._write_rejected(rejected.errors, too_large=rejected.too_large)
+        if vector is not None:
+            # In the request's transaction (ATOMIC_REQUESTS), with the write.
+            client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
         record = outcome.record
         conflicts = {record.pk: outcome.conflict.pk if outcome.conflict else None}
         if outcome.conflict is None and outcome.outcome != "created":
@@ -186,10 +182,11 @@ class RecordListCreateView(APIView):
         return Response(body, status=201 if outcome.created else 200)
 
 
-class RecordDetailView(APIView):
+class RecordDetailView(ContractView):
     """A record with its provenance, observations, version chain and derived artifacts."""
 
     required_actions = {"GET": "read", "DELETE": "delete"}
+    query_input = {"DELETE": RecordDeleteQuery}
 
     @extend_schema(responses=RecordSerializer)
     def get(self, request: Request, record_id: str) -> Response:
@@ -215,27 +212,15 @@ class RecordDetailView(APIView):
         body["derived"] = selectors.derived_artifacts(record)
         return Response(body)
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("reason", str, description="Kept on the deletion receipt."),
-            OpenApiParameter(
-                "dry_run",
-                OpenApiTypes.BOOL,
-                description="true: what the deletion would remove (counts and ids); nothing "
-                "is changed. Only `true` or `false` (anything else is a 400).",
-            ),
-        ],
-        responses={200: OpenApiTypes.OBJECT},
-    )
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def delete(self, request: Request, record_id: str) -> Response:
         from apps.derivations.api import deletion_preview_body
         from apps.derivations.preview import deletion_preview
 
-        dry_run = query_flag(request, "dry_run")
         record = _record_or_404(record_id)
-        if dry_run:
+        if self.params.get("dry_run"):
             return Response(deletion_preview_body(deletion_preview(record)))
-        reason = request.query_params.get("reason", "") or "deleted through the API"
+        reason = self.params.get("reason") or "deleted through the API"
         try:
             result = services.record_delete(record=record, actor=_actor(request), reason=reason)
         except services.RecordError as error:
@@ -263,7 +248,7 @@ def receipt_representation(receipt: Any) -> dict[str, Any]:
     }
 
 
-class RecordHistoryView(APIView):
+class RecordHistoryView(ContractView):
     """Every version of the record's fact, oldest first, superseded ones included."""
 
     required_action = "read"
@@ -275,43 +260,35 @@ class RecordHistoryView(APIView):
         return Response({"record": str(record.pk), "versions": versions})
 
 
-class RecordPromotionRequestView(APIView):
+class RecordPromotionRequestView(ContractView):
     """Ask reviewers to confirm a provisional record."""
 
     required_action = "write"
+    body_input = {"POST": PromotionRequestInput}
 
-    @extend_schema(request=PromotionRequestInput, responses={201: PromotionRequestSerializer})
+    @extend_schema(responses={201: PromotionRequestSerializer})
     @idempotent()
     def post(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
-        body = PromotionRequestInput(data=request.data)
-        body.is_valid(raise_exception=True)
         try:
             promotion = services.promotion_request_create(
                 record=record,
                 actor=_actor(request),
-                evidence=body.validated_data.get("evidence"),
-                reason=body.validated_data["reason"],
+                evidence=self.body.get("evidence"),
+                reason=self.body["reason"],
             )
         except services.RecordError as error:
             raise _domain_problem(error) from error
         return Response(PromotionRequestSerializer(promotion).data, status=201)
 
 
-class PromotionRequestListView(APIView):
+class PromotionRequestListView(ContractView):
     required_action = "review"
+    query_input = {"GET": PromotionListQuery}
 
-    @extend_schema(
-        parameters=[OpenApiParameter("state", str, enum=PromotionState.values), CURSOR_PARAMETER],
-        responses=PromotionRequestSerializer(many=True),
-    )
+    @extend_schema(responses=PromotionRequestSerializer(many=True))
     def get(self, request: Request) -> Response:
-        state = request.query_params.get("state") or None
-        if state and state not in PromotionState.values:
-            raise Problem(
-                "Invalid filter.",
-                errors={"state": [f"One of: {', '.join(PromotionState.values)}."]},
-            )
+        state = self.params.get("state")
         paginator = CursorPagination()
         paginator.ordering = ("-requested_at", "-id")
         page = paginator.paginate_queryset(selectors.promotion_requests(state), request, self)
@@ -333,17 +310,16 @@ def _uuid(value: str) -> uuid.UUID | None:
         return None
 
 
-class PromotionDecisionView(APIView):
+class PromotionDecisionView(ContractView):
     required_action = "review"
+    body_input = {"POST": DecisionInput}
     decision = "approve"
 
-    @extend_schema(request=DecisionInput, responses=PromotionRequestSerializer)
+    @extend_schema(responses=PromotionRequestSerializer)
     @idempotent()
     def post(self, request: Request, request_id: str) -> Response:
         promotion = _promotion_or_404(request_id)
-        body = DecisionInput(data=request.data)
-        body.is_valid(raise_exception=True)
-        reason = body.validated_data["reason"]
+        reason = self.body["reason"]
         try:
             if self.decision == "approve":
                 services.promotion_approve(request=promotion, actor=_actor(request), reason=reason)
@@ -363,50 +339,37 @@ class PromotionRejectView(PromotionDecisionView):
     decision = "reject"
 
 
-class ConflictListView(APIView):
+class ConflictListView(ContractView):
     required_action = "review"
+    query_input = {"GET": ConflictListQuery}
 
-    @extend_schema(
-        parameters=[OpenApiParameter("state", str, enum=ConflictState.values), CURSOR_PARAMETER],
-        responses=ConflictSerializer(many=True),
-    )
+    @extend_schema(responses=ConflictSerializer(many=True))
     def get(self, request: Request) -> Response:
-        state = request.query_params.get("state") or None
-        if state and state not in ConflictState.values:
-            raise Problem(
-                "Invalid filter.", errors={"state": [f"One of: {', '.join(ConflictState.values)}."]}
-            )
+        state = self.params.get("state")
         paginator = CursorPagination()
         paginator.ordering = ("-opened_at", "-id")
         page = paginator.paginate_queryset(selectors.conflicts(state), request, self)
         return paginator.get_paginated_response(serialize_many(ConflictSerializer, page))
 
 
-class ConflictResolveView(APIView):
+class ConflictResolveView(ContractView):
     required_action = "review"
+    body_input = {"POST": ConflictResolveInput}
 
-    @extend_schema(request=ConflictResolveInput, responses=ConflictSerializer)
+    @extend_schema(responses=ConflictSerializer)
     @idempotent()
     def post(self, request: Request, conflict_id: str) -> Response:
         pk = _uuid(conflict_id)
         conflict = selectors.conflicts(None).filter(pk=pk).first() if pk else None
         if conflict is None:
             raise _not_found("conflict")
-        body = ConflictResolveInput(data=request.data)
-        body.is_valid(raise_exception=True)
-        resolution = body.validated_data["resolution"]
-        if resolution == "corrected" and body.validated_data.get("value") is None:
-            raise Problem(
-                "A corrected resolution needs a value.",
-                errors={"value": ["Required when resolution is corrected."]},
-            )
         try:
             services.conflict_resolve(
                 conflict=conflict,
                 actor=_actor(request),
-                resolution=resolution,
-                reason=body.validated_data["reason"],
-                value=body.validated_data.get("value"),
+                resolution=self.body["resolution"],
+                reason=self.body["reason"],
+                value=self.body.get("value"),
             )
         except services.RecordError as error:
             raise _domain_problem(error) from error
@@ -414,51 +377,20 @@ class ConflictResolveView(APIView):
         return Response(ConflictSerializer(conflict).data)
 
 
-class FactsView(APIView):
+class FactsView(ContractView):
     """The current version of each scoped fact of a subject (optionally as of a moment),
     filtered by scope the way search filters."""
 
     required_action = "read"
+    query_input = {"GET": FactsQuery}
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("subject", str, required=True),
-            OpenApiParameter("domain", str),
-            OpenApiParameter("task_type", str),
-            OpenApiParameter("conditions", str, description="A JSON object, by containment."),
-            OpenApiParameter("as_of", OpenApiTypes.DATETIME),
-        ],
-        responses=FactSerializer(many=True),
-    )
+    @extend_schema(responses=FactSerializer(many=True))
     def get(self, request: Request) -> Response:
-        params = request.query_params
-        subject = params.get("subject", "").strip()
-        raw_as_of = request.query_params.get("as_of")
-        errors: dict[str, list[str]] = {}
-        if not subject:
-            errors["subject"] = ["This parameter is required."]
-        as_of = None
-        if raw_as_of:
-            try:
-                as_of = parse_datetime(raw_as_of)
-            except ValueError:
-                as_of = None
-            if as_of is None or as_of.tzinfo is None:
-                errors["as_of"] = ["An RFC 3339 timestamp with a zone."]
-        conditions = None
-        if raw_conditions := params.get("conditions", "").strip():
-            try:
-                conditions = json.loads(raw_conditions)
-            except ValueError:
-                conditions = None
-            if not isinstance(conditions, dict):
-                errors["conditions"] = ['A JSON object, e.g. {"region": "eu"}.']
-        if errors:
-            raise Problem("Invalid query.", errors=errors)
+        subject, as_of = self.params["subject"], self.params.get("as_of")
         scope = selectors.ScopeFilter(
-            domain=params.get("domain", "").strip(),
-            task_type=params.get("task_type", "").strip(),
-            conditions=conditions,
+            domain=self.params.get("domain", ""),
+            task_type=self.params.get("task_type", ""),
+            conditions=self.params.get("conditions"),
         )
         facts = selectors.facts_current(subject, as_of, scope)
         body: dict[str, Any] = {
@@ -472,7 +404,7 @@ class FactsView(APIView):
         return Response(body)
 
 
-class FactCheckView(APIView):
+class FactCheckView(ContractView):
     """Stale-fact detection: is each (id, version) still current, and if not, why?
 
     ``reason``: ``superseded``, ``expired``, ``redacted``, ``deleted`` (with the
@@ -481,12 +413,15 @@ class FactCheckView(APIView):
     stale, with a ``detail`` saying so."""
 
     required_action = "read"
+    body_input = {"POST": FactCheckInput}
 
-    @extend_schema(request=FactCheckInput, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
+    @idempotent(replay="rerun")
     def post(self, request: Request) -> Response:
-        body = FactCheckInput(data=request.data)
-        body.is_valid(raise_exception=True)
-        items = [(item["id"], item.get("version")) for item in body.validated_data["facts"]]
+        items = [(item["id"], item.get("version")) for item in self.body["facts"]]
         checks = selectors.facts_check(items)
         results = [
             {
@@ -507,25 +442,24 @@ class FactCheckView(APIView):
         return Response({"facts": results, "stale": sum(1 for r in results if r["stale"])})
 
 
-class ConsentRevokeView(APIView):
+class ConsentRevokeView(ContractView):
     """Revoke a consent: everything written under it expires at once."""
 
     required_action = "erase"
+    body_input = {"POST": ReasonInput}
 
-    @extend_schema(request=ReasonInput, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @idempotent(resource_id=lambda response: "")
     def post(self, request: Request, consent_ref: str) -> Response:
         credential = request.auth
         assert isinstance(credential, AgentCredential)
-        body = ReasonInput(data=request.data)
-        body.is_valid(raise_exception=True)
         if not consent_ref.strip() or len(consent_ref) > 200:
             raise Problem("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
         revocation = services.consent_revoke(
             tenant=credential.tenant,
             consent_ref=consent_ref,
             actor=_actor(request),
-            reason=body.validated_data.get("reason", ""),
+            reason=self.body.get("reason", ""),
         )
         return Response(
             {

@@ -1,13 +1,76 @@
-"""JSON shapes of records, facts, promotion requests and conflicts (API.md field names)."""
+"""JSON shapes of records, facts, promotion requests and conflicts (API.md field names), and
+the input contract of their operations: the serializers that validate each request's body and
+query and document them in the OpenAPI schema (:mod:`apps.api.contract`)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .models import Conflict, MemoryRecord, Observation, PromotionEvent, PromotionRequest
-from .validation import format_duration
+from apps.api.contract import (
+    IDENTIFIER_CHARS,
+    NAME_CHARS,
+    REASON_CHARS,
+    TOO_LARGE,
+    VALUE_BYTES,
+    CursorQuery,
+    JSONObjectField,
+    JSONValueField,
+    PageQuery,
+    QueryBooleanField,
+    QueryJSONObjectField,
+    QuerySerializer,
+    StrictCharField,
+    StrictChoiceField,
+    StrictIntegerField,
+    StrictSerializer,
+    StrictUUIDField,
+    TimestampField,
+    has_code,
+)
+from apps.api.problems import flatten_errors
+
+from .models import (
+    Conflict,
+    ConflictState,
+    MemoryRecord,
+    Observation,
+    PromotionEvent,
+    PromotionRequest,
+    PromotionState,
+    RecordStatus,
+    RedactionState,
+    Resolution,
+    RetentionBasis,
+    Sensitivity,
+    SourceKind,
+    Trust,
+)
+from .validation import (
+    CONDITIONS_BYTES,
+    KEY_MESSAGE,
+    KEY_RE,
+    MAX_CONTENT_CHARS,
+    MAX_VALUE_BYTES,
+    OWNER_MESSAGE,
+    OWNER_RE,
+    SCOPE_NAME_MESSAGE,
+    SCOPE_NAME_RE,
+    SERVER_FIELDS,
+    SUBJECT_MESSAGE,
+    SUBJECT_RE,
+    RecordInput,
+    WriteRejected,
+    format_duration,
+    redaction_at_write,
+    ttl_parse,
+)
 
 # Fields named ``source``, ``fields`` or ``label`` (API.md names) shadow attributes of DRF's
 # Field and Serializer classes in the type stubs; at runtime the serializer metaclass moves
@@ -255,72 +318,6 @@ class FactSerializer(serializers.Serializer[MemoryRecord]):
     expires_at = serializers.DateTimeField(allow_null=True)
 
 
-# --- request bodies (for the OpenAPI schema; validation is apps.records.validation) -----------
-
-
-class SourceInput(serializers.Serializer[Any]):
-    kind = serializers.ChoiceField(
-        choices=["interaction", "tool_call", "document", "user_action", "derived"]
-    )
-    ref = serializers.CharField()
-    turn_id = serializers.CharField(required=False)
-    tool_call_id = serializers.CharField(required=False)
-    run_id = serializers.CharField(required=False)
-
-
-class ScopeInput(serializers.Serializer[Any]):
-    domain = serializers.CharField()
-    task_type = serializers.CharField(required=False)
-    conditions = serializers.DictField(required=False)
-
-
-class RetentionInput(serializers.Serializer[Any]):
-    basis = serializers.ChoiceField(choices=["session", "consent", "contract", "indefinite"])
-    ttl = serializers.CharField(required=False, help_text="ISO 8601 duration, e.g. P30D")
-    consent_ref = serializers.CharField(required=False)
-
-
-class RedactionInput(serializers.Serializer[Any]):
-    state = serializers.ChoiceField(
-        choices=["none", "applied", "required"],
-        required=False,
-        help_text="required: the server rewrites the named parts of the value (and their text "
-        "in content) to the marker [REDACTED] before anything is stored, embedded or queued; "
-        "the record says applied. applied: each named part must already hold [REDACTED] (a "
-        "400 naming it otherwise). none (default): no fields may be named.",
-    )
-    fields = serializers.ListField(  # type: ignore[assignment]
-        child=serializers.CharField(),
-        required=False,
-        help_text="Dotted paths into the value, as POST /records/{id}/redact takes them: "
-        "card.number (or value.card.number), items.0, value for the whole value. Each must "
-        "name a part of the value; required with state applied or required.",
-    )
-
-
-class RecordWriteInput(serializers.Serializer[Any]):
-    key = serializers.CharField(help_text="dotted name of the fact, e.g. shipping.preference")
-    subject = serializers.CharField(help_text="whom or what the fact is about, e.g. user:8812")
-    value = serializers.JSONField()
-    content = serializers.CharField(required=False)
-    source = SourceInput()  # type: ignore[assignment]
-    observed_at = serializers.DateTimeField()
-    owner = serializers.CharField(help_text="user:<id> | service:<name> | team:<name>")
-    reason = serializers.CharField()
-    scope = ScopeInput()
-    sensitivity = serializers.ChoiceField(choices=["public", "internal", "personal", "restricted"])
-    retention = RetentionInput()
-    redaction = RedactionInput(required=False)
-    vector = serializers.ListField(
-        child=serializers.FloatField(),
-        required=False,
-        help_text="Only for a tenant whose embedding model is client-<dim>: the record's "
-        "vector, exactly <dim> finite numbers, not all zero, stored as its embedding in the "
-        "write's transaction (a 400 naming `vector` otherwise). Refused when the tenant's "
-        "model computes vectors itself (hashing-<dim>, st-<model>).",
-    )
-
-
 class RecordWriteResponse(RecordSerializer):
     outcome = serializers.CharField(
         help_text="created | conflict | observed | unchanged. A value equal by JSON meaning "
@@ -339,38 +336,389 @@ class RecordWriteResponse(RecordSerializer):
     )
 
 
-class ReasonInput(serializers.Serializer[Any]):
-    reason = serializers.CharField(required=False, allow_blank=True)
+# --- request bodies: the input contract (apps.api.contract) ----------------------------------
 
 
-class DecisionInput(serializers.Serializer[Any]):
+def _regex(pattern: re.Pattern[str], message: str) -> RegexValidator:
+    return RegexValidator(pattern, message=message)
+
+
+def key_field(**kwargs: Any) -> StrictCharField:
+    """A fact's key: a dotted name, at most 200 characters."""
+    return StrictCharField(
+        max_length=IDENTIFIER_CHARS, validators=[_regex(KEY_RE, KEY_MESSAGE)], **kwargs
+    )
+
+
+def subject_field(**kwargs: Any) -> StrictCharField:
+    """A subject, ``kind:identifier``, at most 200 characters."""
+    return StrictCharField(
+        max_length=IDENTIFIER_CHARS, validators=[_regex(SUBJECT_RE, SUBJECT_MESSAGE)], **kwargs
+    )
+
+
+def scope_name_field(**kwargs: Any) -> StrictCharField:
+    """A scope domain or task type, at most 100 characters."""
+    return StrictCharField(
+        max_length=NAME_CHARS, validators=[_regex(SCOPE_NAME_RE, SCOPE_NAME_MESSAGE)], **kwargs
+    )
+
+
+def _optional_text(max_length: int = IDENTIFIER_CHARS, **kwargs: Any) -> StrictCharField:
+    """An optional string; empty or null is the same as absent."""
+    return StrictCharField(
+        required=False, allow_blank=True, allow_null=True, max_length=max_length, **kwargs
+    )
+
+
+def _given(data: Mapping[str, Any], name: str) -> bool:
+    """Whether ``data`` gives ``name`` a non-empty string."""
+    value = data.get(name)
+    return isinstance(value, str) and bool(value.strip())
+
+
+class SourceInput(StrictSerializer):
+    kind = StrictChoiceField(choices=SourceKind.values)
+    ref = StrictCharField(max_length=300, help_text="What produced it, e.g. interaction:4821.")
+    turn_id = _optional_text()
+    tool_call_id = _optional_text()
+    run_id = _optional_text(help_text="The run it belongs to; required with retention session.")
+
+
+class ScopeInput(StrictSerializer):
+    domain = scope_name_field()
+    task_type = _optional_text(NAME_CHARS, validators=[_regex(SCOPE_NAME_RE, SCOPE_NAME_MESSAGE)])
+    conditions = JSONObjectField(
+        required=False,
+        allow_null=True,
+        max_bytes=CONDITIONS_BYTES,
+        too_large=False,
+        help_text=f"The conditions it was observed under (at most {CONDITIONS_BYTES} bytes).",
+    )
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "duration",
+        "example": "P30D",
+        "description": "ISO 8601: PnW, or PnDTnHnMn.fS (seconds to 6 decimals); no years or "
+        "months, no sign, no empty T.",
+    }
+)
+class TTLField(serializers.Field):  # type: ignore[type-arg]
+    """A retention lifetime as an ISO 8601 duration, read exactly as it is echoed."""
+
+    default_error_messages = {"invalid": "An ISO 8601 duration greater than zero, e.g. P30D."}
+
+    def to_internal_value(self, data: Any) -> timedelta:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        parsed, problem = ttl_parse(data)
+        if parsed is None:
+            raise serializers.ValidationError(problem)
+        return parsed
+
+    def to_representation(self, value: Any) -> Any:
+        return format_duration(value)
+
+
+class RetentionInput(StrictSerializer):
+    basis = StrictChoiceField(choices=RetentionBasis.values)
+    ttl = TTLField(
+        required=False,
+        allow_null=True,
+        help_text="The requested lifetime; the tenant's rule for the class may shorten it.",
+    )
+    consent_ref = _optional_text(help_text="Required with basis consent.")
+
+    def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
+        if data.get("basis") == RetentionBasis.CONSENT and not _given(data, "consent_ref"):
+            return {"consent_ref": ["Required when retention.basis is consent."]}
+        return {}
+
+
+class FieldNamesField(serializers.ListField):
+    """Dotted paths into the value, reported as one field: "a list of field names"."""
+
+    default_error_messages = {"invalid": "Must be a list of field names (1 to 200 characters)."}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=StrictCharField(max_length=IDENTIFIER_CHARS), **kwargs)
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        try:
+            names: list[str] = super().to_internal_value(data)
+        except serializers.ValidationError:
+            self.fail("invalid")
+        return names
+
+
+class RedactionInput(StrictSerializer):
+    state = StrictChoiceField(
+        choices=RedactionState.values,
+        required=False,
+        help_text="required: the server rewrites the named parts of the value (and their text "
+        "in content) to the marker [REDACTED] before anything is stored, embedded or queued; "
+        "the record says applied. applied: each named part must already hold [REDACTED] (a "
+        "400 naming it otherwise). none (default): no fields may be named.",
+    )
+    fields = FieldNamesField(  # type: ignore[assignment]
+        required=False,
+        max_length=100,
+        help_text="Dotted paths into the value, as POST /records/{id}/redact takes them: "
+        "card.number (or value.card.number), items.0, value for the whole value. Each must "
+        "name a part of the value; required with state applied or required.",
+    )
+
+
+@extend_schema_field({"type": "array", "items": {"type": "number"}})
+class VectorField(serializers.Field):  # type: ignore[type-arg]
+    """An agent's vector for a ``client-<dim>`` tenant, checked against the tenant's model by
+    the embeddings' own rule (``client_vector_split``)."""
+
+    def to_internal_value(self, data: Any) -> list[float]:
+        from apps.derivations.embeddings import VECTOR_FIELD, client_vector_split
+
+        tenant = self.context.get("tenant")
+        if tenant is None:
+            raise serializers.ValidationError("Vectors are taken through the API only.")
+        _, vector, errors = client_vector_split({VECTOR_FIELD: data}, tenant=tenant)
+        if errors:
+            raise serializers.ValidationError(errors[VECTOR_FIELD])
+        assert vector is not None
+        return vector
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class RecordWriteInput(StrictSerializer):
+    """A memory write. Every failing field is named at once (400; 413 when the value or the
+    content is over its size) and nothing is stored. A member the server sets (writer,
+    trust, status, version, id, written_at, expires_at, supersedes) is refused with why."""
+
+    # The redaction the write declares is applied in validate(): the validated data is the
+    # RecordInput to store (with the vector, if any).
+
+    unknown_field_messages = SERVER_FIELDS
+
+    key = key_field(help_text="dotted name of the fact, e.g. shipping.preference")
+    subject = subject_field(help_text="whom or what the fact is about, e.g. user:8812")
+    value = JSONValueField(
+        max_bytes=MAX_VALUE_BYTES,
+        error_messages={"null": "Must not be null; delete the record to forget a value."},
+        help_text=f"Any JSON, at most {MAX_VALUE_BYTES} bytes as compact JSON (413 over it).",
+    )
+    content = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=MAX_CONTENT_CHARS,
+        too_large=True,
+        error_messages={"blank": "Must not be empty when given."},
+        help_text="The text that is searched; defaults to a rendering of key and value.",
+    )
+    source = SourceInput()  # type: ignore[assignment]
+    observed_at = TimestampField(past=True, help_text="When it was observed; not in the future.")
+    owner = StrictCharField(
+        max_length=IDENTIFIER_CHARS,
+        validators=[_regex(OWNER_RE, OWNER_MESSAGE)],
+        help_text="user:<id> | service:<name> | team:<name> | tenant:<slug> | agent:<id>",
+    )
+    reason = StrictCharField(max_length=REASON_CHARS, help_text="The decision it should inform.")
+    scope = ScopeInput()
+    sensitivity = StrictChoiceField(choices=Sensitivity.values)
+    retention = RetentionInput()
+    redaction = RedactionInput(required=False, allow_null=True)
+    vector = VectorField(
+        required=False,
+        allow_null=True,
+        help_text="Only for a tenant whose embedding model is client-<dim>: the record's "
+        "vector, exactly <dim> finite numbers, not all zero, stored as its embedding in the "
+        "write's transaction (a 400 naming `vector` otherwise). Refused when the tenant's "
+        "model computes vectors itself (hashing-<dim>, st-<model>).",
+    )
+
+    def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
+        retention, source = data.get("retention"), data.get("source")
+        if (
+            isinstance(retention, Mapping)
+            and retention.get("basis") == RetentionBasis.SESSION
+            and isinstance(source, Mapping)
+            and not _given(source, "run_id")
+        ):
+            return {
+                "source.run_id": [
+                    "Required when retention.basis is session (the run it ends with)."
+                ]
+            }
+        return {}
+
+    def validate(self, attrs: dict[str, Any]) -> Any:
+        source, scope, retention = attrs["source"], attrs["scope"], attrs["retention"]
+        redaction = attrs.get("redaction") or {}
+        try:
+            value, content, state, fields = redaction_at_write(
+                key=attrs["key"],
+                value=attrs["value"],
+                content=attrs.get("content") or "",
+                state=redaction.get("state") or RedactionState.NONE.value,
+                fields=list(dict.fromkeys(redaction.get("fields") or [])),
+            )
+        except WriteRejected as rejected:
+            raise serializers.ValidationError(rejected.errors) from rejected
+        return {
+            "record": RecordInput(
+                key=attrs["key"],
+                subject=attrs["subject"],
+                value=value,
+                content=content,
+                source_kind=source["kind"],
+                source_ref=source["ref"],
+                source_turn_id=source.get("turn_id") or "",
+                source_tool_call_id=source.get("tool_call_id") or "",
+                source_run_id=source.get("run_id") or "",
+                observed_at=attrs["observed_at"],
+                owner=attrs["owner"],
+                reason=attrs["reason"],
+                scope_domain=scope["domain"],
+                scope_task_type=scope.get("task_type") or "",
+                scope_conditions=scope.get("conditions") or {},
+                sensitivity=attrs["sensitivity"],
+                retention_basis=retention["basis"],
+                ttl=retention.get("ttl"),
+                consent_ref=retention.get("consent_ref") or "",
+                redaction_state=state,
+                redaction_fields=fields,
+            ),
+            "vector": attrs.get("vector"),
+        }
+
+
+def _known_paths(serializer: serializers.Serializer[Any], prefix: str = "") -> set[str]:
+    paths: set[str] = set()
+    for name, field in serializer.fields.items():
+        path = f"{prefix}{name}"
+        paths.add(path)
+        if isinstance(field, serializers.Serializer):
+            paths |= _known_paths(field, f"{path}.")
+    return paths
+
+
+# Every field path a rejection may name that the contract itself defines. Any other path comes
+# from a member name the client made up, which is submitted content (it may be an email
+# address): the audit counts such paths instead of keeping them.
+KNOWN_PATHS = frozenset({"body"} | set(SERVER_FIELDS) | _known_paths(RecordWriteInput()))
+
+
+def audit_field_names(errors: dict[str, list[str]]) -> dict[str, Any]:
+    """What the audit keeps of a rejection: the contract's field paths, and only a count of
+    the member names the client invented."""
+    known = sorted(path for path in errors if path in KNOWN_PATHS)
+    unknown = len(errors) - len(known)
+    return {"fields": known, "unknown_fields": unknown} if unknown else {"fields": known}
+
+
+def write_input(body: Any, *, tenant: Any = None, now: Any = None) -> RecordInput:
+    """A write body checked by :class:`RecordWriteInput`, outside a request (the console,
+    the demo data, tests): the :class:`RecordInput` to pass to ``record_write``, or
+    :class:`WriteRejected` naming every failing field. A vector is taken only with ``tenant``."""
+    context = {"tenant": tenant, "now": now}
+    serializer = RecordWriteInput(data=body, context=context)
+    if not serializer.is_valid():
+        detail = serializer.errors
+        raise WriteRejected(flatten_errors(detail), too_large=has_code(detail, TOO_LARGE))
+    record: RecordInput = serializer.validated_data["record"]
+    return record
+
+
+class ReasonInput(StrictSerializer):
+    reason = StrictCharField(
+        required=False, allow_blank=True, max_length=REASON_CHARS, help_text="Kept in the audit."
+    )
+
+
+class DecisionInput(StrictSerializer):
     """Approving or rejecting a promotion: the reason is kept with the decision."""
 
-    reason = serializers.CharField(max_length=2000)
+    reason = StrictCharField(max_length=REASON_CHARS)
 
 
-class PromotionRequestInput(serializers.Serializer[Any]):
-    evidence = serializers.JSONField(required=False)
-    reason = serializers.CharField()
+class PromotionRequestInput(StrictSerializer):
+    evidence = JSONValueField(
+        required=False,
+        allow_null=True,
+        help_text=f"What confirms it (any JSON, at most {VALUE_BYTES} bytes).",
+    )
+    reason = StrictCharField(max_length=REASON_CHARS)
 
 
-class ConflictResolveInput(serializers.Serializer[Any]):
-    resolution = serializers.ChoiceField(choices=["keep_current", "accept_new", "corrected"])
-    value = serializers.JSONField(required=False)
-    reason = serializers.CharField()
+class ConflictResolveInput(StrictSerializer):
+    resolution = StrictChoiceField(
+        choices=[Resolution.KEEP_CURRENT, Resolution.ACCEPT_NEW, Resolution.CORRECTED]
+    )
+    value = JSONValueField(
+        required=False,
+        allow_null=True,
+        max_bytes=MAX_VALUE_BYTES,
+        help_text="The corrected value (required with corrected), as a write's value.",
+    )
+    reason = StrictCharField(max_length=REASON_CHARS)
+
+    def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
+        if data.get("resolution") == Resolution.CORRECTED and data.get("value") is None:
+            return {"value": ["Required when resolution is corrected."]}
+        return {}
 
 
-class FactCheckItem(serializers.Serializer[Any]):
-    id = serializers.UUIDField()
-    version = serializers.IntegerField(required=False, min_value=1)
+class FactCheckItem(StrictSerializer):
+    id = StrictUUIDField()
+    version = StrictIntegerField(required=False, allow_null=True, min_value=1)
 
 
-class FactCheckInput(serializers.Serializer[Any]):
-    facts = FactCheckItem(many=True)
+class FactCheckInput(StrictSerializer):
+    facts = FactCheckItem(many=True, max_length=500, min_length=1)  # type: ignore[call-arg]
 
-    def validate_facts(self, value: list[Any]) -> list[Any]:
-        if not value:
-            raise serializers.ValidationError("At least one fact to check.")
-        if len(value) > 500:
-            raise serializers.ValidationError("At most 500 facts per check.")
-        return value
+
+# --- query parameters ---------------------------------------------------------------------------
+
+
+class RecordListQuery(PageQuery):
+    subject = subject_field(required=False)
+    key = key_field(required=False)
+    domain = scope_name_field(required=False)
+    task_type = scope_name_field(required=False)
+    trust = StrictChoiceField(choices=Trust.values, required=False)
+    status = StrictChoiceField(choices=RecordStatus.values, required=False)
+    sensitivity = StrictChoiceField(choices=Sensitivity.values, required=False)
+
+
+class RecordDeleteQuery(QuerySerializer):
+    reason = StrictCharField(
+        required=False, max_length=REASON_CHARS, help_text="Kept on the deletion receipt."
+    )
+    dry_run = QueryBooleanField(
+        required=False,
+        help_text="true: what the deletion would remove (counts and ids); nothing is changed. "
+        "Only `true` or `false` (anything else is a 400).",
+    )
+
+
+class PromotionListQuery(CursorQuery):
+    state = StrictChoiceField(choices=PromotionState.values, required=False)
+
+
+class ConflictListQuery(CursorQuery):
+    state = StrictChoiceField(choices=ConflictState.values, required=False)
+
+
+class FactsQuery(QuerySerializer):
+    subject = subject_field()
+    domain = scope_name_field(required=False)
+    task_type = scope_name_field(required=False)
+    conditions = QueryJSONObjectField(
+        required=False, help_text='A JSON object, by containment, e.g. {"region":"eu"}.'
+    )
+    as_of = TimestampField(
+        required=False, past=True, help_text="What the memory held at that moment (not ahead)."
+    )

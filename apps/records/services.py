@@ -218,7 +218,8 @@ def scope_for(
 
 
 def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOutcome:
-    """The write boundary's only door. ``data`` has passed :func:`validate_write`.
+    """The write boundary's only door. ``data`` has passed the write contract
+    (:class:`~apps.records.serializers.RecordWriteInput`).
 
     * no live value: a first version (provisional), current at once;
     * same value from an independent source: an observation, and a promotion request (or an

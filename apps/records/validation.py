@@ -1,23 +1,18 @@
-"""The write boundary: every rule a memory write must pass before anything is stored.
-
-Pure functions over the decoded JSON body, shared by the API and the console. A failure
-names every failing field by its path (``source.kind``, ``retention.consent_ref``) so the
-caller can fix them all at once.
+"""The domain rules of a memory write that are not the shape of its fields: the syntax of
+keys, subjects, owners and scope names, ISO 8601 durations, JSON equality and rendering, and
+redaction at write. The fields themselves are validated by the write's serializer
+(``apps.records.serializers.RecordWriteInput``), which calls these.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime, parse_duration
-
-from .models import RedactionState, RetentionBasis, Sensitivity, SourceKind
+from .models import RedactionState
 from .redaction import (
     MISSING,
     REDACTION_MARKER,
@@ -28,32 +23,21 @@ from .redaction import (
 
 MAX_VALUE_BYTES = 64 * 1024
 MAX_CONTENT_CHARS = 64 * 1024
-CLOCK_SKEW = timedelta(minutes=1)
+CONDITIONS_BYTES = 4096
 
 KEY_RE = re.compile(r"^[a-z0-9_][a-z0-9_-]*(\.[a-z0-9_][a-z0-9_-]*)*$")
 SUBJECT_RE = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9._@+/=:-]+$")
 OWNER_RE = re.compile(r"^(user|service|team|tenant|agent):[A-Za-z0-9._@+/=:-]+$")
 SCOPE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
-WEEKS_DURATION_RE = re.compile(r"^P(\d{1,5})W$")
-# Valid ISO 8601 with years or months (P1Y, P6M, P1Y2M10DT2H): no fixed length in seconds.
-CALENDAR_DURATION_RE = re.compile(r"^P(?=[^T]*[YM])(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T[\d.,HMS]+)?$")
 
-TOP_LEVEL_FIELDS = frozenset(
-    {
-        "key",
-        "subject",
-        "value",
-        "content",
-        "source",
-        "observed_at",
-        "owner",
-        "reason",
-        "scope",
-        "sensitivity",
-        "retention",
-        "redaction",
-    }
+KEY_MESSAGE = "A dotted name of lowercase letters, digits, _ and -, e.g. shipping.preference."
+SUBJECT_MESSAGE = "Use kind:identifier, e.g. user:8812 (no spaces)."
+OWNER_MESSAGE = (
+    "An accountable principal: user:<id>, service:<name>, team:<name>, tenant:<slug> or agent:<id>."
 )
+SCOPE_NAME_MESSAGE = "Lowercase letters, digits, _, . and -."
+
+# Members of a write body that the server sets: refused with the reason.
 SERVER_FIELDS = {
     "writer": "the writer is stamped by the server from your credential",
     "trust": "every write is provisional; promotion is a separate, reviewed step",
@@ -64,22 +48,6 @@ SERVER_FIELDS = {
     "expires_at": "expires_at is computed from retention.ttl and the tenant's rules",
     "supersedes": "supersedes is set by the server",
 }
-SOURCE_FIELDS = frozenset({"kind", "ref", "turn_id", "tool_call_id", "run_id"})
-SCOPE_FIELDS = frozenset({"domain", "task_type", "conditions"})
-RETENTION_FIELDS = frozenset({"basis", "ttl", "consent_ref"})
-REDACTION_FIELDS = frozenset({"state", "fields"})
-# Every field path a rejection may name that the schema itself defines. Any other path comes
-# from a member name the client made up, which is submitted content (it may be an email
-# address): the audit counts such paths instead of keeping them.
-KNOWN_PATHS = frozenset(
-    {"body"}
-    | TOP_LEVEL_FIELDS
-    | set(SERVER_FIELDS)
-    | {f"source.{name}" for name in SOURCE_FIELDS}
-    | {f"scope.{name}" for name in SCOPE_FIELDS}
-    | {f"retention.{name}" for name in RETENTION_FIELDS}
-    | {f"redaction.{name}" for name in REDACTION_FIELDS}
-)
 
 
 @dataclass
@@ -118,48 +86,16 @@ class WriteRejected(Exception):
         self.too_large = too_large
 
 
-def audit_field_names(errors: dict[str, list[str]]) -> dict[str, Any]:
-    """What the audit keeps of a rejection: the schema's field paths, and only a count of the
-    member names the client invented."""
-    known = sorted(path for path in errors if path in KNOWN_PATHS)
-    unknown = len(errors) - len(known)
-    return {"fields": known, "unknown_fields": unknown} if unknown else {"fields": known}
-
-
-def text_problem(value: str) -> str | None:
-    """Why PostgreSQL could not store ``value`` as text, or None.
-
-    JSON may carry ``\\u0000`` and unpaired surrogates (``\\ud800``); neither can be stored
-    in a text or jsonb column, and unchecked they fail deep in the database driver.
-    """
-    if "\x00" in value:
-        return "Must not contain the NUL character (U+0000)."
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "Must be valid Unicode (no unpaired surrogate code points)."
-    return None
-
-
 def json_problem(value: Any) -> str | None:
-    """Why ``value`` could not be stored as jsonb, or None: a string :func:`text_problem`
-    refuses (values and member names) or a number that overflowed to infinity (``1e400``)."""
-    stack: list[Any] = [value]
-    while stack:  # iterative: nesting is bounded by the parser, but recursion is not needed
-        item = stack.pop()
-        if isinstance(item, str):
-            problem = text_problem(item)
-            if problem:
-                return problem
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return "Numbers must be finite."
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return None
+    """Why ``value`` could not be stored as jsonb, or None (a NUL, an unpaired surrogate, a
+    number that overflowed to infinity): the services' guard for values that reach them from
+    the console, where no API contract has looked at them."""
+    from apps.api.problems import json_body_problems
+
+    problems = json_body_problems(value)
+    if not problems:
+        return None
+    return next(iter(problems.values()))[0]
 
 
 def canonical_json(value: Any) -> str:
@@ -170,7 +106,7 @@ def json_equal(left: Any, right: Any) -> bool:
     """Whether two JSON values mean the same: numbers by value (``1`` is ``1.0``), objects
     by their members whatever the order, arrays item by item; ``true`` is not ``1``."""
     pairs: list[tuple[Any, Any]] = [(left, right)]
-    while pairs:  # iterative, as json_problem: a value may nest as deep as the parser allows
+    while pairs:  # iterative: a value may nest as deep as the parser allows
         a, b = pairs.pop()
         if isinstance(a, bool) or isinstance(b, bool):
             if not (isinstance(a, bool) and isinstance(b, bool) and a is b):
@@ -199,259 +135,87 @@ def render_content(key: str, value: Any) -> str:
     return f"{key}: {canonical_json(value)}"
 
 
+DURATION_RE = re.compile(
+    r"^P(?:(?P<weeks>\d{1,6})W"
+    r"|(?:(?P<days>\d{1,6})D)?"
+    r"(?:T(?=\d)(?:(?P<hours>\d{1,9})H)?(?:(?P<minutes>\d{1,9})M)?"
+    r"(?:(?P<seconds>\d{1,9})(?:\.(?P<fraction>\d{1,6}))?S)?)?)$"
+)
+# ISO 8601 with years or months (P1Y, P6M, P1Y2M10DT2H): no fixed length in seconds.
+CALENDAR_DURATION_RE = re.compile(r"^P(?=[^T]*[YM])(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T[\d.,HMS]+)?$")
+LONGEST_DURATION = timedelta(days=36500)
+
+
+def parse_duration(raw: str) -> timedelta | None:
+    """An ISO 8601 duration as this API takes it, or None.
+
+    Weeks alone (``P2W``), or days and a time (``P1DT2H30M``, ``PT0.5S``): every part is
+    whole but the seconds, which keep up to 6 decimals (microseconds, what is stored). No
+    sign, no years or months (no fixed length), no ``T`` without a time after it
+    (``P30DT``), no empty ``P``. :func:`format_duration` is its exact inverse:
+    ``parse_duration(format_duration(d)) == d`` for every duration this returns."""
+    match = DURATION_RE.match(raw)
+    if match is None or raw in {"P", "PT"} or raw.endswith("T"):
+        return None
+    parts = {name: int(value) for name, value in match.groupdict().items() if value}
+    if "fraction" in parts:
+        parts["fraction"] = int(match["fraction"].ljust(6, "0"))
+    try:
+        return timedelta(
+            weeks=parts.get("weeks", 0),
+            days=parts.get("days", 0),
+            hours=parts.get("hours", 0),
+            minutes=parts.get("minutes", 0),
+            seconds=parts.get("seconds", 0),
+            microseconds=parts.get("fraction", 0),
+        )
+    except OverflowError:
+        return None
+
+
 def format_duration(value: timedelta | None) -> str | None:
-    """ISO 8601 duration (``P30D``, ``PT1H30M``, ``P1DT2H``)."""
+    """ISO 8601 duration in canonical form (``P30D``, ``PT1H30M``, ``P1DT2H``, ``PT0.5S``),
+    down to the microsecond: what :func:`parse_duration` reads back as ``value``."""
     if value is None:
         return None
-    total = int(value.total_seconds())
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
+    days, microseconds = value.days, value.seconds * 1_000_000 + value.microseconds
+    if days < 0:
+        # Not a lifetime anyone sets; written with a sign rather than wrongly.
+        positive = format_duration(-value)
+        return f"-{positive}"
+    seconds, micro = divmod(microseconds, 1_000_000)
+    hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)
     out = "P" + (f"{days}D" if days else "")
     time = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
-    time += f"{seconds}S" if seconds else ""
+    if micro:
+        time += f"{seconds}.{micro:06d}".rstrip("0") + "S"
+    elif seconds:
+        time += f"{seconds}S"
     if time:
         out += "T" + time
     return out if out != "P" else "PT0S"
 
 
-class _Collector:
-    def __init__(self) -> None:
-        self.errors: dict[str, list[str]] = {}
-        self.too_large = False
-
-    def add(self, path: str, message: str) -> None:
-        self.errors.setdefault(path, []).append(message)
-
-    def text(
-        self, data: dict[str, Any], name: str, path: str, *, required: bool, max_length: int
-    ) -> str:
-        raw = data.get(name)
-        if raw is None:
-            if required:
-                self.add(path, "This field is required.")
-            return ""
-        if not isinstance(raw, str):
-            self.add(path, "Must be a string.")
-            return ""
-        problem = text_problem(raw)
-        if problem:
-            self.add(path, problem)
-            return ""
-        value = raw.strip()
-        if required and not value:
-            self.add(path, "Must not be empty.")
-        if len(value) > max_length:
-            self.add(path, f"At most {max_length} characters.")
-        return value
-
-    def choice(
-        self, data: dict[str, Any], name: str, path: str, choices: list[str], default: str = ""
-    ) -> str:
-        raw = data.get(name)
-        if raw is None:
-            if not default:
-                self.add(path, "This field is required.")
-            return default
-        if raw not in choices:
-            self.add(path, f"Must be one of: {', '.join(choices)}.")
-            return default
-        return str(raw)
-
-    def obj(self, data: dict[str, Any], name: str, *, required: bool) -> dict[str, Any] | None:
-        raw = data.get(name)
-        if raw is None:
-            if required:
-                self.add(name, "This field is required.")
-            return None
-        if not isinstance(raw, dict):
-            self.add(name, "Must be an object.")
-            return None
-        return raw
-
-    def unknown(self, data: dict[str, Any], allowed: frozenset[str], prefix: str) -> None:
-        for extra in sorted(set(data) - allowed):
-            path = f"{prefix}.{extra}" if prefix else extra
-            self.add(
-                path, SERVER_FIELDS.get(extra, "Unknown field.") if not prefix else "Unknown field."
-            )
-
-
-def validate_write(body: Any, *, now: datetime | None = None) -> RecordInput:
-    """Check a write body against every rule of the contract; raise :class:`WriteRejected`."""
-    now = now or timezone.now()
-    c = _Collector()
-    if not isinstance(body, dict):
-        raise WriteRejected({"body": ["Must be a JSON object."]})
-    c.unknown(body, TOP_LEVEL_FIELDS, "")
-
-    key = c.text(body, "key", "key", required=True, max_length=200)
-    if key and not KEY_RE.match(key):
-        c.add(
-            "key", "A dotted name of lowercase letters, digits, _ and -, e.g. shipping.preference."
+def ttl_parse(raw: str) -> tuple[timedelta | None, str]:
+    """A retention ttl: the duration, or None with the reason it is refused."""
+    if CALENDAR_DURATION_RE.match(raw):
+        return None, (
+            "Years and months have no fixed length; give the lifetime in days or weeks, e.g. P365D."
         )
-    subject = c.text(body, "subject", "subject", required=True, max_length=200)
-    if subject and not SUBJECT_RE.match(subject):
-        c.add("subject", "Use kind:identifier, e.g. user:8812 (no spaces).")
-
-    value: Any = None
-    if "value" not in body:
-        c.add("value", "This field is required.")
-    elif body["value"] is None:
-        c.add("value", "Must not be null; delete the record to forget a value.")
-    elif problem := json_problem(body["value"]):
-        c.add("value", problem)
-    else:
-        value = body["value"]
-        size = len(canonical_json(value).encode())
-        if size > MAX_VALUE_BYTES:
-            c.add("value", f"At most {MAX_VALUE_BYTES} bytes as JSON (got {size}).")
-            c.too_large = True
-
-    content = c.text(body, "content", "content", required=False, max_length=MAX_CONTENT_CHARS)
-    if body.get("content") is not None and not content and "content" not in c.errors:
-        c.add("content", "Must not be empty when given.")
-
-    source_kind = source_ref = turn_id = tool_call_id = run_id = ""
-    source = c.obj(body, "source", required=True)
-    if source is not None:
-        c.unknown(source, SOURCE_FIELDS, "source")
-        source_kind = c.choice(source, "kind", "source.kind", SourceKind.values)
-        source_ref = c.text(source, "ref", "source.ref", required=True, max_length=300)
-        turn_id = c.text(source, "turn_id", "source.turn_id", required=False, max_length=200)
-        tool_call_id = c.text(
-            source, "tool_call_id", "source.tool_call_id", required=False, max_length=200
+    parsed = parse_duration(raw)
+    if parsed is None:
+        return None, (
+            "An ISO 8601 duration, e.g. P30D, P2W, PT12H or PT0.5S (no sign, no empty T)."
         )
-        run_id = c.text(source, "run_id", "source.run_id", required=False, max_length=200)
-
-    observed_at = now
-    raw_observed = body.get("observed_at")
-    if raw_observed is None:
-        c.add("observed_at", "This field is required.")
-    elif not isinstance(raw_observed, str):
-        c.add("observed_at", "Must be an RFC 3339 timestamp with a zone.")
-    else:
-        parsed = _parse_timestamp(raw_observed)
-        if parsed is None:
-            c.add(
-                "observed_at",
-                "Must be an RFC 3339 timestamp with a zone, e.g. 2025-01-14T09:12:00Z.",
-            )
-        elif parsed > now + CLOCK_SKEW:
-            c.add("observed_at", "Must not be in the future.")
-        else:
-            observed_at = parsed
-
-    owner = c.text(body, "owner", "owner", required=True, max_length=200)
-    if owner and not OWNER_RE.match(owner):
-        c.add(
-            "owner",
-            "An accountable principal: user:<id>, service:<name>, team:<name> or tenant:<slug>.",
-        )
-    reason = c.text(body, "reason", "reason", required=True, max_length=2000)
-
-    domain = task_type = ""
-    conditions: dict[str, Any] = {}
-    scope = c.obj(body, "scope", required=True)
-    if scope is not None:
-        c.unknown(scope, SCOPE_FIELDS, "scope")
-        domain = c.text(scope, "domain", "scope.domain", required=True, max_length=100)
-        if domain and not SCOPE_NAME_RE.match(domain):
-            c.add("scope.domain", "Lowercase letters, digits, _, . and -.")
-        task_type = c.text(scope, "task_type", "scope.task_type", required=False, max_length=100)
-        if task_type and not SCOPE_NAME_RE.match(task_type):
-            c.add("scope.task_type", "Lowercase letters, digits, _, . and -.")
-        raw_conditions = scope.get("conditions")
-        if raw_conditions is not None:
-            if not isinstance(raw_conditions, dict):
-                c.add("scope.conditions", "Must be an object.")
-            elif problem := json_problem(raw_conditions):
-                c.add("scope.conditions", problem)
-            elif len(canonical_json(raw_conditions)) > 4096:
-                c.add("scope.conditions", "At most 4096 bytes as JSON.")
-            else:
-                conditions = raw_conditions
-
-    sensitivity = c.choice(body, "sensitivity", "sensitivity", Sensitivity.values)
-
-    basis = consent_ref = ""
-    ttl: timedelta | None = None
-    retention = c.obj(body, "retention", required=True)
-    if retention is not None:
-        c.unknown(retention, RETENTION_FIELDS, "retention")
-        basis = c.choice(retention, "basis", "retention.basis", RetentionBasis.values)
-        raw_ttl = retention.get("ttl")
-        if raw_ttl is not None:
-            ttl = _parse_ttl(raw_ttl)
-            if ttl is None and isinstance(raw_ttl, str) and CALENDAR_DURATION_RE.match(raw_ttl):
-                c.add(
-                    "retention.ttl",
-                    "Years and months have no fixed length; give the lifetime in days or "
-                    "weeks, e.g. P365D.",
-                )
-            elif ttl is None:
-                c.add("retention.ttl", "An ISO 8601 duration greater than zero, e.g. P30D.")
-        consent_ref = c.text(
-            retention, "consent_ref", "retention.consent_ref", required=False, max_length=200
-        )
-        if basis == RetentionBasis.CONSENT and not consent_ref:
-            c.add("retention.consent_ref", "Required when retention.basis is consent.")
-        if basis == RetentionBasis.SESSION and source is not None and not run_id:
-            c.add(
-                "source.run_id", "Required when retention.basis is session (the run it ends with)."
-            )
-
-    redaction_state = RedactionState.NONE.value
-    redaction_fields: list[str] = []
-    redaction = c.obj(body, "redaction", required=False)
-    if redaction is not None:
-        c.unknown(redaction, REDACTION_FIELDS, "redaction")
-        redaction_state = c.choice(
-            redaction, "state", "redaction.state", RedactionState.values, default="none"
-        )
-        raw_fields = redaction.get("fields", [])
-        if not isinstance(raw_fields, list) or not all(
-            isinstance(f, str) and 0 < len(f) <= 200 and not text_problem(f) for f in raw_fields
-        ):
-            c.add("redaction.fields", "Must be a list of field names.")
-        else:
-            redaction_fields = list(dict.fromkeys(raw_fields))
-
-    if c.errors:
-        raise WriteRejected(c.errors, too_large=c.too_large)
-    value, content, redaction_state, redaction_fields = _redaction_at_write(
-        key=key,
-        value=value,
-        content=content,
-        state=redaction_state,
-        fields=redaction_fields,
-    )
-    return RecordInput(
-        key=key,
-        subject=subject,
-        value=value,
-        content=content,
-        source_kind=source_kind,
-        source_ref=source_ref,
-        source_turn_id=turn_id,
-        source_tool_call_id=tool_call_id,
-        source_run_id=run_id,
-        observed_at=observed_at,
-        owner=owner,
-        reason=reason,
-        scope_domain=domain,
-        scope_task_type=task_type,
-        scope_conditions=conditions,
-        sensitivity=sensitivity,
-        retention_basis=basis,
-        ttl=ttl,
-        consent_ref=consent_ref,
-        redaction_state=redaction_state,
-        redaction_fields=redaction_fields,
-    )
+    if parsed <= timedelta(0):
+        return None, "Must be longer than zero."
+    if parsed > LONGEST_DURATION:
+        return None, "At most 36500 days (P36500D)."
+    return parsed, ""
 
 
-def _redaction_at_write(
+def redaction_at_write(
     *, key: str, value: Any, content: str, state: str, fields: list[str]
 ) -> tuple[Any, str, str, list[str]]:
     """The value and text to store, with the redaction the write declares.
@@ -505,32 +269,3 @@ def _redaction_at_write(
         RedactionState.APPLIED.value,
         names,
     )
-
-
-def _parse_timestamp(raw: str) -> datetime | None:
-    try:
-        parsed = parse_datetime(raw.strip())
-    except ValueError:
-        return None
-    if parsed is None or parsed.tzinfo is None:
-        return None
-    try:
-        # 0001-01-01T00:00:00+05:00 is a valid timestamp that falls before year 1 in UTC:
-        # neither Python nor the serializer can represent it.
-        return parsed.astimezone(UTC)
-    except OverflowError:
-        return None
-
-
-def _parse_ttl(raw: Any) -> timedelta | None:
-    if not isinstance(raw, str) or not raw.startswith("P"):
-        return None
-    try:
-        weeks = WEEKS_DURATION_RE.match(raw)
-        # Django's parser knows days and times but not the ISO 8601 week form (P2W).
-        parsed = timedelta(weeks=int(weeks[1])) if weeks else parse_duration(raw)
-    except (ValueError, OverflowError):
-        return None
-    if parsed is None or parsed <= timedelta(0) or parsed > timedelta(days=36500):
-        return None
-    return parsed

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import serializers
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from apps.api.contract import ContractView
+from apps.api.idempotency import idempotent
 from apps.api.problems import Problem
 from apps.audit.services import Actor
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
@@ -18,58 +18,70 @@ from apps.derivations.models import Summary
 from apps.records.serializers import RecordSerializer
 from apps.tenancy.models import AgentCredential
 
-from .search import Hit, SearchRejected, parse_search, search_scoped
-
-SearchInput = inline_serializer(
-    "SearchInput",
-    {
-        "query": serializers.CharField(required=False),
-        "vector": serializers.ListField(child=serializers.FloatField(), required=False),
-        "scope": serializers.DictField(required=False),
-        "purpose": serializers.ChoiceField(choices=["context", "decision"], required=False),
-        "top_k": serializers.IntegerField(min_value=1, max_value=100, required=False),
-        "subject": serializers.CharField(required=False),
-        "keys": serializers.ListField(child=serializers.CharField(), required=False),
-        "sensitivity_max": serializers.ChoiceField(
-            choices=["public", "internal", "personal", "restricted"], required=False
-        ),
-        "as_of": serializers.DateTimeField(required=False),
-        "min_similarity": serializers.FloatField(min_value=0, max_value=1, required=False),
-    },
-)
+from .search import Hit, search_scoped
+from .serializers import SearchInput
 
 
-class SearchView(APIView):
+def _returned(response: Response) -> dict[str, Any]:
+    """What an Idempotency-Key keeps of a search: the ids it returned, never their content."""
+    results = response.data.get("results", []) if isinstance(response.data, dict) else []
+    return {"returned": [_hit_id(hit) for hit in results]}
+
+
+def _hit_id(hit: dict[str, Any]) -> str:
+    item = hit.get("record") or hit.get("summary") or {}
+    return str(item.get("id", ""))
+
+
+class SearchView(ContractView):
     """Filter by tenant, scope, trust, sensitivity and expiry, then rank (vector + text).
 
     Each result carries the record with trust, expires_at and provenance, and ``why``: the
     cosine similarity and text rank behind its fused score. ``purpose=decision`` returns
     confirmed records only and is audited with the ids it returned.
+
+    With an ``Idempotency-Key``, a retry with the same body is answered again from the
+    memory as it is now, limited to what the first answer returned, and audited once (the
+    first time): a stored answer would hold memory content past its deletion.
     """
 
     required_action = "search"
+    body_input = {"POST": SearchInput}
 
-    @extend_schema(request=SearchInput, responses={200: OpenApiTypes.OBJECT})
-    def post(self, request: Request) -> Response:
-        credential = request.auth
-        assert isinstance(credential, AgentCredential)
-        tenant = credential.tenant
+    def input_context(self, request: Request) -> dict[str, Any]:
+        context = super().input_context(request)
         try:
-            embedder = get_embedder(tenant.embedding_model)
+            context["dimension"] = get_embedder(context["tenant"].embedding_model).dimension
         except EmbedderUnavailable as exc:
             raise Problem(
                 f"The tenant's embedding model is unavailable: {exc}", status_code=503
             ) from exc
-        try:
-            query = parse_search(request.data, dimension=embedder.dimension)
-        except SearchRejected as rejected:
-            raise Problem("The search is invalid.", errors=rejected.errors) from rejected
-        result = search_scoped(tenant=tenant, q=query, actor=Actor.for_credential(credential))
+        return context
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
+    @idempotent(replay="rerun", memo=_returned)
+    def post(self, request: Request) -> Response:
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        replay = getattr(self, "idempotent_replay", None)
+        result = search_scoped(
+            tenant=credential.tenant,
+            q=self.body,
+            actor=Actor.for_credential(credential),
+            audit=replay is None,
+        )
+        hits = result.hits
+        if replay is not None:
+            first = set(replay.get("returned", []))
+            hits = [hit for hit in hits if str(hit.pk) in first]
         records = RecordSerializer()  # one renderer for every hit
         return Response(
             {
-                "results": [_hit(hit, records) for hit in result.hits],
-                "purpose": query.purpose,
+                "results": [_hit(hit, records) for hit in hits],
+                "purpose": self.body.purpose,
                 "plan": result.plan,
                 "model": result.model,
             }

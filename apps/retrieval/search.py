@@ -48,14 +48,12 @@ from django.core.cache import caches
 from django.db import connection
 from django.db.models.base import ModelState
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from psycopg.types.datetime import TimestamptzLoader
 
 from apps.audit.services import Actor, audit_record
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.models import Summary
 from apps.records.models import SENSITIVITY_ORDER, MemoryRecord
-from apps.records.validation import KEY_RE, SCOPE_NAME_RE, SUBJECT_RE
 from apps.tenancy.models import Tenant
 
 RRF_K = 60
@@ -82,31 +80,12 @@ HNSW_MAX_SCAN_TUPLES = 200_000
 # 0.994 / 18 ms at ef_search 200, 0.997 / 28 ms at 400 and 0.998 / 48 ms at 800; on the
 # benchmark's own 500 queries, 200 gave 0.983, too close to the 0.98 floor: 400 keeps a margin.
 HNSW_EF_SEARCH_OWN_UNFILTERED = 400
-SEARCH_FIELDS = frozenset(
-    {
-        "query",
-        "vector",
-        "scope",
-        "purpose",
-        "top_k",
-        "subject",
-        "keys",
-        "sensitivity_max",
-        "as_of",
-        "min_similarity",
-    }
-)
-SCOPE_FIELDS = frozenset({"domain", "task_type", "conditions"})
-
-
-class SearchRejected(Exception):
-    def __init__(self, errors: dict[str, list[str]]) -> None:
-        super().__init__("invalid search")
-        self.errors = errors
 
 
 @dataclass
 class SearchQuery:
+    """A validated search (``apps.retrieval.serializers.SearchInput``)."""
+
     query: str = ""
     vector: list[float] | None = None
     domain: str = ""
@@ -146,122 +125,6 @@ class SearchResult:
     hits: list[Hit]
     plan: str
     model: str
-
-
-def parse_search(body: Any, *, dimension: int) -> SearchQuery:
-    """Validate a search body; raise :class:`SearchRejected` naming every bad field."""
-    if not isinstance(body, dict):
-        raise SearchRejected({"body": ["Must be a JSON object."]})
-    errors: dict[str, list[str]] = {}
-
-    def add(path: str, message: str) -> None:
-        errors.setdefault(path, []).append(message)
-
-    for extra in sorted(set(body) - SEARCH_FIELDS):
-        add(extra, "Unknown field.")
-    q = SearchQuery()
-    query = body.get("query")
-    if query is not None:
-        if not isinstance(query, str) or len(query) > 2000:
-            add("query", "A string of at most 2000 characters.")
-        else:
-            q.query = query.strip()
-    vector = body.get("vector")
-    if vector is not None:
-        if not isinstance(vector, list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in vector
-        ):
-            add("vector", "A list of numbers.")
-        elif len(vector) != dimension:
-            add("vector", f"Must have {dimension} dimensions (the tenant's embedding model).")
-        elif not all(abs(float(x)) < 1e30 for x in vector) or not any(vector):
-            add("vector", "Must be finite and not all zero.")
-        else:
-            q.vector = [float(x) for x in vector]
-    if not q.query and q.vector is None and "query" not in errors and "vector" not in errors:
-        add("query", "Give a query text, a vector, or both.")
-    scope = body.get("scope")
-    if scope is not None:
-        if not isinstance(scope, dict):
-            add("scope", "Must be an object.")
-        else:
-            for extra in sorted(set(scope) - SCOPE_FIELDS):
-                add(f"scope.{extra}", "Unknown scope key; use domain, task_type, conditions.")
-            for name in ("domain", "task_type"):
-                value = scope.get(name)
-                if value is None:
-                    continue
-                if not isinstance(value, str) or not SCOPE_NAME_RE.match(value):
-                    add(f"scope.{name}", "Lowercase letters, digits, _, . and -.")
-                else:
-                    setattr(q, name, value)
-            conditions = scope.get("conditions")
-            if conditions is not None:
-                if not isinstance(conditions, dict):
-                    add("scope.conditions", "Must be an object.")
-                else:
-                    q.conditions = conditions
-    purpose = body.get("purpose", "context")
-    if purpose not in ("context", "decision"):
-        add("purpose", "One of: context, decision.")
-    else:
-        q.purpose = purpose
-    top_k = body.get("top_k", 10)
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 100:
-        add("top_k", "An integer from 1 to 100.")
-    else:
-        q.top_k = top_k
-    subject = body.get("subject")
-    if subject is not None:
-        if not isinstance(subject, str) or not SUBJECT_RE.match(subject):
-            add("subject", "kind:identifier, e.g. user:8812.")
-        else:
-            q.subject = subject
-    keys = body.get("keys")
-    if keys is not None:
-        if (
-            not isinstance(keys, list)
-            or not 0 < len(keys) <= 100
-            or not all(isinstance(k, str) and KEY_RE.match(k) for k in keys)
-        ):
-            add("keys", "A list of 1 to 100 dotted key names.")
-        else:
-            q.keys = keys
-    sensitivity_max = body.get("sensitivity_max")
-    if sensitivity_max is not None:
-        if sensitivity_max not in SENSITIVITY_ORDER:
-            add("sensitivity_max", f"One of: {', '.join(SENSITIVITY_ORDER)}.")
-        else:
-            q.sensitivity_max = sensitivity_max
-    as_of = body.get("as_of")
-    if as_of is not None:
-        parsed = None
-        if isinstance(as_of, str):
-            try:
-                parsed = parse_datetime(as_of)
-            except ValueError:
-                parsed = None
-        if parsed is None or parsed.tzinfo is None:
-            add("as_of", "An RFC 3339 timestamp with a zone.")
-        else:
-            q.as_of = parsed
-    min_similarity = body.get("min_similarity")
-    if min_similarity is not None:
-        if (
-            not isinstance(min_similarity, int | float)
-            or isinstance(min_similarity, bool)
-            or not 0 <= min_similarity <= 1
-        ):
-            add("min_similarity", "A number from 0 to 1 (cosine similarity).")
-        else:
-            q.min_similarity = float(min_similarity)
-    if q.purpose == "decision" and not q.domain and "scope.domain" not in errors:
-        # A decision taken on a memory from whatever scope ranks first is the failure scopes
-        # exist to prevent: a decision names the scope it is taken in.
-        add("scope.domain", "Required when purpose is decision: name the scope of the decision.")
-    if errors:
-        raise SearchRejected(errors)
-    return q
 
 
 def _expiry_sql(alias: str) -> str:
@@ -836,8 +699,12 @@ def _compiled_timestamps(cursor: Any) -> None:
         cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
 
 
-def search_scoped(*, tenant: Tenant, q: SearchQuery, actor: Actor) -> SearchResult:
-    """Run a scoped search for the current tenant (RLS) and return the fused top ``k``."""
+def search_scoped(
+    *, tenant: Tenant, q: SearchQuery, actor: Actor, audit: bool = True
+) -> SearchResult:
+    """Run a scoped search for the current tenant (RLS) and return the fused top ``k``.
+    A decision search is audited with what it returned, unless ``audit`` is False (the
+    replay of a search already audited under its Idempotency-Key)."""
     embedder = get_embedder(tenant.embedding_model)
     query_vector = query_vector_for(q, embedder.name)
     with connection.cursor() as cursor:
@@ -880,7 +747,7 @@ def search_scoped(*, tenant: Tenant, q: SearchQuery, actor: Actor) -> SearchResu
                 text_position=row[5],
             )
         )
-    if q.purpose == "decision":
+    if q.purpose == "decision" and audit:
         # What the agent relied on for a decision is part of the record.
         audit_record(
             tenant=tenant,

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.api.contract import ContractView, PageQuery
 from apps.api.idempotency import idempotent
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
-from apps.api.schema import PAGE_PARAMETERS, ProblemSerializer
+from apps.api.schema import ProblemSerializer
 from apps.audit.services import Actor
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
-from .models import Obligation, ObligationState, Run, RunState
+from .models import Obligation, Run
 from .serializers import (
     CancelInput,
     CheckpointInput,
@@ -34,7 +34,9 @@ from .serializers import (
     FailInput,
     ObligationCreateResponse,
     ObligationInput,
+    ObligationListQuery,
     ObligationSerializer,
+    RunListQuery,
     RunOpenInput,
     RunSerializer,
 )
@@ -86,20 +88,6 @@ def _obligation_or_404(obligation_id: str) -> Obligation:
     return obligation
 
 
-def _choice(request: Request, name: str, choices: list[str]) -> str:
-    value = request.query_params.get(name, "")
-    if value and value not in choices:
-        raise Problem("Invalid query parameter.", errors={name: [f"One of: {', '.join(choices)}."]})
-    return value
-
-
-def _text(request: Request, name: str) -> str:
-    value = request.query_params.get(name, "")
-    if len(value) > 200 or "\x00" in value:
-        raise Problem("Invalid query parameter.", errors={name: ["At most 200 characters."]})
-    return value
-
-
 def _paginate(
     view: APIView, request: Request, queryset: Any, ordering: tuple[str, ...]
 ) -> tuple[CursorPagination, Any]:
@@ -115,23 +103,18 @@ def _paginate(
 # --- runs -------------------------------------------------------------------------------------
 
 
-class RunListCreateView(APIView):
+class RunListCreateView(ContractView):
     """Open a run, or list the tenant's runs (by task, by state): how a restarted agent finds
     the run it was in."""
 
     required_action = "state"
+    query_input = {"GET": RunListQuery}
+    body_input = {"POST": RunOpenInput}
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("task_id", str),
-            OpenApiParameter("state", str, enum=RunState.values),
-            *PAGE_PARAMETERS,
-        ],
-        responses=RunSerializer(many=True),
-    )
+    @extend_schema(responses=RunSerializer(many=True))
     def get(self, request: Request) -> Response:
-        task_id = _text(request, "task_id")
-        state = _choice(request, "state", RunState.values)
+        task_id = self.params.get("task_id", "")
+        state = self.params.get("state", "")
         runs = selectors.runs_list(task_id=task_id, state=state)
         paginator, page = _paginate(self, request, runs, ("-opened_at", "-id"))
         services.state_read(
@@ -142,24 +125,20 @@ class RunListCreateView(APIView):
         )
         return paginator.get_paginated_response(RunSerializer(page, many=True).data)
 
-    @extend_schema(
-        request=RunOpenInput, responses={201: RunSerializer}, parameters=[IDEMPOTENCY_KEY]
-    )
+    @extend_schema(responses={201: RunSerializer}, parameters=[IDEMPOTENCY_KEY])
     @idempotent()
     def post(self, request: Request) -> Response:
-        body = RunOpenInput(data=request.data)
-        body.is_valid(raise_exception=True)
         run = services.run_open(
             tenant=_credential(request).tenant,
-            task_id=body.validated_data["task_id"],
-            owner=body.validated_data["owner"],
-            subject=body.validated_data.get("subject", ""),
+            task_id=self.body["task_id"],
+            owner=self.body["owner"],
+            subject=self.body.get("subject", ""),
             actor=_actor(request),
         )
         return Response(RunSerializer(run).data, status=201)
 
 
-class RunDetailView(APIView):
+class RunDetailView(ContractView):
     required_action = "state"
 
     @extend_schema(responses=RunSerializer)
@@ -171,12 +150,14 @@ class RunDetailView(APIView):
         return Response(RunSerializer(run).data)
 
 
-class EpisodeListCreateView(APIView):
+class EpisodeListCreateView(ContractView):
     """A run's traces: append while it is open; they are discarded when it closes."""
 
     required_action = "state"
+    query_input = {"GET": PageQuery}
+    body_input = {"POST": EpisodeInput}
 
-    @extend_schema(parameters=PAGE_PARAMETERS, responses=EpisodeSerializer(many=True))
+    @extend_schema(responses=EpisodeSerializer(many=True))
     def get(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
         paginator, page = _paginate(self, request, selectors.episodes_list(run), ("seq",))
@@ -190,7 +171,6 @@ class EpisodeListCreateView(APIView):
         return paginator.get_paginated_response(EpisodeSerializer(page, many=True).data)
 
     @extend_schema(
-        request=EpisodeInput,
         responses={
             201: EpisodeSerializer,
             (409, PROBLEM_CONTENT_TYPE): _conflict("The run is closed."),
@@ -200,14 +180,12 @@ class EpisodeListCreateView(APIView):
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
-        body = EpisodeInput(data=request.data)
-        body.is_valid(raise_exception=True)
         try:
             episode = services.episode_append(
                 run=run,
-                role=body.validated_data["role"],
-                content=body.validated_data.get("content", ""),
-                content_ref=body.validated_data.get("content_ref", ""),
+                role=self.body["role"],
+                content=self.body.get("content", ""),
+                content_ref=self.body.get("content_ref", ""),
                 actor=_actor(request),
             )
         except services.StateError as error:
@@ -215,11 +193,11 @@ class EpisodeListCreateView(APIView):
         return Response(EpisodeSerializer(episode).data, status=201)
 
 
-class CheckpointCreateView(APIView):
+class CheckpointCreateView(ContractView):
     required_action = "state"
+    body_input = {"POST": CheckpointInput}
 
     @extend_schema(
-        request=CheckpointInput,
         responses={
             201: OpenApiResponse(CheckpointSerializer, description="A new checkpoint."),
             200: OpenApiResponse(
@@ -236,13 +214,11 @@ class CheckpointCreateView(APIView):
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
-        body = CheckpointInput(data=request.data)
-        body.is_valid(raise_exception=True)
         try:
             outcome = services.checkpoint_write(
                 run=run,
-                step=body.validated_data["step"],
-                state=body.validated_data["state"],
+                step=self.body["step"],
+                state=self.body["state"],
                 actor=_actor(request),
             )
         except services.StateError as error:
@@ -251,7 +227,7 @@ class CheckpointCreateView(APIView):
         return Response(data, status=201 if outcome.created else 200)
 
 
-class CheckpointLatestView(APIView):
+class CheckpointLatestView(ContractView):
     required_action = "state"
 
     @extend_schema(
@@ -285,11 +261,10 @@ class CheckpointLatestView(APIView):
         return Response(CheckpointSerializer(checkpoint).data)
 
 
-class RunCloseView(APIView):
+class RunCloseView(ContractView):
     required_action = "state"
 
     @extend_schema(
-        request=None,
         responses={
             200: OpenApiResponse(
                 RunSerializer,
@@ -308,37 +283,16 @@ class RunCloseView(APIView):
 # --- obligations ------------------------------------------------------------------------------
 
 
-def _parse_overdue(request: Request) -> bool | None:
-    raw = request.query_params.get("overdue", "").strip().lower()
-    if not raw:
-        return None
-    if raw in {"true", "1", "yes"}:
-        return True
-    if raw in {"false", "0", "no"}:
-        return False
-    raise Problem("Invalid query parameter.", errors={"overdue": ["true or false."]})
-
-
-class ObligationListCreateView(APIView):
+class ObligationListCreateView(ContractView):
     required_action = "state"
+    query_input = {"GET": ObligationListQuery}
+    body_input = {"POST": ObligationInput}
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("task_id", str),
-            OpenApiParameter("state", str, enum=ObligationState.values),
-            OpenApiParameter(
-                "overdue",
-                OpenApiTypes.BOOL,
-                description="true: pending obligations past their deadline; false: the others.",
-            ),
-            *PAGE_PARAMETERS,
-        ],
-        responses=ObligationSerializer(many=True),
-    )
+    @extend_schema(responses=ObligationSerializer(many=True))
     def get(self, request: Request) -> Response:
-        task_id = _text(request, "task_id")
-        state = _choice(request, "state", ObligationState.values)
-        overdue = _parse_overdue(request)
+        task_id = self.params.get("task_id", "")
+        state = self.params.get("state", "")
+        overdue = self.params.get("overdue")
         obligations = selectors.obligations_list(task_id=task_id, state=state, overdue=overdue)
         paginator, page = _paginate(self, request, obligations, ("created_at", "id"))
         services.state_read(
@@ -356,7 +310,6 @@ class ObligationListCreateView(APIView):
         return paginator.get_paginated_response(ObligationSerializer(page, many=True).data)
 
     @extend_schema(
-        request=ObligationInput,
         responses={
             201: OpenApiResponse(ObligationCreateResponse, description="A new obligation."),
             200: OpenApiResponse(
@@ -374,9 +327,7 @@ class ObligationListCreateView(APIView):
     )
     @idempotent()
     def post(self, request: Request) -> Response:
-        body = ObligationInput(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = self.body
         try:
             outcome = services.obligation_create(
                 tenant=_credential(request).tenant,
@@ -396,7 +347,7 @@ class ObligationListCreateView(APIView):
         return Response(response, status=201 if outcome.created else 200)
 
 
-class ObligationDetailView(APIView):
+class ObligationDetailView(ContractView):
     required_action = "state"
 
     @extend_schema(responses=ObligationSerializer)
@@ -421,11 +372,11 @@ COMMIT_REFUSED = (
 )
 
 
-class ObligationCommitView(APIView):
+class ObligationCommitView(ContractView):
     required_action = "state"
+    body_input = {"POST": CommitInput}
 
     @extend_schema(
-        request=CommitInput,
         responses={
             200: OpenApiResponse(
                 ObligationSerializer, description="Committed by this request, with its result."
@@ -437,10 +388,8 @@ class ObligationCommitView(APIView):
     @idempotent()
     def post(self, request: Request, obligation_id: str) -> Response:
         obligation = _obligation_or_404(obligation_id)
-        body = CommitInput(data=request.data)
-        body.is_valid(raise_exception=True)
         outcome = services.obligation_commit(
-            obligation=obligation, result=body.validated_data.get("result"), actor=_actor(request)
+            obligation=obligation, result=self.body.get("result"), actor=_actor(request)
         )
         current = ObligationSerializer(outcome.obligation).data
         if outcome.committed:
@@ -475,7 +424,7 @@ class ObligationCommitView(APIView):
         )
 
 
-class ObligationEndView(APIView):
+class ObligationEndView(ContractView):
     """Fail or cancel a pending obligation (final)."""
 
     required_action = "state"
@@ -483,15 +432,13 @@ class ObligationEndView(APIView):
 
     def _end(self, request: Request, obligation_id: str) -> Response:
         obligation = _obligation_or_404(obligation_id)
-        body = (FailInput if self.transition == "fail" else CancelInput)(data=request.data)
-        body.is_valid(raise_exception=True)
-        reason = body.validated_data.get("reason", "")
+        reason = self.body.get("reason", "")
         try:
             if self.transition == "fail":
                 ended = services.obligation_fail(
                     obligation=obligation,
                     reason=reason,
-                    result=body.validated_data.get("result"),
+                    result=self.body.get("result"),
                     actor=_actor(request),
                 )
             else:
@@ -505,9 +452,9 @@ class ObligationEndView(APIView):
 
 class ObligationFailView(ObligationEndView):
     transition = "fail"
+    body_input = {"POST": FailInput}
 
     @extend_schema(
-        request=FailInput,
         responses={
             200: ObligationSerializer,
             (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
@@ -521,9 +468,9 @@ class ObligationFailView(ObligationEndView):
 
 class ObligationCancelView(ObligationEndView):
     transition = "cancel"
+    body_input = {"POST": CancelInput}
 
     @extend_schema(
-        request=CancelInput,
         responses={
             200: ObligationSerializer,
             (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),

@@ -1,24 +1,40 @@
 """JSON shapes of runs, episodes, checkpoints and obligations (API.md field names), and the
-request bodies with their field-level checks."""
+input contract of their operations (:mod:`apps.api.contract`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from django.utils.dateparse import parse_datetime
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.records.validation import OWNER_RE, SUBJECT_RE, canonical_json, json_problem
+from apps.api.contract import (
+    IDENTIFIER_CHARS,
+    NAME_CHARS,
+    REASON_CHARS,
+    STATE_BYTES,
+    VALUE_BYTES,
+    JSONValueField,
+    PageQuery,
+    QueryBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictIntegerField,
+    StrictSerializer,
+    StrictUUIDField,
+    TimestampField,
+)
+from apps.records.validation import OWNER_RE, SUBJECT_RE
 
-from .models import Checkpoint, Episode, Obligation, Run
+from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunState
 from .selectors import is_overdue
 
-MAX_ID_CHARS = 200
+MAX_ID_CHARS = IDENTIFIER_CHARS
 MAX_EPISODE_CHARS = 256 * 1024
-MAX_STATE_BYTES = 256 * 1024
-MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_STATE_BYTES = STATE_BYTES
+MAX_PAYLOAD_BYTES = VALUE_BYTES
 MAX_DEPENDENCIES = 100
 MAX_STEP = 2**31 - 1
 
@@ -143,156 +159,125 @@ class ObligationCreateResponse(ObligationSerializer):
 # --- input -------------------------------------------------------------------------------------
 
 
-class StrictInput(serializers.Serializer[dict[str, Any]]):
-    """A request body: a JSON object with only the documented members."""
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        unknown: dict[str, list[str]] = {}
-        if isinstance(data, Mapping):
-            names = sorted(str(name) for name in data if name not in self.fields)
-            unknown = {name[:100]: ["Unknown field."] for name in names[:20]}
-        try:
-            result: dict[str, Any] = super().to_internal_value(data)
-        except serializers.ValidationError as error:
-            if unknown and isinstance(error.detail, dict):
-                raise serializers.ValidationError({**error.detail, **unknown}) from error
-            raise
-        if unknown:
-            raise serializers.ValidationError(unknown)
-        return result
-
-
-def _json_checked(value: Any, limit: int) -> Any:
-    problem = json_problem(value)
-    if problem:
-        raise serializers.ValidationError(problem)
-    if len(canonical_json(value).encode()) > limit:
-        raise serializers.ValidationError(f"At most {limit // 1024} KiB of JSON.")
-    return value
-
-
-class ZonedDateTimeField(serializers.DateTimeField):
-    """An RFC 3339 timestamp that names its zone; a naive one is ambiguous and refused."""
-
-    default_error_messages = {"naive": "Give a zone, e.g. 2025-01-14T09:12:00Z."}
-
-    def to_internal_value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                parsed = parse_datetime(value)
-            except ValueError:  # well-formed but impossible, e.g. month 13: the parent says so
-                parsed = None
-            if parsed is not None and parsed.tzinfo is None:
-                self.fail("naive")
-        return super().to_internal_value(value)
-
-
-def subject_checked(value: str) -> str:
+def _subject(**kwargs: Any) -> StrictCharField:
     """A subject as records name theirs (``kind:id``), so an erasure by it finds both."""
-    if not SUBJECT_RE.match(value):
-        raise serializers.ValidationError("Expected <kind>:<id>, e.g. user:8812.")
-    return value
-
-
-class RunOpenInput(StrictInput):
-    task_id = serializers.CharField(
-        max_length=MAX_ID_CHARS, help_text="The task this run works on."
-    )
-    owner = serializers.CharField(
+    return StrictCharField(
         max_length=MAX_ID_CHARS,
+        validators=[RegexValidator(SUBJECT_RE, message="Expected <kind>:<id>, e.g. user:8812.")],
+        **kwargs,
+    )
+
+
+class RunOpenInput(StrictSerializer):
+    task_id = StrictCharField(max_length=MAX_ID_CHARS, help_text="The task this run works on.")
+    owner = StrictCharField(
+        max_length=MAX_ID_CHARS,
+        validators=[
+            RegexValidator(
+                OWNER_RE,
+                message="Expected user:<id>, service:<name>, team:<name>, tenant:<id> or "
+                "agent:<id>.",
+            )
+        ],
         help_text="Accountable principal: user:<id> | service:<name> | team:<name> | agent:<id>",
     )
-
-    subject = serializers.CharField(
+    subject = _subject(
         required=False,
-        max_length=MAX_ID_CHARS,
         help_text="Whom the run is about, e.g. user:8812: erasing that subject erases the run.",
     )
 
-    def validate_owner(self, value: str) -> str:
-        if not OWNER_RE.match(value):
-            raise serializers.ValidationError(
-                "Expected user:<id>, service:<name>, team:<name>, tenant:<id> or agent:<id>."
-            )
-        return value
 
-    def validate_subject(self, value: str) -> str:
-        return subject_checked(value)
-
-
-class EpisodeInput(StrictInput):
-    role = serializers.CharField(
+class EpisodeInput(StrictSerializer):
+    role = StrictCharField(
         max_length=50,
         help_text="What the trace is, e.g. user, assistant, tool, document, partial.",
     )
-    content = serializers.CharField(
-        required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_EPISODE_CHARS
+    content = StrictCharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=MAX_EPISODE_CHARS,
+        too_large=True,
+        help_text=f"The trace itself, at most {MAX_EPISODE_CHARS} characters (413 over it).",
     )
-    content_ref = serializers.CharField(
+    content_ref = StrictCharField(
         required=False,
         allow_blank=True,
         max_length=500,
         help_text="Where the content lives instead (a URI or an id), when it is not sent.",
     )
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if bool(attrs.get("content")) == bool(attrs.get("content_ref")):
-            raise serializers.ValidationError(
-                {"content": ["Give exactly one of content and content_ref."]}
-            )
-        return attrs
+    def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
+        if bool(data.get("content")) == bool(data.get("content_ref")):
+            return {"content": ["Give exactly one of content and content_ref."]}
+        return {}
 
 
-class CheckpointInput(StrictInput):
-    step = serializers.IntegerField(min_value=0, max_value=MAX_STEP)
-    state = serializers.JSONField(help_text="The run's state after this step (any JSON).")
+class CheckpointInput(StrictSerializer):
+    step = StrictIntegerField(min_value=0, max_value=MAX_STEP)
+    state = JSONValueField(
+        max_bytes=MAX_STATE_BYTES,
+        help_text=f"The run's state after this step (any JSON, at most {MAX_STATE_BYTES} bytes).",
+    )
 
-    def validate_state(self, value: Any) -> Any:
-        return _json_checked(value, MAX_STATE_BYTES)
 
-
-class ObligationInput(StrictInput):
-    task_id = serializers.CharField(max_length=MAX_ID_CHARS)
-    kind = serializers.CharField(max_length=100, help_text="What the work is, e.g. charge.")
-    key = serializers.CharField(
+class ObligationInput(StrictSerializer):
+    task_id = StrictCharField(max_length=MAX_ID_CHARS)
+    kind = StrictCharField(max_length=NAME_CHARS, help_text="What the work is, e.g. charge.")
+    key = StrictCharField(
         max_length=MAX_ID_CHARS,
         trim_whitespace=False,
         help_text="The idempotency key, derived from task and step identity.",
     )
     depends_on = serializers.ListField(
-        child=serializers.UUIDField(),
+        child=StrictUUIDField(),
         required=False,
         max_length=MAX_DEPENDENCIES,
         help_text="Obligations (of this tenant) that must be committed before this one.",
     )
-    deadline = ZonedDateTimeField(required=False, allow_null=True)
-    payload = serializers.JSONField(required=False, allow_null=True)
-    subject = serializers.CharField(
+    deadline = TimestampField(required=False, allow_null=True, help_text="When it is due.")
+    payload = JSONValueField(
         required=False,
-        max_length=MAX_ID_CHARS,
+        allow_null=True,
+        max_bytes=MAX_PAYLOAD_BYTES,
+        help_text=f"What the work needs (any JSON, at most {MAX_PAYLOAD_BYTES} bytes).",
+    )
+    subject = _subject(
+        required=False,
         help_text="Whom the work is about, e.g. user:8812: erasing that subject strips the "
         "payload and result (key and state stay).",
     )
 
-    def validate_payload(self, value: Any) -> Any:
-        return _json_checked(value, MAX_PAYLOAD_BYTES)
 
-    def validate_subject(self, value: str) -> str:
-        return subject_checked(value)
-
-
-class CommitInput(StrictInput):
-    result = serializers.JSONField(
-        required=False, allow_null=True, help_text="What the work produced (any JSON)."
+class CommitInput(StrictSerializer):
+    result = JSONValueField(
+        required=False,
+        allow_null=True,
+        max_bytes=MAX_PAYLOAD_BYTES,
+        help_text=f"What the work produced (any JSON, at most {MAX_PAYLOAD_BYTES} bytes).",
     )
-
-    def validate_result(self, value: Any) -> Any:
-        return _json_checked(value, MAX_PAYLOAD_BYTES)
 
 
 class FailInput(CommitInput):
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    reason = StrictCharField(required=False, allow_blank=True, max_length=REASON_CHARS)
 
 
-class CancelInput(StrictInput):
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+class CancelInput(StrictSerializer):
+    reason = StrictCharField(required=False, allow_blank=True, max_length=REASON_CHARS)
+
+
+# --- query parameters -------------------------------------------------------------------------
+
+
+class RunListQuery(PageQuery):
+    task_id = StrictCharField(required=False, max_length=MAX_ID_CHARS)
+    state = StrictChoiceField(choices=RunState.values, required=False)
+
+
+class ObligationListQuery(PageQuery):
+    task_id = StrictCharField(required=False, max_length=MAX_ID_CHARS)
+    state = StrictChoiceField(choices=ObligationState.values, required=False)
+    overdue = QueryBooleanField(
+        required=False,
+        help_text="true: pending obligations past their deadline; false: the others.",
+    )

@@ -124,10 +124,13 @@ def test_it_combines_filters(tenant, auditing_agent):
     assert [(e["action"], e["object"]["id"]) for e in results] == [("thing.a", "x")]
 
 
-def test_it_ignores_empty_filters(tenant, auditing_agent):
-    everything = auditing_agent.get(EVENTS).json()["results"]
-    blank = auditing_agent.get(EVENTS, {"record": "", "action": "", "actor": ""}).json()
-    assert blank["results"] == everything
+def test_it_refuses_empty_filters_rather_than_listing_everything(auditing_agent):
+    # An empty filter is most likely an unset variable: it names the parameter instead of
+    # answering as if it had not been given.
+    body = assert_problem(
+        auditing_agent.get(EVENTS, {"record": "", "action": "", "actor": ""}), 400
+    )
+    assert set(body["errors"]) == {"record", "action", "actor"}
 
 
 @pytest.mark.parametrize(
@@ -201,8 +204,14 @@ def test_it_refuses_a_cursor_it_did_not_issue(auditing_agent, cursor):
     assert list(body["errors"]) == ["cursor"]
 
 
-def test_it_tolerates_odd_page_sizes(auditing_agent):
-    for size in ["0", "-1", "abc", "100000"]:
+@pytest.mark.parametrize("size", ["0", "-1", "abc", "100000", "5.0", " 5"])
+def test_it_refuses_a_page_size_out_of_range_or_not_a_number(auditing_agent, size):
+    body = assert_problem(auditing_agent.get(EVENTS, {"page_size": size}), 400)
+    assert list(body["errors"]) == ["page_size"]
+
+
+def test_it_takes_a_page_size_up_to_500(auditing_agent):
+    for size in ["1", "500"]:
         assert auditing_agent.get(EVENTS, {"page_size": size}).status_code == 200
 
 

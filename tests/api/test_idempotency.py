@@ -314,3 +314,82 @@ def test_it_leaves_a_tombstone_that_erasure_verification_accepts(tenant):
     again = _post(agent, body(subject="user:erased"), "key-erased")
     assert again["Idempotent-Tombstone"] == "true"
     assert _counts(tenant) == (0, 0)
+
+
+# --- reads with effects: POST /search and POST /facts/check ------------------------------------
+
+
+def _decision_search(agent, key, **overrides):
+    payload = {"query": "carrier", "purpose": "decision", "scope": {"domain": "commerce"}}
+    return agent.post("/api/v1/search", {**payload, **overrides}, headers={"Idempotency-Key": key})
+
+
+def _decisions_audited(tenant):
+    from apps.audit.models import AuditEvent
+
+    with tenant_scope(tenant.pk):
+        return list(
+            AuditEvent.objects.filter(action="search.decision").values_list("data", flat=True)
+        )
+
+
+def _confirmed(agent, tenant, **overrides):
+    record = agent.post(RECORDS, body(**overrides)).json()
+    with tenant_scope(tenant.pk):
+        MemoryRecord.objects.filter(pk=record["id"]).update(trust="confirmed")
+    return record
+
+
+def test_it_audits_a_decision_search_once_per_key(agent, tenant):
+    record = _confirmed(agent, tenant, value="carrier alpha")
+    first = _decision_search(agent, "search-1")
+    again = _decision_search(agent, "search-1")
+    assert first.status_code == again.status_code == 200
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json()["results"] == first.json()["results"]
+    assert [hit["record"]["id"] for hit in again.json()["results"]] == [record["id"]]
+    assert len(_decisions_audited(tenant)) == 1
+
+
+def test_it_answers_422_for_a_search_key_reused_with_another_body(agent, tenant):
+    _decision_search(agent, "search-2")
+    problem = assert_problem(_decision_search(agent, "search-2", top_k=3), 422)
+    assert "Idempotency-Key" in problem["detail"]
+    assert len(_decisions_audited(tenant)) == 1
+
+
+def test_it_keeps_no_content_of_a_search_and_replays_nothing_deleted_since(agent, tenant):
+    secret = "carrier alpha-secret-4711"
+    record = _confirmed(agent, tenant, value=secret)
+    assert _decision_search(agent, "search-3").json()["results"]
+    with tenant_scope(tenant.pk):
+        stored = IdempotencyKey.objects.get(key="search-3")
+    assert secret not in json.dumps(stored.response_body)
+    assert stored.response_body == {"returned": [record["id"]]}
+    delete_agent = make_agent(tenant, "read,delete", name="deleter")
+    assert delete_agent.delete(f"{RECORDS}/{record['id']}").status_code == 200
+    again = _decision_search(agent, "search-3")
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json()["results"] == []
+    assert secret not in again.content.decode()
+
+
+def test_it_never_replays_more_than_the_first_search_returned(agent, tenant):
+    _confirmed(agent, tenant, value="carrier alpha", subject="user:1")
+    first = _decision_search(agent, "search-4").json()["results"]
+    _confirmed(agent, tenant, value="carrier beta", subject="user:2")
+    again = _decision_search(agent, "search-4").json()["results"]
+    assert [hit["record"]["id"] for hit in again] == [hit["record"]["id"] for hit in first]
+
+
+def test_it_takes_an_idempotency_key_on_fact_checks(agent, tenant):
+    record = agent.post(RECORDS, body()).json()
+    check = {"facts": [{"id": record["id"], "version": 1}]}
+    path = "/api/v1/facts/check"
+    first = agent.post(path, check, headers={"Idempotency-Key": "check-1"})
+    again = agent.post(path, check, headers={"Idempotency-Key": "check-1"})
+    assert first.status_code == again.status_code == 200
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    other = {"facts": [{"id": record["id"], "version": 2}]}
+    assert_problem(agent.post(path, other, headers={"Idempotency-Key": "check-1"}), 422)

@@ -18,7 +18,7 @@ from apps.derivations.models import Embedding, Summary
 from apps.derivations.services import summary_create
 from apps.records import services
 from apps.records.models import MemoryRecord
-from apps.records.validation import validate_write
+from apps.records.serializers import write_input
 from apps.records.views import memories as memory_views
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
@@ -47,7 +47,7 @@ def signed_in(client: Client, user: Any) -> Client:
 def write(tenant: Tenant, actor: Actor = WRITER, **overrides: Any) -> MemoryRecord:
     with tenant_scope(tenant.pk):
         return services.record_write(
-            tenant=tenant, actor=actor, data=validate_write(body(**overrides))
+            tenant=tenant, actor=actor, data=write_input(body(**overrides))
         ).record
 
 
@@ -340,7 +340,7 @@ def test_it_shows_a_memory_with_its_provenance_chain(client, tenant, member):
         services.record_write(
             tenant=tenant,
             actor=Actor.system("second-source"),
-            data=validate_write(
+            data=write_input(
                 body(subject="user:80", value=NESTED, source={"kind": "document", "ref": "doc:5"})
             ),
         )
@@ -416,7 +416,7 @@ def test_it_shows_a_memory_in_a_bounded_number_of_queries(
             services.record_write(
                 tenant=tenant,
                 actor=Actor.system(f"source-{n}"),
-                data=validate_write(body(subject="user:90", value="a", source__ref=f"o:{n}")),
+                data=write_input(body(subject="user:90", value="a", source__ref=f"o:{n}")),
             )
     with django_assert_max_num_queries(len(few.captured_queries)):
         response = client.get(url("memory", tenant, record_id=record.pk))

@@ -25,8 +25,8 @@ from apps.records.models import (
     PromotionEvent,
     PromotionRequest,
 )
+from apps.records.serializers import write_input
 from apps.records.services import WriteOutcome, record_write
-from apps.records.validation import validate_write
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 
@@ -51,7 +51,7 @@ def signed_in(client: Client, user: Any) -> Client:
 def write(tenant: Tenant, actor: Actor = WRITER, **overrides: Any) -> WriteOutcome:
     data = body(**{"source__ref": f"interaction:{uuid.uuid4()}", **overrides})
     with tenant_scope(tenant.pk):
-        return record_write(tenant=tenant, actor=actor, data=validate_write(data))
+        return record_write(tenant=tenant, actor=actor, data=write_input(data))
 
 
 def pending(

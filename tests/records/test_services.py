@@ -21,8 +21,8 @@ from apps.records.models import (
     RetentionRule,
 )
 from apps.records.retention import lifetime
+from apps.records.serializers import write_input
 from apps.records.tasks import compact_expired
-from apps.records.validation import validate_write
 from apps.tenancy.context import tenant_scope
 
 from .factories import WriteBodyFactory, body
@@ -36,7 +36,7 @@ LEGAL = Actor.system("legal")
 def _write(tenant, actor, **overrides):
     with tenant_scope(tenant.pk):
         return services.record_write(
-            tenant=tenant, actor=actor, data=validate_write(body(**overrides))
+            tenant=tenant, actor=actor, data=write_input(body(**overrides))
         )
 
 
@@ -342,7 +342,7 @@ def test_it_opens_one_conflict_per_contender(tenant, agent):
 
 def test_it_builds_valid_bodies_in_the_factory():
     data = WriteBodyFactory()
-    assert validate_write(data).subject.startswith("user:")
+    assert write_input(data).subject.startswith("user:")
 
 
 def test_it_sets_a_retention_rule_through_the_service_and_audits_it(tenant):

@@ -12,7 +12,8 @@ import pytest
 from django.utils import timezone
 
 from apps.records.models import Fact, MemoryRecord, Observation
-from apps.records.validation import MAX_VALUE_BYTES, WriteRejected, validate_write
+from apps.records.serializers import write_input
+from apps.records.validation import MAX_VALUE_BYTES, WriteRejected
 from apps.tenancy.context import tenant_scope
 from tests.api.support import assert_problem
 
@@ -382,8 +383,39 @@ def test_it_audits_no_write_for_a_rejection(agent, tenant):
 
 
 def test_it_checks_every_rule_without_the_database():
-    """validate_write is a pure function: the console and the API share it."""
+    """The write contract needs no database: the console and the API share it."""
     with pytest.raises(WriteRejected) as rejected:
-        validate_write(body(sensitivity="secret", value=None))
+        write_input(body(sensitivity="secret", value=None))
     assert set(rejected.value.errors) == {"sensitivity", "value"}
     assert not rejected.value.too_large
+
+
+# --- the documented clock skew, wherever a client says a moment has passed ---------------------
+
+
+def test_it_refuses_observed_at_a_minute_ahead(agent, tenant):
+    problem = assert_problem(write(agent, observed_at=_future(timedelta(seconds=60))), 400)
+    assert "clock skew of 30 s" in problem["errors"]["observed_at"][0]
+    assert row_counts(tenant)["records"] == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [("/api/v1/facts", True), ("/api/v1/search", False)],
+    ids=["facts", "search"],
+)
+def test_it_refuses_an_as_of_beyond_the_clock_skew(agent, path, query):
+    ahead = _future(timedelta(minutes=2))
+    if query:
+        response = agent.get(path, {"subject": "user:8812", "as_of": ahead})
+    else:
+        response = agent.post(path, {"query": "carrier", "as_of": ahead})
+    problem = assert_problem(response, 400)
+    assert list(problem["errors"]) == ["as_of"]
+
+
+def test_it_takes_an_as_of_within_the_clock_skew(agent):
+    response = agent.get(
+        "/api/v1/facts", {"subject": "user:8812", "as_of": _future(timedelta(seconds=5))}
+    )
+    assert response.status_code == 200, response.content

@@ -22,13 +22,13 @@ def test_a_new_fact_is_written_in_two_statements(agent, tenant):
     """Lock-or-create the fact (with the class's retention rule), then one statement for the
     version, its observation, the fact's pointers, the embedding work and the audit event."""
     from apps.audit.services import Actor
+    from apps.records.serializers import write_input
     from apps.records.services import record_write
-    from apps.records.validation import validate_write
 
     from .factories import body
 
     actor = Actor("credential", "c-1", "writer")
-    data = validate_write(body(subject="user:counted"))
+    data = write_input(body(subject="user:counted"))
     with tenant_scope(tenant.pk):
         # Every lane open already: a lane's very first event takes two statements more.
         AuditChainHead.objects.bulk_create(

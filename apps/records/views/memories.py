@@ -25,12 +25,14 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
+from apps.api.contract import InputRejected
 from apps.audit.services import Actor
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.preview import deletion_preview, receipt_of_deleted_record
 from apps.derivations.selectors import derived_from_record, receipt_get
 from apps.derivations.services import DerivationRejected, record_redact
-from apps.retrieval.search import SearchRejected, parse_search, search_scoped
+from apps.retrieval.search import search_scoped
+from apps.retrieval.serializers import search_input
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import DELETE_MEMORIES, VIEW_AUDIT, VIEW_MEMORIES
 from apps.tenancy.views import (
@@ -66,7 +68,13 @@ PAGE_SIZE = 50
 SEARCH_RESULTS = 50
 
 # Where the search service names a field, and the browser's field of the same meaning.
-SEARCH_FIELD_OF = {"query": "q", "subject": "subject", "keys": "key", "scope.domain": "domain"}
+SEARCH_FIELD_OF = {
+    "query": "q",
+    "subject": "subject",
+    "keys": "key",
+    "keys[0]": "key",
+    "scope.domain": "domain",
+}
 
 
 # --- list and search ----------------------------------------------------------------------------
@@ -84,13 +92,13 @@ def _search(tenant: Tenant, form: MemoryFilterForm, actor: Actor) -> list[dict[s
         body["scope"] = {"domain": data["domain"]}
     try:
         embedder = get_embedder(tenant.embedding_model)
-        query = parse_search(body, dimension=embedder.dimension)
+        query = search_input(body, dimension=embedder.dimension)
         result = search_scoped(tenant=tenant, q=query, actor=actor)
     except EmbedderUnavailable as exc:
         form.add_error("q", f"Search is unavailable: the tenant's embedding model is not ({exc}).")
         return None
-    except SearchRejected as rejected:
-        for path, problems in rejected.errors.items():
+    except InputRejected as rejected:
+        for path, problems in (rejected.errors or {}).items():
             form.add_error(SEARCH_FIELD_OF.get(path, "q"), " ".join(problems))
         return None
     # Retrieval has no trust, sensitivity or status filters of these exact kinds (it filters
