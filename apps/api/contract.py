@@ -388,7 +388,7 @@ class StrictSerializer(serializers.Serializer[dict[str, Any]]):
                     continue
                 if not field.required and not field.allow_null:
                     field.allow_null = True
-                    field.null_means_absent = True  # type: ignore[attr-defined]
+                    setattr(field, "null_means_absent", True)  # noqa: B010 (not a declared attribute)
         return fields
 
     def unknown_field_message(self, name: str) -> str:
