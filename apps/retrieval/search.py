@@ -54,6 +54,12 @@ from psycopg.types.datetime import TimestamptzLoader
 from apps.audit.services import Actor, audit_record
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.models import Summary
+from apps.derivations.vectors import (
+    VectorRejected,
+    similarity_from_distance,
+    unit_length,
+    vector_checked,
+)
 from apps.records.models import SENSITIVITY_ORDER, MemoryRecord
 from apps.records.validation import KEY_RE, SCOPE_NAME_RE, SUBJECT_RE
 from apps.tenancy.models import Tenant
@@ -168,16 +174,10 @@ def parse_search(body: Any, *, dimension: int) -> SearchQuery:
             q.query = query.strip()
     vector = body.get("vector")
     if vector is not None:
-        if not isinstance(vector, list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in vector
-        ):
-            add("vector", "A list of numbers.")
-        elif len(vector) != dimension:
-            add("vector", f"Must have {dimension} dimensions (the tenant's embedding model).")
-        elif not all(abs(float(x)) < 1e30 for x in vector) or not any(vector):
-            add("vector", "Must be finite and not all zero.")
-        else:
-            q.vector = [float(x) for x in vector]
+        try:
+            q.vector = vector_checked(vector, dimension=dimension)
+        except VectorRejected as rejected:
+            add("vector", str(rejected))
     if not q.query and q.vector is None and "query" not in errors and "vector" not in errors:
         add("query", "Give a query text, a vector, or both.")
     scope = body.get("scope")
@@ -464,7 +464,7 @@ def relevance_floor(q: SearchQuery, model: str) -> float:
 def query_vector_for(q: SearchQuery, model: str) -> list[float] | None:
     """The vector to rank by: the caller's, or the query text embedded by the tenant's model."""
     if q.vector is not None:
-        return q.vector
+        return unit_length(q.vector)
     embedder = get_embedder(model)
     if not q.query or not embedder.computes:
         return None
@@ -874,7 +874,7 @@ def search_scoped(*, tenant: Tenant, q: SearchQuery, actor: Actor) -> SearchResu
                 record=item if isinstance(item, MemoryRecord) else None,
                 summary=item if isinstance(item, Summary) else None,
                 score=float(row[6]),
-                vector_similarity=None if row[2] is None else 1.0 - float(row[2]),
+                vector_similarity=similarity_from_distance(row[2]),
                 text_rank=None if row[3] is None else float(row[3]),
                 vector_position=row[4],
                 text_position=row[5],
