@@ -80,6 +80,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A URL past the documented limit reaches nothing else (414).
+    "apps.api.request_limits.UrlLengthMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -245,6 +247,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PARSER_CLASSES": ["apps.api.problems.JSONBodyParser"],
     "DEFAULT_RENDERER_CLASSES": ["apps.api.problems.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.api.negotiation.ProblemJsonNegotiation",
     "DEFAULT_SCHEMA_CLASS": "apps.api.schema.ProblemAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 50,

@@ -49,9 +49,11 @@ TITLES = {
     406: "Not acceptable",
     409: "Conflict",
     413: "Payload too large",
+    414: "URI too long",
     415: "Unsupported media type",
     422: "Unprocessable content",
     429: "Too many requests",
+    431: "Request header fields too large",
     500: "Internal server error",
     503: "Service unavailable",
 }
@@ -65,9 +67,11 @@ SLUGS = {
     406: "not-acceptable",
     409: "conflict",
     413: "payload-too-large",
+    414: "uri-too-long",
     415: "unsupported-media-type",
     422: "unprocessable",
     429: "throttled",
+    431: "header-fields-too-large",
     500: "server-error",
     503: "unavailable",
 }

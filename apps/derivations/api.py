@@ -66,7 +66,9 @@ class SummaryInput(StrictSerializer):
         required=False,
         allow_null=True,
         help_text="Only for a tenant whose embedding model is client-<dim>: the summary's "
-        "vector, exactly <dim> finite numbers, not all zero, stored as its embedding with the "
+        "vector, exactly <dim> numbers usable as pgvector's 32-bit floats (each finite as a "
+        "float32, the squared length neither 0 nor overflowing; a vector of length 1 always "
+        "passes), stored as its embedding with the "
         "summary (a 400 naming `vector` otherwise). Refused when the tenant's model computes "
         "vectors itself.",
     )

@@ -11,6 +11,7 @@ from apps.tenancy.models import Tenant
 
 from .embedders import Embedder, get_embedder
 from .models import Embedding
+from .vectors import VectorRejected, vector_checked, vector_storable
 
 
 def tenant_embedder(tenant: Tenant) -> Embedder:
@@ -25,16 +26,22 @@ def embedding_upsert(
     content_digest: str,
     record_id: Any = None,
     summary_id: Any = None,
-) -> Embedding:
+) -> Embedding | None:
     """Store the vector of one record or summary for ``model``, replacing an older one.
 
-    Idempotent: a re-run (a retried task) updates the same row instead of adding another.
+    Idempotent: a re-run (a retried task) updates the same row instead of adding another. A
+    computed vector pgvector could not compare (the hashing model's zero vector for a text
+    without a word) is not stored, and replaces nothing: the source stays unembedded, as one
+    the model cannot place, and is found by its text alone.
     """
     lookup: dict[str, Any] = {"model": model}
     if record_id is not None:
         lookup["record_id"] = record_id
     else:
         lookup["summary_id"] = summary_id
+    if not vector_storable(vector):
+        Embedding.objects.filter(**lookup).delete()
+        return None
     embedding, _ = Embedding.objects.update_or_create(
         **lookup,
         defaults={
@@ -73,14 +80,14 @@ def record_embed(record_id: Any) -> str:
     if not embedder.computes:
         return "client-vectors"  # the agent sends them with the write
     vector = embedder.embed([record.content])[0]
-    embedding_upsert(
+    stored = embedding_upsert(
         tenant_id=record.tenant_id,
         model=embedder.name,
         vector=[float(x) for x in vector],
         content_digest=record_digest(record),
         record_id=record.pk,
     )
-    return "embedded"
+    return "embedded" if stored else "no-vector"
 
 
 def summary_embed(summary_id: Any) -> str:
@@ -99,14 +106,14 @@ def summary_embed(summary_id: Any) -> str:
     if not embedder.computes:
         return "client-vectors"
     vector = embedder.embed([summary.text])[0]
-    embedding_upsert(
+    stored = embedding_upsert(
         tenant_id=summary.tenant_id,
         model=embedder.name,
         vector=[float(x) for x in vector],
         content_digest=content_digest({"summary": summary.text}),
         summary_id=summary.pk,
     )
-    return "embedded"
+    return "embedded" if stored else "no-vector"
 
 
 # --- vectors sent by agents (tenant model ``client-<dim>``) ------------------------------------
@@ -120,9 +127,9 @@ def client_vector_split(
     """Take the optional ``vector`` out of a write body (a record's or a summary's).
 
     Returns the body without it, the checked vector (or None when absent) and the errors
-    naming ``vector``: with a ``client-<dim>`` model it must be ``<dim>`` finite numbers,
-    not all zero; with a model the server computes, no vector is accepted (it would be
-    compared with vectors of another model)."""
+    naming ``vector``: with a ``client-<dim>`` model it must pass
+    :func:`apps.derivations.vectors.vector_checked`; with a model the server computes, no
+    vector is accepted (it would be compared with vectors of another model)."""
     if not isinstance(body, dict) or VECTOR_FIELD not in body:
         return body, None, {}
     rest = {name: value for name, value in body.items() if name != VECTOR_FIELD}
@@ -141,24 +148,10 @@ def client_vector_split(
                 ]
             },
         )
-    if not isinstance(raw, list) or not all(
-        isinstance(x, int | float) and not isinstance(x, bool) for x in raw
-    ):
-        return rest, None, {VECTOR_FIELD: ["A list of numbers."]}
-    if len(raw) != embedder.dimension:
-        return (
-            rest,
-            None,
-            {
-                VECTOR_FIELD: [
-                    f"Must have {embedder.dimension} dimensions (the tenant's embedding "
-                    f"model, {embedder.name}); got {len(raw)}."
-                ]
-            },
-        )
-    if not all(abs(float(x)) < 1e30 for x in raw) or not any(raw):
-        return rest, None, {VECTOR_FIELD: ["Must be finite and not all zero."]}
-    return rest, [float(x) for x in raw], {}
+    try:
+        return rest, vector_checked(raw, dimension=embedder.dimension, model=embedder.name), {}
+    except VectorRejected as rejected:
+        return rest, None, {VECTOR_FIELD: [str(rejected)]}
 
 
 def client_vector_store(

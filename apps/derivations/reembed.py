@@ -28,6 +28,7 @@ from apps.tenancy.models import Tenant
 
 from .embedders import Embedder, EmbedderUnavailable, get_embedder
 from .models import Embedding, Summary
+from .vectors import vector_storable
 
 BATCH_SIZE = 256
 
@@ -104,21 +105,22 @@ def _in_batches(
 def _store(tenant: Tenant, embedder: Embedder, texts: list[str], rows: list[dict[str, Any]]) -> int:
     vectors = embedder.embed(texts)
     now = timezone.now()
-    Embedding.objects.bulk_create(
-        [
-            Embedding(
-                tenant_id=tenant.pk,
-                model=embedder.name,
-                dimension=embedder.dimension,
-                vector=[float(x) for x in vector],
-                created_at=now,
-                **row,
-            )
-            for row, vector in zip(rows, vectors, strict=True)
-        ],
-        ignore_conflicts=True,  # a worker stored this (source, model) meanwhile
-    )
-    return len(rows)
+    embeddings = [
+        Embedding(
+            tenant_id=tenant.pk,
+            model=embedder.name,
+            dimension=embedder.dimension,
+            vector=[float(x) for x in vector],
+            created_at=now,
+            **row,
+        )
+        for row, vector in zip(rows, vectors, strict=True)
+        # As embedding_upsert: a vector pgvector cannot compare leaves its source unembedded.
+        if vector_storable(vector)
+    ]
+    # ignore_conflicts: a worker stored this (source, model) meanwhile.
+    Embedding.objects.bulk_create(embeddings, ignore_conflicts=True)
+    return len(embeddings)
 
 
 def _embed_pass(

@@ -534,7 +534,9 @@ class RecordWriteInput(StrictSerializer):
         required=False,
         allow_null=True,
         help_text="Only for a tenant whose embedding model is client-<dim>: the record's "
-        "vector, exactly <dim> finite numbers, not all zero, stored as its embedding in the "
+        "vector, exactly <dim> numbers usable as pgvector's 32-bit floats (each finite as a "
+        "float32, the squared length neither 0 nor overflowing; a vector of length 1 always "
+        "passes), stored as its embedding in the "
         "write's transaction (a 400 naming `vector` otherwise). Refused when the tenant's "
         "model computes vectors itself (hashing-<dim>, st-<model>).",
     )

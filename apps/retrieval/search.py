@@ -53,6 +53,10 @@ from psycopg.types.datetime import TimestamptzLoader
 from apps.audit.services import Actor, audit_record
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.models import Summary
+from apps.derivations.vectors import (
+    similarity_from_distance,
+    unit_length,
+)
 from apps.records.models import SENSITIVITY_ORDER, MemoryRecord
 from apps.tenancy.models import Tenant
 
@@ -327,7 +331,7 @@ def relevance_floor(q: SearchQuery, model: str) -> float:
 def query_vector_for(q: SearchQuery, model: str) -> list[float] | None:
     """The vector to rank by: the caller's, or the query text embedded by the tenant's model."""
     if q.vector is not None:
-        return q.vector
+        return unit_length(q.vector)
     embedder = get_embedder(model)
     if not q.query or not embedder.computes:
         return None
@@ -741,7 +745,7 @@ def search_scoped(
                 record=item if isinstance(item, MemoryRecord) else None,
                 summary=item if isinstance(item, Summary) else None,
                 score=float(row[6]),
-                vector_similarity=None if row[2] is None else 1.0 - float(row[2]),
+                vector_similarity=similarity_from_distance(row[2]),
                 text_rank=None if row[3] is None else float(row[3]),
                 vector_position=row[4],
                 text_position=row[5],

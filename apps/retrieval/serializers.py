@@ -26,6 +26,7 @@ from apps.api.contract import (
     StrictSerializer,
     TimestampField,
 )
+from apps.derivations.vectors import VectorRejected, vector_checked
 from apps.records.models import SENSITIVITY_ORDER
 from apps.records.validation import (
     CONDITIONS_BYTES,
@@ -42,28 +43,15 @@ from .search import SearchQuery
 SCOPE_NAME = RegexValidator(SCOPE_NAME_RE, message=SCOPE_NAME_MESSAGE)
 
 
-def search_vector_problem(raw: Any, dimension: int) -> str | None:
-    """Why ``raw`` is not a query vector of ``dimension`` numbers, or None."""
-    if not isinstance(raw, list) or not all(
-        isinstance(x, int | float) and not isinstance(x, bool) for x in raw
-    ):
-        return "A list of numbers."
-    if len(raw) != dimension:
-        return f"Must have {dimension} dimensions (the tenant's embedding model)."
-    if not all(abs(float(x)) < 1e30 for x in raw) or not any(raw):
-        return "Must be finite and not all zero."
-    return None
-
-
 @extend_schema_field({"type": "array", "items": {"type": "number"}})
 class SearchVectorField(serializers.Field):  # type: ignore[type-arg]
     """A query vector in the tenant's embedding dimension (context ``dimension``)."""
 
     def to_internal_value(self, data: Any) -> list[float]:
-        problem = search_vector_problem(data, self.context["dimension"])
-        if problem:
-            raise serializers.ValidationError(problem)
-        return [float(x) for x in data]
+        try:
+            return vector_checked(data, dimension=self.context["dimension"])
+        except VectorRejected as rejected:
+            raise serializers.ValidationError(str(rejected)) from rejected
 
     def to_representation(self, value: Any) -> Any:
         return value

@@ -12,13 +12,17 @@ import json
 import os
 import re
 import uuid
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
+from django.apps import apps as django_apps
+from django.db import connection
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from apps.api import views
@@ -26,8 +30,10 @@ from apps.api.problems import reject_unusable_charsets, unusable_charset
 from apps.audit.models import AuditEvent
 from apps.audit.services import Actor
 from apps.tenancy.context import tenant_scope
+from apps.tenancy.models import Tenant
 from apps.tenancy.services import credential_revoke
 from tests.conftest import make_agent
+from tests.records.factories import BASE
 
 pytestmark = pytest.mark.django_db
 
@@ -335,3 +341,446 @@ def check_guarded(environ: dict[str, Any], method: str) -> None:
 def test_it_lists_the_routes_it_fuzzes():
     assert "api/v1/health" in ROUTES
     assert "api/v1/audit-events/<str:event_id>" in ROUTES
+
+
+# --- every operation of the schema, hostile input in each of its slots ---------------------------
+#
+# The operations come from /api/schema/, so a new one is covered as soon as it is documented.
+# Each example takes one operation, a plausible request for it (a body built from its schema,
+# real ids of the tenant's objects in the path, its documented query parameters) and puts
+# hostile values in some of its slots: lone surrogates and NUL in strings (body, query, path,
+# keys), subnormal, huge and non-finite numbers, vectors pgvector cannot compare, wrong types,
+# huge and deeply nested JSON. Whatever the answer, it is never a 5xx, every error is a
+# problem document, and a refused request changes nothing the tenants hold.
+
+SCHEMA_PATH = "/api/schema/?format=json"
+# A refused request may leave these audit events: the refusal itself is part of the record.
+REFUSALS_AUDITED = ("record.write_rejected", "obligation.commit_refused")
+STATE_APPS = ("records", "derivations", "state", "audit", "api")
+CLIENT_DIMENSION = 4
+TIMESTAMP = "2025-01-14T09:12:00Z"
+# Values that pass validation for fields of these names, so that hostile values elsewhere in
+# the same body reach the code past validation.
+GOOD_VALUES: dict[str, Any] = {
+    "key": "shipping.preference",
+    "subject": "user:8812",
+    "owner": "user:alice",
+    "reason": "checked with the customer",
+    "task_id": "task-1",
+    "kind": "charge",
+    "role": "user",
+    "content": "hi",
+    "text": "a summary of it",
+    "query": "carrier",
+    "ref": "interaction:4821",
+    "ttl": "P30D",
+    "domain": "commerce",
+    "step": 1,
+    "vector": [0.5, -0.25, 0.125, 1.0],
+    "dry_run": True,
+}
+# Whole bodies where the schema and the names above do not make a valid one.
+EXAMPLE_BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/api/v1/records"): {**BASE, "vector": GOOD_VALUES["vector"]},
+    ("POST", "/api/v1/erasures"): {"subject": "user:8812", "reason": "asked", "dry_run": True},
+}
+GOOD_QUERY: dict[str, str] = {
+    "subject": "user:8812",
+    "key": "shipping.preference",
+    "domain": "commerce",
+    "state": "open",
+    "page_size": "10",
+    "dry_run": "true",
+    "reason": "checked",
+    "as_of": TIMESTAMP,
+    "conditions": '{"region": "eu"}',
+    "since": TIMESTAMP,
+}
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str  # as in the schema: /api/v1/records/{record_id}
+    query: tuple[str, ...]
+    body: dict[str, Any] | None  # the request body's schema, references resolved
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+def _resolve(schema: Any, components: dict[str, Any], depth: int = 0) -> Any:
+    """``schema`` with every ``$ref`` replaced by what it names (to a bounded depth)."""
+    if depth > 12:
+        return {}
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            return _resolve(components[schema["$ref"].rsplit("/", 1)[1]], components, depth + 1)
+        return {k: _resolve(v, components, depth + 1) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_resolve(v, components, depth + 1) for v in schema]
+    return schema
+
+
+@cache
+def schema_operations() -> tuple[Operation, ...]:
+    response = Client().get(SCHEMA_PATH)
+    assert response.status_code == 200, response.content[:300]
+    schema = json.loads(response.content)
+    components = schema.get("components", {}).get("schemas", {})
+    found = []
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            if method not in {"get", "post", "put", "patch", "delete"}:
+                continue
+            query = tuple(
+                p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"
+            )
+            content = operation.get("requestBody", {}).get("content", {})
+            body = content.get("application/json", {}).get("schema")
+            found.append(
+                Operation(method.upper(), path, query, _resolve(body, components) if body else None)
+            )
+    return tuple(found)
+
+
+def plausible(schema: Any, name: str, ids: dict[str, str]) -> Any:
+    """A value the schema describes, as valid as a name-based guess makes it."""
+    if not isinstance(schema, dict):
+        return GOOD_VALUES.get(name, "x")
+    for combinator in ("allOf", "oneOf", "anyOf"):
+        if schema.get(combinator):
+            return plausible(schema[combinator][0], name, ids)
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        required = set(schema.get("required", []))
+        return {
+            key: plausible(sub, key, ids)
+            for key, sub in schema.get("properties", {}).items()
+            if key in required or key in GOOD_VALUES
+        }
+    if name in GOOD_VALUES:
+        return GOOD_VALUES[name]
+    if kind == "array":
+        return [plausible(schema.get("items", {}), name, ids)]
+    if kind == "integer":
+        return 1
+    if kind == "number":
+        return 0.5
+    if kind == "boolean":
+        return False
+    if schema.get("format") == "date-time":
+        return TIMESTAMP
+    if schema.get("format") == "uuid":
+        return ids.get(name, ids["record_id"])
+    return "x"
+
+
+class Raw(str):
+    """A JSON token written as is (``NaN``, ``1e999``): no encoder writes these."""
+
+
+def encode(body: Any) -> bytes:
+    """JSON with lone surrogates written as the escapes a client sends (``"\\ud800"``) and
+    :class:`Raw` tokens in place."""
+    raws: list[str] = []
+
+    def mark(value: Any) -> Any:
+        if isinstance(value, Raw):
+            raws.append(str(value))
+            return f"\x01raw{len(raws) - 1}\x01"
+        if isinstance(value, dict):
+            return {k: mark(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [mark(v) for v in value]
+        return value
+
+    text = json.dumps(mark(body))  # ensure_ascii: a lone surrogate becomes its escape
+    for index, raw in enumerate(raws):
+        text = text.replace(json.dumps(f"\x01raw{index}\x01"), raw)
+    return text.encode()
+
+
+SHORT_HOSTILE_TEXT = ["\ud800", "a\udfffb", "\udc00\ud800", "\ud83e", "\x00", "a\x00b", "", " "]
+hostile_text = st.sampled_from([*SHORT_HOSTILE_TEXT, "x" * 70_000])
+hostile_numbers = st.sampled_from(
+    [1e-320, 5e-324, -0.0, 1e-45, 1e-30, 3.5e38, 1e308, -1e308, 2**63, 2**64, 10**400, -(10**400)]
+)
+non_finite = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e999"]).map(Raw)
+wrong_types = st.sampled_from([None, True, False, 0, "1", [], {}, [None], {"": None}, [1, "a"]])
+uncomparable_vectors = st.sampled_from([1e-320, 1e-45, 1e-30, 1e20, 3.5e38]).map(
+    lambda x: [x] * CLIENT_DIMENSION
+)
+deep = st.sampled_from([60, 150]).flatmap(
+    lambda n: st.sampled_from([_nested_list(n), _nested_dict(n)])
+)
+huge = st.sampled_from([list(range(40_000)), {f"k{i}": i for i in range(5_000)}])
+hostile_values = st.one_of(
+    hostile_text, hostile_numbers, non_finite, wrong_types, uncomparable_vectors, deep, huge
+)
+
+
+def hostile_for(current: Any) -> st.SearchStrategy[Any]:
+    """Hostile values, half of the time of the class that fits the slot's own value (a
+    vector's slot gets vectors pgvector cannot compare, a string's slot bad text)."""
+    if isinstance(current, list) and current and all(isinstance(x, float) for x in current):
+        return st.one_of(uncomparable_vectors, hostile_values)
+    if isinstance(current, str):
+        return st.one_of(hostile_text, hostile_values)
+    if isinstance(current, int | float) and not isinstance(current, bool):
+        return st.one_of(hostile_numbers, non_finite, hostile_values)
+    return hostile_values
+
+
+def _nested_list(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _nested_dict(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def slots(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in ``value`` a value sits (the root included); a list of numbers (a
+    vector) is one slot, not one per component."""
+    found = [path]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found += slots(child, (*path, key))
+    elif isinstance(value, list) and not all(isinstance(x, int | float) for x in value):
+        for index, child in enumerate(value):
+            found += slots(child, (*path, index))
+    return found
+
+
+def put(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: put(value[head], rest, new)}
+    copied = list(value)
+    copied[head] = put(copied[head], rest, new)
+    return copied
+
+
+@st.composite
+def hostile_body(draw: st.DrawFn, base: Any) -> Any:
+    body = base
+    for _ in range(draw(st.integers(1, 3))):
+        where = draw(st.sampled_from(slots(body)))
+        how = draw(st.sampled_from(["replace", "replace", "add", "rename"]))
+        target: Any = body
+        for step in where:
+            target = target[step]
+        if how == "add" and isinstance(target, dict):
+            key = draw(st.one_of(hostile_text, st.sampled_from(list(GOOD_VALUES))))
+            body = put(body, where, {**target, key: draw(hostile_values)})
+        elif how == "rename" and isinstance(target, dict) and target:
+            old = draw(st.sampled_from(sorted(target)))
+            renamed = {draw(hostile_text) if k == old else k: v for k, v in target.items()}
+            body = put(body, where, renamed)
+        else:
+            body = put(body, where, draw(hostile_for(target)))
+    return body
+
+
+def url_part(text: str) -> str:
+    """``text`` percent-encoded as UTF-8, a lone surrogate as the bytes it would be
+    (``%ED%A0%80``, which no UTF-8 decoder accepts)."""
+    return quote(text.encode("utf-8", "surrogatepass"), safe="")
+
+
+query_values = st.one_of(
+    st.sampled_from(SHORT_HOSTILE_TEXT).map(url_part),
+    st.sampled_from(["%FF", "%C0%80", "%ED%A0%80", "%00", "%", "%zz", "a%00b"]),
+    st.sampled_from(["1e-320", "1e309", "NaN", "-Infinity", "-0", "9" * 40, "-1", "0"]),
+    st.sampled_from(["[]", "{}", "true", "null", "1", "", '{"a": {"b": [1]}}']),
+)
+
+
+@st.composite
+def hostile_query(draw: st.DrawFn, names: tuple[str, ...]) -> str:
+    pairs = []
+    for name in names:
+        if draw(st.booleans()):
+            good = url_part(GOOD_QUERY.get(name, "x"))
+            pairs.append((name, draw(st.one_of(st.just(good), query_values))))
+    if draw(st.integers(0, 9)) == 0:  # one the operation does not document
+        pairs.append((draw(st.sampled_from(["subjct", "%ED%A0%80", "a%00"])), "1"))
+    if pairs and draw(st.integers(0, 9)) == 0:  # a parameter given twice
+        pairs.append(pairs[0])
+    return "&".join(f"{k}={v}" for k, v in pairs)
+
+
+@st.composite
+def operation_requests(draw: st.DrawFn, ids: dict[str, str]) -> tuple[Operation, str, bytes | None]:
+    operation = draw(st.sampled_from(schema_operations()), label="operation")
+
+    def argument(match: re.Match[str]) -> str:
+        name = match.group(1)
+        real = ids.get(name, str(uuid.uuid4()))
+        hostile = st.sampled_from(SHORT_HOSTILE_TEXT).map(url_part)
+        return draw(st.one_of(st.just(real), st.just(real), hostile))
+
+    path = re.sub(r"\{(\w+)\}", argument, operation.path)
+    query = draw(hostile_query(operation.query), label="query")
+    body = None
+    if operation.body is not None:
+        base = EXAMPLE_BODIES.get((operation.method, operation.path)) or plausible(
+            operation.body, "", ids
+        )
+        body = encode(draw(st.one_of(st.just(base), hostile_body(base), hostile_body(base))))
+    return operation, f"{path}?{query}" if query else path, body
+
+
+def tenant_state_tables() -> list[str]:
+    tables = []
+    for label in STATE_APPS:
+        for model in django_apps.get_app_config(label).get_models():
+            if any(f.name == "tenant" for f in model._meta.concrete_fields):
+                tables.append(model._meta.db_table)
+    return sorted(tables)
+
+
+def footprint(tenant_ids: list[Any], tables: list[str]) -> dict[str, str]:
+    """A digest of every row each tenant holds in each table, by ``tenant/table``; the audit
+    events of refusals aside (and the chain heads, which count every event)."""
+    refusals = ", ".join(f"'{action}'" for action in REFUSALS_AUDITED)
+    kept = [table for table in tables if table != "audit_auditchainhead"]
+    digests = []
+    for table in kept:
+        where = f" WHERE t.action NOT IN ({refusals})" if table == "audit_auditevent" else ""
+        # Table names from the models, constant actions: nothing here comes from a request.
+        digests.append(
+            f"(SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "  # noqa: S608
+            f"FROM {table} t{where})"
+        )
+    statement = "SELECT " + ", ".join(digests)
+    found = {}
+    for tenant_id in tenant_ids:
+        with tenant_scope(tenant_id), connection.cursor() as cursor:
+            cursor.execute(statement)
+            row = cursor.fetchone()
+        found.update(
+            {f"{tenant_id}/{table}": digest for table, digest in zip(kept, row, strict=True)}
+        )
+    return found
+
+
+@pytest.fixture
+def objects(world, tenant, other_tenant) -> dict[str, Any]:
+    """Real objects of every kind the operations name in their paths, in a tenant whose agents
+    send vectors (``client-4``), so the vector rule is in play wherever a vector goes."""
+    Tenant.objects.filter(pk=tenant.pk).update(embedding_model=f"client-{CLIENT_DIMENSION}")
+    agent = make_agent(tenant, ALL_ACTIONS, name="fuzz-setup")
+
+    def ok(response: Any) -> dict[str, Any]:
+        assert response.status_code in (200, 201), response.content[:500]
+        result: dict[str, Any] = response.json()
+        return result
+
+    record = ok(agent.post("/api/v1/records", {**BASE, "vector": GOOD_VALUES["vector"]}))
+    contender = ok(agent.post("/api/v1/records", {**BASE, "value": "carrier_b"}))
+    deleted = ok(agent.post("/api/v1/records", {**BASE, "subject": "user:1", "value": "v"}))
+    receipt = ok(agent.delete(f"/api/v1/records/{deleted['id']}"))
+    promotion = ok(
+        agent.post(f"/api/v1/records/{record['id']}/promotion-requests", {"reason": "seen twice"})
+    )
+    summary = ok(
+        agent.post(
+            "/api/v1/summaries",
+            {
+                "text": "a summary",
+                "sources": [{"type": "record", "id": record["id"]}],
+                "reason": "r",
+            },
+        )
+    )
+    run = ok(agent.post("/api/v1/runs", {"task_id": "task-1", "owner": "service:checkout"}))
+    ok(agent.post(f"/api/v1/runs/{run['id']}/checkpoints", {"step": 1, "state": {}}))
+    ok(agent.post(f"/api/v1/runs/{run['id']}/episodes", {"role": "user", "content": "hi"}))
+    obligation = ok(
+        agent.post("/api/v1/obligations", {"task_id": "task-1", "kind": "charge", "key": "k:1"})
+    )
+    with tenant_scope(tenant.pk):
+        event = AuditEvent.objects.order_by("-seq").values_list("pk", flat=True)[0]
+    ids = {
+        "record_id": record["id"],
+        "id": record["id"],
+        "summary_id": summary["id"],
+        "run_id": run["id"],
+        "obligation_id": obligation["id"],
+        "conflict_id": contender["conflict"],
+        "request_id": promotion["id"],
+        "event_id": str(event),
+        "receipt_id": receipt["receipt"]["id"] if "receipt" in receipt else str(uuid.uuid4()),
+        "consent_ref": "consent:1",
+    }
+    tables, tenants = tenant_state_tables(), [tenant.pk, other_tenant.pk]
+    return {
+        "ids": ids,
+        "client": Client(),
+        "tables": tables,
+        "tenants": tenants,
+        "footprint": footprint(tenants, tables),
+    }
+
+
+@settings(
+    max_examples=int(os.environ.get("MEMORYCONSOLE_FUZZ_SCHEMA_EXAMPLES", "400")),
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(data=st.data())
+def test_no_operation_answers_500_to_hostile_input_and_a_refusal_changes_nothing(
+    world, objects, data
+):
+    operation, target, body = data.draw(operation_requests(objects["ids"]))
+    token = data.draw(
+        st.sampled_from(["full"] * 6 + ["minimal", "foreign"]).map(world["tokens"].get),
+        label="credential",
+    )
+    headers = {"Authorization": f"Bearer {token}"}
+    accept = data.draw(st.sampled_from([None, "application/json", "application/problem+json"]))
+    if accept:
+        headers["Accept"] = accept
+    if operation.method == "POST":
+        headers["Idempotency-Key"] = data.draw(
+            st.one_of(st.uuids().map(str), st.sampled_from(["", "x" * 201, "k\x7f"])),
+            label="idempotency_key",
+        )
+    # What the tenants held after the previous request is what they hold before this one.
+    before = objects["footprint"]
+    kwargs: dict[str, Any] = {"headers": headers}
+    if body is not None:
+        kwargs.update(data=body, content_type="application/json")
+    try:
+        response = objects["client"].generic(operation.method, target, **kwargs)
+    finally:
+        objects["footprint"] = after = footprint(objects["tenants"], objects["tables"])
+    event(f"{operation} {response.status_code}")
+    check(response, operation.method)
+    if 400 <= response.status_code < 500:
+        changed = sorted(name for name, digest in after.items() if before.get(name) != digest)
+        assert not changed, f"{operation} refused with {response.status_code}, changed {changed}"
+
+
+def test_it_fuzzes_every_documented_operation():
+    operations = {str(op) for op in schema_operations()}
+    assert "POST /api/v1/search" in operations
+    assert "DELETE /api/v1/records/{record_id}" in operations
+    assert len(operations) >= 40

@@ -142,6 +142,58 @@ def test_it_accepts_wildcard_and_json_accept_headers(auditing_agent):
         assert response["Content-Type"] == "application/json"
 
 
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/problem+json",
+        "application/problem+json; charset=utf-8",
+        "text/html, application/problem+json;q=0.9",
+        "APPLICATION/PROBLEM+JSON",
+    ],
+)
+def test_it_accepts_an_accept_header_naming_only_problem_json(auditing_agent, accept):
+    """A client that reads errors by their media type may accept only problem documents: its
+    answers are JSON all the same, and its errors problem documents."""
+    response = auditing_agent.get("/api/v1/audit-events", headers={"Accept": accept})
+    assert response.status_code == 200, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    missing = auditing_agent.get(f"/api/v1/audit-events/{uuid.uuid4()}", headers={"Accept": accept})
+    assert_problem(missing, 404)
+
+
+@pytest.mark.parametrize("accept", ["application/xml, text/html", "application/problem+xml"])
+def test_it_still_refuses_an_accept_header_admitting_no_json(auditing_agent, accept):
+    missing = auditing_agent.get(f"/api/v1/audit-events/{uuid.uuid4()}", headers={"Accept": accept})
+    assert_problem(missing, 406)
+
+
+# --- 414: the URL limit (apps.api.request_limits) ------------------------------------------------
+
+
+def test_it_answers_414_problems_for_a_url_past_the_limit(auditing_agent):
+    from apps.api.request_limits import MAX_URL_BYTES
+
+    base = "/api/v1/audit-events?action="
+    at_limit = auditing_agent.get(base + "a" * (MAX_URL_BYTES - len(base)))
+    assert at_limit.status_code == 200, at_limit.content[:300]
+    past = auditing_agent.get(base + "a" * (MAX_URL_BYTES - len(base) + 1))
+    body = assert_problem(past, 414)
+    assert f"at most {MAX_URL_BYTES}" in body["detail"]
+    assert "request body" in body["detail"]
+
+
+def test_it_answers_plain_414_for_a_url_past_the_limit_outside_the_api(client):
+    response = client.get("/console/?q=" + "a" * 9000)
+    assert response.status_code == 414
+    assert response["Content-Type"].startswith("text/plain")
+
+
+def test_it_counts_the_url_as_sent_percent_encoded(auditing_agent):
+    """Four bytes of UTF-8 are twelve characters of URL."""
+    response = auditing_agent.get("/api/v1/audit-events?action=" + "%F0%9F%A7%A0" * 700)
+    assert_problem(response, 414)
+
+
 @pytest.mark.urls("tests.api.urls")
 @pytest.mark.parametrize(
     "content_type",

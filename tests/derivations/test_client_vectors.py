@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from apps.audit.models import AuditEvent
 from apps.derivations.models import Embedding, Summary
@@ -131,3 +132,102 @@ def test_it_refuses_a_summary_with_a_wrong_vector_and_stores_nothing(admin_agent
     with tenant_scope(client_model.pk):
         assert Summary.objects.count() == 0
     assert embeddings(client_model, summary__isnull=False) == []
+
+
+# --- vectors as pgvector holds them (32-bit floats) ----------------------------------------------
+
+# Each is a list of finite doubles that pgvector cannot compare: 0 as float32, squares that
+# vanish or overflow in float32, a component past the float32 range.
+UNCOMPARABLE = {
+    "subnormal-double": [1e-320] * 4,
+    "below-float32": [1e-45] * 4,
+    "squares-vanish": [1e-30] * 4,
+    "one-tiny-rest-zero": [1e-30, 0.0, 0.0, 0.0],
+    "squares-overflow": [1e20] * 4,
+    "past-float32": [3.5e38, 0.0, 0.0, 0.0],
+    "huge-int": [10**40, 0, 0, 0],
+}
+
+
+@pytest.mark.parametrize("vector", UNCOMPARABLE.values(), ids=UNCOMPARABLE.keys())
+def test_it_refuses_a_record_vector_pgvector_cannot_compare(admin_agent, client_model, vector):
+    problem = assert_problem(admin_agent.post(RECORDS, body(vector=vector)), 400)
+    [message] = problem["errors"]["vector"]
+    assert "32-bit float" in message
+    assert "normalise it to length 1" in message
+    assert stored_records(client_model) == 0
+    assert embeddings(client_model) == []
+
+
+@pytest.mark.parametrize("vector", UNCOMPARABLE.values(), ids=UNCOMPARABLE.keys())
+def test_it_refuses_a_summary_vector_pgvector_cannot_compare(admin_agent, client_model, vector):
+    record = write(admin_agent, vector=VECTOR)
+    problem = assert_problem(summarise(admin_agent, [record["id"]], vector=vector), 400)
+    assert "32-bit float" in problem["errors"]["vector"][0]
+    with tenant_scope(client_model.pk):
+        assert Summary.objects.count() == 0
+    assert embeddings(client_model, summary__isnull=False) == []
+
+
+@pytest.mark.parametrize("vector", UNCOMPARABLE.values(), ids=UNCOMPARABLE.keys())
+@pytest.mark.parametrize("query", [None, "carrier"], ids=["vector", "hybrid"])
+def test_it_refuses_a_search_vector_pgvector_cannot_compare(
+    admin_agent, client_model, vector, query
+):
+    write(admin_agent, vector=VECTOR)
+    search = {"vector": vector, **({"query": query} if query else {})}
+    problem = assert_problem(admin_agent.post(SEARCH, search), 400)
+    assert "32-bit float" in problem["errors"]["vector"][0]
+
+
+def test_it_accepts_small_and_large_vectors_pgvector_can_compare(admin_agent, client_model):
+    small, large = [1e-20, 0.0, 0.0, 0.0], [1e18, 1e18, 0.0, 0.0]
+    first = write(admin_agent, vector=small)
+    second = write(admin_agent, subject="user:2", vector=large)
+    for vector, expected in [(small, first["id"]), (large, second["id"])]:
+        found = admin_agent.post(SEARCH, {"vector": vector, "min_similarity": 0.99})
+        assert found.status_code == 200, found.content
+        assert [hit["record"]["id"] for hit in found.json()["results"]] == [expected]
+        assert found.json()["results"][0]["why"]["vector"] == pytest.approx(1.0)
+
+
+def test_a_refused_vector_leaves_every_later_search_of_the_tenant_working(
+    admin_agent, client_model
+):
+    """An accepted subnormal vector used to fail every hybrid search of its tenant after it."""
+    write(admin_agent, subject="user:1", vector=VECTOR)
+    assert_problem(admin_agent.post(RECORDS, body(subject="user:2", vector=[1e-320] * 4)), 400)
+    for search in [{"vector": VECTOR}, {"vector": VECTOR, "query": "carrier"}, {"query": "x"}]:
+        response = admin_agent.post(SEARCH, search)
+        assert response.status_code == 200, (search, response.content[:300])
+
+
+@pytest.mark.parametrize(
+    "stored", [[0.0] * 4, [1e-30] * 4, [1e20] * 4], ids=["zero", "tiny", "huge"]
+)
+@pytest.mark.parametrize("query", [None, "carrier"], ids=["vector", "hybrid"])
+def test_a_search_never_fails_on_a_stored_vector_it_cannot_compare(
+    admin_agent, client_model, stored, query
+):
+    """Defence in depth: such a vector stored before the rule (migration derivations.0007
+    removes them) gives no similarity, never a NaN the response cannot carry."""
+    good = write(admin_agent, subject="user:1", vector=VECTOR)
+    bad = write(admin_agent, subject="user:2", value="carrier_b")
+    with tenant_scope(client_model.pk):
+        Embedding.objects.create(
+            tenant_id=client_model.pk,
+            record_id=bad["id"],
+            model="client-4",
+            dimension=4,
+            vector=stored,
+            content_digest="x",
+            created_at=timezone.now(),
+        )
+    search = {"vector": VECTOR, "min_similarity": 0, **({"query": query} if query else {})}
+    response = admin_agent.post(SEARCH, search)
+    assert response.status_code == 200, response.content[:500]
+    hits = {hit["record"]["id"]: hit["why"] for hit in response.json()["results"]}
+    assert hits[good["id"]]["vector"] == pytest.approx(1.0)
+    if bad["id"] in hits:  # found by its text; pgvector's similarity is NaN or meaningless
+        similarity = hits[bad["id"]]["vector"]
+        assert similarity is None or -1 <= similarity <= 1

@@ -76,6 +76,18 @@ def test_it_embeds_a_summary_through_the_outbox(agent, tenant):
     assert shown["embeddings"][0]["model"] == "hashing-256"
 
 
+def test_a_text_the_model_cannot_place_stays_unembedded_and_searchable(agent, tenant):
+    """The hashing model gives a text without a word the zero vector, which pgvector cannot
+    compare with anything: it is not stored, and searches by vector keep working."""
+    record = write(agent)
+    summary = summarise(agent, [record["id"]], text="-- ?! --").json()
+    drain()
+    with tenant_scope(tenant.pk):
+        assert not Embedding.objects.filter(summary_id=summary["id"]).exists()
+    response = agent.post("/api/v1/search", {"query": "carrier", "min_similarity": 0})
+    assert response.status_code == 200, response.content[:300]
+
+
 def test_a_record_lists_what_was_derived_from_it(agent):
     record = write(agent)
     summary = summarise(agent, [record["id"]]).json()
