@@ -24,8 +24,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
-# The modules settings.py runs at import (settings itself, database, embedded server).
-SETTINGS_MODULES = ("settings.py", "database.py", "embedded.py")
+# The modules whose environment settings.py reads at import (settings, database, instance).
+SETTINGS_MODULES = ("settings.py", "database.py", "instance.py")
 APP_SERVICES = ("migrate", "web", "worker", "beat")
 # Read by the settings but deliberately not set by the deployment, each with its reason. A new
 # variable must either be set in docker-compose.yml or be added here.
@@ -34,6 +34,7 @@ NOT_FOR_DEPLOYMENT = {
     "MEMORYCONSOLE_DATABASE_NAME": "selects a database on the embedded server only",
     "MEMORYCONSOLE_WORK_STALLED_AFTER": "tuning: the default fits production",
     "MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER": "tuning: the default fits production",
+    "MEMORYCONSOLE_STATIC_COLLECTED": "set by the Dockerfile, which runs collectstatic",
 }
 
 
