@@ -176,17 +176,28 @@ CSRF_FAILURE_VIEW = "apps.tenancy.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
-# --- HTTPS (production behind TLS sets these; the embedded default serves plain HTTP) --------
-SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+# --- HTTPS ------------------------------------------------------------------------------------
+# Served beyond this machine (ALLOWED_HOSTS names a host other than the loopback ones) means
+# served to browsers over HTTPS, behind a TLS proxy: redirect, HSTS and secure cookies are then
+# on unless the environment turns each off. The embedded default serves plain HTTP on
+# localhost, where all of them stay off.
+SERVED_BEYOND_THIS_MACHINE = any(
+    host not in {"127.0.0.1", "localhost", "[::1]", "::1"} for host in ALLOWED_HOSTS
+)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", SERVED_BEYOND_THIS_MACHINE)
 # The container's health check asks over plain HTTP from inside.
 SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
-SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_SECONDS = int(
+    os.environ.get("SECURE_HSTS_SECONDS", "31536000" if SERVED_BEYOND_THIS_MACHINE else "0")
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool(
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS", SERVED_BEYOND_THIS_MACHINE
+)
 SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
 # Joining the browsers' preload list binds the whole domain to HTTPS for months: the
 # operator opts in (SECURE_HSTS_PRELOAD), the deploy check does not push them to.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
-SESSION_COOKIE_SECURE = _env_bool("SECURE_COOKIES", False)
+SESSION_COOKIE_SECURE = _env_bool("SECURE_COOKIES", SERVED_BEYOND_THIS_MACHINE)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 # "HTTP_X_FORWARDED_PROTO,https" when a TLS-terminating proxy sets that header (and strips it
 # from clients); unset otherwise, since trusting it without such a proxy lets clients lie.

@@ -344,7 +344,7 @@ class Command(BaseCommand):
             raise UpError(
                 f"the {server} (DATABASE_URL) lacks pgvector: the 'vector' extension is not "
                 "available there. Install pgvector on that server (for example run the "
-                "pgvector/pgvector:pg17 image, or install your distribution's pgvector "
+                "pgvector/pgvector:pg18 image, or install your distribution's pgvector "
                 "package), or unset DATABASE_URL to use the embedded PostgreSQL, which "
                 "includes it."
             )
