@@ -33,9 +33,11 @@ def bench_database(
     import psycopg
     from psycopg import sql
 
-    from memoryconsole import embedded
+    from memoryconsole import embedded, instance
 
-    server = embedded.ensure_embedded_server(embedded.default_home())
+    # The benchmark is an entry point: it prepares the instance and holds the server.
+    instance.setup(database=False)
+    server = embedded.start(instance.home())
     dbname = f"bench_{name}"
     admin = psycopg.conninfo.make_conninfo(
         host=str(server.socket_dir), user=embedded.OWNER_ROLE, dbname=embedded.DATABASE_NAME

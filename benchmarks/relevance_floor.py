@@ -136,6 +136,9 @@ def measure_client(dimension: int) -> dict[str, float]:
 def main() -> None:
     import django
 
+    from memoryconsole import instance
+
+    instance.setup()
     django.setup()
     model = sys.argv[1] if len(sys.argv) > 1 else "hashing-256"
     kind, _, arg = model.partition("-")

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from celery.contrib.django.task import DjangoTask
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryconsole.settings")
@@ -107,6 +107,17 @@ class TenantTask(DjangoTask):  # type: ignore[type-arg]
 app = Celery("memoryconsole", task_cls=TenantTask)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.import_modules.connect
+def _instance_setup(**kwargs: Any) -> None:
+    """The worker and beat are entry points: they prepare the instance (the embedded
+    PostgreSQL, which is also the default broker) when they start, before either touches the
+    database. Celery sends this when one of its own commands (worker, beat, shell) loads the
+    task modules, never in the web server or a management command."""
+    from memoryconsole import instance
+
+    instance.setup()
 
 
 def broker_transport(url: str | None = None) -> str:

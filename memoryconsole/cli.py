@@ -1,5 +1,9 @@
 """The ``memoryconsole`` command: every Django management command, under one name.
 
+An entry point: before Django runs the command it prepares the instance
+(:func:`memoryconsole.instance.setup`: generated secrets, the embedded PostgreSQL), except for
+the commands that need neither.
+
 ``memoryconsole up``, ``memoryconsole migrate``, ``memoryconsole create-tenant acme`` ... The
 product's own commands are spelled with hyphens here and with underscores as Django modules
 (``manage.py create_tenant`` works too).
@@ -13,6 +17,11 @@ import sys
 # Commands that change the schema run as the owner role; everything else as the application
 # role, under row-level security.
 OWNER_COMMANDS = frozenset({"migrate", "makemigrations", "sqlmigrate", "showmigrations", "flush"})
+# Commands that never touch the database or the instance's home: they start no server and
+# generate no secret (the image runs collectstatic while it is built).
+INSTANCE_FREE_COMMANDS = frozenset(
+    {"help", "version", "check", "collectstatic", "findstatic", "diffsettings", "startapp"}
+)
 
 
 def prepare_environment(argv: list[str]) -> list[str]:
@@ -35,6 +44,14 @@ def main(argv: list[str] | None = None) -> None:
         mcp_server.main(raw[2:])
         return
     args = prepare_environment(raw)
+    command = args[1] if len(args) > 1 and not args[1].startswith("-") else "help"
+    if command not in INSTANCE_FREE_COMMANDS:
+        from memoryconsole import embedded, instance
+
+        try:
+            instance.setup()
+        except embedded.EmbeddedServerError as exc:
+            sys.exit(f"memoryconsole: {exc}")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(args)

@@ -11,8 +11,10 @@ Configuration:
 * ``DATABASE_URL`` unset: the embedded server (see :mod:`memoryconsole.embedded`).
 * ``DATABASE_URL``: the server and database, with the owner's credentials.
 * ``DATABASE_APP_URL`` (optional): the application's login. Default: the same server and
-  database as ``memoryconsole_app`` with a password derived from ``SECRET_KEY``; migrations
-  create that role when it is missing.
+  database as ``memoryconsole_app``, with the password generated once into
+  ``$MEMORYCONSOLE_HOME/database_app_password`` (:mod:`memoryconsole.instance`); migrations
+  create that role when it is missing and set its password when it no longer logs in (an
+  install whose password was derived from ``SECRET_KEY``, before it was generated).
 * ``MEMORYCONSOLE_DATABASE_NAME`` (embedded only): another database on the embedded server.
 * ``MEMORYCONSOLE_DB_ROLE=owner`` makes a process use the owner; the ``memoryconsole`` and
   ``manage.py`` entry points set it for the commands that change the schema.
@@ -20,8 +22,6 @@ Configuration:
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 import dj_database_url
 
-from . import embedded
+from . import embedded, instance
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,6 @@ class DatabaseTarget:
         return str(self.app["USER"])
 
 
-def app_password(secret_key: str) -> str:
-    """A stable password for the derived application role (never logged, never stored)."""
-    return hmac.new(secret_key.encode(), b"memoryconsole-app-role", hashlib.sha256).hexdigest()
-
-
 def _django_entry(url: str) -> dict[str, Any]:
     entry: dict[str, Any] = dict(
         dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
@@ -66,11 +61,13 @@ def _django_entry(url: str) -> dict[str, Any]:
     return entry
 
 
-def resolve(secret_key: str, home: Path) -> DatabaseTarget:
+def resolve(home: Path) -> DatabaseTarget:
+    """Where the database is and how each role logs in, from the environment and ``home``;
+    computed only: nothing is started, connected to or written."""
     url = os.environ.get("DATABASE_URL", "").strip()
     if not url:
-        server = embedded.ensure_embedded_server(home)
-        socket = quote(str(server.socket_dir), safe="")
+        pgdata = embedded.pgdata_dir(home)
+        socket = quote(str(embedded.socket_dir(home)), safe="")
         # Another database on the same embedded server (benchmarks use their own).
         db = os.environ.get("MEMORYCONSOLE_DATABASE_NAME", "").strip() or embedded.DATABASE_NAME
         owner_url = f"postgresql://{embedded.OWNER_ROLE}@{socket}/{db}"
@@ -81,7 +78,7 @@ def resolve(secret_key: str, home: Path) -> DatabaseTarget:
             app=_django_entry(app_url),
             broker_url=broker,
             embedded=True,
-            description=f"embedded PostgreSQL in {server.pgdata}",
+            description=f"embedded PostgreSQL in {pgdata}",
         )
     owner = _django_entry(url)
     app_url = os.environ.get("DATABASE_APP_URL", "").strip()
@@ -89,8 +86,9 @@ def resolve(secret_key: str, home: Path) -> DatabaseTarget:
         app = _django_entry(app_url)
     else:
         app = dict(owner)
-        app["USER"] = "memoryconsole_app"
-        app["PASSWORD"] = app_password(secret_key)
+        app["USER"] = embedded.APP_ROLE
+        # None until an entry point has generated it (instance.setup).
+        app["PASSWORD"] = instance.read_secret(home / instance.APP_PASSWORD_FILE)
     broker_url = "sqla+" + url.replace("postgres://", "postgresql+psycopg://", 1).replace(
         "postgresql://", "postgresql+psycopg://", 1
     )

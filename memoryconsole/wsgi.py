@@ -1,13 +1,18 @@
-"""WSGI entry point (gunicorn ``memoryconsole.wsgi``)."""
+"""WSGI entry point (gunicorn ``memoryconsole.wsgi``): prepares the instance (generated
+secrets, the embedded PostgreSQL when no ``DATABASE_URL`` is set), then loads Django."""
 
 from __future__ import annotations
 
 import gc
 import os
 
-from django.core.wsgi import get_wsgi_application
+from memoryconsole import instance
 
+instance.setup()
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryconsole.settings")
+
+from django.core.wsgi import get_wsgi_application  # noqa: E402 - after the instance is ready
+
 django_application = get_wsgi_application()
 
 from apps.api.problems import reject_unusable_charsets  # noqa: E402 - needs Django set up

@@ -17,9 +17,16 @@ from django.db import connections
 from apps.audit.services import Actor
 from apps.tenancy.models import Role, Tenant
 from apps.tenancy.services import credential_issue, membership_set, tenant_create
+from memoryconsole import instance
 
 ROLE_KEYS = ("USER", "PASSWORD")
 REDIS_URL = os.environ.get("MEMORYCONSOLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The test session is an entry point: it prepares the instance and holds the embedded
+    PostgreSQL (the settings, imported before this, only computed where it listens)."""
+    instance.setup()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

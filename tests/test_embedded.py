@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from memoryconsole import embedded
+from memoryconsole import embedded, instance
 
 
 @pytest.mark.parametrize(
@@ -24,5 +24,5 @@ def test_shared_buffers_take_a_quarter_of_the_memory_within_bounds(
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="an external database")
 def test_bootstrap_sets_them_for_the_servers_next_start(db):
     # The test session has started (and so bootstrapped) the embedded server.
-    auto_conf = embedded.default_home() / "pgdata" / "postgresql.auto.conf"
+    auto_conf = instance.home() / "pgdata" / "postgresql.auto.conf"
     assert f"shared_buffers = '{embedded.shared_buffers()}'" in auto_conf.read_text()

@@ -141,7 +141,7 @@ class DeletionReceipt(TenantOwned):
         their erasure's receipt (one transaction), whose ``deleted_at`` is set as it ends, so
         the vacuum that reclaimed the erasure reclaimed every one of them. Stamping the
         erasure's receipt alone keeps reclamation's bookkeeping one row per deletion, not one
-        per erased fact (240,000 rows took 4.4 s)."""
+        per erased fact (which took seconds for a large erasure: docs/performance.md)."""
         if self.reclaimed_at is not None or self.parent_id is None:
             return self.reclaimed_at
         parent = self.parent

@@ -111,10 +111,10 @@ def pending_tenants() -> dict[Any, PendingTenant]:
 # An HNSW index's vacuum repairs, with a search through the graph on disk, every element that
 # had a deleted neighbour, and with 2 * m = 32 neighbours in the bottom layer that is most
 # elements as soon as a few percent went; a build runs in memory (pgvector's advice: reindex
-# first). Measured on 40,000 vectors of 256 dimensions with rows deleted at random, on one
-# core: vacuuming took 0.3x a concurrent rebuild at 0.2 % deleted, 1.0x at 1 % and 2.7x at
-# 5 %. So an index that lost at least 1 % of its vectors is rebuilt concurrently (searches
-# and writes go on) before the vacuum, which then finds nothing to repair in it.
+# first). Vacuuming costs as much as a concurrent rebuild from about 1 % deleted, and more
+# beyond (docs/performance.md). So an index that lost at least 1 % of its vectors is rebuilt
+# concurrently (searches and writes go on) before the vacuum, which then finds nothing to
+# repair in it.
 HNSW_REBUILD_DEAD_SHARE = 0.01
 # Every index is vacuumed, however few rows went: by default VACUUM skips index cleanup when
 # under 2 % of the table's pages hold dead rows, which would leave a deleted vector in its

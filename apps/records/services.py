@@ -1012,7 +1012,8 @@ def record_delete(
             )
     # Lock and hold check change nothing, so a refusal (Held) leaves the caller's transaction
     # usable; from there on nothing is caught, and no savepoint is needed. Every statement
-    # here is prepared on the server: this path must stay under 10 ms.
+    # here is prepared on the server: this is the hot path of deletion (its target in
+    # docs/performance.md).
     with prepared_cursor() as cursor:
         cursor.execute(LOCK_FACT_FOR_DELETE_SQL, [record.fact_id])
         row = cursor.fetchone()

@@ -73,16 +73,16 @@ RECORD_FIELDS = [
 COUNT_COLUMN = 7
 # id, kind, distance, rank, vec_position, txt_position, score, count, own index, domain index
 RANKING_COLUMNS = 10
-# Candidate-list size of the HNSW scan: on clustered 384-dimension vectors with a tenant holding
-# 20 % of the index, 400 kept recall@10 at 0.979 and 800 at 0.993 (benchmarks/retrieval_search.py).
+# Candidate-list size of the HNSW scan: the smallest that keeps recall@10 above the benchmark's
+# target when a tenant holds a fifth of the index (benchmarks/retrieval_search.py; the figures
+# are in docs/performance.md).
 HNSW_EF_SEARCH = 800
 HNSW_MAX_SCAN_TUPLES = 200_000
 # A search with no filter of the caller's own, on a tenant's own index (apps.retrieval
 # .tenant_indexes), keeps nearly everything the scan visits (only expired, superseded and
-# deleted rows fail), so a shorter candidate list finds nearly the same neighbours, sooner. On
-# the 1M benchmark's big tenant (300k vectors; 100 queries, in-process), recall@10 / p95 was
-# 0.994 / 18 ms at ef_search 200, 0.997 / 28 ms at 400 and 0.998 / 48 ms at 800; on the
-# benchmark's own 500 queries, 200 gave 0.983, too close to the 0.98 floor: 400 keeps a margin.
+# deleted rows fail), so a shorter candidate list finds nearly the same neighbours, sooner.
+# Half the general one keeps recall@10 above the benchmark's floor with a margin, where a
+# quarter came too close to it (docs/performance.md).
 HNSW_EF_SEARCH_OWN_UNFILTERED = 400
 
 
@@ -697,8 +697,8 @@ def _compiled_timestamps(cursor: Any) -> None:
 
     Django's loader parses in Python, then sets its connection's time zone on the result;
     with the session in UTC (as Django sets it, ``USE_TZ`` and no database ``TIME_ZONE``),
-    psycopg's loader gives the same value with the same ``timezone.utc``. The seventy
-    timestamps of a ten-hit search took about 0.27 ms more through Django's."""
+    psycopg's loader gives the same value with the same ``timezone.utc``, and a search reads
+    several timestamps per hit (the cost of Django's is in docs/performance.md)."""
     if connection.timezone is UTC and connection.timezone_name == "UTC":
         cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
 

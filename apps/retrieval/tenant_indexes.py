@@ -4,7 +4,7 @@ A model's HNSW index holds every tenant's vectors. A scoped search walks that gr
 throws away what fails its filters, the other tenants' rows first: for a tenant holding 30 %
 of a million vectors, a scope matching 10 % of that tenant passes 3 % of what the scan sees.
 The scan then visits many nodes per kept row, which costs time, and the graph's
-approximation costs recall (0.92 at 10 %, measured by ``benchmarks/retrieval_search.py``).
+approximation costs recall (``benchmarks/retrieval_search.py``; docs/performance.md).
 
 A tenant with at least ``TENANT_HNSW_MIN_EMBEDDINGS`` embeddings of its model gets a partial
 index, ``WHERE model = … AND tenant_id = …``, which holds its vectors only. It indexes the
@@ -25,9 +25,8 @@ the owner role, on an autocommit connection, like the vacuum of ``apps.derivatio
 (and at most half of the tenant's) gets an index of its own too, ``WHERE model = … AND
 tenant_id = … AND scope_domain = …`` (the embedding row carries its record's domain). A search
 in that domain then walks a graph of its domain only, instead of the tenant's graph where
-nine rows in ten fail the filter: on the 1M benchmark (a 30,000-vector domain of a
-300,000-vector tenant), the HNSW statement went from 16.9 to 7.6-9.4 ms p50, and recall@10
-from 0.989 to 0.999. It indexes the
+nine rows in ten fail the filter, which is both faster and closer to exact (the 1M
+benchmark's figures are in docs/performance.md). It indexes the
 normalised vector as ``halfvec`` (``l2_normalize(vector::vector(N))::halfvec(N)``): an
 expression neither other index has, so the planner can only pick it, at half the size. The
 scan orders by that half-precision distance; the ranking uses the full-precision one.
@@ -56,9 +55,8 @@ DOMAIN_PREFIX = "embedding_hnsw_d_"
 # up to the second share, so a domain near the line does not flap.
 DOMAIN_MAX_SHARE = 0.5
 DOMAIN_KEEP_SHARE = 0.75
-# Twice pgvector's default: a better graph for scans that filter most of what they visit. On
-# the 1M benchmark's big tenant (300k vectors), recall@10 at a 10 % scope went from 0.985 to
-# 0.990 (100 queries, ef_search 800), for a build of 156 s instead of 85 s.
+# Twice pgvector's default: a better graph for scans that filter most of what they visit, which
+# raises recall at a narrow scope for a build about twice as long (docs/performance.md).
 EF_CONSTRUCTION = 128
 
 EXISTING_SQL = """

