@@ -11,7 +11,15 @@ from .models import OutboxMessage
 
 @admin.register(OutboxMessage)
 class OutboxMessageAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ("created_at", "task_name", "object_id", "state", "attempts", "published_at")
+    list_display = (
+        "created_at",
+        "task_name",
+        "object_id",
+        "state",
+        "attempts",
+        "published_at",
+        "available_at",
+    )
     list_filter = ("state", "task_name")
     search_fields = ("object_id", "last_error")
     ordering = ("-created_at",)
@@ -24,4 +32,5 @@ class OutboxMessageAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ig
         "created_at",
         "published_at",
         "finished_at",
+        "available_at",
     )

@@ -1,8 +1,12 @@
-"""Storing and choosing embeddings."""
+"""Storing and choosing embeddings, and the drain that embeds queued work in batches."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -12,6 +16,8 @@ from apps.tenancy.models import Tenant
 from .embedders import Embedder, get_embedder
 from .models import Embedding
 from .vectors import VectorRejected, vector_checked, vector_storable
+
+logger = logging.getLogger(__name__)
 
 
 def tenant_embedder(tenant: Tenant) -> Embedder:
@@ -64,6 +70,88 @@ def _tenant() -> Tenant:
     return Tenant.objects.get(pk=tenant_id)
 
 
+@dataclass(frozen=True)
+class Source:
+    """One locked record version or summary to embed: its text and digest."""
+
+    pk: Any
+    text: str
+    digest: str
+
+
+def sources_store(
+    *, tenant_id: Any, embedder: Embedder, records: list[Source], summaries: list[Source]
+) -> int:
+    """Give every source a vector of ``embedder``: one embedder call for them all, then the
+    rows in bulk. Idempotent: a source whose vector of this model has the same digest keeps
+    it (a batch run again after a crash embeds nothing twice), one with another digest gets
+    it replaced. The caller holds the sources' locks. Returns how many vectors it wrote."""
+    keep: set[Any] = set()
+    for field, sources in (("record_id", records), ("summary_id", summaries)):
+        if not sources:
+            continue
+        digests = {source.pk: source.digest for source in sources}
+        existing = Embedding.objects.filter(
+            **{f"{field}__in": list(digests), "model": embedder.name}
+        ).values_list(field, "content_digest")
+        stale = []
+        for pk, digest in existing:
+            if digests[pk] == digest:
+                keep.add(pk)
+            else:
+                stale.append(pk)
+        if stale:
+            Embedding.objects.filter(**{f"{field}__in": stale, "model": embedder.name}).delete()
+    todo = [
+        (field, source)
+        for field, sources in (("record_id", records), ("summary_id", summaries))
+        for source in sources
+        if source.pk not in keep
+    ]
+    if not todo:
+        return 0
+    computed = embedder.embed([source.text for _, source in todo])
+    # A computed vector pgvector could not compare (the hashing model's zero vector for a text
+    # without a word) is not stored: that source stays unembedded and is found by its text.
+    pairs = [
+        (item, vector)
+        for item, vector in zip(todo, computed, strict=True)
+        if vector_storable(vector)
+    ]
+    now = timezone.now()
+    Embedding.objects.bulk_create(
+        [
+            Embedding(
+                tenant_id=tenant_id,
+                model=embedder.name,
+                dimension=len(vector),
+                vector=[float(x) for x in vector],
+                content_digest=source.digest,
+                created_at=now,
+                **{field: source.pk},
+            )
+            for (field, source), vector in pairs
+        ]
+    )
+    return len(pairs)
+
+
+def _record_source(record: Any) -> Source:
+    from apps.records.services import record_digest
+
+    return Source(record.pk, record.content, record_digest(record))
+
+
+def _summary_source(summary: Any) -> Source:
+    from apps.audit.services import content_digest
+
+    return Source(summary.pk, summary.text, content_digest({"summary": summary.text}))
+
+
+# The fields a record's text and digest are made of (``record_digest``).
+RECORD_FIELDS = ("id", "tenant_id", "subject", "key", "value", "content")
+
+
 def record_embed(record_id: Any) -> str:
     """Embed one record version (current tenant) with the tenant's model; idempotent.
 
@@ -71,29 +159,25 @@ def record_embed(record_id: Any) -> str:
     embedding waits for the delete (and finds nothing): no vector outlives its record.
     """
     from apps.records.models import MemoryRecord
-    from apps.records.services import record_digest
 
-    record = MemoryRecord.objects.select_for_update().filter(pk=record_id).first()
-    if record is None:
+    record = MemoryRecord.objects.select_for_update().only(*RECORD_FIELDS).filter(pk=record_id)
+    found = record.first()
+    if found is None:
         return "missing"
     embedder = tenant_embedder(_tenant())
     if not embedder.computes:
         return "client-vectors"  # the agent sends them with the write
-    vector = embedder.embed([record.content])[0]
-    stored = embedding_upsert(
-        tenant_id=record.tenant_id,
-        model=embedder.name,
-        vector=[float(x) for x in vector],
-        content_digest=record_digest(record),
-        record_id=record.pk,
+    stored = sources_store(
+        tenant_id=found.tenant_id,
+        embedder=embedder,
+        records=[_record_source(found)],
+        summaries=[],
     )
     return "embedded" if stored else "no-vector"
 
 
 def summary_embed(summary_id: Any) -> str:
     """Embed one valid summary (current tenant); an invalid one keeps no embedding."""
-    from apps.audit.services import content_digest
-
     from .models import Summary
 
     summary = Summary.objects.select_for_update().filter(pk=summary_id).first()
@@ -105,15 +189,180 @@ def summary_embed(summary_id: Any) -> str:
     embedder = tenant_embedder(_tenant())
     if not embedder.computes:
         return "client-vectors"
-    vector = embedder.embed([summary.text])[0]
-    stored = embedding_upsert(
+    stored = sources_store(
         tenant_id=summary.tenant_id,
-        model=embedder.name,
-        vector=[float(x) for x in vector],
-        content_digest=content_digest({"summary": summary.text}),
-        summary_id=summary.pk,
+        embedder=embedder,
+        records=[],
+        summaries=[_summary_source(summary)],
     )
     return "embedded" if stored else "no-vector"
+
+
+# --- the embedding drain: queued embeddings, a batch at a time ---------------------------------
+
+# Rows claimed per batch: one embedder call and one INSERT for all of them.
+BATCH_SIZE = 256
+# A drain hands its worker thread back after this long (waking the tenant again if it was
+# still finding work), so the relay and the erasure jobs queued behind it run too.
+RUN_BUDGET_SECONDS = 5.0
+# A row whose source another transaction holds (a deletion, a redaction, a promotion) is
+# given back for this long instead of waiting for the lock: waiting could deadlock with a
+# deletion, which holds the source and wants the row.
+LOCKED_SOURCE_DELAY = timedelta(seconds=1)
+
+
+@dataclass
+class BatchOutcome:
+    """What one batch (or a drain, summed) did with the rows it claimed."""
+
+    claimed: int = 0
+    embedded: int = 0  # vectors written
+    finished: int = 0  # rows done (embedded, unchanged, missing, invalid, client vectors)
+    deferred: int = 0  # rows given back: their source was locked by another transaction
+    failed: int = 0  # rows of batches that raised (counted as a failed attempt)
+
+    def add(self, other: BatchOutcome) -> None:
+        for name in ("claimed", "embedded", "finished", "deferred", "failed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def embeddings_batch(
+    *, limit: int = BATCH_SIZE, retried: bool = False, claimed: list[Any] | None = None
+) -> BatchOutcome:
+    """Claim up to ``limit`` queued embeddings of the current tenant and finish them, in the
+    caller's transaction (the tenant scope): sources locked, one embedder call, the vectors
+    written in bulk, the rows marked done. Ids of the claimed rows are appended to
+    ``claimed`` as soon as they are known, so a caller can count a failed attempt on them.
+
+    Sources are locked ``SKIP LOCKED``: one held by another transaction is not waited for
+    (a deletion holding a record wants its outbox row, which this batch holds); its row is
+    given back (``LOCKED_SOURCE_DELAY``). A source that no longer exists (deleted) or a
+    summary no longer valid gets no vector, so nothing deleted is written back: the deletion
+    either committed before the lock (the source is gone) or waits for this batch and then
+    removes what it wrote.
+    """
+    from apps.records.models import MemoryRecord
+
+    from .models import Summary
+    from .outbox import (
+        EMBED_RECORD,
+        EMBED_SUMMARY,
+        EMBED_TASKS,
+        outbox_claim,
+        outbox_defer,
+        outbox_done,
+    )
+
+    now = timezone.now()
+    rows = outbox_claim(EMBED_TASKS, limit=limit, retried=retried, now=now)
+    if claimed is not None:
+        claimed.extend(row.pk for row in rows)
+    outcome = BatchOutcome(claimed=len(rows))
+    if not rows:
+        return outcome
+    tenant = _tenant()
+    embedder = tenant_embedder(tenant)
+    if not embedder.computes:  # client vectors: the agent sent them with the write
+        outcome.finished = outbox_done([row.pk for row in rows], now=now)
+        return outcome
+
+    def wanted(task_name: str) -> dict[Any, list[Any]]:
+        by_source: dict[Any, list[Any]] = {}
+        for row in rows:
+            if row.task_name == task_name and row.object_id is not None:
+                by_source.setdefault(row.object_id, []).append(row.pk)
+        return by_source
+
+    record_rows, summary_rows = wanted(EMBED_RECORD), wanted(EMBED_SUMMARY)
+    records = list(
+        MemoryRecord.objects.select_for_update(skip_locked=True)
+        .only(*RECORD_FIELDS)
+        .filter(pk__in=list(record_rows))
+    )
+    summaries = list(
+        Summary.objects.select_for_update(skip_locked=True)
+        .only("id", "tenant_id", "text", "valid")
+        .filter(pk__in=list(summary_rows))
+    )
+    invalid = [summary.pk for summary in summaries if not summary.valid]
+    if invalid:
+        Embedding.objects.filter(summary_id__in=invalid).delete()
+    # Not locked by this batch: gone (its row is done), or held by another transaction (its
+    # row is given back).
+    rows_of = {**record_rows, **summary_rows}
+    locked = {record.pk for record in records} | {summary.pk for summary in summaries}
+    unlocked = [pk for pk in rows_of if pk not in locked]
+    held = set(MemoryRecord.objects.filter(pk__in=unlocked).values_list("pk", flat=True))
+    held |= set(Summary.objects.filter(pk__in=unlocked).values_list("pk", flat=True))
+    outcome.embedded = sources_store(
+        tenant_id=tenant.pk,
+        embedder=embedder,
+        records=[_record_source(record) for record in records],
+        summaries=[_summary_source(summary) for summary in summaries if summary.valid],
+    )
+    deferred = {pk for source in held for pk in rows_of[source]}
+    outcome.deferred = outbox_defer(deferred, until=now + LOCKED_SOURCE_DELAY)
+    outcome.finished = outbox_done([row.pk for row in rows if row.pk not in deferred], now=now)
+    return outcome
+
+
+Waker = Callable[[Any], None]
+
+
+def embeddings_drain(
+    tenant_id: Any,
+    *,
+    limit: int = BATCH_SIZE,
+    budget: float = RUN_BUDGET_SECONDS,
+    wake: Waker | None = None,
+) -> BatchOutcome:
+    """Finish ``tenant_id``'s queued embeddings, a batch per transaction, until none is left
+    that may be taken now or ``budget`` seconds have passed.
+
+    Each batch runs in its own transaction as the tenant (row-level security as everywhere),
+    so what it embedded is committed and visible before the next begins. A batch that raises
+    rolls back and counts a failed attempt on each of its rows; rows that failed before are
+    then taken one per batch, so one source the embedder cannot take fails only itself.
+    ``wake`` (a worker passes its broker's) is called to let another worker thread help when
+    a batch comes back full, and to continue later when the budget ran out with work left.
+    """
+    from apps.tenancy.context import tenant_scope
+
+    from .outbox import outbox_failed
+
+    deadline = time.monotonic() + budget
+    total = BatchOutcome()
+    helped = False
+    while True:
+        progressed = False
+        for retried in (False, True):
+            claimed: list[Any] = []
+            try:
+                with tenant_scope(tenant_id):
+                    outcome = embeddings_batch(
+                        limit=1 if retried else limit, retried=retried, claimed=claimed
+                    )
+            except Exception as exc:
+                if not claimed:
+                    raise  # nothing claimed (the database is away): the relay offers it again
+                logger.warning("an embedding batch of %d rows failed", len(claimed), exc_info=True)
+                with tenant_scope(tenant_id):
+                    outbox_failed(claimed, error=repr(exc), now=timezone.now())
+                total.failed += len(claimed)
+                progressed = True
+                continue
+            total.add(outcome)
+            if outcome.claimed:
+                progressed = True
+            if outcome.claimed >= limit and not retried and wake is not None and not helped:
+                helped = True  # a full batch: more may be waiting; one more thread joins
+                wake(tenant_id)
+        if not progressed:
+            return total
+        if time.monotonic() >= deadline:
+            if wake is not None:
+                wake(tenant_id)
+            return total
 
 
 # --- vectors sent by agents (tenant model ``client-<dim>``) ------------------------------------

@@ -158,6 +158,10 @@ class OutboxMessage(TenantOwned):
     commit and publish loses nothing. ``payload`` holds ids only, never memory content (broker
     messages must not carry personal data). ``object_id`` is the record or summary the work is
     about, so a deletion can drop its pending work and ``verify-erasure`` can look for it.
+
+    Embedding rows are themselves the unit of work: the worker claims a batch of them
+    (``FOR UPDATE SKIP LOCKED``), embeds the batch and marks it done in one transaction; their
+    broker messages are wake-ups only (``apps.derivations.embeddings.embeddings_drain``).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -172,6 +176,9 @@ class OutboxMessage(TenantOwned):
     created_at = models.DateTimeField()
     published_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Not to be taken before this time: a failed attempt backs off, and a row whose source was
+    # locked by another transaction waits a moment instead of being claimed again at once.
+    available_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes: ClassVar[list[models.Index]] = [

@@ -1,11 +1,14 @@
 """Derivation work in the worker: thin, idempotent tasks that take ids, never content.
 
-Every task runs as the tenant named in its message header (``TenantTask``), in one
-transaction. ``acks_late`` + ``reject_on_worker_lost``: a worker killed mid-task leaves the
-message on the broker and it runs again; the upsert keyed on (record or summary, model) makes
-that second run update the same row instead of adding one. Time limits stay far below the
-broker's visibility timeout (Redis: one hour) so a slow task is never delivered twice while
-still running. After the last retry the outbox row is marked ``dead``.
+Every task runs as the tenant named in its message header (``TenantTask``). Embeddings are
+not a task per record: ``derivations.embed_pending`` is a wake-up carrying nothing but its
+tenant, and the drain it starts claims that tenant's queued embeddings from the outbox in
+batches, each batch one transaction (``apps.derivations.embeddings.embeddings_drain``).
+A worker killed mid-batch rolls the batch back and its rows are claimable again; a lost
+wake-up is sent again by the relay. The other tasks run in one transaction each, with
+``acks_late`` + ``reject_on_worker_lost``; time limits stay far below the broker's visibility
+timeout (Redis: one hour) so a slow task is never delivered twice while still running. After
+the last retry a task's outbox row is marked ``dead``.
 """
 
 from __future__ import annotations
@@ -19,10 +22,9 @@ from apps.tenancy.context import tenant_scope
 from memoryconsole.celery import TenantTask, app
 
 from .models import OutboxMessage, OutboxState
+from .outbox import EMBED_RECORD, EMBED_SUMMARY, EMBED_WAKEUP
 
 logger = logging.getLogger(__name__)
-
-MAX_RETRIES = 5
 
 
 class OutboxTask(TenantTask):
@@ -53,40 +55,56 @@ class OutboxTask(TenantTask):
         self._note(kwargs, exc, dead=True)
 
 
-TASK_OPTIONS: dict[str, Any] = {
-    "base": OutboxTask,
+class WakeupTask(TenantTask):
+    """A task whose body opens its tenant's scope itself, once per unit of work, so that each
+    unit commits on its own; the tenant still comes from the message header only."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # Not TenantTask's one transaction around the whole body.
+        return super(TenantTask, self).__call__(*args, **kwargs)
+
+
+def _drain(task: WakeupTask) -> str:
+    from .embeddings import embeddings_drain
+    from .outbox import embedding_wakeup_try
+
+    tenant_id = task._tenant_from_request()
+    if tenant_id is None:
+        return "no tenant"  # fail-closed: nothing of any tenant is visible without one
+    # An eager call (tests, a shell) has no broker to wake another thread through.
+    wake = None if task.request.is_eager else embedding_wakeup_try
+    outcome = embeddings_drain(tenant_id, wake=wake)
+    return f"{outcome.finished} done, {outcome.embedded} embedded, {outcome.deferred} deferred"
+
+
+WAKEUP_OPTIONS: dict[str, Any] = {
+    "base": WakeupTask,
+    "bind": True,
     "acks_late": True,
     "reject_on_worker_lost": True,
+    # A drain returns after its budget (a few seconds) and its last batch.
     "soft_time_limit": 60,
     "time_limit": 90,
-    "autoretry_for": (Exception,),
-    "retry_backoff": True,
-    "retry_backoff_max": 600,
-    "retry_jitter": True,
-    "max_retries": MAX_RETRIES,
 }
 
 
-@app.task(name="derivations.embed_record", **TASK_OPTIONS)
-def embed_record(record_id: str, outbox_id: str | None = None) -> str:
-    """Embed a record version with its tenant's model. A deleted record: nothing to do."""
-    from .embeddings import record_embed
-    from .outbox import outbox_finish
-
-    outcome = record_embed(record_id)
-    outbox_finish(outbox_id)
-    return outcome
+@app.task(name=EMBED_WAKEUP, **WAKEUP_OPTIONS)
+def embed_pending(self: WakeupTask) -> str:
+    """Embed the tenant's queued records and summaries, in batches (see the module doc)."""
+    return _drain(self)
 
 
-@app.task(name="derivations.embed_summary", **TASK_OPTIONS)
-def embed_summary(summary_id: str, outbox_id: str | None = None) -> str:
-    """Embed a valid summary. An invalidated or deleted one: nothing to do."""
-    from .embeddings import summary_embed
-    from .outbox import outbox_finish
+@app.task(name=EMBED_RECORD, **WAKEUP_OPTIONS)
+def embed_record(self: WakeupTask, record_id: str = "", outbox_id: str | None = None) -> str:
+    """A message of the one-task-per-record era, still in a broker after an upgrade: a
+    wake-up like any other (its row is claimed with the rest of the tenant's)."""
+    return _drain(self)
 
-    outcome = summary_embed(summary_id)
-    outbox_finish(outbox_id)
-    return outcome
+
+@app.task(name=EMBED_SUMMARY, **WAKEUP_OPTIONS)
+def embed_summary(self: WakeupTask, summary_id: str = "", outbox_id: str | None = None) -> str:
+    """As :func:`embed_record`, for a summary's message."""
+    return _drain(self)
 
 
 @app.task(name="derivations.outbox_relay", acks_late=True, time_limit=60, soft_time_limit=50)

@@ -1,4 +1,4 @@
-"""A real Celery worker whose embedding stalls after writing its vector, before committing.
+"""A real Celery worker whose embedding batch stalls after writing its vectors, before committing.
 
 Started as a subprocess by ``test_worker_killed.py`` and killed there with SIGKILL mid-task.
 """
@@ -20,15 +20,15 @@ def main(queue: str, broker: str, marker: str) -> None:
     from apps.derivations import embeddings
     from memoryconsole.celery import app
 
-    original = embeddings.record_embed
+    original = embeddings.sources_store
 
-    def stalling(record_id: Any) -> str:
-        outcome = original(record_id)  # the vector is written (not yet committed) ...
+    def stalling(**kwargs: Any) -> int:
+        written = original(**kwargs)  # the batch's vectors are written (not yet committed) ...
         Path(marker).write_text("mid-task")
         time.sleep(600)  # ... and the worker dies here
-        return outcome
+        return written
 
-    embeddings.record_embed = stalling
+    embeddings.sources_store = stalling
     app.conf.broker_url = broker
     app.worker_main(["worker", "--pool=solo", "-Q", queue, "--loglevel=WARNING", "-c", "1"])
 

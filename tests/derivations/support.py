@@ -6,7 +6,7 @@ from typing import Any
 
 from apps.derivations import tasks as _tasks  # noqa: F401 - registers the tasks
 from apps.derivations.models import OutboxMessage
-from apps.derivations.outbox import outbox_relay
+from apps.derivations.outbox import EMBED_WAKEUP, outbox_relay
 from memoryconsole.celery import TENANT_HEADER, app
 from tests.records.factories import body
 
@@ -24,9 +24,14 @@ def run_eagerly(message: OutboxMessage) -> None:
     )
 
 
+def wake_eagerly(tenant_id: Any) -> None:
+    """Wake a tenant's embedding drain by running it here, as the worker would."""
+    app.tasks[EMBED_WAKEUP].apply(headers={TENANT_HEADER: str(tenant_id)})
+
+
 def drain() -> int:
-    """Relay every tenant's pending outbox rows and run their tasks."""
-    return outbox_relay(limit=10_000, publish=run_eagerly)
+    """Relay every tenant's pending outbox rows and run their tasks (embeddings: the drain)."""
+    return outbox_relay(limit=10_000, publish=run_eagerly, wake=wake_eagerly)
 
 
 def write(agent: Any, status: int = 201, **overrides: Any) -> dict[str, Any]:

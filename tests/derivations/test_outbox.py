@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from apps.derivations import embeddings as embeddings_module
+from apps.derivations.embedders import HashingEmbedder
 from apps.derivations.models import Embedding, OutboxMessage, OutboxState
 from apps.derivations.outbox import (
     EMBED_RECORD,
+    EMBED_WAKEUP,
+    MAX_RETRIES,
     outbox_relay,
-    outbox_relay_tenant,
     record_embedding_enqueue,
 )
-from apps.derivations.tasks import MAX_RETRIES, embed_record
+from apps.derivations.selectors import background_work
 from apps.records.models import MemoryRecord
 from apps.tenancy.context import tenant_scope
 from memoryconsole.celery import TENANT_HEADER
 
-from .support import SEARCH, drain, run_eagerly, write
+from .support import SEARCH, drain, wake_eagerly, write
 
 pytestmark = pytest.mark.django_db
 
@@ -61,58 +64,60 @@ def test_it_finds_a_record_by_text_at_once_and_by_vector_once_embedded(agent, te
     assert row.state == OutboxState.DONE
 
 
-def test_it_updates_the_same_row_when_a_task_runs_twice(agent, tenant):
+def test_it_keeps_the_same_vector_when_the_same_record_is_queued_again(agent, tenant):
     record = write(agent)
     drain()
-    [row] = outbox_rows(tenant)
-    run_eagerly(row)  # a redelivered message (worker killed after the commit, before the ack)
-    assert len(embeddings_of(tenant, record["id"])) == 1
+    [first] = embeddings_of(tenant, record["id"])
+    with tenant_scope(tenant.pk):
+        # A second row for the same version (a redelivery, a re-queue): nothing written again.
+        record_embedding_enqueue(MemoryRecord.objects.get(pk=record["id"]))
+    assert drain() == 1
+    [again] = embeddings_of(tenant, record["id"])
+    assert (again.pk, again.created_at) == (first.pk, first.created_at)
+    assert {row.state for row in outbox_rows(tenant)} == {OutboxState.DONE}
 
 
-def test_it_does_nothing_for_a_record_deleted_before_the_task_runs(agent, tenant):
-    record = write(agent)
+def test_it_finishes_a_row_whose_record_is_gone_and_writes_nothing(agent, tenant):
+    write(agent)
     [row] = outbox_rows(tenant)
     with tenant_scope(tenant.pk):
-        MemoryRecord.objects.filter(pk=record["id"]).update(supersedes=None)
-    # The task for a vanished record (payload points nowhere) is a no-op, not an error.
-    result = embed_record.apply(
-        kwargs={"record_id": "00000000-0000-0000-0000-000000000000", "outbox_id": str(row.pk)},
-        headers={TENANT_HEADER: str(tenant.pk)},
-    )
-    assert result.get() == "missing"
+        # A row pointing at no record (its record went by a path that left the row).
+        OutboxMessage.objects.filter(pk=row.pk).update(object_id=uuid.UUID(int=0))
+    assert drain() == 1
+    [row] = outbox_rows(tenant)
+    assert row.state == OutboxState.DONE
     with tenant_scope(tenant.pk):
         assert not Embedding.objects.exists()
 
 
-def test_it_keeps_a_row_pending_when_publishing_fails_and_publishes_it_later(agent, tenant):
-    """The relay dies between commit and publish: nothing is lost, the next relay sends it."""
+def test_it_keeps_a_row_pending_when_the_wake_up_fails_and_relays_it_later(agent, tenant):
+    """The relay cannot reach the broker: nothing is lost, the next pass wakes the tenant."""
     record = write(agent)
 
-    def broken(message: OutboxMessage) -> None:
+    def broken(tenant_id: Any) -> None:
         raise ConnectionError("broker down")
 
     with pytest.raises(ConnectionError):
-        outbox_relay(publish=broken)
+        outbox_relay(wake=broken)
     [row] = outbox_rows(tenant)
     assert row.state == OutboxState.PENDING
     assert drain() == 1
     assert len(embeddings_of(tenant, record["id"])) == 1
 
 
-def test_it_relays_every_tenant_as_that_tenant(agent, tenant, other_agent, other_tenant):
-    mine = write(agent)
+def test_it_wakes_every_tenant_as_that_tenant(agent, tenant, other_agent, other_tenant):
+    mine = [write(agent, key=f"k.{n}") for n in range(3)]
     theirs = write(other_agent)
-    sent: list[tuple[str, str]] = []
+    woken: list[str] = []
 
-    def capture(message: OutboxMessage) -> None:
-        sent.append((str(message.tenant_id), message.payload["record_id"]))
-        run_eagerly(message)
+    def capture(tenant_id: Any) -> None:
+        woken.append(str(tenant_id))
+        wake_eagerly(tenant_id)
 
-    assert outbox_relay(publish=capture) == 2
-    assert sorted(sent) == sorted(
-        [(str(tenant.pk), mine["id"]), (str(other_tenant.pk), theirs["id"])]
-    )
-    assert len(embeddings_of(tenant, mine["id"])) == 1
+    assert outbox_relay(wake=capture) == 4
+    # One wake-up per tenant, not one message per record.
+    assert sorted(woken) == sorted([str(tenant.pk), str(other_tenant.pk)])
+    assert all(len(embeddings_of(tenant, record["id"])) == 1 for record in mine)
     assert embeddings_of(tenant, theirs["id"]) == []  # RLS: the other tenant's row is theirs
     assert len(embeddings_of(other_tenant, theirs["id"])) == 1
 
@@ -122,24 +127,28 @@ def test_it_refuses_to_relay_from_inside_a_tenant_scope(tenant):
         outbox_relay()
 
 
-def test_it_marks_the_row_dead_after_the_last_retry(agent, tenant, monkeypatch):
+def test_it_backs_off_after_a_failure_and_marks_the_row_dead_after_the_last_retry(
+    agent, tenant, monkeypatch
+):
     write(agent)
 
-    def failing(record_id: Any) -> str:
+    def failing(self: Any, texts: Any) -> Any:
         raise ValueError("embedder exploded")
 
-    monkeypatch.setattr(embeddings_module, "record_embed", failing)
-    with tenant_scope(tenant.pk):
-        [row] = OutboxMessage.objects.all()
-        outbox_relay_tenant(tenant.pk, publish=lambda m: None)
-    embed_record.apply(
-        kwargs={"record_id": row.payload["record_id"], "outbox_id": str(row.pk)},
-        headers={TENANT_HEADER: str(tenant.pk)},
-    )
-    [row] = outbox_rows(tenant)
+    monkeypatch.setattr(HashingEmbedder, "embed", failing)
+    for attempt in range(1, MAX_RETRIES + 2):
+        drain()
+        [row] = outbox_rows(tenant)
+        assert row.attempts == attempt
+        assert "embedder exploded" in row.last_error
+        if attempt <= MAX_RETRIES:
+            assert row.state == OutboxState.PENDING
+            assert row.available_at > timezone.now()  # not taken again before its backoff
+            assert drain() == 0
+            with tenant_scope(tenant.pk):  # the backoff has passed
+                OutboxMessage.objects.filter(pk=row.pk).update(available_at=timezone.now())
     assert row.state == OutboxState.DEAD
-    assert row.attempts == MAX_RETRIES + 1
-    assert "embedder exploded" in row.last_error
+    assert background_work().dead == 1
 
 
 def test_it_queues_one_embedding_per_pending_record(agent, tenant):
@@ -150,18 +159,83 @@ def test_it_queues_one_embedding_per_pending_record(agent, tenant):
         assert OutboxMessage.objects.count() == 1
 
 
-def test_it_publishes_by_task_name_with_the_tenant_header_and_ids_only(agent, tenant, monkeypatch):
-    from apps.derivations.outbox import publish_to_celery
+def test_it_wakes_the_tenant_with_its_header_and_no_arguments(agent, tenant, monkeypatch):
     from memoryconsole.celery import app
 
-    record = write(agent, content="very private words")
+    write(agent, content="very private words")
+    write(agent, key="other.key", content="more private words")
     sent: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(app, "send_task", lambda name, **options: sent.append((name, options)))
-    assert outbox_relay(publish=publish_to_celery) == 1
+    assert outbox_relay() == 2
     [(name, options)] = sent
-    assert name == EMBED_RECORD
-    assert options["headers"] == {TENANT_HEADER: str(tenant.pk)}
-    assert options["kwargs"]["record_id"] == record["id"]
-    assert "private" not in json.dumps(options)
-    [row] = outbox_rows(tenant)
-    assert row.state == OutboxState.PUBLISHED
+    assert name == EMBED_WAKEUP
+    assert options == {"headers": {TENANT_HEADER: str(tenant.pk)}}
+    assert {row.state for row in outbox_rows(tenant)} == {OutboxState.PUBLISHED}
+    assert outbox_relay() == 0  # woken already: not again before the redelivery delay
+
+
+class ManualTime:
+    """A clock that moves only when told, and delayed calls run only when told."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.scheduled: list[tuple[float, Any]] = []
+
+    def later(self, delay: float, call: Any) -> None:
+        self.scheduled.append((self.now + delay, call))
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        due = [call for at, call in self.scheduled if at <= self.now]
+        self.scheduled = [(at, call) for at, call in self.scheduled if at > self.now]
+        for call in due:
+            call()
+
+
+def test_a_burst_of_writes_sends_two_wake_ups_not_one_per_record(
+    agent, tenant, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    """With on-commit publishing (Redis), each commit asks for a wake-up; the coalescer sends
+    the first at once and one more after the burst, whatever the number of writes."""
+    from apps.derivations import outbox
+
+    sent: list[str] = []
+    clock = ManualTime()
+    coalescer = outbox.WakeupCoalescer(0.2, sent.append, clock=lambda: clock.now, later=clock.later)
+    monkeypatch.setattr(outbox, "_coalescer", coalescer)
+    settings.OUTBOX_RELAY_ON_COMMIT = True
+    for n in range(10):
+        with django_capture_on_commit_callbacks(execute=True):
+            write(agent, key=f"burst.{n}")
+    assert sent == [str(tenant.pk)]  # the first commit's, at once
+    clock.advance(0.2)
+    assert sent == [str(tenant.pk)] * 2  # one more, after the last commit of the burst
+    clock.advance(10)
+    assert len(sent) == 2
+    with tenant_scope(tenant.pk):
+        assert OutboxMessage.objects.filter(state=OutboxState.PENDING).count() == 10
+
+
+def test_the_coalescer_sends_after_every_request_and_keeps_tenants_apart():
+    from apps.derivations.outbox import WakeupCoalescer
+
+    sent: list[str] = []
+    clock = ManualTime()
+    coalescer = WakeupCoalescer(1.0, sent.append, clock=lambda: clock.now, later=clock.later)
+    coalescer.request("a")
+    coalescer.request("b")
+    assert sent == ["a", "b"]  # a quiet tenant's first request: at once, each tenant apart
+    clock.advance(0.5)
+    coalescer.request("a")
+    coalescer.request("a")
+    assert sent == ["a", "b"]  # within a's window: joined into one send at its end
+    clock.advance(0.5)
+    assert sent == ["a", "b", "a"]
+    clock.advance(0.1)
+    coalescer.request("a")  # after a send, inside the new window: waits for its end
+    assert sent == ["a", "b", "a"]
+    clock.advance(0.9)
+    assert sent == ["a", "b", "a", "a"]
+    clock.advance(5)
+    coalescer.request("b")  # long quiet: at once again
+    assert sent == ["a", "b", "a", "a", "b"]

@@ -1,4 +1,4 @@
-"""A worker killed mid-task (SIGKILL, for real) leaves no vector; the re-run leaves one."""
+"""A worker killed mid-batch (SIGKILL, for real) leaves no vector; the re-run leaves one."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connections
 
 from apps.derivations.models import Embedding, OutboxMessage, OutboxState
-from apps.derivations.outbox import outbox_relay_tenant
+from apps.derivations.outbox import EMBED_WAKEUP, outbox_relay_tenant
 from apps.tenancy.context import tenant_scope
 from memoryconsole.celery import TENANT_HEADER, app
 
@@ -48,16 +49,15 @@ def test_a_killed_worker_leaves_no_duplicate_and_the_rerun_embeds_once(agent, te
     try:
         with app.connection_for_write(REDIS_URL) as connection:
 
-            def publish(message: OutboxMessage) -> None:
+            def wake(tenant_id: Any) -> None:
                 app.send_task(
-                    message.task_name,
-                    kwargs={**message.payload, "outbox_id": str(message.pk)},
-                    headers={TENANT_HEADER: str(message.tenant_id)},
+                    EMBED_WAKEUP,
+                    headers={TENANT_HEADER: str(tenant_id)},
                     queue=queue,
                     connection=connection,
                 )
 
-            assert outbox_relay_tenant(tenant.pk, publish=publish) == 1
+            assert outbox_relay_tenant(tenant.pk, wake=wake) == 1
         deadline = time.monotonic() + 60
         while not marker.exists():
             assert worker.poll() is None, "the worker exited before the task ran"
@@ -72,8 +72,9 @@ def test_a_killed_worker_leaves_no_duplicate_and_the_rerun_embeds_once(agent, te
     with tenant_scope(tenant.pk):
         assert not Embedding.objects.filter(record_id=record["id"]).exists()  # rolled back
         [row] = OutboxMessage.objects.all()
-        assert row.state == OutboxState.PUBLISHED  # not done: the relay will send it again
-    run_eagerly(row)  # the re-run (a redelivery, or the relay republishing a stale row)
+        assert row.state == OutboxState.PUBLISHED  # not done: the relay will wake it again
+        assert row.attempts == 0  # the lease ended with the worker: nothing counted
+    run_eagerly(row)  # the re-run (a redelivery, or the relay waking the tenant again)
     run_eagerly(row)  # and a duplicate delivery changes nothing
     with tenant_scope(tenant.pk):
         assert Embedding.objects.filter(record_id=record["id"]).count() == 1

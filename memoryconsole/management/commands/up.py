@@ -41,12 +41,14 @@ from memoryconsole.supervisor import STOP_TIMEOUT, Supervisor
 READY_TIMEOUT = 90.0  # seconds for the web server to answer its health check
 MIGRATE_TIMEOUT = 600.0
 POLL_INTERVAL = 0.25
-# The worker's threads, and how many messages each may hold ahead. The SQL broker is polled
-# once a second whenever the worker holds all it may: with one message per thread, that
-# capped the embedding drain at a couple of tasks a second, far below the embedder's rate.
-# A message held by a worker that dies is offered again by the outbox relay.
+# The worker's threads, and how many messages each may hold ahead. Embeddings arrive as
+# wake-ups, each starting a drain that works through the tenant's queue in batches, so a few
+# messages per thread keep every thread busy; the SQL broker is polled only once a second
+# while the worker holds all it may, so a worker holding one per thread would leave the relay
+# and short tasks waiting behind that poll. Whatever a worker that dies was holding is offered
+# again by the outbox relay.
 WORKER_THREADS = 4
-WORKER_PREFETCH = 64
+WORKER_PREFETCH = 4
 
 
 class UpError(Exception):
@@ -85,6 +87,42 @@ def _server_label(entry: dict[str, Any]) -> str:
     host = entry.get("HOST") or "local socket"
     port = entry.get("PORT")
     return f"{host}{':' + str(port) if port else ''}/{entry.get('NAME')}"
+
+
+def child_commands(
+    *, host: str, port: int, workers: int, sql_broker: bool, loglevel: str = "INFO"
+) -> dict[str, list[str]]:
+    """The command line of each long-running child, by name, in the order up starts them
+    (the write benchmark starts the same ones without up, to measure what supervision costs)."""
+    python = sys.executable
+    worker = [python, "-m", "celery", "-A", "memoryconsole", "worker", "--loglevel", loglevel]
+    worker += ["--hostname", f"memoryconsole-{port}@%h"]
+    # Threads, not a prefork pool: a pool child killed on its own (the OOM killer's way)
+    # left the prefork worker taking messages and never running them; a thread pool
+    # dies whole, and up restarts it. Tasks wait on the database and the embedder,
+    # which release the GIL, so threads keep the embedder busy.
+    worker += ["--pool", "threads", "--concurrency", str(WORKER_THREADS)]
+    worker += ["--prefetch-multiplier", str(WORKER_PREFETCH)]
+    if sql_broker:
+        # The SQL transport has no fan-out: no gossip, mingle or broadcast heartbeats.
+        worker += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    beat = [python, "-m", "celery", "-A", "memoryconsole", "beat", "--loglevel", loglevel]
+    web = [python, "-m", "gunicorn", "memoryconsole.wsgi", "--bind", f"{host}:{port}"]
+    web += ["--workers", str(workers), "--graceful-timeout", str(int(STOP_TIMEOUT) - 2)]
+    web += ["--config", "python:memoryconsole.gunicorn_conf", "--log-level", loglevel.lower()]
+    # gunicorn's control socket has one path per user, not per home: two ups would fight.
+    web.append("--no-control-socket")
+    return {"worker": worker, "beat": beat, "web": web}
+
+
+def child_env(home: Path, role: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child of up living in ``home``, logging in as ``role``."""
+    env = dict(os.environ if base is None else base)
+    env["DJANGO_SETTINGS_MODULE"] = "memoryconsole.settings"
+    env["MEMORYCONSOLE_HOME"] = str(home)
+    env["MEMORYCONSOLE_DB_ROLE"] = role
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
 class Command(BaseCommand):
@@ -186,28 +224,12 @@ class Command(BaseCommand):
         self._check_stop()
 
         self.say("starting the Celery worker, Celery beat and gunicorn ...")
-        python = sys.executable
         loglevel = os.environ.get("LOG_LEVEL", "INFO").upper()
-        worker = [python, "-m", "celery", "-A", "memoryconsole", "worker", "--loglevel", loglevel]
-        worker += ["--hostname", f"memoryconsole-{port}@%h"]
-        # Threads, not a prefork pool: a pool child killed on its own (the OOM killer's way)
-        # left the prefork worker taking messages and never running them; a thread pool
-        # dies whole, and up restarts it. Tasks wait on the database and the embedder,
-        # which release the GIL, so threads keep the embedder busy.
-        worker += ["--pool", "threads", "--concurrency", str(WORKER_THREADS)]
-        worker += ["--prefetch-multiplier", str(WORKER_PREFETCH)]
-        if sql_broker:
-            # The SQL transport has no fan-out: no gossip, mingle or broadcast heartbeats.
-            worker += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
-        self.supervisor.start("worker", worker)
-        beat = [python, "-m", "celery", "-A", "memoryconsole", "beat", "--loglevel", loglevel]
-        self.supervisor.start("beat", beat)
-        web = [python, "-m", "gunicorn", "memoryconsole.wsgi", "--bind", f"{host}:{port}"]
-        web += ["--workers", str(workers), "--graceful-timeout", str(int(STOP_TIMEOUT) - 2)]
-        web += ["--config", "python:memoryconsole.gunicorn_conf", "--log-level", loglevel.lower()]
-        # gunicorn's control socket has one path per user, not per home: two ups would fight.
-        web.append("--no-control-socket")
-        self.supervisor.start("web", web)
+        commands = child_commands(
+            host=host, port=port, workers=workers, sql_broker=sql_broker, loglevel=loglevel
+        )
+        for name, argv in commands.items():
+            self.supervisor.start(name, argv)
 
         base = f"http://{_url_host(host)}:{port}"
         health = self._wait_until_healthy(f"{base}/api/v1/health")
@@ -289,12 +311,7 @@ class Command(BaseCommand):
     # --- steps ------------------------------------------------------------------------------
 
     def _child_env(self, role: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env["DJANGO_SETTINGS_MODULE"] = "memoryconsole.settings"
-        env["MEMORYCONSOLE_HOME"] = str(settings.HOME)
-        env["MEMORYCONSOLE_DB_ROLE"] = role
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
+        return child_env(Path(settings.HOME), role)
 
     def _check_port(self, host: str, port: int) -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
