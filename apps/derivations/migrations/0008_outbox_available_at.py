@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("derivations", "0006_erasure_job"),
+        ("derivations", "0007_remove_uncomparable_vectors"),
     ]
 
     operations = [
