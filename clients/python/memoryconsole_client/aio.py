@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import time
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import httpx
 
 from . import _core
-from ._core import Call, RetryPolicy, body, get, post, query
+from ._core import JOB_FINISHED, Call, RetryPolicy, body, get, post, query
 from .errors import TransportError
 from .models import (
     AuditEvent,
@@ -100,7 +101,7 @@ class AsyncMemoryConsole:
                     call.path,
                     params=call.params,
                     json=call.body,
-                    headers=_core.request_headers(call),
+                    headers=self._settings.request_headers(call),
                 )
             except httpx.TransportError as error:
                 if last or not _core.retry_after_transport_error(call, error):
@@ -109,7 +110,7 @@ class AsyncMemoryConsole:
                 continue
             parsed = _core.parse(response)
             if not last and _core.should_retry(call, response, parsed):
-                await asyncio.sleep(policy.delay(attempt))
+                await asyncio.sleep(policy.delay(attempt, response))
                 continue
             return response.status_code, _core.result(call, response, parsed)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -122,7 +123,7 @@ class AsyncMemoryConsole:
                 yield item
             if next_url is None:
                 return
-            call = Call("GET", next_url)
+            call = _core.same_server(self._settings.base_url, next_url)
 
     async def me(self) -> dict[str, Any]:
         """The credential: its tenant and actions."""
@@ -527,8 +528,27 @@ class Erasures(_Resource):
         return cast(dict[str, Any], await self._c.send(call))
 
     async def job(self, url: str) -> dict[str, Any]:
-        """A large erasure's job: state, progress and, when done, totals and receipt."""
-        return cast(dict[str, Any], await self._c.send(get(url)))
+        """A large erasure's job (the ``url`` of ``create``'s ``202`` answer): state,
+        progress and, when done, totals and receipt."""
+        call = _core.same_server(self._c._settings.base_url, url)
+        return cast(dict[str, Any], await self._c.send(call))
+
+    async def wait(
+        self, erasure: dict[str, Any], *, timeout: float = 300.0, interval: float = 1.0
+    ) -> dict[str, Any]:
+        """The finished erasure: ``create``'s answer itself when it ran at once, else its
+        job, asked again every ``interval`` seconds until ``done`` or ``failed``
+        (``TimeoutError`` after ``timeout`` seconds)."""
+        if "url" not in erasure or "state" not in erasure:
+            return erasure  # erased at once: the receipt and totals are in the answer
+        deadline = time.monotonic() + timeout
+        job = erasure
+        while job["state"] not in JOB_FINISHED:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"erasure job {job['id']} still {job['state']}")
+            await asyncio.sleep(interval)
+            job = await self.job(str(job["url"]))
+        return job
 
 
 class Receipts(_Resource):

@@ -196,19 +196,41 @@ class FactCheck(TypedDict):
     current_version: NotRequired[int | None]
 
 
+class SearchSummary(TypedDict):
+    """The summary a ``summary`` hit carries (a summary lives while its sources do)."""
+
+    id: str
+    text: str
+    reason: str
+    sensitivity: str
+    sources: list[dict[str, str]]
+    created_at: str
+
+
 class SearchHit(TypedDict):
-    """One search result: a record or a summary, its score and why it matched."""
+    """One search result: ``type`` says whether it carries a ``record`` or a ``summary``
+    (read it with ``hit_item``, which never assumes which), its score and why it matched.
+    ``scope``, ``trust`` and ``expires_at`` are the record's, and ``null`` for a summary."""
 
     type: Literal["record", "summary"]
     score: float
     why: dict[str, Any]
     provenance: Any
-    record: NotRequired[Record]
-    summary: NotRequired[dict[str, Any]]
+    record: NotRequired[Record | None]
+    summary: NotRequired[SearchSummary | None]
+    scope: NotRequired[Scope | None]
+    trust: NotRequired[str | None]
+    expires_at: NotRequired[str | None]
+    source: NotRequired[Any]
 
 
 class SearchResult(TypedDict):
+    """The ranked hits (``[]`` when nothing matches), and how the search ran."""
+
     results: list[SearchHit]
+    purpose: NotRequired[str]
+    plan: NotRequired[Any]
+    model: NotRequired[str]
 
 
 class Summary(TypedDict):
