@@ -18,6 +18,8 @@ USER_AGENT = "memoryconsole-client/0.1"
 # Retried: the server may not have seen the request, or failed before committing anything.
 RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 IN_FLIGHT_TYPE = "/idempotency-in-flight"
+# The 404 of a run that exists but has no checkpoint yet (any other 404: no such run).
+NO_CHECKPOINT_TYPE = "/no-checkpoint"
 # States in which an erasure job has stopped changing.
 JOB_FINISHED = frozenset({"done", "failed"})
 

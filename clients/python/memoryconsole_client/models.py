@@ -12,6 +12,7 @@ Sensitivity = Literal["public", "internal", "personal", "restricted"]
 SourceKind = Literal["interaction", "tool_call", "document", "user_action", "derived"]
 RetentionBasis = Literal["session", "consent", "contract", "indefinite"]
 Purpose = Literal["context", "decision"]
+Resolution = Literal["keep_current", "accept_new", "corrected"]
 
 
 # --- request parts -------------------------------------------------------------------------
@@ -162,6 +163,24 @@ class PromotionRequest(TypedDict):
     decided_by: dict[str, str] | None
     decided_at: str | None
     decision_reason: str
+
+
+class Conflict(TypedDict):
+    """Two values of one fact: the ``current`` record and the ``contender``; once resolved,
+    the ``resolution``, the ``resolved_record`` and who resolved it, why."""
+
+    id: str
+    state: str
+    subject: str
+    key: str
+    current: Record
+    contender: Record
+    opened_at: str
+    resolution: str
+    resolved_record: str | None
+    resolver: dict[str, str] | None
+    reason: str
+    resolved_at: str | None
 
 
 class Fact(TypedDict):
@@ -347,6 +366,7 @@ SCHEMA_COMPONENTS: dict[str, type] = {
     "RecordWriteResponse": RecordWritten,
     "Version": Version,
     "PromotionRequest": PromotionRequest,
+    "Conflict": Conflict,
     "Fact": Fact,
     "Run": Run,
     "Episode": Episode,
