@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import time
 from collections import OrderedDict
@@ -560,6 +561,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--url", help="the API's address (default: $MEMORYCONSOLE_URL)")
     args = parser.parse_args(argv)
+    # httpx logs each request's URL at INFO, query string and all (a subject, say): the API's
+    # own access log drops query strings, and so does this server by not logging them.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     server, check = build_server(base_url=args.url, credential_from_header=args.transport == "http")
     if args.transport == "stdio":
         server.run("stdio")
