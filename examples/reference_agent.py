@@ -1,34 +1,46 @@
-"""A reference agent that uses Memory Console's state layer through the REST API only.
+"""A reference agent that keeps its state in Memory Console, through ``memoryconsole-client``.
 
     export MEMORYCONSOLE_URL=http://127.0.0.1:8000 MEMORYCONSOLE_TOKEN=mc_...
     export FAKE_SERVICES_URL=http://127.0.0.1:8765      # python examples/fake_services.py
-    python examples/reference_agent.py run --task-id order-1001
+    python examples/reference_agent.py run --task-id order-1001 [--journal agent.jsonl]
     python examples/reference_agent.py race --task-id order-1002 --key order-1002:charge --worker 3
     python examples/reference_agent.py stale --task-id order-1003 --fact '{"id": ..., "version": 1}'
 
-No Django, no project imports: the standard library and HTTP. It fulfils an order in steps with
-external side effects (reserve stock, charge, email a receipt, ship, then record a fact) and
-survives ``kill -9`` at any point: run it again and it finishes the task with the same outcome
-and the same side effects as a run that was never interrupted. How:
+No Django and no hand-built API requests: every call to Memory Console goes through the
+client (so its retries, idempotency keys and typed errors are the ones an agent gets); only
+the outside world (the fake payment, email and shipping services) is plain HTTP. The agent
+fulfils an order in steps with external side effects (reserve stock, charge, email a
+receipt, ship, then record the outcome as a fact) and survives ``kill -9`` at any point: run
+it again and it finishes with the outcome and the side effects of a run never interrupted.
 
-* **the run** is opened with ``Idempotency-Key: run:<task>`` and found again by task id;
+Its memory is a record, not a cache. It never asks "do I remember doing this?" of a search;
+it asks the ledger:
+
+* **the run** is found again by task id (opened with ``Idempotency-Key: run:<task>``);
+* **a checkpoint** after each step holds the results so far, and a restarted agent resumes
+  after the latest one: the steps before it are not looked at again;
 * **each step is an obligation** whose key is ``<task>:<step number>:<step name>``. Before
-  acting, the agent creates it (the same key returns the existing one): if it is already
-  committed, its result is reused and nothing is done again;
+  acting, the agent opens it (the same key returns the existing one): if it is already
+  committed (done before a crash, after the last checkpoint), its result is reused and
+  nothing is done again;
 * **the side effect carries the obligation key** as its idempotency key, so a crash between
   the effect and the commit (the one window no ledger can close) is retried without a second
   effect;
-* **the commit is exactly once**: a ``409`` carries the winner's result, which the agent uses;
-* **a checkpoint** after each step holds the results so far; a restart resumes after it.
+* **the commit is exactly once**: a ``Conflict`` carries the winner's result, which the agent
+  uses.
 
-``stale`` shows the other half of principle 8: before acting on a fact from its context the
-agent asks ``/facts/check`` whether it is still current, and acts on the current version if not.
+``stale`` shows the other half of the design: before acting on a fact from its context the
+agent asks ``facts.check`` whether it is still current, and acts on the current version if not.
+
+``--journal PATH`` appends one JSON line per thing the agent did (started and from which
+checkpoint, opened a step's obligation, acted, committed, checkpointed, finished), each with
+one ``write`` so it is on disk even when the process is killed right after.
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
+import contextlib
 import json
 import os
 import random
@@ -36,18 +48,22 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit
+
+import httpx
+from memoryconsole_client import Conflict, MemoryConsole, RetryPolicy
 
 JSON = dict[str, Any]
-RETRYABLE_STATUS = {502, 503, 504}
+# A database or web worker being restarted is waited for (the API answers 503 with
+# Retry-After meanwhile), for a minute or so, rather than failing the task.
+PATIENT = RetryPolicy(retries=60, backoff=0.05, max_backoff=1.0)
 
 
 class CrashPoint:
     """Crash testing: with ``REFERENCE_AGENT_DIE_AT=K`` the agent SIGKILLs itself at the K-th
     point of its HTTP traffic (counting from 0; point 2i is just before sending request i,
-    2i+1 just after receiving its response, before acting on it)."""
+    2i+1 just after receiving its answer, before acting on it)."""
 
     def __init__(self) -> None:
         raw = os.environ.get("REFERENCE_AGENT_DIE_AT", "")
@@ -63,108 +79,94 @@ class CrashPoint:
 CRASH = CrashPoint()
 
 
-class ApiError(Exception):
-    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
-        super().__init__(f"{method} {path} -> {status}: {json.dumps(body)[:500]}")
-        self.status = status
-        self.body = body
+class CrashingTransport(httpx.BaseTransport):
+    """The agent's HTTP transport: the crash points around every request (Memory Console's
+    and the outside world's), and the ``--jitter-ms`` pause that spreads them."""
+
+    def __init__(self, jitter: float = 0.0) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.jitter = jitter
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.jitter:
+            time.sleep(random.uniform(0, self.jitter))  # noqa: S311 - not crypto
+        CRASH.tick()
+        response = self.inner.handle_request(request)
+        response.read()
+        CRASH.tick()
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
 
 
-class Http:
-    """JSON over HTTP with retries. Every POST this agent sends is safe to retry (it carries an
-    idempotency key, or is idempotent by design), so lost connections are simply retried."""
+class Journal:
+    """What this process did, one JSON line per event (nothing without a path)."""
 
-    def __init__(self, base_url: str, headers: dict[str, str] | None = None) -> None:
-        parts = urlsplit(base_url)
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or 80
-        self.prefix = parts.path.rstrip("/")
-        self.headers = headers or {}
-        self.jitter = 0.0
+    def __init__(self, path: str | None = None) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if path else None
 
-    def request(
-        self, method: str, path: str, body: Any = None, *, key: str | None = None
-    ) -> tuple[int, Any]:
-        headers = {"Accept": "application/json", **self.headers}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        if key is not None:
-            headers["Idempotency-Key"] = key
+    def note(self, event: str, **fields: Any) -> None:
+        if self.fd is None:
+            return
+        line = json.dumps({"event": event, "pid": os.getpid(), **fields}, sort_keys=True)
+        os.write(self.fd, (line + "\n").encode())  # one write: a line is whole or absent
+
+
+class Services:
+    """The outside world, where side effects happen. Every call carries the step's
+    obligation key as its ``Idempotency-Key``, so a call repeated after a crash is answered
+    with the first result instead of acting twice."""
+
+    def __init__(self, base_url: str, transport: httpx.BaseTransport | None = None) -> None:
+        self.http = httpx.Client(base_url=base_url, transport=transport, timeout=30)
+
+    def call(self, target: str, body: JSON, key: str) -> JSON:
         delay = 0.02
         for _ in range(60):
-            if self.jitter:
-                time.sleep(random.uniform(0, self.jitter))  # noqa: S311 - not crypto
-            CRASH.tick()
             try:
-                connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
-                try:
-                    connection.request(method, self.prefix + path, body=data, headers=headers)
-                    response = connection.getresponse()
-                    raw = response.read()
-                    status = response.status
-                finally:
-                    connection.close()
-            except (OSError, http.client.HTTPException):
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            CRASH.tick()
-            parsed = json.loads(raw) if raw else None
-            in_flight = (
-                status == 409
-                and isinstance(parsed, dict)
-                and str(parsed.get("type", "")).endswith("/idempotency-in-flight")
-            )
-            if status in RETRYABLE_STATUS or in_flight:
-                # A request of ours (perhaps from before a crash) still holds this key.
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            return status, parsed
-        raise ApiError(method, path, 0, "gave up retrying")
-
-    def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        key: str | None = None,
-        ok: tuple[int, ...] = (200, 201),
-    ) -> Any:
-        status, parsed = self.request(method, path, body, key=key)
-        if status not in ok:
-            raise ApiError(method, path, status, parsed)
-        return parsed
+                response = self.http.post(f"/{target}", json=body, headers={"Idempotency-Key": key})
+            except httpx.TransportError:
+                response = None
+            if response is not None and response.status_code < 500:
+                response.raise_for_status()
+                answer: JSON = response.json()
+                return answer
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        raise RuntimeError(f"{target}: the service did not answer")
 
 
 @dataclass
 class Agent:
-    """The agent's two connections: Memory Console (``api``) and the outside world
-    (``services``, where side effects happen)."""
+    """The agent's two connections: Memory Console (``memory``, its state) and the outside
+    world (``services``), and its journal."""
 
-    api: Http
-    services: Http
+    memory: MemoryConsole
+    services: Services
+    journal: Journal = field(default_factory=Journal)
 
     @classmethod
-    def from_env(cls, jitter_ms: float = 0.0) -> Agent:
-        token = os.environ["MEMORYCONSOLE_TOKEN"]
-        api = Http(os.environ["MEMORYCONSOLE_URL"], {"Authorization": f"Bearer {token}"})
-        services = Http(os.environ["FAKE_SERVICES_URL"])
-        api.jitter = services.jitter = jitter_ms / 1000
-        return cls(api, services)
+    def from_env(cls, jitter_ms: float = 0.0, journal: str | None = None) -> Agent:
+        """``MEMORYCONSOLE_URL``, ``MEMORYCONSOLE_TOKEN`` and ``FAKE_SERVICES_URL``."""
+        jitter = jitter_ms / 1000
+        memory = MemoryConsole(retry=PATIENT, transport=CrashingTransport(jitter))
+        services = Services(os.environ["FAKE_SERVICES_URL"], CrashingTransport(jitter))
+        return cls(memory, services, Journal(journal))
 
 
-# --- one obligation: the unit of exactly-once work ------------------------------------------------
+# --- one obligation: the unit of exactly-once work ------------------------------------------
+
+
+class StepBlocked(Exception):
+    """The step's obligation was failed or cancelled: it can never be done."""
 
 
 @dataclass
 class Performed:
     obligation: str
     result: Any
-    outcome: str  # committed (by us) | already_committed (found done) | lost_race (409)
+    outcome: str  # committed (by us) | already_committed (found done) | lost_race (Conflict)
 
 
 def perform(
@@ -178,6 +180,7 @@ def perform(
     depends_on: list[str] | None = None,
     run_id: str | None = None,
     name: str = "agent",
+    step: int | None = None,
 ) -> Performed:
     """Do ``act`` (the side effect) at most once in effect for ``key``, and record its result.
 
@@ -186,35 +189,29 @@ def perform(
     outside world answers with the first result instead of acting twice. ``name`` tells
     agents sharing a credential apart (their commits must not share an idempotency key).
     """
-    obligation = agent.api.call(
-        "POST",
-        "/api/v1/obligations",
-        {
-            "task_id": task_id,
-            "kind": kind,
-            "key": key,
-            "depends_on": depends_on or [],
-            "payload": payload,
-        },
+    agent.journal.note("open", key=key, step=step)
+    obligation = agent.memory.obligations.open(
+        task_id=task_id, kind=kind, key=key, depends_on=depends_on or [], payload=payload
     )
     if obligation["state"] == "committed":
+        agent.journal.note("found_committed", key=key, step=step)
         return Performed(obligation["id"], obligation["result"], "already_committed")
     if obligation["state"] != "pending":
-        raise ApiError("POST", "/api/v1/obligations", 409, obligation)
+        raise StepBlocked(f"{key} is {obligation['state']}: {obligation['end_reason']}")
+    agent.journal.note("act", key=key, step=step)
     result = act()
-    status, body = agent.api.request(
-        "POST",
-        f"/api/v1/obligations/{obligation['id']}/commit",
-        {"result": result},
-        key=f"{key}:commit:{name}",
-    )
-    if status == 200:
-        performed = Performed(obligation["id"], body["result"], "committed")
-    elif status == 409 and body.get("state") == "committed":
+    try:
+        committed = agent.memory.obligations.commit(
+            obligation["id"], result=result, idempotency_key=f"{key}:commit:{name}"
+        )
+        performed = Performed(obligation["id"], committed["result"], "committed")
+    except Conflict as refused:
+        winner = refused.body if isinstance(refused.body, dict) else {}
+        if winner.get("state") != "committed":
+            raise  # a dependency not committed yet, say: not ours to paper over
         # Someone (another agent, or this one before a crash) committed first: theirs stands.
-        performed = Performed(obligation["id"], body["result"], "lost_race")
-    else:
-        raise ApiError("POST", "commit", status, body)
+        performed = Performed(obligation["id"], winner["result"], "lost_race")
+    agent.journal.note("committed", key=key, step=step, outcome=performed.outcome)
     if run_id:
         # Deterministic content: a resumed run re-sends it under the same idempotency key.
         episode(agent, run_id, f"{key}:result", f"{kind}: {json.dumps(performed.result)}")
@@ -224,17 +221,13 @@ def perform(
 def episode(agent: Agent, run_id: str, key: str, content: str, role: str = "tool") -> None:
     """A trace of the run (discarded when it closes). Keyed, so a resumed run does not
     append the same trace twice."""
-    status, body = agent.api.request(
-        "POST", f"/api/v1/runs/{run_id}/episodes", {"role": role, "content": content}, key=key
-    )
-    if status not in (201, 409):  # 409: the run closed meanwhile; traces no longer matter
-        raise ApiError("POST", "episodes", status, body)
+    with contextlib.suppress(Conflict):  # the run closed meanwhile: traces no longer matter
+        agent.memory.episodes.add(run_id, role=role, content=content, idempotency_key=key)
 
 
-def side_effect(agent: Agent, path: str, body: JSON, key: str) -> Callable[[], Any]:
+def side_effect(agent: Agent, target: str, body: JSON, key: str) -> Callable[[], Any]:
     def act() -> Any:
-        response = agent.services.call("POST", f"/{path}", body, key=key, ok=(200,))
-        return {"id": response["id"]}
+        return {"id": agent.services.call(target, body, key)["id"]}
 
     return act
 
@@ -292,6 +285,11 @@ STEPS = [
 ]
 
 
+def step_key(task_id: str, index: int) -> str:
+    """The obligation key of step ``index`` (0-based) of a task: task and step identity."""
+    return f"{task_id}:{index + 1}:{STEPS[index].name}"
+
+
 def default_order(task_id: str) -> JSON:
     return {
         "id": task_id,
@@ -304,33 +302,29 @@ def default_order(task_id: str) -> JSON:
 
 def open_run(agent: Agent, task_id: str, owner: str) -> JSON:
     """The task's run: found by task id after a restart, else opened (keyed, so a crash
-    between the open and its response does not open a second one)."""
-    listing = agent.api.call("GET", f"/api/v1/runs?task_id={_quote(task_id)}")
-    if listing["results"]:
-        run: JSON = listing["results"][0]
-        return run
-    created: JSON = agent.api.call(
-        "POST", "/api/v1/runs", {"task_id": task_id, "owner": owner}, key=f"run:{task_id}"
+    between the open and its answer does not open a second one)."""
+    for run in agent.memory.runs.list(task_id=task_id):
+        return dict(run)  # the newest
+    return dict(
+        agent.memory.runs.open(task_id=task_id, owner=owner, idempotency_key=f"run:{task_id}")
     )
-    return created
 
 
 def run_task(agent: Agent, order: JSON) -> JSON:
-    """Fulfil ``order``, resuming from the last checkpoint. Returns the final state."""
+    """Fulfil ``order``, resuming after the last checkpoint. Returns the final state."""
     task_id = order["id"]
     run = open_run(agent, task_id, order["owner"])
-    status, latest = agent.api.request("GET", f"/api/v1/runs/{run['id']}/checkpoints/latest")
-    if status == 200:
+    latest = agent.memory.checkpoints.latest(run["id"])
+    if latest is not None:
         step, state = latest["step"], latest["state"]
-    elif status == 404:
-        step, state = 0, {"results": {}, "obligations": {}}
     else:
-        raise ApiError("GET", "checkpoints/latest", status, latest)
+        step, state = 0, {"results": {}, "obligations": {}}
+    agent.journal.note("start", task=task_id, run=run["id"], resumed_from=step)
     if run["state"] == "closed":
         return {"run": run["id"], "run_state": "closed", "step": step, "state": state}
     for index in range(step, len(STEPS)):
         current = STEPS[index]
-        key = f"{task_id}:{index + 1}:{current.name}"
+        key = step_key(task_id, index)
         body = current.body(order, state["results"])
         previous = state["obligations"].get(STEPS[index - 1].name) if index else None
         if current.target == "memory":
@@ -348,28 +342,25 @@ def run_task(agent: Agent, order: JSON) -> JSON:
             act=act,
             depends_on=[previous] if previous else [],
             run_id=run["id"],
+            step=index + 1,
         )
         state = {
             "results": {**state["results"], current.name: performed.result},
             "obligations": {**state["obligations"], current.name: performed.obligation},
         }
-        agent.api.call(
-            "POST", f"/api/v1/runs/{run['id']}/checkpoints", {"step": index + 1, "state": state}
-        )
-    closed = agent.api.call("POST", f"/api/v1/runs/{run['id']}/close", key=f"close:{task_id}")
+        agent.memory.checkpoints.save(run["id"], step=index + 1, state=state)
+        agent.journal.note("checkpoint", step=index + 1)
+    closed = agent.memory.runs.close(run["id"], idempotency_key=f"close:{task_id}")
+    agent.journal.note("done", task=task_id)
     return {"run": run["id"], "run_state": closed["state"], "step": len(STEPS), "state": state}
 
 
 def _record_write(agent: Agent, body: JSON, key: str) -> Callable[[], Any]:
     def act() -> Any:
-        record = agent.api.call("POST", "/api/v1/records", body, key=key)
+        record = agent.memory.records.write(**body, idempotency_key=key)
         return {"id": record["id"], "version": record["version"]}
 
     return act
-
-
-def _quote(value: str) -> str:
-    return quote(value, safe="")
 
 
 # --- two agents, one obligation --------------------------------------------------------------
@@ -398,14 +389,13 @@ def race(agent: Agent, *, task_id: str, key: str, worker: str, start_at: float =
 def act_on_fact(agent: Agent, *, task_id: str, fact: JSON) -> JSON:
     """Ship with the carrier of the shipping preference ``fact`` (``{id, version, value}``,
     as held in the agent's context), after checking it is still the current version."""
-    check = agent.api.call(
-        "POST", "/api/v1/facts/check", {"facts": [{"id": fact["id"], "version": fact["version"]}]}
-    )["facts"][0]
+    [check] = agent.memory.facts.check([{"id": fact["id"], "version": fact["version"]}])
     used, value = fact, fact.get("value")
     if not check["current"]:
-        if not check.get("current_id"):
-            raise ApiError("POST", "facts/check", 409, {"detail": "no current version", **check})
-        record = agent.api.call("GET", f"/api/v1/records/{check['current_id']}")
+        current_id = check.get("current_id")
+        if not current_id:
+            raise StepBlocked(f"fact {fact['id']} is {check.get('reason')}, with no current one")
+        record = agent.memory.records.get(current_id)
         used, value = {"id": record["id"], "version": record["version"]}, record["value"]
     body = {"carrier": value, "fact": used["id"], "version": used["version"]}
     key = f"{task_id}:ship"
@@ -419,6 +409,7 @@ def act_on_fact(agent: Agent, *, task_id: str, fact: JSON) -> JSON:
     )
     return {
         "stale": not check["current"],
+        "reason": check.get("reason"),
         "used": {"id": used["id"], "version": used["version"], "value": value},
         "result": performed.result,
     }
@@ -427,6 +418,7 @@ def act_on_fact(agent: Agent, *, task_id: str, fact: JSON) -> JSON:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jitter-ms", type=float, default=0.0, help="random pause per request")
+    parser.add_argument("--journal", help="append what this process does here, as JSON lines")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="fulfil an order (resumes after a crash)")
     run.add_argument("--task-id", required=True)
@@ -441,17 +433,22 @@ def main(argv: list[str] | None = None) -> int:
     stale.add_argument("--fact", required=True, help='{"id": ..., "version": ..., "value": ...}')
     args = parser.parse_args(argv)
 
-    agent = Agent.from_env(args.jitter_ms)
-    if args.command == "run":
-        order = json.loads(args.order) if args.order else default_order(args.task_id)
-        order["id"] = args.task_id
-        output = run_task(agent, order)
-    elif args.command == "race":
-        output = race(
-            agent, task_id=args.task_id, key=args.key, worker=args.worker, start_at=args.start_at
-        )
-    else:
-        output = act_on_fact(agent, task_id=args.task_id, fact=json.loads(args.fact))
+    agent = Agent.from_env(args.jitter_ms, args.journal)
+    with agent.memory:
+        if args.command == "run":
+            order = json.loads(args.order) if args.order else default_order(args.task_id)
+            order["id"] = args.task_id
+            output = run_task(agent, order)
+        elif args.command == "race":
+            output = race(
+                agent,
+                task_id=args.task_id,
+                key=args.key,
+                worker=args.worker,
+                start_at=args.start_at,
+            )
+        else:
+            output = act_on_fact(agent, task_id=args.task_id, fact=json.loads(args.fact))
     print(json.dumps(output, sort_keys=True), flush=True)
     return 0
 

@@ -2,8 +2,16 @@
 
 Every tool calls the agent REST API through ``memoryconsole-client``, so authentication,
 row-level security, idempotency and audit are exactly the API's; no Django runs here. The
-credential comes from ``MEMORYCONSOLE_TOKEN`` (stdio) or the request's ``Authorization``
-header (streamable HTTP), never from a tool argument an LLM could fill in.
+credential comes from ``MEMORYCONSOLE_TOKEN`` (stdio) or the request's ``Authorization:
+Bearer`` header (streamable HTTP), never from a tool argument an LLM could fill in.
+
+Over HTTP the SDK's bearer authentication guards ``/mcp``: a request without a credential
+the API accepts is a ``401`` before any tool runs, and an MCP session is bound to the
+credential that opened it (another credential presenting its session id is answered as if
+the session did not exist). Each new credential is checked once with ``GET /api/v1/me`` and
+remembered for ``CHECK_TTL`` seconds; the API still authorises every tool call itself, so a
+revoked credential's calls fail at once. While the API cannot be reached the check answers
+``503`` rather than calling the credential bad.
 
     memoryconsole mcp                                  # stdio, for a local agent
     memoryconsole mcp --transport http --port 8765     # streamable HTTP at /mcp
@@ -12,15 +20,34 @@ header (streamable HTTP), never from a tool argument an LLM could fill in.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import logging
 import os
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
+import httpx
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from memoryconsole_client import ApiError, AsyncMemoryConsole, Conflict, MemoryConsoleError
-from pydantic import BaseModel, Field
+from memoryconsole_client import (
+    ApiError,
+    AsyncMemoryConsole,
+    Conflict,
+    Forbidden,
+    MemoryConsoleError,
+    RetryPolicy,
+    Unauthorized,
+)
+from pydantic import AnyHttpUrl, BaseModel, Field
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as ASGIScope
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -69,20 +96,176 @@ def _plain(model: BaseModel | None) -> JSON | None:
     return None if model is None else model.model_dump(exclude_none=True)
 
 
-class Credentials:
-    """The API client for a tool call: one shared client with the environment's token
-    (stdio), or one per bearer token seen in the request's header (HTTP)."""
+# How long a credential the API accepted (or refused) is taken as such without asking again.
+CHECK_TTL = 30.0
+REFUSED_TTL = 30.0
+# Credentials remembered at once (checks, and one API client each); the oldest go first.
+REMEMBERED = 512
+# Failed checks a client address may cause per minute before it is refused without one: each
+# failed check counts toward the API's throttle of failed authentications from *this*
+# server's address, which would otherwise lock every agent behind it out.
+FAILED_CHECKS_PER_MINUTE = 10
+# A credential check is quick or it is not happening: the API is down or overloaded.
+CHECK_RETRY = RetryPolicy(retries=1, backoff=0.1, max_backoff=0.5)
 
-    def __init__(self, base_url: str | None, from_header: bool) -> None:
+
+class ApiUnreachable(Exception):
+    """The API could not say whether a credential is valid."""
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Clients:
+    """One API client per credential, over one shared connection pool. The client sends its
+    credential with each request, so sharing the pool never mixes credentials; a client
+    dropped from the bounded table is simply forgotten (it owns no connection)."""
+
+    def __init__(self, base_url: str | None) -> None:
         self.base_url = base_url
+        self.transport = httpx.AsyncHTTPTransport()
+        self.by_token: OrderedDict[str, AsyncMemoryConsole] = OrderedDict()
+
+    def get(self, token: str, retry: RetryPolicy | None = None) -> AsyncMemoryConsole:
+        if retry is not None:  # one-off (credential checks): not remembered
+            return AsyncMemoryConsole(self.base_url, token, retry=retry, transport=self.transport)
+        key = _digest(token)
+        client = self.by_token.get(key)
+        if client is None:
+            client = AsyncMemoryConsole(self.base_url, token, transport=self.transport)
+            self.by_token[key] = client
+            while len(self.by_token) > REMEMBERED:
+                self.by_token.popitem(last=False)
+        self.by_token.move_to_end(key)
+        return client
+
+    async def close(self) -> None:
+        await self.transport.aclose()
+
+
+class CredentialCheck:
+    """The MCP SDK's token verifier, answering from what the API said of each credential
+    (``GET /api/v1/me``): its id is the principal an MCP session is bound to, its actions the
+    scopes. Answers are remembered briefly, refusals too."""
+
+    def __init__(self, clients: Clients) -> None:
+        self.clients = clients
+        self.known: OrderedDict[str, tuple[float, AccessToken | None]] = OrderedDict()
+
+    def remembered(self, token: str) -> tuple[bool, AccessToken | None]:
+        entry = self.known.get(_digest(token))
+        if entry is None or entry[0] < time.monotonic():
+            return False, None
+        return True, entry[1]
+
+    async def check(self, token: str) -> AccessToken | None:
+        """The credential's access, ``None`` if the API refuses it; ``ApiUnreachable``
+        when the API cannot tell."""
+        known, access = self.remembered(token)
+        if known:
+            return access
+        try:
+            me = await self.clients.get(token, retry=CHECK_RETRY).me()
+        except (Unauthorized, Forbidden):
+            self._remember(token, None, REFUSED_TTL)
+            return None
+        except MemoryConsoleError as error:
+            raise ApiUnreachable(str(error)) from error
+        access = AccessToken(
+            token=token,
+            client_id=str(me["id"]),
+            scopes=[str(a) for a in me.get("actions", [])],
+            subject=str(me.get("tenant", "")),
+        )
+        self._remember(token, access, CHECK_TTL)
+        return access
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            return await self.check(token)
+        except ApiUnreachable:
+            return None  # the gate in front has answered 503 already; this is a late outage
+
+    def _remember(self, token: str, access: AccessToken | None, ttl: float) -> None:
+        key = _digest(token)
+        self.known[key] = (time.monotonic() + ttl, access)
+        self.known.move_to_end(key)
+        while len(self.known) > REMEMBERED:
+            self.known.popitem(last=False)
+
+
+class CheckGate:
+    """In front of the MCP app: checks a new bearer credential before the SDK's
+    authentication does, to answer what the SDK cannot: ``503`` while the API is unreachable
+    (not a ``401`` that would send the agent looking for another credential), and ``429`` for
+    an address whose recent credentials kept failing (see ``FAILED_CHECKS_PER_MINUTE``)."""
+
+    def __init__(self, app: ASGIApp, check: CredentialCheck) -> None:
+        self.app, self.check = app, check
+        self.failures: dict[str, list[float]] = {}
+
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
+        token = _bearer(scope) if scope["type"] == "http" else None
+        if token is None or self.check.remembered(token)[0]:
+            await self.app(scope, receive, send)
+            return
+        address = str((scope.get("client") or ("?", 0))[0])
+        now = time.monotonic()
+        recent = [t for t in self.failures.get(address, []) if t > now - 60]
+        if len(recent) >= FAILED_CHECKS_PER_MINUTE:
+            await _answer(send, 429, "Too many failed credentials from this address.", 60)
+            return
+        try:
+            access = await self.check.check(token)
+        except ApiUnreachable:
+            await _answer(send, 503, "Memory Console cannot be reached to check the credential.", 5)
+            return
+        if access is None:
+            self.failures[address] = [*recent, now]
+        await self.app(scope, receive, send)
+
+
+def _bearer(scope: ASGIScope) -> str | None:
+    for name, value in scope.get("headers") or []:
+        if name.lower() == b"authorization":
+            scheme, _, token = bytes(value).decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return str(token.strip())
+    return None
+
+
+async def _answer(send: Send, status: int, detail: str, retry_after: int) -> None:
+    body = json.dumps(
+        {
+            "error": "unavailable" if status == 503 else "too_many_requests",
+            "error_description": detail,
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"retry-after", str(retry_after).encode()),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class Credentials:
+    """The API client for a tool call: the environment's credential (stdio), or the one
+    the SDK authenticated for this request (HTTP)."""
+
+    def __init__(self, clients: Clients, from_header: bool) -> None:
+        self.clients = clients
         self.from_header = from_header
-        self.clients: dict[str, AsyncMemoryConsole] = {}
 
     def client(self, ctx: Context) -> AsyncMemoryConsole:
-        token = self._token(ctx)
-        if token not in self.clients:
-            self.clients[token] = AsyncMemoryConsole(self.base_url, token)
-        return self.clients[token]
+        return self.clients.get(self._token(ctx))
 
     def _token(self, ctx: Context) -> str:
         if not self.from_header:
@@ -90,20 +273,21 @@ class Credentials:
             if not token:
                 raise ToolError("no agent credential: set MEMORYCONSOLE_TOKEN for the server")
             return token
-        header = dict((ctx.headers or {}).items())
-        authorization = header.get("authorization") or header.get("Authorization") or ""
-        scheme, _, token = authorization.partition(" ")
+        access = get_access_token()
+        if access is not None:
+            return access.token
+        # The SDK authenticated this request before it reached the tool; its header is the
+        # credential it checked.
+        headers = dict((ctx.headers or {}).items())
+        scheme, _, token = (headers.get("authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise ToolError("no agent credential: send Authorization: Bearer <token>")
         return token.strip()
 
-    async def close(self) -> None:
-        for client in self.clients.values():
-            await client.close()
-
 
 def _tool_error(error: MemoryConsoleError) -> ToolError:
-    """The API's problem as a tool error the model can read and act on."""
+    """The API's problem as a tool error the model can read and act on: status, title,
+    detail, the failing fields, and the problem type."""
     if not isinstance(error, ApiError):
         return ToolError(f"Memory Console unreachable: {error}")
     problem = f"{error.status} {error.title}: {error.detail}"
@@ -120,19 +304,33 @@ async def _api(call: Awaitable[T]) -> T:
         raise _tool_error(error) from error
 
 
-def build_server(*, base_url: str | None = None, credential_from_header: bool = False) -> MCPServer:
-    """The MCP server, its tools calling the API at ``base_url``."""
-    credentials = Credentials(base_url, credential_from_header)
+def build_server(
+    *, base_url: str | None = None, credential_from_header: bool = False
+) -> tuple[MCPServer, CredentialCheck]:
+    """The MCP server, its tools calling the API at ``base_url`` (default
+    ``MEMORYCONSOLE_URL``), and its credential check (used over HTTP)."""
+    api_url = base_url or os.environ.get("MEMORYCONSOLE_URL") or "http://127.0.0.1:8000"
+    clients = Clients(api_url)
+    credentials = Credentials(clients, credential_from_header)
+    check = CredentialCheck(clients)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
         try:
             yield None
         finally:
-            await credentials.close()
+            await clients.close()
 
+    auth: dict[str, Any] = {}
+    if credential_from_header:
+        # Memory Console issues the credentials; no OAuth metadata is served (agents send a
+        # token they were given), so there is no resource URL to advertise.
+        auth = {
+            "auth": AuthSettings(issuer_url=AnyHttpUrl(api_url), resource_server_url=None),
+            "token_verifier": check,
+        }
     server: MCPServer = MCPServer(
-        "memoryconsole", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan
+        "memoryconsole", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan, **auth
     )
 
     def tool(fn: Callable[..., Awaitable[JSON]]) -> Callable[..., Awaitable[JSON]]:
@@ -348,7 +546,12 @@ def build_server(*, base_url: str | None = None, credential_from_header: bool = 
     async def run_checkpoint(run_id: str, ctx: Context) -> JSON:
         return {"checkpoint": await _api(credentials.client(ctx).checkpoints.latest(run_id))}
 
-    return server
+    return server, check
+
+
+def http_app(server: MCPServer, check: CredentialCheck, host: str) -> ASGIApp:
+    """The streamable HTTP app at ``/mcp``, behind the credential gate."""
+    return CheckGate(server.streamable_http_app(host=host), check)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -358,8 +561,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--url", help="the API's address (default: $MEMORYCONSOLE_URL)")
     args = parser.parse_args(argv)
-    server = build_server(base_url=args.url, credential_from_header=args.transport == "http")
+    # httpx logs each request's URL at INFO, query string and all (a subject, say): the API's
+    # own access log drops query strings, and so does this server by not logging them.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    server, check = build_server(base_url=args.url, credential_from_header=args.transport == "http")
     if args.transport == "stdio":
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=args.host, port=args.port)
+        return
+    import uvicorn
+
+    # Open MCP streams would hold a graceful shutdown for ever; a client reconnects anyway.
+    uvicorn.run(
+        http_app(server, check, args.host),
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        timeout_graceful_shutdown=3,
+    )

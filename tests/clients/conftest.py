@@ -29,6 +29,8 @@ def server_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
     env["MEMORYCONSOLE_HOME"] = str(home)
     env["PYTHONUNBUFFERED"] = "1"
+    # An erasure of more than this many records is a job (202): small, so a test can follow one.
+    env["ERASURE_JOB_THRESHOLD_RECORDS"] = "3"
     return env
 
 
@@ -42,6 +44,7 @@ class LiveServer:
     token: str  # tenant "acme", every action
     default_token: str  # tenant "acme", the default actions (no delete, erase, audit...)
     other_token: str  # tenant "globex", every action
+    review_token: str = ""  # tenant "acme", read and review: decides what the others wrote
 
     def manage(self, *args: str) -> str:
         """Run a ``memoryconsole`` command against this server's database; its stdout."""
@@ -97,6 +100,9 @@ def live_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         server.default_token = server.manage("create-token", "acme", "--name", "default-agent")
         server.other_token = server.manage(
             "create-token", "globex", "--name", "rival", "--actions", EVERY_ACTION
+        )
+        server.review_token = server.manage(
+            "create-token", "acme", "--name", "reviewer", "--actions", "read,review"
         )
         yield server
     finally:

@@ -20,6 +20,11 @@ from memoryconsole_client import (
     TransportError,
     Unauthorized,
     Unprocessable,
+    hit_id,
+    hit_text,
+    hit_type,
+    record_hits,
+    summary_hits,
 )
 
 from .conftest import LiveServer, free_port
@@ -109,13 +114,51 @@ def test_facts_search_and_summaries(mc: MemoryConsole) -> None:
     assert check["current"] is True
 
     hits = mc.search("zephyr", subject=who, scope={"domain": "commerce"})["results"]
-    assert [hit["record"]["id"] for hit in hits] == [first["id"]]
+    assert [hit_id(hit) for hit in hits] == [first["id"]]
     assert mc.search("nothing-matches-this-query", subject=who)["results"] == []
 
     summary = mc.summaries.create(
         text="prefers zephyr", sources=[{"type": "record", "id": first["id"]}], reason="digest"
     )
     assert mc.summaries.get(summary["id"])["valid"] is True
+
+    # Now a summary ranks beside the record: the helpers read either kind of hit.
+    both = mc.search("zephyr", subject=who, scope={"domain": "commerce"})
+    assert {hit_type(h) for h in both["results"]} == {"record", "summary"}
+    assert {hit_id(h) for h in both["results"]} == {first["id"], summary["id"]}
+    assert [r["id"] for r in record_hits(both)] == [first["id"]]
+    assert [s["text"] for s in summary_hits(both)] == ["prefers zephyr"]
+    assert {hit_text(h) for h in both["results"]} == {"ships with zephyr", "prefers zephyr"}
+
+
+def test_hits_are_read_whatever_their_type() -> None:
+    """The shapes a search hit can take: a record hit, a summary hit without a ``record``
+    key, one with ``record: null`` beside its summary (every hit with the same keys), an
+    untyped one from an older server, and a type this client does not know."""
+    record = {"id": "r1", "content": "ships with dhl"}
+    summary = {"id": "s1", "text": "prefers dhl"}
+    result = {
+        "results": [
+            {"type": "record", "record": record, "score": 1.0},
+            {"type": "summary", "summary": summary, "score": 0.9},
+            {"type": "summary", "record": None, "summary": summary, "score": 0.8},
+            {"record": record, "score": 0.7},
+            {"type": "episode", "score": 0.6},
+        ]
+    }
+    hits = result["results"]
+    assert [hit_type(h) for h in hits] == ["record", "summary", "summary", "record", "episode"]
+    assert [hit_id(h) for h in hits] == ["r1", "s1", "s1", "r1", None]
+    assert [hit_text(h) for h in hits] == [
+        "ships with dhl",
+        "prefers dhl",
+        "prefers dhl",
+        "ships with dhl",
+        "",
+    ]
+    assert [r["id"] for r in record_hits(result)] == ["r1", "r1"]
+    assert [s["id"] for s in summary_hits(result)] == ["s1", "s1"]
+    assert record_hits({"results": []}) == []
 
 
 def test_runs_episodes_checkpoints_and_obligations(mc: MemoryConsole) -> None:
@@ -127,6 +170,8 @@ def test_runs_episodes_checkpoints_and_obligations(mc: MemoryConsole) -> None:
     assert mc.runs.get(run["id"])["state"] == "open"
 
     assert mc.checkpoints.latest(run["id"]) is None
+    with pytest.raises(NotFound):  # no such run is not "no checkpoint yet"
+        mc.checkpoints.latest(str(uuid.uuid4()))
     mc.episodes.add(run["id"], role="tool", content="charged")
     assert [e["content"] for e in mc.episodes.list(run["id"])] == ["charged"]
 
@@ -153,6 +198,35 @@ def test_runs_episodes_checkpoints_and_obligations(mc: MemoryConsole) -> None:
     assert (closed["state"], closed["episodes_discarded"]) == ("closed", 1)
 
 
+def test_review_decides_what_agents_wrote(live_api: LiveServer, mc: MemoryConsole) -> None:
+    who = subject()
+    first = mc.records.write(**memory(who, value="carrier_a"))
+    contender = mc.records.write(**memory(who, value="carrier_b"))
+    assert contender["outcome"] == "conflict"
+    promotion = mc.records.request_promotion(first["id"], reason="the customer said so")
+    with MemoryConsole(live_api.url, live_api.review_token) as reviewer:
+        [conflict] = [c for c in reviewer.conflicts.list(state="open") if c["subject"] == who]
+        assert (conflict["current"]["id"], conflict["contender"]["id"]) == (
+            first["id"],
+            contender["id"],
+        )
+        resolved = reviewer.conflicts.resolve(
+            conflict["id"], resolution="keep_current", reason="the change was a typo"
+        )
+        assert (resolved["state"], resolved["resolution"]) == ("resolved", "keep_current")
+        listed = [p["id"] for p in reviewer.promotion_requests.list(state="open")]
+        assert promotion["id"] in listed
+        approved = reviewer.promotion_requests.approve(promotion["id"], reason="confirmed by phone")
+        assert approved["state"] == "approved"
+        with pytest.raises(Conflict):  # decided already
+            reviewer.promotion_requests.reject(promotion["id"], reason="second thoughts")
+    assert mc.records.get(first["id"])["trust"] == "confirmed"
+    # The writer cannot decide its own conflict (it wrote both versions).
+    third = mc.records.write(**memory(who, value="carrier_c"))
+    with pytest.raises(Forbidden):
+        mc.conflicts.resolve(third["conflict"], resolution="accept_new", reason="mine")
+
+
 def test_erasure_and_audit(mc: MemoryConsole) -> None:
     who = subject()
     record = mc.records.write(**memory(who))
@@ -163,6 +237,26 @@ def test_erasure_and_audit(mc: MemoryConsole) -> None:
     actions = {e["action"] for e in mc.audit_events.list(page_size=20)}
     assert "record.write" in actions or any(a.startswith("record.") for a in actions), actions
     assert mc.me()["tenant"] == "acme"
+
+
+def test_a_large_erasure_is_a_job_the_client_waits_for(mc: MemoryConsole) -> None:
+    who = subject()
+    records = [mc.records.write(**memory(who, key=f"erase.k{n}"))["id"] for n in range(5)]
+    preview = mc.erasures.create(subject=who, reason="customer request", dry_run=True)
+    assert preview["dry_run"] is True
+    answer = mc.erasures.create(subject=who, reason="customer request")
+    assert answer["state"] in ("queued", "running", "done")  # 202: more than the threshold
+    job = mc.erasures.wait(answer, timeout=120, interval=0.5)
+    assert job["state"] == "done", job
+    assert job["progress"]["records_erased"] == 5
+    for record_id in records:
+        with pytest.raises(NotFound):
+            mc.records.get(record_id)
+    receipt = job["receipt"]
+    children = list(mc.receipts.list(parent=receipt["id"], page_size=2))  # three pages
+    assert len(children) == 5
+    assert {r["parent"] for r in children} == {receipt["id"]}
+    assert mc.receipts.get(receipt["id"])["id"] == receipt["id"]
 
 
 def test_each_error_is_its_own_class(live_api: LiveServer, mc: MemoryConsole) -> None:
@@ -253,6 +347,12 @@ def test_the_async_client_has_the_same_surface(live_api: LiveServer) -> None:
             assert await client.checkpoints.latest(run["id"]) is None
             with pytest.raises(NotFound):
                 await client.records.get(str(uuid.uuid4()))
+        async with AsyncMemoryConsole(live_api.url, live_api.review_token) as reviewer:
+            # Listings are async iterators, page after page, like the sync ones' iterators.
+            assert isinstance([c async for c in reviewer.conflicts.list()], list)
+            assert isinstance([p async for p in reviewer.promotion_requests.list()], list)
+        async with AsyncMemoryConsole(live_api.url, live_api.token) as auditor:
+            assert isinstance([r async for r in auditor.receipts.list(page_size=2)], list)
 
     asyncio.run(scenario())
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from memoryconsole_client import MemoryConsole, NotFound
+from memoryconsole_client import MemoryConsole, NotFound, hit_id
 
 from .conftest import LiveServer
 from .test_client import memory, subject
@@ -130,7 +130,7 @@ def test_it_lists_tools_with_schemas_and_calls_each(live_api: LiveServer) -> Non
         }
 
     out = with_mcp(live_api)(scenario)
-    assert [h["record"]["id"] for h in out["found"]["results"]] == [out["written"]["id"]]
+    assert [hit_id(h) for h in out["found"]["results"]] == [out["written"]["id"]]
     assert [f["value"] for f in out["facts"]["facts"]] == ["carrier_a"]
     assert out["checked"]["facts"][0]["current"] is True
     assert (out["resumed"]["id"], out["resumed"]["resumed"]) == (out["run"]["id"], True)
@@ -251,6 +251,37 @@ def test_a_replayed_step_is_not_redone(live_api: LiveServer) -> None:
     )
     assert other["id"] != first["id"]
     assert other["state"] == "pending"
+
+
+def test_a_superseded_fact_is_reported_stale_with_the_current_one(live_api: LiveServer) -> None:
+    """The design's stale-fact test through MCP tools: a fact the agent holds in context is
+    superseded (a reviewer accepts a new value); check_facts says so and names the current
+    version, which read_facts returns."""
+    who = subject()
+
+    async def write(client: Client) -> list[dict[str, Any]]:
+        old = await call(client, "remember", **remember_args(who, value="carrier_a"))
+        new = await call(client, "remember", **remember_args(who, value="carrier_b"))
+        return [old, new]
+
+    old, new = with_mcp(live_api)(write)
+    assert new["outcome"] == "conflict"
+    with MemoryConsole(live_api.url, live_api.review_token) as reviewer:
+        reviewer.conflicts.resolve(
+            new["conflict"], resolution="accept_new", reason="the customer changed carrier"
+        )
+
+    async def check(client: Client) -> list[dict[str, Any]]:
+        checked = await call(client, "check_facts", facts=[{"id": old["id"], "version": 1}])
+        facts = await call(client, "read_facts", subject=who)
+        return [checked, facts]
+
+    checked, facts = with_mcp(live_api)(check)
+    [verdict] = checked["facts"]
+    assert (verdict["current"], verdict["stale"], verdict["reason"]) == (False, True, "superseded")
+    assert verdict["current_id"] == new["id"]
+    assert checked["stale"] == 1
+    assert [(f["id"], f["value"]) for f in facts["facts"]] == [(new["id"], "carrier_b")]
 
 
 def test_a_fact_forgotten_since_is_reported_not_current(live_api: LiveServer) -> None:

@@ -25,6 +25,8 @@ INPUTS: dict[str, Callable[[Any], Callable[..., Any]]] = {
     "CommitInput": lambda c: c.obligations.commit,
     "ErasureInput": lambda c: c.erasures.create,
     "FactCheckInput": lambda c: c.facts.check,
+    "DecisionInput": lambda c: c.promotion_requests.approve,
+    "ConflictResolveInput": lambda c: c.conflicts.resolve,
 }
 # Query parameters of list operations -> the method that sends them.
 QUERIES: dict[tuple[str, str], Callable[[Any], Callable[..., Any]]] = {
@@ -33,6 +35,10 @@ QUERIES: dict[tuple[str, str], Callable[[Any], Callable[..., Any]]] = {
     ("/api/v1/runs", "get"): lambda c: c.runs.list,
     ("/api/v1/obligations", "get"): lambda c: c.obligations.list,
     ("/api/v1/audit-events", "get"): lambda c: c.audit_events.list,
+    ("/api/v1/promotion-requests", "get"): lambda c: c.promotion_requests.list,
+    ("/api/v1/conflicts", "get"): lambda c: c.conflicts.list,
+    ("/api/v1/deletion-receipts", "get"): lambda c: c.receipts.list,
+    ("/api/v1/runs/{run_id}/episodes", "get"): lambda c: c.episodes.list,
 }
 # Cursor parameters the client follows through ``next`` instead of taking as arguments.
 PAGING = {"cursor"}
@@ -70,7 +76,7 @@ def test_each_method_takes_every_field_of_its_request(
 
 
 @pytest.mark.parametrize(("path", "verb"), sorted(QUERIES))
-def test_each_listing_takes_every_query_parameter(
+def test_each_listing_takes_exactly_the_query_parameters_of_its_operation(
     schema: dict[str, Any], path: str, verb: str
 ) -> None:
     method = QUERIES[(path, verb)](MemoryConsole("http://127.0.0.1:1", "mc_x"))
@@ -78,6 +84,31 @@ def test_each_listing_takes_every_query_parameter(
     names = {p["name"] for p in parameters if p["in"] == "query"} - PAGING
     missing = names - _parameters(method)
     assert not missing, f"{method.__qualname__} lacks {sorted(missing)}"
+    # And nothing the operation does not take: the server answers an unknown one with a 400.
+    path_parameters = {p["name"] for p in parameters if p["in"] == "path"}
+    extra = _parameters(method) - names - path_parameters - {"run_id"}
+    assert not extra, f"{method.__qualname__} sends {sorted(extra)}, unknown to {path}"
+
+
+def _public_methods(client: Any) -> dict[str, Callable[..., Any]]:
+    groups = {n: g for n, g in vars(client).items() if not n.startswith("_")}
+    found = {
+        f"{n}.{m}": getattr(g, m)
+        for n, g in groups.items()
+        for m in dir(g)
+        if not m.startswith("_")
+    }
+    found.update(
+        {m: getattr(client, m) for m in dir(client) if not m.startswith("_") and m not in groups}
+    )
+    return found
+
+
+@pytest.mark.parametrize("client_type", [MemoryConsole, AsyncMemoryConsole])
+def test_every_method_says_what_it_does(client_type: type) -> None:
+    methods = _public_methods(client_type("http://127.0.0.1:1", "mc_x"))
+    undocumented = sorted(n for n, m in methods.items() if callable(m) and not inspect.getdoc(m))
+    assert undocumented == []
 
 
 def test_the_check_notices_a_field_the_client_lacks(schema: dict[str, Any]) -> None:

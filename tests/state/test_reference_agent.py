@@ -1,9 +1,11 @@
-"""The four tests that separate a state layer from a retrieval layer dressed as one (issue 7),
-run with ``examples/reference_agent.py`` against a live server and the fake side-effect
-services of ``examples/fake_services.py``.
+"""The four tests that separate a state layer from a retrieval layer dressed as one, run with
+``examples/reference_agent.py`` (on ``memoryconsole-client``) against a live server and the
+fake side-effect services of ``examples/fake_services.py``.
 
 1. kill and resume: SIGKILL at random moments (>= 20 per run), restart; final state and side
-   effects equal those of an uninterrupted run;
+   effects equal those of an uninterrupted run, and each restarted process resumed from the
+   latest checkpoint (counted in the audit trail: no step at or before it was looked at
+   again, and only a step whose commit a kill prevented was acted on twice);
 2. the same tool call twice: one side effect for one key, two for two keys;
 3. a stale fact in the agent's context: detected through /facts/check, the current one used;
 4. N processes race to commit one obligation: one side effect, every loser sees the winner.
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memoryconsole_client import MemoryConsole
 
 from apps.records.models import MemoryRecord
 from apps.state.models import Episode, Obligation, Run
@@ -29,6 +32,15 @@ from apps.tenancy.context import tenant_scope
 from apps.tenancy.services import tenant_create
 from examples import reference_agent
 from examples.fake_services import serve_in_thread
+from tests.agent_resume import (
+    assert_resumed_not_replayed,
+    audited_segments,
+    comparable_outcome,
+    opens_beyond_bound,
+    performed_effects,
+    replays,
+    segments,
+)
 from tests.conftest import make_agent
 from tests.records.factories import body as record_body
 
@@ -63,30 +75,18 @@ def _env(live_server: Any, token: str, services: Any) -> dict[str, str]:
 
 
 def _agent_command(*args: str) -> list[str]:
-    # -S: no site-packages; the agent needs nothing but the standard library.
-    return [sys.executable, "-S", str(AGENT), *args]
+    return [sys.executable, str(AGENT), *args]
 
 
 def _in_process_agent(live_server: Any, token: str, services: Any) -> reference_agent.Agent:
-    api = reference_agent.Http(live_server.url, {"Authorization": f"Bearer {token}"})
-    return reference_agent.Agent(api, reference_agent.Http(services.url))
-
-
-def _comparable(final: dict[str, Any]) -> dict[str, Any]:
-    """The outcome of a run, minus the ids the server assigns (runs, obligations, records)."""
-    results = dict(final["state"]["results"])
-    results["record"] = {"version": results["record"]["version"]}
-    return {"run_state": final["run_state"], "step": final["step"], "results": results}
-
-
-def _effects(server: Any) -> list[tuple[Any, ...]]:
-    stats = server.ledger.stats()
-    return [(e["key"], e["service"], e["operation"], json.dumps(e["body"])) for e in stats["log"]]
+    memory = MemoryConsole(live_server.url, token)
+    return reference_agent.Agent(memory, reference_agent.Services(services.url))
 
 
 # --- 1. kill and resume ---------------------------------------------------------------------
 
 KILLS_PER_INSTANCE = 4
+STEPS = len(reference_agent.STEPS)
 
 
 def _committed_steps(tenant: Any) -> int:
@@ -94,14 +94,15 @@ def _committed_steps(tenant: Any) -> int:
         return Obligation.objects.filter(state="committed").count()
 
 
-def test_it_resumes_after_sigkill_with_the_outcome_of_an_uninterrupted_run(
-    live_server, other_tenant, services, reference_services
+def test_it_resumes_after_sigkill_from_its_checkpoint_with_the_outcome_of_an_uninterrupted_run(
+    live_server, other_tenant, services, reference_services, tmp_path
 ):
     """One task runs once uninterrupted (the reference), then again, in fresh tenants with the
     same task id, under fire: started, SIGKILLed after a random delay, restarted, and so on
     (up to KILLS_PER_INSTANCE kills, then left to finish), until at least MIN_KILLS kills have
     landed. Every interrupted instance must end exactly like the reference: same final state,
-    same side effects, each performed once."""
+    same side effects, each performed once; and each restart must have resumed from the
+    latest checkpoint rather than replayed the task (counted by ``assert_resumed_not_replayed``)."""
     seed = int(os.environ.get("MEMORYCONSOLE_STATE_SEED", str(random.randrange(1 << 30))))
     rng = random.Random(seed)
     task = "order-1001"
@@ -117,33 +118,37 @@ def test_it_resumes_after_sigkill_with_the_outcome_of_an_uninterrupted_run(
     )
     duration = time.monotonic() - started
     expected = json.loads(completed.stdout)
-    expected_effects = _effects(reference_services)
+    expected_effects = performed_effects(reference_services)
     assert len(expected_effects) == 4  # reserve, charge, receipt, ship (the fact is ours)
 
-    kills, landed_at = 0, []
+    kills, landed_at, mid_run_resumes = 0, [], 0
     instances = 0
     while kills < MIN_KILLS:
         instances += 1
         assert instances <= 3 * MIN_KILLS, f"kills do not land (seed {seed})"
         tenant = tenant_create(slug=f"killed-{instances}")
         killed = make_agent(tenant, name="killed")
+        auditor = make_agent(tenant, "read,state,audit", name="auditor")
+        journal = tmp_path / f"journal-{instances}.jsonl"
         env = _env(live_server, killed.token, services)
         services.ledger.reset()
         for attempt in range(KILLS_PER_INSTANCE + 50):
             # The first KILLS_PER_INSTANCE attempts die; the next runs on. Half the deaths come
             # from outside, at a random moment within (about) the work left, often in the middle
             # of a request; half from inside, at a random point of the agent's HTTP traffic
-            # (before sending a request, or after its response and before acting on it).
-            left = 5 - _committed_steps(tenant)
+            # (before sending a request, or after its answer and before acting on it).
+            left = STEPS - _committed_steps(tenant)
             timeout: float = 60
             attempt_env = env
             if attempt < KILLS_PER_INSTANCE and attempt % 2:
-                timeout = rng.uniform(0.1, 0.9) * duration * max(0.3, left / 5)
+                timeout = rng.uniform(0.1, 0.9) * duration * max(0.3, left / STEPS)
             elif attempt < KILLS_PER_INSTANCE:
                 die_at = rng.randrange(0, 8 + 10 * left)
                 attempt_env = {**env, "REFERENCE_AGENT_DIE_AT": str(die_at)}
             process = subprocess.Popen(
-                _agent_command("--jitter-ms", "3", "run", "--task-id", task),
+                _agent_command(
+                    "--jitter-ms", "3", "--journal", str(journal), "run", "--task-id", task
+                ),
                 env=attempt_env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -162,21 +167,28 @@ def test_it_resumes_after_sigkill_with_the_outcome_of_an_uninterrupted_run(
             assert process.returncode == 0, f"seed {seed}: {err[-2000:]}"
             break
         final = json.loads(out)
-        assert _comparable(final) == _comparable(expected), f"seed {seed}"
+        assert comparable_outcome(final) == comparable_outcome(expected), f"seed {seed}"
         # The same side effects, in the same order, each performed exactly once: retries after
         # a kill were absorbed by the idempotency keys, which is what they are for.
-        assert _effects(services) == expected_effects, f"seed {seed}"
+        assert performed_effects(services) == expected_effects, f"seed {seed}"
         with tenant_scope(tenant.pk):
             assert list(Run.objects.values_list("state", flat=True)) == ["closed"]
             assert Episode.objects.count() == 0
             states = list(Obligation.objects.values_list("state", flat=True))
-            assert states == ["committed"] * 5
+            assert states == ["committed"] * STEPS
             assert MemoryRecord.objects.filter(subject=f"order:{task}").count() == 1
-        assert len(audit_events(tenant, "obligation.commit")) == 5
+        assert len(audit_events(tenant, "obligation.commit")) == STEPS
+        with MemoryConsole(live_server.url, auditor.token) as reader:
+            found = audited_segments(reader, task, str(killed.credential.pk))
+        assert_resumed_not_replayed(found, journal, services, task, f"seed {seed}")
+        mid_run_resumes += sum(1 for s in found if 0 < s.resumed_from < STEPS)
 
-    # Where the kills landed (obligations committed at the time), for the log.
+    # The kills must have left work behind a checkpoint often enough for resumption (not a
+    # replay from step 0, which the counts above would catch) to have been exercised.
+    assert mid_run_resumes >= MIN_KILLS // 4, f"seed {seed}: {mid_run_resumes} mid-run resumes"
     print(
-        f"seed {seed}: {kills} kills over {instances} instances (reference run {duration:.2f}s); "
+        f"seed {seed}: {kills} kills over {instances} instances (reference run {duration:.2f}s), "
+        f"{mid_run_resumes} resumed from a checkpoint mid-run; "
         f"obligations committed at each kill: {landed_at}"
     )
 
@@ -317,3 +329,57 @@ def test_it_lets_exactly_one_of_n_racing_agents_commit(live_server, tenant, serv
     with tenant_scope(tenant.pk):
         obligation = Obligation.objects.get(key="order-42:1:charge")
     assert obligation.result == winner["result"]
+
+
+# --- the counting itself, and the agent's only way in ----------------------------------------
+
+
+def _event(seq: int, action: str, kind: str, target: str, **data: Any) -> dict[str, Any]:
+    return {"seq": seq, "action": action, "object": {"type": kind, "id": target}, "data": data}
+
+
+def test_the_count_tells_a_replaying_agent_from_a_resuming_one():
+    """Two restarts after step 2 was checkpointed: the resuming agent opens step 3 on; the
+    replaying one opens steps 1 and 2 again, which the same final state would not show."""
+    steps = {"o1": 1, "o2": 2, "o3": 3}
+
+    def trail(reopened: list[str]) -> list[dict[str, Any]]:
+        first = [
+            _event(1, "state.read", "run", "r", checkpoint=None, step=None),
+            _event(2, "obligation.create", "obligation", "o1"),
+            _event(3, "obligation.create", "obligation", "o2"),
+            _event(4, "state.read", "run", "r", checkpoint="c2", step=2),
+        ]
+        again = [
+            _event(5 + n, "state.read", "obligation", o, through="create", state="committed")
+            for n, o in enumerate(reopened)
+        ]
+        return [*first, *again, _event(9, "obligation.create", "obligation", "o3")]
+
+    resuming = segments(trail([]), steps, {"r"})
+    replaying = segments(trail(["o1", "o2"]), steps, {"r"})
+    assert [(s.resumed_from, s.opened) for s in resuming] == [(0, [1, 2]), (2, [3])]
+    assert replays(resuming) == []
+    assert opens_beyond_bound(resuming) == {}
+    assert len(replays(replaying)) == 2
+    assert opens_beyond_bound(replaying) == {1: (2, 1), 2: (2, 1)}
+
+
+def test_the_agent_reaches_memory_console_only_through_the_client():
+    source = AGENT.read_text()
+    assert "/api/v1" not in source  # no hand-built request to the API
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, 'examples'); import reference_agent; "
+            "roots = {m.split('.')[0] for m in sys.modules}; "
+            "print(sorted(roots & {'django', 'apps', 'rest_framework'}))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert loaded.stdout.strip() == "[]"

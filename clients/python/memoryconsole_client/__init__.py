@@ -21,6 +21,7 @@ from .errors import (
     Unauthorized,
     Unprocessable,
 )
+from .hits import hit_id, hit_item, hit_text, hit_type, record_hits, summary_hits
 
 __all__ = [
     "ApiError",
@@ -37,4 +38,10 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unprocessable",
+    "hit_id",
+    "hit_item",
+    "hit_text",
+    "hit_type",
+    "record_hits",
+    "summary_hits",
 ]

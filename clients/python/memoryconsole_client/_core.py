@@ -18,6 +18,10 @@ USER_AGENT = "memoryconsole-client/0.1"
 # Retried: the server may not have seen the request, or failed before committing anything.
 RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 IN_FLIGHT_TYPE = "/idempotency-in-flight"
+# The 404 of a run that exists but has no checkpoint yet (any other 404: no such run).
+NO_CHECKPOINT_TYPE = "/no-checkpoint"
+# States in which an erasure job has stopped changing.
+JOB_FINISHED = frozenset({"done", "failed"})
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,23 @@ class RetryPolicy:
     backoff: float = 0.1
     max_backoff: float = 2.0
 
-    def delay(self, attempt: int) -> float:
+    def delay(self, attempt: int, response: httpx.Response | None = None) -> float:
+        """Seconds before attempt ``attempt + 1``. A ``Retry-After`` (in seconds) on the
+        answer is honoured, up to ``max_backoff``: the server knows when it expects to be
+        back (the API sends one with its ``503`` while the database is away)."""
         base: float = min(self.max_backoff, self.backoff * (2**attempt))
-        return base / 2 + random.uniform(0, base / 2)  # noqa: S311 - jitter, not crypto
+        jittered = base / 2 + random.uniform(0, base / 2)  # noqa: S311 - jitter, not crypto
+        asked = _retry_after(response)
+        return max(jittered, min(asked, self.max_backoff)) if asked else jittered
+
+
+def _retry_after(response: httpx.Response | None) -> float:
+    if response is None:
+        return 0.0
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", "")))
+    except ValueError:  # absent, or an HTTP date: the backoff alone decides
+        return 0.0
 
 
 @dataclass
@@ -78,11 +96,16 @@ class Settings:
         )
 
     def headers(self) -> dict[str, str]:
-        return {
-            "Authorization": f"Bearer {self.token}",
-            "Accept": "application/json",
-            "User-Agent": USER_AGENT,
-        }
+        return {"Accept": "application/json", "User-Agent": USER_AGENT}
+
+    def request_headers(self, call: Call) -> dict[str, str]:
+        """The credential and the call's idempotency key. The credential goes with each
+        request rather than on the connection pool, so clients of several credentials can
+        share one pool (``transport=``) without ever sending one's token for another."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if call.idempotency_key is not None:
+            headers["Idempotency-Key"] = call.idempotency_key
+        return headers
 
 
 def post(
@@ -113,12 +136,6 @@ def query(**params: Any) -> dict[str, Any]:
 def body(**fields: Any) -> dict[str, Any]:
     """A request body without the unset members."""
     return {name: value for name, value in fields.items() if value is not None}
-
-
-def request_headers(call: Call) -> dict[str, str]:
-    if call.idempotency_key is None:
-        return {}
-    return {"Idempotency-Key": call.idempotency_key}
 
 
 def parse(response: httpx.Response) -> Any:
@@ -152,6 +169,21 @@ def result(call: Call, response: httpx.Response, parsed: Any) -> Any:
     if response.status_code in call.ok:
         return parsed
     raise error_for(response.status_code, parsed, method=call.method, path=call.path)
+
+
+def same_server(base_url: str, url: str) -> Call:
+    """A GET of ``url`` (a page's ``next`` link, a job's ``url``) that stays on the configured
+    server: a link to another origin (say, the address a proxy used to reach the server) is
+    followed by its path and query against ``base_url``, so the credential never goes
+    anywhere else."""
+    target, base = httpx.URL(url), httpx.URL(base_url)
+    if target.is_relative_url or (target.scheme, target.host, target.port) == (
+        base.scheme,
+        base.host,
+        base.port,
+    ):
+        return Call("GET", url)
+    return Call("GET", target.raw_path.decode("ascii"))
 
 
 def page_of(parsed: Any) -> tuple[list[Any], str | None]:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import time
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import httpx
 
 from . import _core
-from ._core import Call, RetryPolicy, body, get, post, query
-from .errors import TransportError
+from ._core import JOB_FINISHED, Call, RetryPolicy, body, get, post, query
+from .errors import NotFound, TransportError
 from .models import (
     AuditEvent,
     Checkpoint,
+    Conflict,
     DeletionReceipt,
     Episode,
     Fact,
@@ -27,6 +29,7 @@ from .models import (
     Record,
     RecordWritten,
     RedactionInput,
+    Resolution,
     RetentionInput,
     Run,
     ScopeInput,
@@ -74,6 +77,8 @@ class AsyncMemoryConsole:
         self.erasures = Erasures(self)
         self.receipts = Receipts(self)
         self.audit_events = AuditEvents(self)
+        self.promotion_requests = PromotionRequests(self)
+        self.conflicts = Conflicts(self)
 
     async def __aenter__(self) -> AsyncMemoryConsole:
         return self
@@ -100,7 +105,7 @@ class AsyncMemoryConsole:
                     call.path,
                     params=call.params,
                     json=call.body,
-                    headers=_core.request_headers(call),
+                    headers=self._settings.request_headers(call),
                 )
             except httpx.TransportError as error:
                 if last or not _core.retry_after_transport_error(call, error):
@@ -109,7 +114,7 @@ class AsyncMemoryConsole:
                 continue
             parsed = _core.parse(response)
             if not last and _core.should_retry(call, response, parsed):
-                await asyncio.sleep(policy.delay(attempt))
+                await asyncio.sleep(policy.delay(attempt, response))
                 continue
             return response.status_code, _core.result(call, response, parsed)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -122,7 +127,7 @@ class AsyncMemoryConsole:
                 yield item
             if next_url is None:
                 return
-            call = Call("GET", next_url)
+            call = _core.same_server(self._settings.base_url, next_url)
 
     async def me(self) -> dict[str, Any]:
         """The credential: its tenant and actions."""
@@ -424,12 +429,16 @@ class Checkpoints(_Resource):
         return cast(Checkpoint, await self._c.send(call))
 
     async def latest(self, run_id: str) -> Checkpoint | None:
-        """The run's latest checkpoint, or ``None`` when it has none yet."""
-        call = Call("GET", f"/api/v1/runs/{run_id}/checkpoints/latest", ok=(200, 404))
-        answer = await self._c.send(call)
-        if isinstance(answer, dict) and "step" in answer and "state" in answer:
-            return cast(Checkpoint, answer)
-        return None
+        """The run's latest checkpoint, or ``None`` when it has none yet. A run that does not
+        exist (or is another tenant's) raises ``NotFound``: starting from scratch on it
+        would be a mistake, not a fresh start."""
+        try:
+            answer = await self._c.send(get(f"/api/v1/runs/{run_id}/checkpoints/latest"))
+        except NotFound as missing:
+            if missing.type.endswith(_core.NO_CHECKPOINT_TYPE):
+                return None
+            raise
+        return cast(Checkpoint, answer)
 
 
 class Obligations(_Resource):
@@ -527,16 +536,40 @@ class Erasures(_Resource):
         return cast(dict[str, Any], await self._c.send(call))
 
     async def job(self, url: str) -> dict[str, Any]:
-        """A large erasure's job: state, progress and, when done, totals and receipt."""
-        return cast(dict[str, Any], await self._c.send(get(url)))
+        """A large erasure's job (the ``url`` of ``create``'s ``202`` answer): state,
+        progress and, when done, totals and receipt."""
+        call = _core.same_server(self._c._settings.base_url, url)
+        return cast(dict[str, Any], await self._c.send(call))
+
+    async def wait(
+        self, erasure: dict[str, Any], *, timeout: float = 300.0, interval: float = 1.0
+    ) -> dict[str, Any]:
+        """The finished erasure: ``create``'s answer itself when it ran at once, else its
+        job, asked again every ``interval`` seconds until ``done`` or ``failed``
+        (``TimeoutError`` after ``timeout`` seconds)."""
+        if "url" not in erasure or "state" not in erasure:
+            return erasure  # erased at once: the receipt and totals are in the answer
+        deadline = time.monotonic() + timeout
+        job = erasure
+        while job["state"] not in JOB_FINISHED:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"erasure job {job['id']} still {job['state']}")
+            await asyncio.sleep(interval)
+            job = await self.job(str(job["url"]))
+        return job
 
 
 class Receipts(_Resource):
-    """Deletion receipts."""
+    """Deletion receipts (credentials with the ``audit`` action)."""
 
-    def list(self, *, page_size: int | None = None) -> AsyncIterator[DeletionReceipt]:
-        """Every deletion receipt of the tenant, newest first."""
-        call = get("/api/v1/deletion-receipts", query(page_size=page_size))
+    def list(
+        self, *, parent: str | None = None, kind: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[DeletionReceipt]:
+        """Every deletion receipt of the tenant, newest first; ``parent`` lists one
+        erasure's receipts, ``kind`` one kind of receipt."""
+        call = get(
+            "/api/v1/deletion-receipts", query(parent=parent, kind=kind, page_size=page_size)
+        )
         return cast(AsyncIterator[DeletionReceipt], self._c.pages(call))
 
     async def get(self, receipt_id: str) -> DeletionReceipt:
@@ -561,3 +594,68 @@ class AuditEvents(_Resource):
         """Every matching audit event, page after page."""
         params = query(record=record, action=action, actor=actor, since=since, page_size=page_size)
         return cast(AsyncIterator[AuditEvent], self._c.pages(get("/api/v1/audit-events", params)))
+
+
+class PromotionRequests(_Resource):
+    """The promotion queue (credentials with the ``review`` action): a record becomes
+    confirmed when a reviewer approves it. A credential never approves a record it wrote."""
+
+    def list(self, *, state: str | None = None) -> AsyncIterator[PromotionRequest]:
+        """Every promotion request (newest first), filtered by ``state`` (open, approved,
+        rejected...)."""
+        params = query(state=state)
+        call = get("/api/v1/promotion-requests", params)
+        return cast(AsyncIterator[PromotionRequest], self._c.pages(call))
+
+    async def approve(
+        self, request_id: str, *, reason: str, idempotency_key: str | None = None
+    ) -> PromotionRequest:
+        """Approve: the record becomes confirmed. ``reason`` is kept with the decision."""
+        return await self._decide(request_id, "approve", reason, idempotency_key)
+
+    async def reject(
+        self, request_id: str, *, reason: str, idempotency_key: str | None = None
+    ) -> PromotionRequest:
+        """Reject: the record stays provisional (and expires as such)."""
+        return await self._decide(request_id, "reject", reason, idempotency_key)
+
+    async def _decide(
+        self, request_id: str, decision: str, reason: str, idempotency_key: str | None
+    ) -> PromotionRequest:
+        call = post(
+            f"/api/v1/promotion-requests/{request_id}/{decision}",
+            {"reason": reason},
+            idempotency_key=idempotency_key,
+            ok=(200,),
+        )
+        return cast(PromotionRequest, await self._c.send(call))
+
+
+class Conflicts(_Resource):
+    """Contradicting values of one fact, waiting for review (``review`` action). A
+    credential never resolves a conflict in which it wrote either version."""
+
+    def list(self, *, state: str | None = None) -> AsyncIterator[Conflict]:
+        """Every conflict (newest first), filtered by ``state`` (open, resolved)."""
+        call = get("/api/v1/conflicts", query(state=state))
+        return cast(AsyncIterator[Conflict], self._c.pages(call))
+
+    async def resolve(
+        self,
+        conflict_id: str,
+        *,
+        resolution: Resolution,
+        reason: str,
+        value: Any = None,
+        idempotency_key: str | None = None,
+    ) -> Conflict:
+        """Resolve: ``keep_current``, ``accept_new``, or ``corrected`` with the ``value``
+        (an agent's correction is a new provisional version). The losing version becomes
+        superseded, never deleted."""
+        call = post(
+            f"/api/v1/conflicts/{conflict_id}/resolve",
+            body(resolution=resolution, reason=reason, value=value),
+            idempotency_key=idempotency_key,
+            ok=(200,),
+        )
+        return cast(Conflict, await self._c.send(call))

@@ -12,6 +12,7 @@ Sensitivity = Literal["public", "internal", "personal", "restricted"]
 SourceKind = Literal["interaction", "tool_call", "document", "user_action", "derived"]
 RetentionBasis = Literal["session", "consent", "contract", "indefinite"]
 Purpose = Literal["context", "decision"]
+Resolution = Literal["keep_current", "accept_new", "corrected"]
 
 
 # --- request parts -------------------------------------------------------------------------
@@ -164,6 +165,24 @@ class PromotionRequest(TypedDict):
     decision_reason: str
 
 
+class Conflict(TypedDict):
+    """Two values of one fact: the ``current`` record and the ``contender``; once resolved,
+    the ``resolution``, the ``resolved_record`` and who resolved it, why."""
+
+    id: str
+    state: str
+    subject: str
+    key: str
+    current: Record
+    contender: Record
+    opened_at: str
+    resolution: str
+    resolved_record: str | None
+    resolver: dict[str, str] | None
+    reason: str
+    resolved_at: str | None
+
+
 class Fact(TypedDict):
     """The current version of one scoped fact of a subject (``fact`` names the fact, ``id``
     the version)."""
@@ -196,19 +215,41 @@ class FactCheck(TypedDict):
     current_version: NotRequired[int | None]
 
 
+class SearchSummary(TypedDict):
+    """The summary a ``summary`` hit carries (a summary lives while its sources do)."""
+
+    id: str
+    text: str
+    reason: str
+    sensitivity: str
+    sources: list[dict[str, str]]
+    created_at: str
+
+
 class SearchHit(TypedDict):
-    """One search result: a record or a summary, its score and why it matched."""
+    """One search result: ``type`` says whether it carries a ``record`` or a ``summary``
+    (read it with ``hit_item``, which never assumes which), its score and why it matched.
+    ``scope``, ``trust`` and ``expires_at`` are the record's, and ``null`` for a summary."""
 
     type: Literal["record", "summary"]
     score: float
     why: dict[str, Any]
     provenance: Any
-    record: NotRequired[Record]
-    summary: NotRequired[dict[str, Any]]
+    record: NotRequired[Record | None]
+    summary: NotRequired[SearchSummary | None]
+    scope: NotRequired[Scope | None]
+    trust: NotRequired[str | None]
+    expires_at: NotRequired[str | None]
+    source: NotRequired[Any]
 
 
 class SearchResult(TypedDict):
+    """The ranked hits (``[]`` when nothing matches), and how the search ran."""
+
     results: list[SearchHit]
+    purpose: NotRequired[str]
+    plan: NotRequired[Any]
+    model: NotRequired[str]
 
 
 class Summary(TypedDict):
@@ -325,6 +366,7 @@ SCHEMA_COMPONENTS: dict[str, type] = {
     "RecordWriteResponse": RecordWritten,
     "Version": Version,
     "PromotionRequest": PromotionRequest,
+    "Conflict": Conflict,
     "Fact": Fact,
     "Run": Run,
     "Episode": Episode,
