@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "apps.retrieval",
     "apps.state",
     "apps.api",
+    "apps.evaluation",
 ]
 
 MIDDLEWARE = [

@@ -35,7 +35,8 @@ def summary_source_expired_at(summary: Summary) -> datetime | None:
     if not found["count"]:
         return None
     # A revoked consent's records carry the revocation's time as their expiry.
-    return found["first"] or timezone.now()  # type: ignore[no-any-return]
+    first: datetime | None = found["first"]
+    return first or timezone.now()
 
 
 def summaries_valid() -> QuerySet[Summary]:
