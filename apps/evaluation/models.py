@@ -6,6 +6,7 @@ import uuid
 from typing import Any, ClassVar
 
 from django.db import models
+from django.utils import timezone
 
 from apps.tenancy.models import TenantOwned
 
@@ -59,6 +60,18 @@ class EvaluationRun(TenantOwned):
     @property
     def finished(self) -> bool:
         return self.state in {EvaluationRunState.DONE, EvaluationRunState.FAILED}
+
+    @property
+    def stalled(self) -> bool:
+        """Running, but no progress for a while: the worker running it has stopped."""
+        from .services import STALLED_AFTER
+
+        last = self.updated_at or self.started_at or self.requested_at
+        return (
+            self.state == EvaluationRunState.RUNNING
+            and last is not None
+            and timezone.now() - last > STALLED_AFTER
+        )
 
     @property
     def percent(self) -> int:

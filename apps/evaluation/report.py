@@ -197,7 +197,7 @@ def grouped_bars(title: str, groups: list[Group], *, chart_id: str, note: str = 
         x += 16 + 8 * len(label) + 20
     if note:
         parts.append(
-            f'<text x="{width}" y="36" text-anchor="end" fill="#555555">{escape(note)}</text>'
+            f'<text x="{width - 4}" y="16" text-anchor="end" fill="#555555">{escape(note)}</text>'
         )
     y = top
     for group in groups:
@@ -272,7 +272,7 @@ def comparison_chart(results: dict[str, Any], *, chart_id: str = "chart-comparis
     )
     decisions = ((results.get("record") or {}).get("decisions") or {}).get("decisions")
     return grouped_bars(
-        "Record beside a cache, on the same scenarios (share of decisions; residue: of canaries)",
+        "Record beside a cache: share of decisions (residue: of canaries)",
         groups,
         chart_id=chart_id,
         note=f"{decisions} decisions" if decisions else "",

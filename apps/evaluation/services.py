@@ -59,6 +59,7 @@ def evaluation_run_request(
     caller's transaction, and audit the request. The shipped set only: a path on the server
     is not a console user's to choose."""
     scenario_set = scenarios_load()
+    _fail_stalled(tenant=tenant, actor=actor)
     run = EvaluationRun.objects.create(
         tenant=tenant,
         scenario_set=scenario_set.name,
@@ -82,6 +83,19 @@ def evaluation_run_request(
         data={"scenario_set": run.scenario_set, "against_cache": against_cache},
     )
     return run
+
+
+def _fail_stalled(*, tenant: Tenant, actor: Actor) -> None:
+    """Runs whose worker stopped stay "running" until someone asks for another: then they
+    are failed, saying why."""
+    stalled = EvaluationRun.objects.select_for_update(skip_locked=True).filter(
+        state=EvaluationRunState.RUNNING, updated_at__lt=timezone.now() - STALLED_AFTER
+    )
+    for run in stalled:
+        _finish(run, tenant=tenant, actor=actor, error=STALLED_ERROR)
+
+
+STALLED_ERROR = "Its worker stopped: no progress for ten minutes. Nothing of its sandbox was kept."
 
 
 def evaluation_run_open(

@@ -2,9 +2,14 @@
 
 Unlike the other tasks, the body does not run in one transaction: the run's progress must be
 committed while it runs, and the sandbox holds its own transaction on its own connection
-(:mod:`apps.evaluation.sandbox`). A copy delivered again while the run makes progress does
-nothing (the relay offers a row again after ``OUTBOX_REDELIVER_AFTER``, shorter than a run);
-one delivered after the run stalled (its worker died) starts it again.
+(:mod:`apps.evaluation.sandbox`).
+
+The outbox row is finished as soon as the run is claimed: from then on the run row, whose
+progress is its heartbeat, is what says how the work goes. A row left waiting for the
+minutes a run takes would read as stalled work to the health check (and to ``up``, which
+restarts such a worker) and be offered again by the relay. A copy of the message delivered
+again while the run makes progress does nothing; one delivered after it stalled (its
+worker died) starts it again; a run that stalled is failed when the next is asked for.
 """
 
 from __future__ import annotations
@@ -57,9 +62,6 @@ def evaluation_run_task(
             if existing is None or existing.finished:
                 outbox_finish(outbox_id)
         return "running elsewhere or finished"
-    try:
-        finished = evaluation_run_execute(run=run)
-    finally:
-        with tenant_scope(tenant_id):
-            outbox_finish(outbox_id)
-    return finished.state
+    with tenant_scope(tenant_id):
+        outbox_finish(outbox_id)
+    return evaluation_run_execute(run=run).state

@@ -108,3 +108,38 @@ def test_a_run_asked_for_another_scenario_set_is_not_run_on_this_one(tenant, fak
     assert finished.state == EvaluationRunState.FAILED
     assert "changed" in finished.error
     assert fake_evaluate == []
+
+
+def test_the_outbox_row_is_done_once_the_run_is_claimed(tenant, monkeypatch):
+    """A run takes minutes: its outbox row must not wait meanwhile, or health would call the
+    worker stalled (and ``up`` restart it) and the relay would offer the run again."""
+    seen: list[str] = []
+
+    def evaluate(*args: Any, **kwargs: Any) -> Any:
+        with tenant_scope(tenant.pk):
+            seen.append(OutboxMessage.objects.get(task_name=services.EVALUATION_RUN).state)
+        return fake_results()
+
+    monkeypatch.setattr(services, "evaluate", evaluate)
+    with tenant_scope(tenant.pk):
+        run = services.evaluation_run_request(tenant=tenant, actor=ADMIN)
+        outbox = OutboxMessage.objects.get(object_id=run.pk)
+    evaluation_run_task.run(run_id=str(run.pk), outbox_id=str(outbox.pk), tenant_id=str(tenant.pk))
+    assert seen == [OutboxState.DONE]
+
+
+def test_a_stalled_run_is_failed_when_another_is_asked_for(tenant):
+    with tenant_scope(tenant.pk):
+        stalled = EvaluationRun.objects.create(
+            tenant=tenant,
+            scenario_set="default",
+            requested_by_type="user",
+            requested_at=timezone.now(),
+            state=EvaluationRunState.RUNNING,
+            updated_at=timezone.now() - services.STALLED_AFTER * 2,
+        )
+        assert stalled.stalled
+        services.evaluation_run_request(tenant=tenant, actor=ADMIN)
+        stalled.refresh_from_db()
+    assert stalled.state == EvaluationRunState.FAILED
+    assert "worker stopped" in stalled.error
