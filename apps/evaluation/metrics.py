@@ -248,6 +248,26 @@ def at_risk_figures(expected: set[tuple[str, str]], found: set[tuple[str, str]])
     }
 
 
+# What the record configuration guarantees on any scenario set: checked even when a set's
+# file names no threshold (a file may name the same figure to state it again, not to relax
+# it: a weaker bound than these is refused by thresholds_effective).
+GUARANTEES: dict[str, dict[str, float]] = {
+    "record.residue_rate": {"max": 0.0},
+    "record.wrong_scope_decisions": {"max": 0.0},
+    "record.stale_decisions": {"max": 0.0},
+    "record.provisional_irreversible_decisions": {"max": 0.0},
+    "record.deleted_decisions": {"max": 0.0},
+}
+
+
+def thresholds_effective(thresholds: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """A set's thresholds with the guarantees always among them, never loosened."""
+    merged = {**thresholds}
+    for name, bound in GUARANTEES.items():
+        merged[name] = {**merged.get(name, {}), **bound}
+    return merged
+
+
 @dataclass(frozen=True)
 class ThresholdCheck:
     name: str

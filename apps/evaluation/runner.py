@@ -42,6 +42,7 @@ from .metrics import (
     decision_figures,
     residue_figures,
     thresholds_check,
+    thresholds_effective,
 )
 from .sandbox import ApiAgent, EvaluationFailed, ProgressCallback, Sandbox, TenantPolicy, in_sandbox
 from .scenarios import Canary, MemorySpec, Scenario, ScenarioSet
@@ -741,7 +742,7 @@ def evaluate(
         policy=policy,
         progress=progress,
     )
-    checks = thresholds_check(figures, scenario_set.thresholds)
+    checks = thresholds_check(figures, thresholds_effective(scenario_set.thresholds))
     return {
         "scenario_set": {
             "name": scenario_set.name,

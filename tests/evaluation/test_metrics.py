@@ -169,3 +169,14 @@ def test_a_threshold_fails_on_its_bound_and_when_not_measured():
         "record.residue_rate": True,
         "record.recall_at_k": False,
     }
+
+
+def test_the_guarantees_hold_whatever_a_scenario_file_says():
+    from apps.evaluation.metrics import thresholds_effective
+
+    merged = thresholds_effective(
+        {"record.residue_rate": {"max": 0.5}, "record.recall_at_k": {"min": 0.9}}
+    )
+    assert merged["record.residue_rate"] == {"max": 0.0}
+    assert merged["record.wrong_scope_decisions"] == {"max": 0.0}
+    assert merged["record.recall_at_k"] == {"min": 0.9}
