@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "apps.retrieval",
     "apps.state",
     "apps.api",
+    "apps.evaluation",
 ]
 
 MIDDLEWARE = [

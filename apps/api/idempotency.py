@@ -122,9 +122,14 @@ def idempotent(
                     answer = handler(view, request, *args, **kwargs)
                     answer["Idempotent-Replayed"] = "true"
                     return answer
-                replayed = Response(stored.response_body, status=stored.status_code)
+                body, tombstone = stored.response_body, stored.tombstone
+                if not tombstone and _describes_expired(stored.resource_id):
+                    # Expiry hides a memory from every read at once; the sweep that replaces
+                    # this response with a tombstone may be minutes away.
+                    body, tombstone = expired_tombstone_body(stored.resource_id), True
+                replayed = Response(body, status=stored.status_code)
                 replayed["Idempotent-Replayed"] = "true"
-                if stored.tombstone:
+                if tombstone:
                     replayed["Idempotent-Tombstone"] = "true"
                 return replayed
             response = handler(view, request, *args, **kwargs)
@@ -166,6 +171,44 @@ def _default_resource(data: Any) -> str:
     if isinstance(data, dict) and data.get("id") is not None:
         return str(data["id"])
     return ""
+
+
+EXPIRED_DETAIL = (
+    "The request with this Idempotency-Key succeeded; what it created or described has "
+    "since expired, so it is not shown again. Nothing was written again."
+)
+
+
+def expired_tombstone_body(resource_id: str) -> dict[str, Any]:
+    """What a retry receives when what its first response described has expired since."""
+    return {"id": resource_id, "status": "expired", "detail": EXPIRED_DETAIL}
+
+
+def _describes_expired(resource_id: str) -> bool:
+    """Whether a stored response describes memory content that has expired since: a record
+    past its lifetime (or its consent, or its run), a summary citing one, or a conflict
+    between versions one of which has. (Deleted ones have tombstones already.)"""
+    import uuid
+
+    from apps.derivations.models import SummarySource
+    from apps.records.models import Conflict, MemoryRecord
+    from apps.records.selectors import records_live
+
+    try:
+        pk = uuid.UUID(resource_id)
+    except ValueError:
+        return False
+    live = records_live().values("pk")
+    if MemoryRecord.objects.filter(pk=pk).exclude(pk__in=live).exists():
+        return True
+    cited = SummarySource.objects.filter(summary_id=pk, source_type="record")
+    if cited.filter(source_id__in=MemoryRecord.objects.exclude(pk__in=live).values("pk")).exists():
+        return True
+    return (
+        Conflict.objects.filter(pk=pk)
+        .exclude(current_record_id__in=live, contender_id__in=live)
+        .exists()
+    )
 
 
 def tombstone_body(resource_id: str) -> dict[str, Any]:

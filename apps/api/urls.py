@@ -17,4 +17,5 @@ urlpatterns = [
     path("", include("apps.derivations.urls")),
     path("", include("apps.retrieval.urls")),
     path("", include("apps.state.urls")),
+    path("", include("apps.evaluation.urls")),
 ]

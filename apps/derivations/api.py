@@ -89,10 +89,23 @@ def rejected_problem(rejected: services.DerivationRejected) -> Problem:
 
 
 def summary_representation(summary: Summary) -> dict[str, Any]:
-    """A summary as the API shows it. An invalid summary's text is gone with its source."""
+    """A summary as the API shows it. An invalid summary's text is gone with its source; so
+    is the text of one citing a record that has expired (expiry is a read-time predicate: the
+    sweep that invalidates the summary may not have run yet)."""
+    expired_at = selectors.summary_source_expired_at(summary) if summary.valid else None
+    valid = summary.valid and expired_at is None
+    invalidated: dict[str, Any] | None = None
+    if expired_at is not None:
+        invalidated = {"at": expired_at, "reason": "a source expired", "by_event": None}
+    elif not summary.valid:
+        invalidated = {
+            "at": summary.invalidated_at,
+            "reason": summary.invalidated_reason,
+            "by_event": str(summary.invalidated_by) if summary.invalidated_by else None,
+        }
     return {
         "id": str(summary.pk),
-        "text": summary.text if summary.valid else None,
+        "text": summary.text if valid else None,
         "reason": summary.reason,
         "sensitivity": summary.sensitivity,
         "sources": [
@@ -105,16 +118,8 @@ def summary_representation(summary: Summary) -> dict[str, Any]:
             "label": summary.writer_label,
         },
         "created_at": summary.created_at,
-        "valid": summary.valid,
-        "invalidated": (
-            None
-            if summary.valid
-            else {
-                "at": summary.invalidated_at,
-                "reason": summary.invalidated_reason,
-                "by_event": str(summary.invalidated_by) if summary.invalidated_by else None,
-            }
-        ),
+        "valid": valid,
+        "invalidated": invalidated,
         "embeddings": [
             {"model": e.model, "dimension": e.dimension, "created_at": e.created_at}
             for e in summary.embeddings.only("model", "dimension", "created_at")

@@ -22,6 +22,23 @@ def summary_get(summary_id: Any) -> Summary | None:
     return Summary.objects.filter(pk=pk).prefetch_related("sources").first()
 
 
+def summary_source_expired_at(summary: Summary) -> datetime | None:
+    """When the first record ``summary`` cites stopped being live (expired by its lifetime,
+    its revoked consent or its closed run, and held by no legal hold), or None while every
+    cited record is live. Deleted sources have invalidated it already."""
+    from apps.records.models import MemoryRecord
+    from apps.records.selectors import records_live
+
+    cited = SummarySource.objects.filter(summary=summary, source_type="record").values("source_id")
+    stale = MemoryRecord.objects.filter(pk__in=cited).exclude(pk__in=records_live().values("pk"))
+    found = stale.aggregate(first=Min("expires_at"), count=Count("pk"))
+    if not found["count"]:
+        return None
+    # A revoked consent's records carry the revocation's time as their expiry.
+    first: datetime | None = found["first"]
+    return first or timezone.now()
+
+
 def summaries_valid() -> QuerySet[Summary]:
     """Summaries that may still be shown or retrieved."""
     return Summary.objects.filter(valid=True)

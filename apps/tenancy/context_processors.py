@@ -19,6 +19,7 @@ from .permissions import (
     MANAGE_RETENTION,
     RESOLVE_CONFLICTS,
     REVIEW_PROMOTIONS,
+    RUN_EVALUATIONS,
     VIEW_AUDIT,
     VIEW_MEMORIES,
 )
@@ -31,9 +32,10 @@ class NavItem:
     url: str | None  # None: the section is not built yet (shown as disabled text, not a link)
 
 
-# (section key, label, URL name in the ``console`` namespace, permission needed to see it).
-# A section appears once its URL is routed with a ``tenant_slug`` argument.
-NAVIGATION: tuple[tuple[str, str, str, str], ...] = (
+# (section key, label, URL name in the ``console`` namespace, the permission needed to see it
+# or several, any of which will do). A section appears once its URL is routed with a
+# ``tenant_slug`` argument.
+NAVIGATION: tuple[tuple[str, str, str, str | tuple[str, ...]], ...] = (
     ("dashboard", "Dashboard", "console:dashboard", VIEW_MEMORIES),
     ("memories", "Memories", "console:memories", VIEW_MEMORIES),
     ("review", "Review", "console:review", REVIEW_PROMOTIONS),
@@ -45,6 +47,13 @@ NAVIGATION: tuple[tuple[str, str, str, str], ...] = (
     ("retention", "Retention rules", "console:retention", MANAGE_RETENTION),
     ("holds", "Legal holds", "console:holds", MANAGE_RETENTION),
     ("audit", "Audit", "console:audit", VIEW_AUDIT),
+    (
+        "decisions-at-risk",
+        "Decisions at risk",
+        "console:decisions-at-risk",
+        (REVIEW_PROMOTIONS, RESOLVE_CONFLICTS, VIEW_AUDIT),
+    ),
+    ("evaluation", "Evaluation", "console:evaluation", (VIEW_AUDIT, RUN_EVALUATIONS)),
     ("credentials", "Credentials", "console:credentials", MANAGE_CREDENTIALS),
     ("members", "Members", "console:members", MANAGE_MEMBERS),
 )
@@ -54,7 +63,8 @@ def navigation(tenant_slug: str, perms: frozenset[str]) -> list[NavItem]:
     """The sections this person may open in the tenant; unbuilt ones without a link."""
     items = []
     for key, label, url_name, permission in NAVIGATION:
-        if permission not in perms:
+        accepted = {permission} if isinstance(permission, str) else set(permission)
+        if not accepted & perms:
             continue
         try:
             url: str | None = reverse(url_name, kwargs={"tenant_slug": tenant_slug})

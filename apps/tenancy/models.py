@@ -59,6 +59,7 @@ class Tenant(models.Model):
             ("manage_credentials", "Issue and revoke agent credentials"),
             ("manage_members", "Manage memberships and roles"),
             ("manage_retention", "Edit retention rules and legal holds"),
+            ("run_evaluations", "Run evaluations of the memory in a sandbox"),
         ]
 
     def __str__(self) -> str:

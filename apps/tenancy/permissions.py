@@ -19,6 +19,8 @@ VIEW_AUDIT = "view_audit"
 MANAGE_CREDENTIALS = "manage_credentials"
 MANAGE_MEMBERS = "manage_members"
 MANAGE_RETENTION = "manage_retention"
+# Running an evaluation creates a sandbox tenant and takes minutes of a worker: an admin's.
+RUN_EVALUATIONS = "run_evaluations"
 
 ALL_PERMISSIONS: tuple[str, ...] = (
     VIEW_MEMORIES,
@@ -30,6 +32,7 @@ ALL_PERMISSIONS: tuple[str, ...] = (
     MANAGE_CREDENTIALS,
     MANAGE_MEMBERS,
     MANAGE_RETENTION,
+    RUN_EVALUATIONS,
 )
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {

@@ -47,4 +47,5 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/", include("apps.records.console_governance_urls")),
     path("t/<slug:tenant_slug>/", include("apps.derivations.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.state.console_urls")),
+    path("t/<slug:tenant_slug>/", include("apps.evaluation.console_urls")),
 ]

@@ -393,3 +393,36 @@ def test_it_takes_an_idempotency_key_on_fact_checks(agent, tenant):
     assert again.json() == first.json()
     other = {"facts": [{"id": record["id"], "version": 2}]}
     assert_problem(agent.post(path, other, headers={"Idempotency-Key": "check-1"}), 422)
+
+
+def test_a_retry_after_the_record_expired_replays_no_content(agent, tenant):
+    """Until the expiry sweep replaces it with a tombstone, the stored response held the
+    expired value, and a retry handed it back (found by the evaluation's canaries)."""
+    first = _post(agent, body(value="carrier_secret"), "key-expiring")
+    with tenant_scope(tenant.pk):
+        MemoryRecord.objects.filter(pk=first.json()["id"]).update(
+            expires_at=timezone.now() - timedelta(minutes=1)
+        )
+    again = _post(agent, body(value="carrier_secret"), "key-expiring")
+    assert again.status_code == 201
+    assert again["Idempotent-Tombstone"] == "true"
+    assert again.json()["status"] == "expired"
+    assert "carrier_secret" not in again.content.decode()
+    assert _counts(tenant) == (1, 1)  # nothing written again
+
+
+def test_a_retry_of_a_summary_of_an_expired_record_replays_no_text(agent, tenant):
+    record = _post(agent, body(), "key-record").json()
+    summary = {
+        "text": "carrier_a noted",
+        "sources": [{"type": "record", "id": record["id"]}],
+        "reason": "r",
+    }
+    assert _post(agent, summary, "key-summary", path="/api/v1/summaries").status_code == 201
+    with tenant_scope(tenant.pk):
+        MemoryRecord.objects.filter(pk=record["id"]).update(
+            expires_at=timezone.now() - timedelta(minutes=1)
+        )
+    again = _post(agent, summary, "key-summary", path="/api/v1/summaries")
+    assert "carrier_a noted" not in again.content.decode()
+    assert again.json()["status"] == "expired"

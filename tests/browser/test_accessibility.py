@@ -128,3 +128,44 @@ def test_the_admin_pages_have_no_axe_violations_and_no_sideways_scroll(
     page.goto(console_path(name))
     assert _violations(page) == []
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+def _evaluated_tenant(tenant) -> None:
+    """A finished evaluation run, and a decision that relied on a memory deleted since."""
+    from django.utils import timezone
+
+    from apps.evaluation.models import EvaluationRun, EvaluationRunState
+    from apps.tenancy.context import tenant_scope
+    from tests.evaluation.conftest import fake_results
+    from tests.evaluation.support import decide, remember, writer_agent
+
+    with tenant_scope(tenant.pk):
+        EvaluationRun.objects.create(
+            tenant=tenant,
+            scenario_set="default",
+            requested_by_type="user",
+            requested_by_label="olivia",
+            requested_at=timezone.now(),
+            finished_at=timezone.now(),
+            state=EvaluationRunState.DONE,
+            results=fake_results(),
+            passed=True,
+        )
+    writer = writer_agent(tenant)
+    gone = remember(writer, tenant, "gone.preference")
+    decide(writer, "preference")
+    assert writer.delete(f"/api/v1/records/{gone}").status_code == 200
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_evaluation_pages_have_no_axe_violations_and_no_sideways_scroll(
+    new_page, owner, tenant, console_path, width, screenshot
+):
+    _evaluated_tenant(tenant)
+    page = new_page(owner, width=width, bypass_csp=True)
+    for name in ("evaluation", "decisions-at-risk"):
+        page.goto(console_path(name))
+        assert _violations(page) == [], name
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, name
+        if width == 1280 and name == "evaluation":
+            screenshot(page)

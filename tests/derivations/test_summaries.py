@@ -108,3 +108,26 @@ def test_it_needs_the_write_action(tenant):
 def test_it_answers_404_for_a_missing_summary(agent):
     assert agent.get(f"{SUMMARIES}/{uuid.uuid4()}").status_code == 404
     assert agent.get(f"{SUMMARIES}/not-an-id").status_code == 404
+
+
+def test_a_summary_of_an_expired_source_shows_no_text_before_the_sweep(agent, tenant):
+    """Expiry is a read-time predicate: the sweep that invalidates the summary may be minutes
+    away, and until then its text was readable (found by the evaluation's canaries)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.records.models import MemoryRecord
+
+    record = write(agent)
+    summary = summarise(agent, [record["id"]], text="carrier_a preferred").json()
+    with tenant_scope(tenant.pk):
+        MemoryRecord.objects.filter(pk=record["id"]).update(
+            expires_at=timezone.now() - timedelta(minutes=1)
+        )
+    shown = agent.get(f"{SUMMARIES}/{summary['id']}").json()
+    assert shown["text"] is None
+    assert shown["valid"] is False
+    assert shown["invalidated"]["reason"] == "a source expired"
+    with tenant_scope(tenant.pk):
+        assert Summary.objects.get(pk=summary["id"]).text == "carrier_a preferred"  # the sweep's

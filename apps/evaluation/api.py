@@ -1,0 +1,184 @@
+"""``/api/v1/evaluation/``: decisions at risk, and the tenant's evaluation runs (``audit``).
+
+Input serializer -> selector -> representation. Another tenant's run is a ``404``, the same
+as a missing one; a filter naming another tenant's memory or credential finds nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.api.problems import Problem, flatten_errors
+from apps.audit.api import ZonedDateTimeField
+
+from .models import EvaluationRun
+from .selectors import (
+    CHANGE_KINDS,
+    AtRiskFilters,
+    DecisionAtRisk,
+    cursor_decode,
+    decisions_at_risk_page,
+    evaluation_run_get,
+    evaluation_runs_recent,
+)
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+
+
+class DecisionsAtRiskFilters(serializers.Serializer[dict[str, Any]]):
+    change = serializers.ChoiceField(
+        choices=CHANGE_KINDS, required=False, help_text="Only decisions whose memory changed so."
+    )
+    credential = serializers.UUIDField(
+        required=False, help_text="Only searches made with this credential (its id)."
+    )
+    memory = serializers.UUIDField(required=False, help_text="Only decisions that relied on it.")
+    since = ZonedDateTimeField(required=False, help_text="Searches at or after (RFC 3339).")
+    until = ZonedDateTimeField(required=False, help_text="Searches before (RFC 3339).")
+    cursor = serializers.CharField(required=False, help_text="The `next` link's cursor.")
+    page_size = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_PAGE_SIZE, help_text="At most 500."
+    )
+
+
+def _filters(request: Request) -> tuple[AtRiskFilters, tuple[int, int] | None, int]:
+    parsed = DecisionsAtRiskFilters(data=request.query_params)
+    if not parsed.is_valid():
+        errors = flatten_errors(parsed.errors)
+        raise Problem(f"Invalid query parameters: {', '.join(errors)}.", errors=errors)
+    data = parsed.validated_data
+    after = None
+    if "cursor" in data:
+        after = cursor_decode(data["cursor"])
+        if after is None:
+            raise Problem(
+                "Invalid query parameter: cursor.",
+                errors={"cursor": ["Not a cursor this API issued; follow the next link."]},
+            )
+    filters = AtRiskFilters(
+        change=data.get("change", ""),
+        credential=str(data["credential"]) if data.get("credential") else "",
+        memory=data.get("memory"),
+        since=data.get("since"),
+        until=data.get("until"),
+    )
+    return filters, after, data.get("page_size", PAGE_SIZE)
+
+
+def decision_at_risk_body(item: DecisionAtRisk) -> dict[str, Any]:
+    actor: dict[str, Any] = {"id": item.actor_id, "label": item.actor_label}
+    return {
+        "search_event": str(item.event_id),
+        "searched_at": item.searched_at,
+        "credential": actor if item.actor_type == "credential" else None,
+        "actor": {"type": item.actor_type, **actor},
+        "memory": {
+            "id": str(item.memory_id),
+            # Gone with the memory once it is deleted: the receipt says what went.
+            "subject": item.subject or None,
+            "key": item.key or None,
+        },
+        "changes": [{"kind": c.kind, "at": c.at, **c.detail} for c in item.changes],
+    }
+
+
+DecisionAtRiskPage = inline_serializer(
+    "DecisionsAtRiskPage",
+    {
+        "next": serializers.URLField(allow_null=True),
+        "results": serializers.ListField(child=serializers.DictField()),
+    },
+)
+
+
+class DecisionsAtRiskView(APIView):
+    """Past ``purpose=decision`` searches that returned a memory which has changed since.
+
+    One item per (search, returned memory) with every change after the search, oldest
+    first: ``superseded`` (``superseded_by``), ``redacted`` (``audit_event``), ``deleted``
+    (``receipt``, ``receipt_kind``), ``expired`` (``expires_at``, or the expiry ``receipt``),
+    ``in_conflict`` (``conflict``), ``unconfirmed`` (``audit_event``). Newest search first;
+    ``next`` pages on (a keyset cursor: the same cost at any depth).
+    """
+
+    required_action = "audit"
+
+    @extend_schema(
+        operation_id="v1_evaluation_decisions_at_risk",
+        parameters=[DecisionsAtRiskFilters],
+        responses=DecisionAtRiskPage,
+    )
+    def get(self, request: Request) -> Response:
+        filters, after, size = _filters(request)
+        items = decisions_at_risk_page(filters=filters, after=after, limit=size + 1)
+        following = None
+        if len(items) > size:
+            items = items[:size]
+            query = request.query_params.copy()
+            query["cursor"] = items[-1].cursor
+            following = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+        return Response(
+            {"next": following, "results": [decision_at_risk_body(item) for item in items]}
+        )
+
+
+def run_body(run: EvaluationRun, *, full: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": str(run.pk),
+        "state": run.state,
+        "scenario_set": run.scenario_set,
+        "scenario_digest": run.scenario_digest,
+        "against_cache": run.against_cache,
+        "requested_by": {
+            "type": run.requested_by_type,
+            "id": run.requested_by_id,
+            "label": run.requested_by_label,
+        },
+        "requested_at": run.requested_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "progress": {
+            "phase": run.progress_phase,
+            "done": run.progress_done,
+            "total": run.progress_total,
+        },
+        "passed": run.passed,
+        "error": run.error or None,
+    }
+    if full:
+        body["results"] = run.results
+    return body
+
+
+class EvaluationRunListView(APIView):
+    """The tenant's latest evaluation runs (without their figures), newest first."""
+
+    required_action = "audit"
+
+    @extend_schema(operation_id="v1_evaluation_runs_list", responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        return Response({"results": [run_body(run) for run in evaluation_runs_recent(50)]})
+
+
+class EvaluationRunDetailView(APIView):
+    """One run with its figures (``results``: what ``memoryconsole evaluate --json`` writes)."""
+
+    required_action = "audit"
+
+    @extend_schema(
+        parameters=[OpenApiParameter("run_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        run = evaluation_run_get(run_id)
+        if run is None:
+            raise Problem("No such evaluation run.", status_code=404)
+        return Response(run_body(run, full=True))

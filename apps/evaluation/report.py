@@ -1,0 +1,360 @@
+"""An evaluation's figures as a terminal table, an HTML report and SVG charts.
+
+The charts are drawn here as SVG (no plotting library): horizontal grouped bars, one colour
+per configuration, each bar labelled with its value as text, so the charts need no script,
+print and read the same in a terminal's HTML viewer, a browser and the README; the console
+shows the same SVG beside tables of the same figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from django.template.loader import render_to_string
+
+# (figure, label, how to show it, which way is better)
+DECISION_FIGURES: tuple[tuple[str, str, str, str], ...] = (
+    ("decisions", "decisions", "count", ""),
+    ("decision_accuracy", "decisions as the labels call for", "share", "high"),
+    ("recall_precision", "recall precision (retrieved that is relevant)", "share", "high"),
+    ("recall_at_k", "recall@k (relevant that is retrieved)", "share", "high"),
+    ("wrong_scope_decisions", "wrong-scope applications", "count", "low"),
+    ("stale_decisions", "stale decisions (expired or superseded memory)", "count", "low"),
+    (
+        "provisional_irreversible_decisions",
+        "provisional-driven irreversible decisions",
+        "count",
+        "low",
+    ),
+    ("deleted_decisions", "decisions on a deleted memory", "count", "low"),
+    ("returned_out_of_scope_rate", "returned out of scope", "share", "low"),
+    ("returned_stale_rate", "returned stale", "share", "low"),
+    (
+        "returned_provisional_rate",
+        "returned provisional before an irreversible decision",
+        "share",
+        "low",
+    ),
+    ("returned_deleted_rate", "returned deleted", "share", "low"),
+    (
+        "removal_sensitivity",
+        "decisions that change when one retrieved memory is removed",
+        "share",
+        "",
+    ),
+    ("unsound_dependency_rate", "dependencies on a memory that must not count", "share", "low"),
+    (
+        "stale_influence",
+        "decisions changed by masking stale and provisional memories",
+        "share",
+        "low",
+    ),
+)
+RESIDUE_FIGURES: tuple[tuple[str, str, str, str], ...] = (
+    ("canaries", "canaries removed", "count", ""),
+    ("residue_rate", "residue after removal (canaries still readable)", "share", "low"),
+    ("residue_place_rate", "residue by place (found / probed)", "share", "low"),
+)
+AT_RISK_FIGURES: tuple[tuple[str, str, str, str], ...] = (
+    ("at_risk_recall", "decisions at risk found (of those made at risk)", "share", "high"),
+    ("at_risk_precision", "decisions at risk listed that were at risk", "share", "high"),
+)
+SERIES = (
+    ("record", "record (this product)", "#1f6f5c"),
+    ("cache", "cache (nearest neighbours)", "#b4541a"),
+)
+
+
+def shown(value: Any, kind: str) -> str:
+    if value is None:
+        return "n/a"
+    if kind == "share":
+        return f"{100 * float(value):.1f} %"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.2f}"
+    return str(int(value))
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    record: str
+    cache: str | None
+    better: str  # "record", "cache" or ""
+
+
+def rows(results: dict[str, Any]) -> list[Row]:
+    """The side-by-side table: each figure for the record and (when run) the cache."""
+    found = []
+    sections = (
+        ("decisions", DECISION_FIGURES),
+        ("residue", RESIDUE_FIGURES),
+        ("at_risk", AT_RISK_FIGURES),
+    )
+    with_cache = "cache" in results
+    for section, figures in sections:
+        record = (results.get("record") or {}).get(section) or {}
+        cache = (results.get("cache") or {}).get(section) or {}
+        if not record:
+            continue
+        for name, label, kind, direction in figures:
+            ours, theirs = record.get(name), cache.get(name) if with_cache else None
+            better = ""
+            if direction and ours is not None and theirs is not None and ours != theirs:
+                record_wins = (ours > theirs) == (direction == "high")
+                better = "record" if record_wins else "cache"
+            found.append(
+                Row(
+                    label=label,
+                    record=shown(ours, kind),
+                    cache=shown(theirs, kind) if with_cache and section != "at_risk" else None,
+                    better=better,
+                )
+            )
+    return found
+
+
+def text_table(results: dict[str, Any]) -> str:
+    """The figures and the thresholds, for a terminal."""
+    table = rows(results)
+    with_cache = "cache" in results
+    width = max(len(r.label) for r in table) if table else 10
+    head = f"{'':<{width}}  {'record':>10}" + (f"  {'cache':>10}" if with_cache else "")
+    lines = [head, "-" * len(head)]
+    for row in table:
+        line = f"{row.label:<{width}}  {row.record:>10}"
+        if with_cache:
+            line += f"  {row.cache or '':>10}"
+        lines.append(line)
+    lines.append("")
+    for check in results.get("thresholds", []):
+        bound = " and ".join(
+            f"{'>=' if k == 'min' else '<='} {v:g}" for k, v in sorted(check["bound"].items())
+        )
+        value = "not measured" if check["value"] is None else f"{check['value']:.4g}"
+        mark = "pass" if check["passed"] else "FAIL"
+        lines.append(f"{mark}  {check['name']} = {value} (threshold {bound})")
+    residue = ((results.get("record") or {}).get("residue") or {}).get("found") or []
+    for item in residue:
+        lines.append(
+            f"residue: {item['canary']} ({item['removal']}) in {', '.join(item['places'])}"
+        )
+    at_risk = (results.get("record") or {}).get("at_risk") or {}
+    for missed in at_risk.get("missed", []):
+        lines.append(f"decision at risk not listed: {missed}")
+    for unexpected in at_risk.get("unexpected", []):
+        lines.append(f"listed as at risk without reason: {unexpected}")
+    if results.get("tenant"):
+        lines.append(
+            f"tenant {results['tenant']['slug']}: {results['tenant']['decisions_at_risk']} "
+            "past decisions at risk (GET /api/v1/evaluation/decisions-at-risk)"
+        )
+    if results.get("note"):
+        lines.append(f"note: {results['note']}")
+    lines.append("PASSED" if results.get("passed") else "FAILED")
+    return "\n".join(lines)
+
+
+# --- charts -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Group:
+    label: str
+    values: tuple[tuple[str, float | None], ...]  # (series, value 0..1) per configuration
+
+
+def grouped_bars(title: str, groups: list[Group], *, chart_id: str, note: str = "") -> str:
+    """A horizontal grouped bar chart of shares (0 to 1), as standalone SVG markup."""
+    label_width, bar_area, value_room = 300, 320, 70
+    bar, gap, group_gap, top = 16, 3, 14, 46
+    series = [s for s in SERIES if any(name == s[0] for g in groups for name, _ in g.values)]
+    per_group = len(series) * (bar + gap) - gap
+    height = top + len(groups) * (per_group + group_gap) + 10
+    width = label_width + bar_area + value_room
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" '
+        f'aria-labelledby="{chart_id}-title {chart_id}-desc" class="evaluation-chart" '
+        'font-family="system-ui, sans-serif" font-size="12">',
+        f'<title id="{chart_id}-title">{escape(title)}</title>',
+    ]
+    described = "; ".join(
+        f"{g.label}: " + ", ".join(f"{name} {shown(value, 'share')}" for name, value in g.values)
+        for g in groups
+    )
+    parts.append(f'<desc id="{chart_id}-desc">{escape(described)}</desc>')
+    parts.append(f'<rect width="{width}" height="{height}" fill="#ffffff"></rect>')
+    parts.append(
+        f'<text x="0" y="16" font-size="14" font-weight="600" fill="#1a1a1a">{escape(title)}</text>'
+    )
+    x = 0
+    for _name, label, colour in series:
+        parts.append(f'<rect x="{x}" y="26" width="12" height="12" fill="{colour}"></rect>')
+        parts.append(f'<text x="{x + 16}" y="36" fill="#1a1a1a">{escape(label)}</text>')
+        x += 16 + 8 * len(label) + 20
+    if note:
+        parts.append(
+            f'<text x="{width - 4}" y="16" text-anchor="end" fill="#555555">{escape(note)}</text>'
+        )
+    y = top
+    for group in groups:
+        parts.append(
+            f'<text x="{label_width - 8}" y="{y + per_group / 2 + 4:.0f}" text-anchor="end" '
+            f'fill="#1a1a1a">{escape(group.label)}</text>'
+        )
+        values = dict(group.values)
+        for index, (name, _label, colour) in enumerate(series):
+            value = values.get(name)
+            top_y = y + index * (bar + gap)
+            parts.append(
+                f'<rect x="{label_width}" y="{top_y}" width="{bar_area}" height="{bar}" '
+                'fill="#eeeeee"></rect>'
+            )
+            length = round(bar_area * max(0.0, min(1.0, value or 0.0)))
+            if length:
+                parts.append(
+                    f'<rect x="{label_width}" y="{top_y}" width="{length}" height="{bar}" '
+                    f'fill="{colour}"></rect>'
+                )
+            parts.append(
+                f'<text x="{label_width + length + 6}" y="{top_y + bar - 4}" fill="#1a1a1a">'
+                f"{escape(shown(value, 'share'))}</text>"
+            )
+        y += per_group + group_gap
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _configurations(results: dict[str, Any]) -> list[str]:
+    return [name for name, _label, _colour in SERIES if name in results]
+
+
+def comparison_chart(results: dict[str, Any], *, chart_id: str = "chart-comparison") -> str:
+    """Record beside cache: how often each configuration hands over what must not count."""
+    configurations = _configurations(results)
+
+    def decision(name: str, figure: str) -> float | None:
+        figures = (results.get(name) or {}).get("decisions") or {}
+        value, decisions = figures.get(figure), figures.get("decisions") or 0
+        if value is None:
+            return None
+        # Counts of decisions are shown as shares of all decisions, to share one axis.
+        return (
+            float(value) / decisions
+            if figure.endswith("_decisions") and decisions
+            else float(value)
+        )
+
+    def residue(name: str) -> float | None:
+        value = ((results.get(name) or {}).get("residue") or {}).get("residue_rate")
+        return None if value is None else float(value)
+
+    groups = [
+        Group(label, tuple((name, decision(name, figure)) for name in configurations))
+        for figure, label in (
+            ("wrong_scope_decisions", "wrong-scope applications"),
+            ("stale_decisions", "stale decisions"),
+            ("provisional_irreversible_decisions", "provisional-driven irreversible"),
+            ("deleted_decisions", "decisions on deleted memory"),
+            ("stale_influence", "changed by masking stale entries"),
+        )
+    ]
+    groups.append(Group("residue after deletion", tuple((n, residue(n)) for n in configurations)))
+    groups.insert(
+        0,
+        Group(
+            "decisions as labelled (higher is better)",
+            tuple((name, decision(name, "decision_accuracy")) for name in configurations),
+        ),
+    )
+    decisions = ((results.get("record") or {}).get("decisions") or {}).get("decisions")
+    return grouped_bars(
+        "Record beside a cache: share of decisions (residue: of canaries)",
+        groups,
+        chart_id=chart_id,
+        note=f"{decisions} decisions" if decisions else "",
+    )
+
+
+def precision_chart(results: dict[str, Any], *, chart_id: str = "chart-precision") -> str:
+    configurations = _configurations(results)
+    classes = list(((results.get("record") or {}).get("decisions") or {}).get("by_class") or {})
+
+    def value(name: str, cls: str) -> float | None:
+        figures = (((results.get(name) or {}).get("decisions") or {}).get("by_class") or {}).get(
+            cls
+        ) or {}
+        found = figures.get("recall_precision")
+        return None if found is None else float(found)
+
+    groups = [
+        Group(cls.replace("_", " "), tuple((name, value(name, cls)) for name in configurations))
+        for cls in classes
+    ]
+    return grouped_bars("Recall precision by scenario class", groups, chart_id=chart_id)
+
+
+def residue_chart(results: dict[str, Any], *, chart_id: str = "chart-residue") -> str:
+    configurations = _configurations(results)
+    removals = list(((results.get("record") or {}).get("residue") or {}).get("by_removal") or {})
+
+    def value(name: str, removal: str) -> float | None:
+        figures = (((results.get(name) or {}).get("residue") or {}).get("by_removal") or {}).get(
+            removal
+        ) or {}
+        found = figures.get("residue_rate")
+        return None if found is None else float(found)
+
+    groups = [
+        Group(
+            removal.replace("_", " "),
+            tuple((name, value(name, removal)) for name in configurations),
+        )
+        for removal in removals
+    ]
+    return grouped_bars("Residue after removal, by kind of removal", groups, chart_id=chart_id)
+
+
+def charts(results: dict[str, Any]) -> dict[str, str]:
+    return {
+        "comparison": comparison_chart(results),
+        "precision": precision_chart(results),
+        "residue": residue_chart(results),
+    }
+
+
+def html_report(results: dict[str, Any]) -> str:
+    """A self-contained HTML page: the table, the thresholds and the three charts."""
+    return render_to_string(
+        "evaluation/report.html",
+        {
+            "results": results,
+            "rows": rows(results),
+            "with_cache": "cache" in results,
+            "charts": charts(results),
+            "by_class": class_rows(results),
+        },
+    )
+
+
+def class_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per scenario class: decisions, accuracy and precision of each configuration."""
+    record = ((results.get("record") or {}).get("decisions") or {}).get("by_class") or {}
+    cache = ((results.get("cache") or {}).get("decisions") or {}).get("by_class") or {}
+    found = []
+    for cls, figures in record.items():
+        other = cache.get(cls) or {}
+        found.append(
+            {
+                "cls": cls.replace("_", " "),
+                "decisions": figures.get("decisions"),
+                "record_accuracy": shown(figures.get("decision_accuracy"), "share"),
+                "record_precision": shown(figures.get("recall_precision"), "share"),
+                "cache_accuracy": shown(other.get("decision_accuracy"), "share") if other else None,
+                "cache_precision": shown(other.get("recall_precision"), "share") if other else None,
+            }
+        )
+    return found

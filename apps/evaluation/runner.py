@@ -1,0 +1,762 @@
+"""Running a scenario set through the record (the product) and the cache, side by side.
+
+Both configurations see the same scenarios, in the same run, embedded by the same model:
+
+* **record**: the product, in a sandbox tenant (:mod:`apps.evaluation.sandbox`), driven only
+  through its API by the sandbox's agents: memories are written, observed by an independent
+  source, confirmed by a reviewer, superseded through a reviewed conflict, deleted, erased,
+  expired (by lifetime, revoked consent or a closed run) as each scenario says; queued
+  embedding work is done as the worker does it; then each decision searches with the
+  purpose its decision has (``decision`` when irreversible, ``context`` otherwise), in its
+  scope, for its subject.
+* **cache**: :class:`apps.evaluation.cache.NearestNeighbourCache`, given the same writes and
+  removals as a cache takes them.
+
+Then canaries are written, summarised, embedded and removed, and every place an agent or an
+operator can read is probed for their tokens; and the decisions whose memories the scenarios
+change afterwards are replayed through ``GET /api/v1/evaluation/decisions-at-risk``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from django.db.models import TextField
+from django.db.models.functions import Cast
+from django.utils.dateparse import parse_datetime
+
+from apps.derivations.embedders import get_embedder
+
+from .cache import NearestNeighbourCache
+from .metrics import (
+    CanaryRun,
+    DecisionRun,
+    Retrieved,
+    at_risk_figures,
+    decision_figures,
+    residue_figures,
+    thresholds_check,
+    thresholds_effective,
+)
+from .sandbox import ApiAgent, EvaluationFailed, ProgressCallback, Sandbox, TenantPolicy, in_sandbox
+from .scenarios import Canary, MemorySpec, Scenario, ScenarioSet
+
+EXPIRY_REMOVALS = frozenset({"expire_ttl", "revoke_consent", "close_run"})
+REVIEW_REASON = "confirmed by the evaluation's reviewer"
+
+
+def _when(raw: Any) -> str:
+    """A timestamp as one comparable text (UTC, ISO 8601), whichever way it was written."""
+    parsed = parse_datetime(str(raw)) if raw else None
+    return parsed.astimezone(UTC).isoformat() if parsed else str(raw or "")
+
+
+def _ttl_seconds(retention: dict[str, Any]) -> float:
+    from apps.records.validation import _parse_ttl
+
+    ttl = _parse_ttl(retention.get("ttl"))
+    return ttl.total_seconds() if ttl is not None else 0.0
+
+
+@dataclass
+class RecordConfiguration:
+    """The product, through its API, in the sandbox."""
+
+    sandbox: Sandbox
+    record_ids: dict[str, str] = field(default_factory=dict)  # "scenario/memory" -> record id
+    by_record: dict[str, str] = field(default_factory=dict)  # record id -> "scenario/memory"
+    runs: dict[str, str] = field(default_factory=dict)  # scenario or canary id -> run id
+    expiry_deadline: float = 0.0  # monotonic time by which every TTL memory has expired
+
+    @property
+    def writer(self) -> ApiAgent:
+        return self.sandbox.writer
+
+    def memory_of(self, record_id: str) -> str:
+        return self.by_record.get(record_id, "")
+
+    def _remember(self, ref: str, record_id: str) -> None:
+        self.record_ids[ref] = record_id
+        self.by_record[record_id] = ref
+
+    # --- writing the scenarios ------------------------------------------------------------
+
+    def _run_for(self, owner_id: str, subject: str, *, with_subject: bool = False) -> str:
+        if owner_id not in self.runs:
+            body: dict[str, Any] = {"task_id": f"evaluation:{owner_id}", "owner": subject}
+            if with_subject:
+                body["subject"] = subject
+            self.runs[owner_id] = self.writer.call("POST", "runs", body)["id"]
+        return self.runs[owner_id]
+
+    def _write_body(
+        self, scenario_id: str, subject: str, memory: MemorySpec, source_ref: str
+    ) -> dict[str, Any]:
+        source: dict[str, Any] = {"kind": "interaction", "ref": source_ref}
+        retention = dict(memory.retention)
+        if retention.get("basis") == "session":
+            source["run_id"] = self._run_for(scenario_id, subject)
+        if _ttl_seconds(retention) and _ttl_seconds(retention) < 60:
+            self.expiry_deadline = max(
+                self.expiry_deadline, time.monotonic() + _ttl_seconds(retention)
+            )
+        return {
+            "key": memory.key,
+            "subject": subject,
+            "value": memory.value,
+            "content": memory.content,
+            "source": source,
+            "observed_at": memory.observed_at,
+            "owner": subject,
+            "reason": f"evaluation scenario {scenario_id}",
+            "scope": memory.scope,
+            "sensitivity": memory.sensitivity,
+            "retention": retention,
+        }
+
+    def _confirm(self, body: dict[str, Any], record_id: str) -> None:
+        """An independent source observes the same value; a reviewer approves the promotion
+        request it opens (unless the tenant promotes on a second observation)."""
+        observed = self.sandbox.observer.call(
+            "POST",
+            "records",
+            {**body, "source": {**body["source"], "ref": body["source"]["ref"] + ":seen"}},
+        )
+        if observed["id"] != record_id:
+            raise EvaluationFailed(f"the second observation of {record_id} wrote another version")
+        if observed["trust"] == "confirmed":
+            return
+        request_id = observed.get("promotion_request")
+        if not request_id:
+            raise EvaluationFailed(
+                f"the second observation of {record_id} opened no promotion request"
+            )
+        self.sandbox.reviewer.call(
+            "POST", f"promotion-requests/{request_id}/approve", {"reason": REVIEW_REASON}
+        )
+
+    def write_scenario(self, scenario: Scenario) -> None:
+        erase = False
+        for memory in scenario.memories:
+            body = self._write_body(
+                scenario.id, scenario.subject, memory, f"interaction:{scenario.id}:{memory.id}"
+            )
+            written = self.writer.call("POST", "records", body)
+            record_id = written["id"]
+            self._remember(f"{scenario.id}/{memory.id}", record_id)
+            if memory.replaces:
+                if not written.get("conflict"):
+                    raise EvaluationFailed(f"{scenario.id}/{memory.id} opened no conflict")
+                self.sandbox.reviewer.call(
+                    "POST",
+                    f"conflicts/{written['conflict']}/resolve",
+                    {"resolution": "accept_new", "reason": "the newer value holds"},
+                )
+            if memory.contends and not written.get("conflict"):
+                raise EvaluationFailed(f"{scenario.id}/{memory.id} opened no conflict")
+            if memory.trust == "confirmed":
+                self._confirm(body, record_id)
+        for memory in scenario.memories:
+            record_id = self.record_ids[f"{scenario.id}/{memory.id}"]
+            if memory.fate == "delete":
+                self.writer.call(
+                    "DELETE", f"records/{record_id}", params={"reason": "asked to forget"}
+                )
+            elif memory.fate == "erase":
+                erase = True
+            elif memory.fate == "revoke_consent":
+                ref = memory.retention["consent_ref"]
+                self.writer.call("POST", f"consents/{ref}/revoke", {"reason": "consent withdrawn"})
+        if erase:
+            self.writer.call(
+                "POST", "erasures", {"subject": scenario.subject, "reason": "right to erasure"}
+            )
+        if scenario.id in self.runs:
+            self.writer.call("POST", f"runs/{self.runs[scenario.id]}/close")
+
+    # --- the work of the worker and of beat -----------------------------------------------
+
+    def drain_embeddings(self) -> int:
+        """Do the queued embedding work as the worker does it (the same task bodies)."""
+        from apps.derivations.embeddings import record_embed, summary_embed
+        from apps.derivations.models import OutboxMessage, OutboxState
+        from apps.derivations.outbox import EMBED_RECORD, EMBED_SUMMARY, outbox_finish
+
+        done = 0
+        with self.sandbox.scope():
+            pending = OutboxMessage.objects.filter(
+                state__in=[OutboxState.PENDING, OutboxState.PUBLISHED],
+                task_name__in=[EMBED_RECORD, EMBED_SUMMARY],
+            ).order_by("created_at")
+            for message in list(pending):
+                if message.task_name == EMBED_RECORD:
+                    record_embed(message.payload.get("record_id"))
+                else:
+                    summary_embed(message.payload.get("summary_id"))
+                outbox_finish(message.pk)
+                done += 1
+        return done
+
+    def wait_for_expiry(self) -> None:
+        """Let every memory written with a lifetime of seconds reach it (expiry is read time)."""
+        remaining = self.expiry_deadline - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining + 0.05)
+
+    def sweep_expired(self) -> int:
+        """The expiry sweep beat runs every 15 minutes, now."""
+        from apps.records.services import records_compact_expired
+
+        with self.sandbox.scope():
+            return records_compact_expired()
+
+    # --- deciding -------------------------------------------------------------------------
+
+    def retrieve(self, scenario: Scenario) -> tuple[Retrieved, ...]:
+        decision = scenario.decision
+        body = {
+            "query": decision.query,
+            "scope": decision.scope,
+            "purpose": "decision" if decision.irreversible else "context",
+            "top_k": decision.top_k,
+            "subject": scenario.subject,
+        }
+        found = self.writer.call("POST", "search", body)["results"]
+        retrieved = []
+        for hit in found:
+            record = hit.get("record") or {}
+            ref = self.memory_of(str(record.get("id", "")))
+            scenario_id, _, memory_id = ref.partition("/")
+            retrieved.append(
+                Retrieved(
+                    memory=memory_id if scenario_id == scenario.id else "",
+                    key=str(record.get("key", "")),
+                    value=record.get("value"),
+                    observed_at=_when(record.get("observed_at")),
+                )
+            )
+        return tuple(retrieved)
+
+    # --- later changes and their replay ---------------------------------------------------
+
+    def change_later(self, scenario: Scenario) -> None:
+        after = scenario.after
+        assert after is not None
+        memory = scenario.memory(after.memory)
+        record_id = self.record_ids[f"{scenario.id}/{memory.id}"]
+        reason = {"reason": "changed after the decision"}
+        if after.change in {"superseded", "in_conflict"}:
+            body = self._write_body(
+                scenario.id, scenario.subject, memory, f"interaction:{scenario.id}:later"
+            )
+            written = self.writer.call("POST", "records", {**body, "value": after.value})
+            if not written.get("conflict"):
+                raise EvaluationFailed(f"{scenario.id}: the later value opened no conflict")
+            if after.change == "superseded":
+                self.sandbox.reviewer.call(
+                    "POST",
+                    f"conflicts/{written['conflict']}/resolve",
+                    {"resolution": "accept_new", "reason": "the newer value holds"},
+                )
+        elif after.change == "deleted":
+            self.writer.call("DELETE", f"records/{record_id}", params=reason)
+        elif after.change == "redacted":
+            self.writer.call(
+                "POST",
+                f"records/{record_id}/redact",
+                {"fields": list(after.fields) or [""], **reason},
+            )
+        elif after.change == "expired":
+            self.writer.call("POST", f"consents/{memory.retention['consent_ref']}/revoke", reason)
+
+    def decisions_at_risk(self) -> set[tuple[str, str]]:
+        """Every (memory, change) the decisions-at-risk listing names, over all its pages."""
+        found: set[tuple[str, str]] = set()
+        params: dict[str, Any] = {"page_size": 200}
+        while True:
+            page = self.writer.call("GET", "evaluation/decisions-at-risk", params=params)
+            for item in page["results"]:
+                ref = self.memory_of(str(item["memory"]["id"]))
+                for change in item["changes"]:
+                    found.add((ref or item["memory"]["id"], change["kind"]))
+            if not page.get("next"):
+                return found
+            cursor = parse_qs(urlsplit(page["next"]).query)["cursor"][0]
+            params = {"page_size": 200, "cursor": cursor}
+
+
+@dataclass
+class CacheConfiguration:
+    cache: NearestNeighbourCache
+    item_ids: dict[str, str] = field(default_factory=dict)  # "scenario/memory" -> item id
+    by_item: dict[str, str] = field(default_factory=dict)
+
+    def write_scenario(self, scenario: Scenario) -> None:
+        for memory in scenario.memories:
+            ref = f"{scenario.id}/{memory.id}"
+            self.item_ids[ref] = self.cache.write(
+                subject=scenario.subject,
+                key=memory.key,
+                value=memory.value,
+                content=memory.content,
+                observed_at=memory.observed_at,
+            )
+            self.by_item[self.item_ids[ref]] = ref
+        for memory in scenario.memories:
+            if memory.fate == "delete":
+                self.cache.delete(self.item_ids[f"{scenario.id}/{memory.id}"])
+        if any(m.fate == "erase" for m in scenario.memories):
+            self.cache.erase_subject(scenario.subject)
+        # A cache has no versions, conflicts, trust or expiry: the rest leaves it as it is.
+
+    def retrieve(self, scenario: Scenario) -> tuple[Retrieved, ...]:
+        found = self.cache.search(
+            query=scenario.decision.query, subject=scenario.subject, top_k=scenario.decision.top_k
+        )
+        retrieved = []
+        for item in found:
+            scenario_id, _, memory_id = self.by_item.get(item.id, "").partition("/")
+            retrieved.append(
+                Retrieved(
+                    memory=memory_id if scenario_id == scenario.id else "",
+                    key=item.key,
+                    value=item.value,
+                    observed_at=_when(item.observed_at),
+                )
+            )
+        return tuple(retrieved)
+
+
+# --- canaries ---------------------------------------------------------------------------------
+
+
+@dataclass
+class RecordCanary:
+    canary: Canary
+    record_id: str = ""
+    summary_id: str = ""
+    run_id: str = ""
+    obligation_id: str = ""
+    write_body: dict[str, Any] = field(default_factory=dict)
+    summary_body: dict[str, Any] = field(default_factory=dict)
+    embedding_digests: list[str] = field(default_factory=list)
+
+
+def _found(token: str, text: str) -> bool:
+    return token in text
+
+
+class RecordCanaries:
+    """Canaries in the product: written through the API (with Idempotency-Keys, so stored
+    responses exist), summarised, embedded, with run traces where the removal reaches runs;
+    removed; then looked for everywhere."""
+
+    def __init__(self, configuration: RecordConfiguration) -> None:
+        self.configuration = configuration
+        self.items: list[RecordCanary] = []
+
+    @property
+    def writer(self) -> ApiAgent:
+        return self.configuration.writer
+
+    def write(self, canary: Canary) -> RecordCanary:
+        item = RecordCanary(canary)
+        source: dict[str, Any] = {"kind": "interaction", "ref": f"interaction:{canary.id}"}
+        retention: dict[str, Any] = {"basis": "contract", "ttl": "P30D"}
+        episode_id = ""
+        if canary.removal in {"erase", "close_run"}:
+            item.run_id = self.configuration._run_for(canary.id, canary.subject, with_subject=True)
+            episode_id = self.writer.call(
+                "POST", f"runs/{item.run_id}/episodes", {"role": "user", "content": canary.episode}
+            )["id"]
+        if canary.removal == "erase":
+            # An erasure reaches the subject's runs (checkpoints) and obligations (payloads);
+            # a run's close keeps its checkpoints and obligations, its ledger, by design.
+            self.writer.call(
+                "POST",
+                f"runs/{item.run_id}/checkpoints",
+                {"step": 1, "state": {"note": canary.token}},
+            )
+            item.obligation_id = self.writer.call(
+                "POST",
+                "obligations",
+                {
+                    "task_id": f"evaluation:{canary.id}",
+                    "kind": "notify",
+                    "key": f"{canary.id}:notify",
+                    "payload": {"note": canary.token},
+                    "subject": canary.subject,
+                },
+            )["id"]
+        if canary.removal == "close_run":
+            retention = {"basis": "session"}
+            source["run_id"] = item.run_id
+        elif canary.removal == "revoke_consent":
+            retention = {"basis": "consent", "ttl": "P30D", "consent_ref": f"consent:{canary.id}"}
+        elif canary.removal == "expire_ttl":
+            retention = {"basis": "contract", "ttl": "PT2S"}
+            self.configuration.expiry_deadline = max(
+                self.configuration.expiry_deadline, time.monotonic() + 2
+            )
+        item.write_body = {
+            "key": canary.key,
+            "subject": canary.subject,
+            "value": canary.value,
+            "content": canary.content,
+            "source": source,
+            "observed_at": "2025-01-06T09:00:00Z",
+            "owner": canary.subject,
+            "reason": f"evaluation canary {canary.id}",
+            "scope": canary.scope,
+            "sensitivity": canary.sensitivity,
+            "retention": retention,
+        }
+        item.record_id = self.writer.call(
+            "POST", "records", item.write_body, key=f"{canary.id}:write"
+        )["id"]
+        sources = [{"type": "record", "id": item.record_id}]
+        if episode_id:
+            sources.append({"type": "episode", "id": episode_id})
+        item.summary_body = {"text": canary.summary, "sources": sources, "reason": "canary"}
+        item.summary_id = self.writer.call(
+            "POST", "summaries", item.summary_body, key=f"{canary.id}:summary"
+        )["id"]
+        self.items.append(item)
+        return item
+
+    def note_embeddings(self) -> None:
+        """What each canary was embedded as, to tell a vector of its content from a later one
+        of its redacted text."""
+        from apps.derivations.models import Embedding
+
+        with self.configuration.sandbox.scope():
+            for item in self.items:
+                item.embedding_digests = list(
+                    Embedding.objects.filter(record_id=uuid.UUID(item.record_id)).values_list(
+                        "content_digest", flat=True
+                    )
+                )
+
+    def remove(self, item: RecordCanary) -> None:
+        canary, reason = item.canary, {"reason": "canary removed"}
+        if canary.removal == "delete":
+            self.writer.call("DELETE", f"records/{item.record_id}", params=reason)
+        elif canary.removal == "erase":
+            self.writer.call("POST", "erasures", {"subject": canary.subject, **reason})
+        elif canary.removal == "redact":
+            self.writer.call(
+                "POST", f"records/{item.record_id}/redact", {"fields": ["note"], **reason}
+            )
+        elif canary.removal == "revoke_consent":
+            self.writer.call("POST", f"consents/consent:{canary.id}/revoke", reason)
+        elif canary.removal == "close_run":
+            self.writer.call("POST", f"runs/{item.run_id}/close")
+        # expire_ttl: its lifetime ends by itself.
+
+    def probe_reads(self, item: RecordCanary) -> dict[str, bool]:
+        """Every read an agent can make of it, through the API."""
+        canary, token = item.canary, item.canary.token
+        calls: dict[str, tuple[str, str, Any, dict[str, Any] | None, str | None]] = {
+            "record": ("GET", f"records/{item.record_id}", None, None, None),
+            "history": ("GET", f"records/{item.record_id}/history", None, None, None),
+            "records_list": ("GET", "records", None, {"subject": canary.subject}, None),
+            "facts": ("GET", "facts", None, {"subject": canary.subject}, None),
+            "search_text": ("POST", "search", {"query": token, "top_k": 100}, None, None),
+            "summary": ("GET", f"summaries/{item.summary_id}", None, None, None),
+            # A retry of the original requests, as a client would send it.
+            "write_retry": ("POST", "records", item.write_body, None, f"{canary.id}:write"),
+            "summary_retry": ("POST", "summaries", item.summary_body, None, f"{canary.id}:summary"),
+        }
+        embedder = get_embedder(self.configuration.sandbox.tenant.embedding_model)
+        if embedder.computes:
+            vector = [float(x) for x in embedder.embed([canary.content])[0]]
+            calls["search_vector"] = (
+                "POST",
+                "search",
+                {"vector": vector, "min_similarity": 0, "top_k": 100},
+                None,
+                None,
+            )
+        if item.run_id:
+            calls["episodes"] = ("GET", f"runs/{item.run_id}/episodes", None, None, None)
+        if item.obligation_id:
+            calls["checkpoint"] = (
+                "GET",
+                f"runs/{item.run_id}/checkpoints/latest",
+                None,
+                None,
+                None,
+            )
+            calls["obligation"] = ("GET", f"obligations/{item.obligation_id}", None, None, None)
+        found = {}
+        for place, (method, path, body, params, key) in calls.items():
+            _status, text = self.writer.request(method, path, body, params=params, key=key)
+            found[place] = _found(token, text)
+        return found
+
+    def probe_stored(self, item: RecordCanary) -> dict[str, bool]:
+        """Every table an operator can read (the admin, the database): rows holding the token,
+        and vectors computed from the canary's content."""
+        from apps.api.models import IdempotencyKey
+        from apps.audit.models import AuditEvent
+        from apps.derivations.models import Embedding, OutboxMessage, Summary
+        from apps.records.models import MemoryRecord
+        from apps.state.models import Checkpoint, Episode, Obligation
+
+        token = item.canary.token
+
+        def holds(model: Any, *columns: str) -> bool:
+            for column in columns:
+                annotated = model.objects.annotate(_text=Cast(column, TextField()))
+                if annotated.filter(_text__contains=token).exists():
+                    return True
+            return False
+
+        with self.configuration.sandbox.scope():
+            vectors = Embedding.objects.filter(record_id=uuid.UUID(item.record_id))
+            return {
+                "records_table": holds(MemoryRecord, "content", "value"),
+                "record_vectors": vectors.filter(
+                    content_digest__in=item.embedding_digests
+                ).exists(),
+                "summary_vectors": Embedding.objects.filter(summary_id=item.summary_id).exists(),
+                "summaries_table": holds(Summary, "text"),
+                "stored_responses": holds(IdempotencyKey, "response_body"),
+                "audit_events": holds(AuditEvent, "data"),
+                "outbox": holds(OutboxMessage, "payload"),
+                "episodes_table": holds(Episode, "content"),
+                "checkpoints_table": holds(Checkpoint, "state"),
+                "obligations_table": holds(Obligation, "payload", "result"),
+            }
+
+
+class CacheCanaries:
+    """The same canaries in the cache, removed as a cache removes them."""
+
+    def __init__(self, cache: NearestNeighbourCache) -> None:
+        self.cache = cache
+        self.items: dict[str, tuple[str, str]] = {}  # canary id -> (item, summary)
+
+    def write(self, canary: Canary) -> None:
+        item = self.cache.write(
+            subject=canary.subject,
+            key=canary.key,
+            value=canary.value,
+            content=canary.content,
+            observed_at="2025-01-06T09:00:00Z",
+        )
+        summary = self.cache.summarise(text=canary.summary, sources=[item])
+        self.items[canary.id] = (item, summary)
+
+    def remove(self, canary: Canary) -> None:
+        item, _summary = self.items[canary.id]
+        if canary.removal == "delete":
+            self.cache.delete(item)
+        elif canary.removal == "erase":
+            self.cache.erase_subject(canary.subject)
+        elif canary.removal == "redact":
+            self.cache.redact(item)
+        # A cache keeps what expired: it has no lifetimes, consents or runs.
+
+    def probe(self, canary: Canary) -> dict[str, bool]:
+        item, summary = self.items[canary.id]
+        token = canary.token
+        row = self.cache.read(item)
+        listed = self.cache.list_subject(canary.subject)
+        nearest = self.cache.search(query=canary.content, subject=None, top_k=100)
+        return {
+            "record": row is not None and _found(token, json.dumps([row.value, row.content])),
+            "records_list": any(_found(token, json.dumps([r.value, r.content])) for r in listed),
+            "search_vector": any(_found(token, json.dumps([r.value, r.content])) for r in nearest),
+            "summary": _found(token, self.cache.summaries[summary].text),
+        }
+
+
+def _canary_run(
+    canary: Canary,
+    probes: list[dict[str, bool]],
+    stored_later: dict[str, bool] | None = None,
+    awaiting: dict[str, bool] | None = None,
+) -> CanaryRun:
+    probed: dict[str, bool] = {}
+    for found in probes:
+        for place, hit in found.items():
+            probed[place] = probed.get(place, False) or hit
+    if stored_later is not None:
+        probed.update(stored_later)
+    return CanaryRun(
+        canary=canary.id,
+        removal=canary.removal,
+        probed=tuple(probed),
+        residues=tuple(place for place, hit in probed.items() if hit),
+        awaiting_sweep=tuple(
+            place for place, hit in (awaiting or {}).items() if hit and not probed.get(place)
+        ),
+    )
+
+
+# --- the whole run ------------------------------------------------------------------------------
+
+
+def _steps(scenario_set: ScenarioSet, *, against_cache: bool) -> int:
+    per_decision = 2 if against_cache else 1
+    replays = sum(1 for s in scenario_set.scenarios if s.after is not None)
+    return (
+        len(scenario_set.scenarios) * (per_decision + 1)
+        + len(scenario_set.canaries) * 2
+        + replays
+        + 2
+    )
+
+
+def evaluate_in_sandbox(
+    sandbox: Sandbox,
+    progress: ProgressCallback,
+    *,
+    scenario_set: ScenarioSet,
+    against_cache: bool = True,
+) -> dict[str, Any]:
+    """Run ``scenario_set`` in ``sandbox`` (and the cache); the figures of each."""
+    started = time.monotonic()
+    total = _steps(scenario_set, against_cache=against_cache)
+    done = 0
+    phases: dict[str, float] = {}
+    mark = [time.monotonic()]
+
+    def step(phase: str, count: int = 1) -> None:
+        nonlocal done
+        done += count
+        now = time.monotonic()
+        phases[phase] = phases.get(phase, 0.0) + now - mark[0]
+        mark[0] = now
+        progress(phase, done, total)
+
+    record = RecordConfiguration(sandbox)
+    embedder = get_embedder(sandbox.tenant.embedding_model)
+    cache = CacheConfiguration(NearestNeighbourCache(embedder)) if against_cache else None
+
+    for scenario in scenario_set.scenarios:
+        record.write_scenario(scenario)
+        if cache is not None:
+            cache.write_scenario(scenario)
+        step("writing the scenarios' memories")
+    record_canaries = RecordCanaries(record)
+    cache_canaries = CacheCanaries(cache.cache) if cache is not None else None
+    for canary in scenario_set.canaries:
+        record_canaries.write(canary)
+        if cache_canaries is not None:
+            cache_canaries.write(canary)
+    record.drain_embeddings()
+    if cache is not None:
+        cache.cache.embed_pending()
+    record_canaries.note_embeddings()
+    for item in record_canaries.items:
+        record_canaries.remove(item)
+        if cache_canaries is not None:
+            cache_canaries.remove(item.canary)
+        step("removing the canaries")
+    record.drain_embeddings()
+    record.wait_for_expiry()
+    step("embedding, as the worker does")
+
+    record_runs, cache_runs = [], []
+    for scenario in scenario_set.scenarios:
+        record_runs.append(DecisionRun(scenario, record.retrieve(scenario)))
+        step("deciding (record)")
+        if cache is not None:
+            cache_runs.append(DecisionRun(scenario, cache.retrieve(scenario)))
+            step("deciding (cache)")
+
+    # Residue: every read right after the removal; stored rows too, except for an expiry,
+    # whose rows go at the next sweep (reads hide them from the moment it expires).
+    first_reads = {i.canary.id: record_canaries.probe_reads(i) for i in record_canaries.items}
+    first_stored = {i.canary.id: record_canaries.probe_stored(i) for i in record_canaries.items}
+    record.sweep_expired()
+    step("sweeping what expired, as beat does")
+    record_canary_runs = []
+    for item in record_canaries.items:
+        canary = item.canary
+        if canary.removal in EXPIRY_REMOVALS:
+            run = _canary_run(
+                canary,
+                [first_reads[canary.id], record_canaries.probe_reads(item)],
+                stored_later=record_canaries.probe_stored(item),
+                awaiting=first_stored[canary.id],
+            )
+        else:
+            run = _canary_run(canary, [first_reads[canary.id], first_stored[canary.id]])
+        record_canary_runs.append(run)
+        step("probing every place for the canaries")
+    cache_canary_runs = []
+    if cache_canaries is not None:
+        cache_canary_runs = [
+            _canary_run(canary, [cache_canaries.probe(canary)]) for canary in scenario_set.canaries
+        ]
+
+    expected: set[tuple[str, str]] = set()
+    for scenario in scenario_set.scenarios:
+        if scenario.after is not None:
+            record.change_later(scenario)
+            expected.add((f"{scenario.id}/{scenario.after.memory}", scenario.after.change))
+            step("changing memories after their decisions")
+    found = record.decisions_at_risk() if expected else set()
+
+    results: dict[str, Any] = {
+        "record": {
+            "decisions": decision_figures(record_runs),
+            "residue": residue_figures(record_canary_runs),
+            "at_risk": at_risk_figures(expected, found) if expected else {},
+        },
+        "seconds": round(time.monotonic() - started, 1),
+        "phase_seconds": {phase: round(seconds, 1) for phase, seconds in phases.items()},
+    }
+    if cache is not None:
+        results["cache"] = {
+            "decisions": decision_figures(cache_runs),
+            "residue": residue_figures(cache_canary_runs),
+        }
+    return results
+
+
+def evaluate(
+    scenario_set: ScenarioSet,
+    *,
+    policy: TenantPolicy | None = None,
+    against_cache: bool = True,
+    progress: ProgressCallback | None = None,
+) -> dict[str, Any]:
+    """Run ``scenario_set`` in a sandbox that is gone afterwards; the figures, the threshold
+    checks and what was run. Progress reaches ``progress(phase, done, total)`` in this thread.
+    """
+    policy = policy or TenantPolicy.default()
+    figures = in_sandbox(
+        lambda sandbox, report: evaluate_in_sandbox(
+            sandbox, report, scenario_set=scenario_set, against_cache=against_cache
+        ),
+        policy=policy,
+        progress=progress,
+    )
+    checks = thresholds_check(figures, thresholds_effective(scenario_set.thresholds))
+    return {
+        "scenario_set": {
+            "name": scenario_set.name,
+            "source": scenario_set.source,
+            "digest": scenario_set.digest,
+            "decisions": len(scenario_set.scenarios),
+            "canaries": len(scenario_set.canaries),
+            "classes": scenario_set.classes,
+        },
+        "embedding_model": policy.embedding_model,
+        "note": policy.note,
+        **figures,
+        "thresholds": [
+            {"name": c.name, "value": c.value, "bound": c.bound, "passed": c.passed} for c in checks
+        ],
+        "passed": all(c.passed for c in checks),
+    }
