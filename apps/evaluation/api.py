@@ -15,8 +15,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.api.problems import Problem, flatten_errors
-from apps.audit.api import ZonedDateTimeField
+from apps.api.contract import (
+    ContractMixin,
+    PageQuery,
+    StrictChoiceField,
+    StrictUUIDField,
+    TimestampField,
+)
+from apps.api.problems import Problem
 
 from .models import EvaluationRun
 from .selectors import (
@@ -30,31 +36,21 @@ from .selectors import (
 )
 
 PAGE_SIZE = 50
-MAX_PAGE_SIZE = 500
 
 
-class DecisionsAtRiskFilters(serializers.Serializer[dict[str, Any]]):
-    change = serializers.ChoiceField(
+class DecisionsAtRiskFilters(PageQuery):
+    change = StrictChoiceField(
         choices=CHANGE_KINDS, required=False, help_text="Only decisions whose memory changed so."
     )
-    credential = serializers.UUIDField(
+    credential = StrictUUIDField(
         required=False, help_text="Only searches made with this credential (its id)."
     )
-    memory = serializers.UUIDField(required=False, help_text="Only decisions that relied on it.")
-    since = ZonedDateTimeField(required=False, help_text="Searches at or after (RFC 3339).")
-    until = ZonedDateTimeField(required=False, help_text="Searches before (RFC 3339).")
-    cursor = serializers.CharField(required=False, help_text="The `next` link's cursor.")
-    page_size = serializers.IntegerField(
-        required=False, min_value=1, max_value=MAX_PAGE_SIZE, help_text="At most 500."
-    )
+    memory = StrictUUIDField(required=False, help_text="Only decisions that relied on it.")
+    since = TimestampField(required=False, help_text="Searches at or after (RFC 3339).")
+    until = TimestampField(required=False, help_text="Searches before (RFC 3339).")
 
 
-def _filters(request: Request) -> tuple[AtRiskFilters, tuple[int, int] | None, int]:
-    parsed = DecisionsAtRiskFilters(data=request.query_params)
-    if not parsed.is_valid():
-        errors = flatten_errors(parsed.errors)
-        raise Problem(f"Invalid query parameters: {', '.join(errors)}.", errors=errors)
-    data = parsed.validated_data
+def _filters(data: dict[str, Any]) -> tuple[AtRiskFilters, tuple[int, int] | None, int]:
     after = None
     if "cursor" in data:
         after = cursor_decode(data["cursor"])
@@ -99,7 +95,7 @@ DecisionAtRiskPage = inline_serializer(
 )
 
 
-class DecisionsAtRiskView(APIView):
+class DecisionsAtRiskView(ContractMixin, APIView):
     """Past ``purpose=decision`` searches that returned a memory which has changed since.
 
     One item per (search, returned memory) with every change after the search, oldest
@@ -110,14 +106,14 @@ class DecisionsAtRiskView(APIView):
     """
 
     required_action = "audit"
+    query_input = {"GET": DecisionsAtRiskFilters}
 
     @extend_schema(
         operation_id="v1_evaluation_decisions_at_risk",
-        parameters=[DecisionsAtRiskFilters],
         responses=DecisionAtRiskPage,
     )
     def get(self, request: Request) -> Response:
-        filters, after, size = _filters(request)
+        filters, after, size = _filters(self.params)
         items = decisions_at_risk_page(filters=filters, after=after, limit=size + 1)
         following = None
         if len(items) > size:
@@ -158,7 +154,7 @@ def run_body(run: EvaluationRun, *, full: bool = False) -> dict[str, Any]:
     return body
 
 
-class EvaluationRunListView(APIView):
+class EvaluationRunListView(ContractMixin, APIView):
     """The tenant's latest evaluation runs (without their figures), newest first."""
 
     required_action = "audit"
@@ -168,7 +164,7 @@ class EvaluationRunListView(APIView):
         return Response({"results": [run_body(run) for run in evaluation_runs_recent(50)]})
 
 
-class EvaluationRunDetailView(APIView):
+class EvaluationRunDetailView(ContractMixin, APIView):
     """One run with its figures (``results``: what ``memoryconsole evaluate --json`` writes)."""
 
     required_action = "audit"

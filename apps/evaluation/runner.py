@@ -58,9 +58,10 @@ def _when(raw: Any) -> str:
 
 
 def _ttl_seconds(retention: dict[str, Any]) -> float:
-    from apps.records.validation import _parse_ttl
+    from apps.records.validation import ttl_parse
 
-    ttl = _parse_ttl(retention.get("ttl"))
+    raw = retention.get("ttl")
+    ttl = ttl_parse(raw)[0] if isinstance(raw, str) else None
     return ttl.total_seconds() if ttl is not None else 0.0
 
 
