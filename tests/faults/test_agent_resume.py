@@ -198,9 +198,10 @@ def test_a_killed_agent_resumes_from_its_checkpoint_while_worker_and_database_di
                     (s for p in journal_processes(journal) for s in p.steps("checkpoint")),
                     default=0,
                 )
-                # About 10 points of traffic per step after the first 4 (finding the run and
-                # its checkpoint): a point anywhere in the work left.
-                die_at = {"REFERENCE_AGENT_DIE_AT": str(rng.randrange(4, 6 + 10 * left))}
+                # After the first 4 points of traffic (finding the run and its checkpoint), a
+                # step takes 4 (found committed: open, checkpoint) to 10 (open, act, commit,
+                # trace, checkpoint): a point the work left is sure to reach.
+                die_at = {"REFERENCE_AGENT_DIE_AT": str(rng.randrange(4, 4 + 4 * left))}
                 process = _agent(
                     up,
                     agent_token,
