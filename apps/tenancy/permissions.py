@@ -19,6 +19,8 @@ VIEW_AUDIT = "view_audit"
 MANAGE_CREDENTIALS = "manage_credentials"
 MANAGE_MEMBERS = "manage_members"
 MANAGE_RETENTION = "manage_retention"
+# A review lead's: the tenant's canned reasons and claim length, and reviewers' throughput.
+MANAGE_REVIEW = "manage_review"
 
 ALL_PERMISSIONS: tuple[str, ...] = (
     VIEW_MEMORIES,
@@ -30,6 +32,7 @@ ALL_PERMISSIONS: tuple[str, ...] = (
     MANAGE_CREDENTIALS,
     MANAGE_MEMBERS,
     MANAGE_RETENTION,
+    MANAGE_REVIEW,
 )
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
