@@ -189,6 +189,8 @@ class PromotionQueueFilters:
     claim: str = ""
     reviewer_id: str = ""
     requested_until: datetime | None = None
+    # Requests already on the reviewer's page (a refill of the list skips them).
+    shown: tuple[uuid.UUID, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -235,6 +237,8 @@ def _open_requests(filters: PromotionQueueFilters, now: datetime) -> QuerySet[Pr
         queryset = queryset.exclude(held_by_others(filters.reviewer_id, now))
     elif filters.claim == ClaimFilter.OTHERS:
         queryset = queryset.filter(held_by_others(filters.reviewer_id, now))
+    if filters.shown:
+        queryset = queryset.exclude(pk__in=list(filters.shown))
     return queryset
 
 
@@ -339,6 +343,27 @@ def promotion_queue_sorted_page(
         page = QueuePage(items=page.items, earlier_than=None, later_than=page.later_than)
     attach_observation_counts(item.record for item in page.items)
     return page
+
+
+def promotion_queue_refill(
+    *, filters: PromotionQueueFilters, order: str, after_id: uuid.UUID, size: int = 1
+) -> list[PromotionRequest]:
+    """The next ``size`` pending requests after request ``after_id`` in ``order`` (the last
+    row of the reviewer's list), skipping ``filters.shown``: what a decision adds at the end
+    of the list, so the list never runs dry and paging is not a step of its own."""
+    last = PromotionRequest.objects.filter(pk=after_id).select_related("record").first()
+    if last is None:
+        return []
+    if order == QueueOrder.EXPIRY:
+        cursor = Cursor(last.record.expires_at or _NEVER, last.pk)
+        page = promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size)
+    elif order == QueueOrder.SENSITIVITY:
+        cursor = Cursor(last.requested_at, last.pk)
+        page = promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size)
+    else:
+        cursor = Cursor(last.requested_at, last.pk)
+        page = promotion_queue_page(filters=filters, after=cursor, size=size)
+    return page.items
 
 
 def promotion_queue_count(*, filters: PromotionQueueFilters, limit: int = COUNT_LIMIT) -> int:

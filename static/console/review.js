@@ -445,6 +445,13 @@
     decided = row;
     advanceTo = rowAfter(row);
     if (advanceTo) event.detail.parameters.then = advanceTo.id.replace(/^row-/, "");
+    // The answer adds the next request after the list's last row (rows the notice added
+    // out of order are skipped as "last"), so the list never runs dry: no paging step.
+    var all = rows();
+    var ordered = all.filter(function (r) { return !r.classList.contains("is-new"); });
+    var last = ordered[ordered.length - 1];
+    if (last) event.detail.parameters.last = last.id.replace(/^row-/, "");
+    event.detail.parameters.shown = all.map(function (r) { return r.id.replace(/^row-/, ""); });
   });
 
   document.addEventListener("htmx:beforeRequest", function (event) {
@@ -493,6 +500,14 @@
   });
 
   function afterListSettle(event) {
+    if (event.detail.target === list()) {
+      // New requests were added at the end: the reviewer's place is where it was.
+      var marked = list().querySelector(".is-focused");
+      var active = document.activeElement;
+      if (marked && (!active || active === document.body || !document.body.contains(active))) {
+        focusRow(marked);
+      }
+    }
     if (claimFocusId) {
       var claimedRow = document.getElementById(claimFocusId);
       claimFocusId = null;

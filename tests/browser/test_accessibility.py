@@ -128,3 +128,81 @@ def test_the_admin_pages_have_no_axe_violations_and_no_sideways_scroll(
     page.goto(console_path(name))
     assert _violations(page) == []
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+def _lead_tenant(agent, tenant, owner) -> None:
+    """Requests (two claimed, one by someone else), canned reasons and decisions, so the queue,
+    the lead's pages and the cards show every new control."""
+    from apps.audit.services import Actor
+    from apps.records.claims import claims_take
+    from apps.records.models import PromotionRequest
+    from apps.records.reasons import review_reason_add
+    from apps.records.services import promotion_reject
+    from apps.tenancy.context import tenant_scope
+
+    _busy_tenant(agent)
+    actor = Actor.for_user(owner)
+    with tenant_scope(tenant.pk):
+        review_reason_add(tenant=tenant, decision="reject", text="Test data", actor=actor)
+        review_reason_add(tenant=tenant, decision="approve", text="Matches the CRM", actor=actor)
+        first, second, third = PromotionRequest.objects.order_by("requested_at")
+        claims_take(tenant=tenant, request_ids=[first.pk], actor=actor)
+        claims_take(tenant=tenant, request_ids=[second.pk], actor=Actor("user", "someone", "cole"))
+        promotion_reject(request=third, actor=actor, reason="no such customer")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_review_tools_have_no_axe_violations(
+    new_page, owner, agent, tenant, console_path, width
+):
+    """The queue with claims and canned reasons, grouped, and the lead's two pages (one
+    tenant, one browser page: each page is checked in turn)."""
+    _lead_tenant(agent, tenant, owner)
+    page = new_page(owner, width=width, bypass_csp=True)
+    found = {}
+    for path in (
+        console_path("review"),
+        console_path("review") + "?group=key",
+        console_path("review-settings"),
+        console_path("review-throughput"),
+    ):
+        page.goto(path)
+        found[path] = _violations(page)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, path
+    assert {path: names for path, names in found.items() if names} == {}
+
+
+def test_the_item_pages_have_no_axe_violations(new_page, owner, agent, tenant, console_path):
+    """A request's and a conflict's own pages, the bulk confirmation, a memory and a receipt."""
+    from apps.derivations.models import DeletionReceipt
+    from apps.records.models import Conflict, MemoryRecord, PromotionRequest
+    from apps.tenancy.context import tenant_scope
+    from tests.conftest import make_agent
+
+    _lead_tenant(agent, tenant, owner)
+    deleter = make_agent(tenant, "read,write,delete", "deleter")
+    doomed = write_ok(deleter, subject="user:gone", source={"kind": "interaction", "ref": "gone"})
+    assert deleter.delete(f"/api/v1/records/{doomed['id']}").status_code == 200
+    with tenant_scope(tenant.pk):
+        request = PromotionRequest.objects.first()
+        conflict = Conflict.objects.first()
+        receipt = DeletionReceipt.objects.first()
+        record = MemoryRecord.objects.first()
+    assert request is not None
+    assert conflict is not None
+    assert receipt is not None
+    assert record is not None
+    page = new_page(owner, bypass_csp=True)
+    found = {}
+    for path in (
+        console_path("review-request", request_id=request.pk),
+        console_path("conflict", conflict_id=conflict.pk),
+        console_path("review-bulk-approve"),
+        console_path("deletion", receipt_id=receipt.pk),
+        console_path("receipt", receipt_id=receipt.pk),
+        console_path("memory", record_id=record.pk),
+        console_path("memory-scopes"),
+    ):
+        page.goto(path)
+        found[path] = _violations(page)
+    assert {path: names for path, names in found.items() if names} == {}

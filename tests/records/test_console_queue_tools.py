@@ -80,7 +80,7 @@ def test_it_adds_the_arrivals_at_the_end_of_the_list_and_moves_the_mark(client, 
     for request in arrived:
         assert f'id="row-{request.pk}"' in html
     assert html.count("tag-new") == 2
-    assert 'hx-swap-oob="outerHTML:#review-arrivals"' in html
+    assert re.search(r'id="review-arrivals"[^>]*hx-swap-oob="true"', html)
     moved = _mark_of(html)
     assert "new request" not in client.get(moved, headers=HTMX).content.decode()
 
@@ -384,3 +384,62 @@ def test_the_queue_hides_requests_older_than_a_claim_only_by_claim_filters(tenan
 
         ReviewClaim.objects.update(expires_at=later - timedelta(hours=3))
         assert promotion_queue_count(filters=mine) == 0
+
+
+# --- the list never runs dry ------------------------------------------------------------------
+
+
+def test_a_decision_adds_the_next_request_after_the_lists_last_row(client, tenant, reviewer):
+    requests = [pending(tenant, subject=f"user:{n}") for n in range(4)]
+    shown = requests[:3]  # the page showed three rows
+    response = signed_in(client, reviewer).post(
+        url("review-approve", tenant, request_id=shown[0].pk),
+        {
+            "view": "list",
+            "reason": "matches",
+            "next": url("review", tenant),
+            "last": str(shown[-1].pk),
+            "shown": [str(r.pk) for r in shown],
+        },
+        headers=HTMX,
+    )
+    html = response.content.decode()
+    assert 'hx-swap-oob="beforeend:#review-list"' in html
+    assert f'id="row-{requests[3].pk}"' in html
+    for request in shown[1:]:
+        assert f'id="row-{request.pk}"' not in html.split("beforeend:#review-list")[1]
+
+
+def test_the_refill_follows_the_pages_order_and_filters(client, tenant, reviewer):
+    public = pending(tenant, subject="user:1", sensitivity="public")
+    restricted = [pending(tenant, subject=f"user:r{n}", sensitivity="restricted") for n in range(2)]
+    personal = pending(tenant, subject="user:2", sensitivity="personal")
+    response = signed_in(client, reviewer).post(
+        url("review-reject", tenant, request_id=restricted[0].pk),
+        {
+            "view": "list",
+            "reason": "no",
+            "next": url("review", tenant) + "?sort=sensitivity",
+            "last": str(restricted[1].pk),
+            "shown": [str(restricted[0].pk), str(restricted[1].pk)],
+        },
+        headers=HTMX,
+    )
+    refill = response.content.decode().split("beforeend:#review-list")[1]
+    assert f'id="row-{personal.pk}"' in refill
+    assert f'id="row-{public.pk}"' not in refill
+
+
+@pytest.mark.parametrize("last", ["", "nonsense", "00000000-0000-0000-0000-000000000000", "theirs"])
+def test_a_missing_or_foreign_last_row_adds_nothing(client, tenant, other_tenant, reviewer, last):
+    first = pending(tenant, subject="user:1")
+    pending(tenant, subject="user:2")
+    if last == "theirs":  # another tenant's request: invisible here, so no row follows it
+        last = str(pending(other_tenant, subject="user:0").pk)
+    response = signed_in(client, reviewer).post(
+        url("review-approve", tenant, request_id=first.pk),
+        {"view": "list", "reason": "ok", "next": url("review", tenant), "last": last},
+        headers=HTMX,
+    )
+    assert response.status_code == 200
+    assert "beforeend:#review-list" not in response.content.decode()

@@ -11,6 +11,7 @@ shows the first one.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,6 +70,7 @@ from ..review import (
     promotion_queue_count,
     promotion_queue_groups,
     promotion_queue_page,
+    promotion_queue_refill,
     promotion_queue_selection,
     promotion_queue_sorted_page,
     promotion_request_get,
@@ -318,11 +320,37 @@ def _in_list(request: ConsoleRequest) -> bool:
     return source.get("view") == "list"
 
 
-def _list_counts(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
-    """The queue's count, under the filters of the queue page the action came from."""
+def _shown_form(request: ConsoleRequest, tenant: Tenant) -> PromotionQueueFilterForm:
+    """The filter form of the queue page the action came from (its ``next``)."""
     queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
     shown = urlsplit(_safe_next(request, queue_url))
-    form = queue_filter_form(request, QueryDict(shown.query) if shown.query else None)
+    return queue_filter_form(request, QueryDict(shown.query) if shown.query else None)
+
+
+def _posted_ids(request: ConsoleRequest, name: str, limit: int) -> list[uuid.UUID]:
+    ids = []
+    for value in request.POST.getlist(name)[:limit]:
+        try:
+            ids.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    return ids
+
+
+def _refill(request: ConsoleRequest, form: PromotionQueueFilterForm) -> list[PromotionRequest]:
+    """The request to add at the end of the list after a decision: the next one after the
+    list's last row (``last``) that the list does not show yet (``shown``)."""
+    last = _posted_ids(request, "last", 1)
+    if not last or form.grouping:
+        return []
+    shown = tuple(_posted_ids(request, "shown", QUEUE_PAGE_SIZE * 3))
+    filters = replace(form.filters(), shown=shown)
+    return promotion_queue_refill(filters=filters, order=form.order, after_id=last[0])
+
+
+def _list_counts(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
+    """The queue's count, under the filters of the queue page the action came from."""
+    form = _shown_form(request, tenant)
     filters = form.filters()
     return {
         "count": promotion_queue_count(filters=filters),
@@ -382,7 +410,11 @@ def _decision_answer(
     if context["list_mode"]:
         if needs_correcting or item.state == PromotionState.OPEN:
             return render(request, f"{QUEUE_TEMPLATE}#detail_response", context)
-        context.update(_list_counts(request, tenant), then_item=_then_item(request))
+        context.update(
+            _list_counts(request, tenant),
+            then_item=_then_item(request),
+            refill=_refill(request, _shown_form(request, tenant)),
+        )
         return render(request, f"{QUEUE_TEMPLATE}#decided_response", context)
     if request.htmx:
         return render(request, f"{QUEUE_TEMPLATE}#item_response", context)

@@ -201,9 +201,9 @@ def _arrivals_context(
         )
         + f"?{query.urlencode()}",
         "listed": listed,
-        "results_url": f"{_queue_url(tenant)}?{form.query_for()}"
-        if form.is_bound
-        else _queue_url(tenant),
+        "results_url": f"{_queue_url(tenant)}?{shown}"
+        if (shown := form.query_for())
+        else (_queue_url(tenant)),
         "count": promotion_queue_count(filters=filters),
         "count_limit": COUNT_LIMIT,
         "filtered": filters.active,
