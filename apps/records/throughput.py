@@ -75,3 +75,9 @@ def review_throughput(*, now: datetime | None = None) -> list[ReviewerThroughput
         .order_by("-last_week", "label")
     )
     return [ReviewerThroughput(**row) for row in rows]
+
+
+def decisions_since(since: datetime) -> int:
+    """How many decisions the current tenant's reviewers took since ``since`` (the dashboard's
+    figure for a lead; the throughput page breaks it down)."""
+    return AuditEvent.objects.filter(action__in=DECISIONS, occurred_at__gte=since).count()

@@ -28,6 +28,7 @@ from apps.records.review import (
     promotion_queue_count,
 )
 from apps.records.selectors import CURRENT_VERSION, records_live
+from apps.records.throughput import decisions_since
 from apps.state.models import ObligationState, RunState
 from apps.state.selectors import obligations_list, obligations_overdue, runs_list
 
@@ -451,3 +452,8 @@ def dashboard_page(
         memory_chart=memory_chart,
         attention_chart=attention_chart,
     )
+
+
+def review_decisions_last_day(now: datetime | None = None) -> int:
+    """Decisions the current tenant's reviewers took in the last 24 hours (one query)."""
+    return decisions_since((now or timezone.now()) - timedelta(days=1))

@@ -37,7 +37,7 @@ from apps.audit.selectors import audit_chain_verify
 from apps.audit.services import Actor
 
 from .context import activate_tenant
-from .dashboard import dashboard_page, tenant_dashboard
+from .dashboard import dashboard_page, review_decisions_last_day, tenant_dashboard
 from .forms import (
     AuditFilterForm,
     CredentialIssueForm,
@@ -46,7 +46,13 @@ from .forms import (
     MemberRoleForm,
 )
 from .models import AgentCredential, Membership, Role, Tenant
-from .permissions import MANAGE_CREDENTIALS, MANAGE_MEMBERS, VIEW_AUDIT, VIEW_MEMORIES
+from .permissions import (
+    MANAGE_CREDENTIALS,
+    MANAGE_MEMBERS,
+    MANAGE_REVIEW,
+    VIEW_AUDIT,
+    VIEW_MEMORIES,
+)
 from .selectors import (
     audit_event_page,
     credential_get,
@@ -211,7 +217,16 @@ def dashboard(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     return render(
         request,
         "console/dashboard.html",
-        {"tenant": tenant, "dashboard": figures, "page": page, "section": "dashboard"},
+        {
+            "tenant": tenant,
+            "dashboard": figures,
+            "page": page,
+            "section": "dashboard",
+            # A lead's figure: the review's pace today (its page breaks it down by reviewer).
+            "decisions_last_day": review_decisions_last_day()
+            if MANAGE_REVIEW in request.console_perms
+            else None,
+        },
     )
 
 

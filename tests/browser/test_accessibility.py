@@ -172,11 +172,18 @@ def test_the_review_tools_have_no_axe_violations(
     assert {path: names for path, names in found.items() if names} == {}
 
 
-def test_the_item_pages_have_no_axe_violations(new_page, owner, agent, tenant, console_path):
-    """A request's and a conflict's own pages, the bulk confirmation, a memory and a receipt."""
+def test_the_item_pages_have_no_axe_violations(
+    new_page, owner, reviewer, agent, tenant, console_path
+):
+    """A request's and a conflict's own pages, the bulk confirmation, a memory with its
+    deletion and redaction pages, receipts, and the confirmations that ask for a reason
+    (lifting a hold, revoking a credential, removing a member); the sign-in page too."""
+    from apps.audit.services import Actor
     from apps.derivations.models import DeletionReceipt
     from apps.records.models import Conflict, MemoryRecord, PromotionRequest
+    from apps.records.services import legal_hold_place
     from apps.tenancy.context import tenant_scope
+    from apps.tenancy.models import Membership
     from tests.conftest import make_agent
 
     _lead_tenant(agent, tenant, owner)
@@ -184,10 +191,14 @@ def test_the_item_pages_have_no_axe_violations(new_page, owner, agent, tenant, c
     doomed = write_ok(deleter, subject="user:gone", source={"kind": "interaction", "ref": "gone"})
     assert deleter.delete(f"/api/v1/records/{doomed['id']}").status_code == 200
     with tenant_scope(tenant.pk):
+        hold = legal_hold_place(
+            tenant=tenant, actor=Actor.for_user(owner), reason="litigation", subject="user:0"
+        )
         request = PromotionRequest.objects.first()
         conflict = Conflict.objects.first()
         receipt = DeletionReceipt.objects.first()
         record = MemoryRecord.objects.first()
+        membership = Membership.objects.get(user=reviewer)
     assert request is not None
     assert conflict is not None
     assert receipt is not None
@@ -201,8 +212,17 @@ def test_the_item_pages_have_no_axe_violations(new_page, owner, agent, tenant, c
         console_path("deletion", receipt_id=receipt.pk),
         console_path("receipt", receipt_id=receipt.pk),
         console_path("memory", record_id=record.pk),
+        console_path("memory-delete", record_id=record.pk),
+        console_path("memory-redact", record_id=record.pk),
+        console_path("memory-subject", subject="user:0"),
         console_path("memory-scopes"),
+        console_path("hold-lift", hold_id=hold.pk),
+        console_path("credential-revoke", credential_id=agent.credential.pk),
+        console_path("member-remove", membership_id=membership.pk),
     ):
         page.goto(path)
         found[path] = _violations(page)
+    anonymous = new_page(None, bypass_csp=True)
+    anonymous.goto("/console/login/")
+    found["/console/login/"] = _violations(anonymous)
     assert {path: names for path, names in found.items() if names} == {}

@@ -251,3 +251,15 @@ def test_throughput_counts_each_reviewers_decisions_and_reversals(
     assert olivia_cells[0] == "1"
     assert olivia_cells[7] == "1", "the reopening counts as a reversal"
     assert "(person)" in rows[0]
+
+
+def test_the_dashboard_gives_a_lead_the_days_decisions(client, tenant, owner, reviewer):
+    request = pending(tenant)
+    with tenant_scope(tenant.pk):
+        promotion_approve(request=request, actor=Actor.for_user(reviewer), reason="ok")
+    html = signed_in(client, owner).get(url("dashboard", tenant)).content.decode()
+    assert "Review decisions, last 24 hours" in html
+    assert url("review-throughput", tenant) in html
+    client.logout()
+    reviewers_view = signed_in(client, reviewer).get(url("dashboard", tenant)).content.decode()
+    assert "Review decisions, last 24 hours" not in reviewers_view
