@@ -443,3 +443,32 @@ def test_a_missing_or_foreign_last_row_adds_nothing(client, tenant, other_tenant
     )
     assert response.status_code == 200
     assert "beforeend:#review-list" not in response.content.decode()
+
+
+def test_a_decision_runs_the_same_queries_however_long_the_queue(client, tenant, reviewer):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def decide(requests: list) -> int:
+        first, *rest = requests
+        with CaptureQueriesContext(connection) as captured:
+            response = client.post(
+                url("review-approve", tenant, request_id=first.pk),
+                {
+                    "view": "list",
+                    "reason": "ok",
+                    "next": url("review", tenant),
+                    "then": str(rest[0].pk),
+                    "last": str(rest[1].pk),
+                    "shown": [str(r.pk) for r in requests[:3]],
+                },
+                headers=HTMX,
+            )
+        assert response.status_code == 200
+        assert b"beforeend:#review-list" in response.content
+        return len(captured.captured_queries)
+
+    client = signed_in(client, reviewer)
+    few = decide([pending(tenant, subject=f"user:{n}") for n in range(4)])
+    many = [pending(tenant, subject=f"user:m{n}") for n in range(16)]
+    assert decide(many) == few
