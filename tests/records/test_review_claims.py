@@ -216,6 +216,11 @@ def test_a_bulk_approval_leaves_requests_claimed_by_others(client, tenant, revie
 
     first, second = pending(tenant, subject="user:1"), pending(tenant, subject="user:2")
     client = signed_in(client, reviewer)
+    _claim(tenant, colleague, first)
+    confirmation = client.get(url("review-bulk-approve", tenant)).content.decode()
+    assert "cole holds it" in confirmation, "the confirmation marks what others hold"
+    with tenant_scope(tenant.pk):
+        ReviewClaim.objects.all().delete()
     confirmation = client.get(url("review-bulk-approve", tenant)).content.decode()
     _claim(tenant, colleague, second)
     data = submitted(confirmation, url("review-bulk-approve", tenant), reason="verified")
