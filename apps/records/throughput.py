@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Q, QuerySet
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
@@ -77,7 +77,7 @@ def review_throughput(*, now: datetime | None = None) -> list[ReviewerThroughput
     return [ReviewerThroughput(**row) for row in rows]
 
 
-def decisions_since(since: datetime) -> int:
-    """How many decisions the current tenant's reviewers took since ``since`` (the dashboard's
-    figure for a lead; the throughput page breaks it down)."""
-    return AuditEvent.objects.filter(action__in=DECISIONS, occurred_at__gte=since).count()
+def decisions_since(since: datetime) -> QuerySet[AuditEvent]:
+    """The decisions the current tenant's reviewers took since ``since`` (counted on the
+    dashboard for a lead; the throughput page breaks them down)."""
+    return AuditEvent.objects.filter(action__in=DECISIONS, occurred_at__gte=since)

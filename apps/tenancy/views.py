@@ -37,7 +37,7 @@ from apps.audit.selectors import audit_chain_verify
 from apps.audit.services import Actor
 
 from .context import activate_tenant
-from .dashboard import dashboard_page, review_decisions_last_day, tenant_dashboard
+from .dashboard import dashboard_page, tenant_dashboard
 from .forms import (
     AuditFilterForm,
     CredentialIssueForm,
@@ -212,7 +212,11 @@ def home(request: ConsoleRequest) -> HttpResponse:
 def dashboard(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """The tenant at a glance: memories by trust and sensitivity, what expires soon, and what
     waits for a person (reviews, conflicts, overdue obligations), each linked to its page."""
-    figures = tenant_dashboard(tenant=tenant, include_audit=VIEW_AUDIT in request.console_perms)
+    figures = tenant_dashboard(
+        tenant=tenant,
+        include_audit=VIEW_AUDIT in request.console_perms,
+        include_review=MANAGE_REVIEW in request.console_perms,
+    )
     page = dashboard_page(tenant=tenant, perms=request.console_perms, figures=figures.memory)
     return render(
         request,
@@ -222,10 +226,6 @@ def dashboard(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
             "dashboard": figures,
             "page": page,
             "section": "dashboard",
-            # A lead's figure: the review's pace today (its page breaks it down by reviewer).
-            "decisions_last_day": review_decisions_last_day()
-            if MANAGE_REVIEW in request.console_perms
-            else None,
         },
     )
 
