@@ -323,3 +323,23 @@ def test_the_queue_filters_by_claim(client, tenant, reviewer, colleague):
     assert shown("mine") == {str(mine.pk)}
     assert shown("available") == {str(mine.pk), str(free.pk)}
     assert shown("others") == {str(theirs.pk)}
+
+
+def test_a_claim_from_the_requests_own_page_works_without_javascript(client, tenant, reviewer):
+    request = pending(tenant)
+    client = signed_in(client, reviewer)
+    page = client.get(url("review-request", tenant, request_id=request.pk)).content.decode()
+    assert 'name="action" value="claim"' in page
+    back = url("review-request", tenant, request_id=request.pk)
+    response = client.post(
+        url("review-claim", tenant), {"requests": str(request.pk), "action": "claim", "next": back}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == back
+    assert "Yours" in client.get(back).content.decode()
+    assert _claims(tenant) == {str(request.pk): "rhea"}
+    offsite = client.post(
+        url("review-claim", tenant),
+        {"requests": str(request.pk), "action": "release", "next": "https://evil.example/"},
+    )
+    assert offsite["Location"] == url("review", tenant), "never off-site"
