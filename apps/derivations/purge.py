@@ -2,10 +2,10 @@
 
 Used by every deletion path (``record_delete``, expiry compaction, erasure batches), so they
 all keep the same guarantees: the versions go with their observations, promotion requests
-and events, the conflicts they take part in, their embeddings, queued work about them and
-stored API responses describing any of these; every summary citing them (or, for a fact that
-goes whole, any version of it) becomes invalid, loses its text and its embedding, and its
-queued work and stored responses go too.
+(with reviewers' claims on them) and events, the conflicts they take part in, their
+embeddings, queued work about them and stored API responses describing any of these; every
+summary citing them (or, for a fact that goes whole, any version of it) becomes invalid,
+loses its text and its embedding, and its queued work and stored responses go too.
 
 One statement of data-modifying CTEs, the ids bound once each as arrays (``= ANY(%s)``, each
 sent as one array literal: :func:`~apps.tenancy.prepared.id_array`), replaces Django's
@@ -100,6 +100,11 @@ unlinked_events AS (
        AND NOT (record_id = ANY(%(records)s::uuid[]))
     RETURNING 1
 ),
+claims_gone AS (
+    -- Reviewers' claims on the requests that go (a claim keeps no content, only who holds it).
+    DELETE FROM records_reviewclaim WHERE request_id = ANY(ARRAY(SELECT id FROM requests))
+    RETURNING 1
+),
 requests_gone AS (
     DELETE FROM records_promotionrequest WHERE id = ANY(ARRAY(SELECT id FROM requests))
     RETURNING 1
@@ -162,7 +167,7 @@ SELECT
     (SELECT count(*) FROM unlinked_sources) + (SELECT count(*) FROM unlinked_events)
       + (SELECT count(*) FROM unlinked_resolutions) + (SELECT count(*) FROM holds)
       + (SELECT count(*) FROM unlinked_versions) + (SELECT count(*) FROM unlinked_facts)
-      + (SELECT count(*) FROM facts)
+      + (SELECT count(*) FROM facts) + (SELECT count(*) FROM claims_gone)
 """
 
 STAMP_SQL = """

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from apps.api.contract import ContractView, InputRejected
 from apps.api.idempotency import idempotent
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
+from apps.api.schema import ProblemSerializer
 from apps.audit.services import Actor, audit_record
 from apps.derivations.embeddings import VECTOR_FIELD, client_vector_store
 from apps.tenancy.models import AgentCredential
@@ -315,7 +316,17 @@ class PromotionDecisionView(ContractView):
     body_input = {"POST": DecisionInput}
     decision = "approve"
 
-    @extend_schema(responses=PromotionRequestSerializer)
+    @extend_schema(
+        responses={
+            200: PromotionRequestSerializer,
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The request is already decided (`state`), its record is no "
+                "longer active, or a reviewer in the console holds it: a claim, named by "
+                "`claimed_by` and `claimed_until`, refuses every other decision until it ends.",
+            ),
+        },
+    )
     @idempotent()
     def post(self, request: Request, request_id: str) -> Response:
         promotion = _promotion_or_404(request_id)

@@ -12,8 +12,25 @@ from django.http import QueryDict
 
 from apps.tenancy.keyset import CursorField
 
-from .models import Resolution, Sensitivity
-from .review import BULK_APPROVE_LIMIT, PromotionQueueFilters, QueueOrder
+from .claims import CLAIM_BATCH_LIMIT
+from .models import (
+    REVIEW_REASONS_PER_DECISION,
+    ReasonDecision,
+    Resolution,
+    ReviewReason,
+    Sensitivity,
+    SourceKind,
+)
+from .reasons import CLAIM_DURATION_MAX, CLAIM_DURATION_MIN, review_reason_get
+from .review import (
+    BULK_APPROVE_LIMIT,
+    ClaimFilter,
+    ConflictOrder,
+    ConflictQueueFilters,
+    PromotionQueueFilters,
+    QueueGroup,
+    QueueOrder,
+)
 
 REASON_MAX_LENGTH = 2000
 
@@ -30,6 +47,15 @@ QUEUE_ORDER_CHOICES = (
     (QueueOrder.SENSITIVITY, "Most sensitive first"),
     (QueueOrder.EXPIRY, "Provisional record expiring first"),
 )
+
+SOURCE_KIND_LABELS = {
+    SourceKind.INTERACTION: "Interaction",
+    SourceKind.TOOL_CALL: "Tool call",
+    SourceKind.DOCUMENT: "Document",
+    SourceKind.USER_ACTION: "Person's action",
+    SourceKind.DERIVED: "Derived",
+}
+SENSITIVITY_CHOICES = [("", "Any sensitivity"), *((v, v.capitalize()) for v in Sensitivity.values)]
 
 
 class PagerForm(forms.Form):
@@ -76,17 +102,51 @@ class PromotionQueueFilterForm(PagerForm):
         help_text="Scope domain, e.g. “commerce”.",
         widget=forms.TextInput(attrs={"spellcheck": "false"}),
     )
-    sensitivity = forms.ChoiceField(
-        required=False, choices=[("", "Any sensitivity"), *Sensitivity.choices]
-    )
+    sensitivity = forms.ChoiceField(required=False, choices=SENSITIVITY_CHOICES)
     age = forms.ChoiceField(
         required=False, label="Pending for", choices=PENDING_AGE_CHOICES, help_text="At least."
     )
+    writer = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="Who wrote the record, e.g. “checkout-agent”.",
+        widget=forms.TextInput(attrs={"spellcheck": "false"}),
+    )
+    source = forms.ChoiceField(
+        required=False,
+        label="Source",
+        choices=[("", "Any source"), *SOURCE_KIND_LABELS.items()],
+    )
+    claim = forms.ChoiceField(required=False, label="Claimed", choices=ClaimFilter.choices)
+    # One key exactly (a group's link); the key field above is a prefix.
+    key_exact = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
 
     sort = forms.ChoiceField(required=False, label="Order", choices=QUEUE_ORDER_CHOICES)
+    group = forms.ChoiceField(required=False, label="Group by", choices=QueueGroup.choices)
 
-    FILTER_FIELDS = ("key", "subject", "domain", "sensitivity", "age")
-    ORDER_FIELDS = ("sort",)
+    FILTER_FIELDS = (
+        "key",
+        "key_exact",
+        "subject",
+        "domain",
+        "sensitivity",
+        "writer",
+        "source",
+        "age",
+        "claim",
+    )
+    ORDER_FIELDS = ("sort", "group")
+
+    def __init__(self, *args: Any, reviewer_id: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # "Held by me" means the person looking (claims filters read it).
+        self.reviewer_id = reviewer_id
+
+    @property
+    def grouping(self) -> str:
+        if not self.is_bound or not self.is_valid():
+            return QueueGroup.NONE
+        return self.cleaned_data.get("group") or QueueGroup.NONE
 
     @property
     def order(self) -> str:
@@ -102,10 +162,15 @@ class PromotionQueueFilterForm(PagerForm):
         age = data.get("age")
         return PromotionQueueFilters(
             key=(data.get("key") or "").strip(),
+            key_exact=(data.get("key_exact") or "").strip(),
             subject=(data.get("subject") or "").strip(),
             domain=(data.get("domain") or "").strip(),
             sensitivity=data.get("sensitivity") or "",
+            writer=(data.get("writer") or "").strip(),
+            source=data.get("source") or "",
             pending_at_least=timedelta(days=int(age)) if age else None,
+            claim=data.get("claim") or "",
+            reviewer_id=self.reviewer_id,
         )
 
     def filter_summary(self) -> list[tuple[str, str]]:
@@ -118,28 +183,105 @@ class PromotionQueueFilterForm(PagerForm):
             if value:
                 field = self[name]
                 choices = dict(getattr(field.field, "choices", ()))
-                summary.append((str(field.label), str(choices.get(value, value))))
+                label = "Key (exactly)" if name == "key_exact" else str(field.label)
+                summary.append((label, str(choices.get(value, value))))
         return summary
 
 
 class ConflictQueueForm(PagerForm):
-    """The conflict queue's keyset cursors."""
+    """Filters of the conflict queue (all optional), its order and its keyset cursors."""
 
-
-class ApproveForm(forms.Form):
-    reason = forms.CharField(
-        max_length=REASON_MAX_LENGTH,
-        label="Reason for approving",
-        error_messages={"required": "Say why you approve it: the reason is kept with the request."},
+    key = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="Exact key or a prefix, e.g. “shipping.”.",
+        widget=forms.TextInput(attrs={"spellcheck": "false"}),
     )
-
-
-class RejectForm(forms.Form):
-    reason = forms.CharField(
-        max_length=REASON_MAX_LENGTH,
-        label="Reason for rejecting",
-        error_messages={"required": "Say why you reject it: the reason is kept with the request."},
+    subject = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="Exact, e.g. “user:8812”.",
+        widget=forms.TextInput(attrs={"spellcheck": "false"}),
     )
+    domain = forms.CharField(
+        required=False,
+        max_length=100,
+        help_text="Scope domain, e.g. “commerce”.",
+        widget=forms.TextInput(attrs={"spellcheck": "false"}),
+    )
+    sensitivity = forms.ChoiceField(
+        required=False, choices=SENSITIVITY_CHOICES, help_text="Of the current value."
+    )
+    age = forms.ChoiceField(
+        required=False, label="Open for", choices=PENDING_AGE_CHOICES, help_text="At least."
+    )
+    sort = forms.ChoiceField(required=False, label="Order", choices=ConflictOrder.choices)
+
+    FILTER_FIELDS = ("key", "subject", "domain", "sensitivity", "age")
+    ORDER_FIELDS = ("sort",)
+
+    @property
+    def order(self) -> str:
+        if not self.is_bound or not self.is_valid():
+            return ConflictOrder.OLDEST
+        return self.cleaned_data.get("sort") or ConflictOrder.OLDEST
+
+    def filters(self) -> ConflictQueueFilters:
+        if not self.is_bound or not self.is_valid():
+            return ConflictQueueFilters()
+        data = self.cleaned_data
+        age = data.get("age")
+        return ConflictQueueFilters(
+            key=(data.get("key") or "").strip(),
+            subject=(data.get("subject") or "").strip(),
+            domain=(data.get("domain") or "").strip(),
+            sensitivity=data.get("sensitivity") or "",
+            pending_at_least=timedelta(days=int(age)) if age else None,
+        )
+
+
+class _DecisionForm(forms.Form):
+    """A decision's reason: typed, or one of the tenant's canned reasons by id (``canned``,
+    its number key in the queue). A canned reason that is gone, belongs to the other decision
+    or to another tenant is a form error, and nothing is decided."""
+
+    decision: str = ""
+    reason = forms.CharField(max_length=REASON_MAX_LENGTH, required=False)
+    canned = forms.UUIDField(
+        required=False,
+        widget=forms.HiddenInput,
+        error_messages={"invalid": "That canned reason is not one of this tenant's."},
+    )
+    MISSING_REASON = ""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        canned = cleaned.get("canned")
+        if canned is not None:
+            found = review_reason_get(canned, decision=self.decision)
+            if found is None:
+                self.add_error(
+                    "reason",
+                    "That canned reason no longer exists (a lead may have removed it): "
+                    "type the reason, or pick another.",
+                )
+                return cleaned
+            cleaned["reason"] = found.text
+        if "canned" in self.errors:
+            self.add_error("reason", "That canned reason is not one of this tenant's.")
+        elif not (cleaned.get("reason") or "").strip() and "reason" not in self.errors:
+            self.add_error("reason", self.MISSING_REASON)
+        return cleaned
+
+
+class ApproveForm(_DecisionForm):
+    decision = ReasonDecision.APPROVE
+    MISSING_REASON = "Say why you approve it: the reason is kept with the request."
+
+
+class RejectForm(_DecisionForm):
+    decision = ReasonDecision.REJECT
+    MISSING_REASON = "Say why you reject it: the reason is kept with the request."
 
 
 class ReverseForm(forms.Form):
@@ -208,6 +350,7 @@ class BulkApproveForm(PromotionQueueFilterForm):
             self.fields[name].widget = forms.HiddenInput()
         # A bulk decision takes the oldest matching requests, whatever the queue's order.
         del self.fields["sort"]
+        del self.fields["group"]
         if self.rejects:
             self.fields["reason"].label = "Reason for rejecting these"
             self.fields[
@@ -277,3 +420,77 @@ class ConflictResolveForm(forms.Form):
             return cleaned
         cleaned["parsed_value"] = parsed
         return cleaned
+
+
+class ClaimForm(forms.Form):
+    """Claim or release the requests listed (a row's ``c``, or the ticked ones)."""
+
+    requests = RequestSnapshotField(max_items=CLAIM_BATCH_LIMIT)
+    action = forms.ChoiceField(
+        choices=[("claim", "Claim"), ("release", "Release")],
+        error_messages={
+            "required": "Say whether to claim or release.",
+            "invalid_choice": ("Say whether to claim or release."),
+        },
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["requests"].error_messages["required"] = (
+            "Select the requests to claim or release first."
+        )
+
+
+class ClaimBatchForm(PromotionQueueFilterForm):
+    """Claim the next ``size`` requests the queue's filters match that nobody else holds."""
+
+    size = forms.IntegerField(
+        min_value=1,
+        max_value=CLAIM_BATCH_LIMIT,
+        initial=20,
+        label="How many",
+        error_messages={
+            "min_value": "Claim at least one request.",
+            "max_value": f"One claim takes at most {CLAIM_BATCH_LIMIT} requests.",
+            "required": "Say how many requests to claim.",
+            "invalid": "Say how many requests to claim, as a number.",
+        },
+    )
+
+
+class ReviewReasonForm(forms.Form):
+    """A new canned reason."""
+
+    decision = forms.ChoiceField(
+        choices=ReasonDecision.choices,
+        label="For",
+        error_messages={"required": "Choose approving or rejecting."},
+    )
+    text = forms.CharField(
+        max_length=ReviewReason._meta.get_field("text").max_length,
+        label="Reason",
+        help_text=f"Up to {REVIEW_REASONS_PER_DECISION} for each decision, on the number keys.",
+        error_messages={
+            "required": "Write the reason.",
+            "max_length": "Keep it to %(limit_value)d characters (this has %(show_value)d).",
+        },
+    )
+
+
+class ClaimDurationForm(forms.Form):
+    """How long a claim on promotion requests lasts, in minutes."""
+
+    claim_minutes = forms.IntegerField(
+        label="A claim lasts (minutes)",
+        min_value=int(CLAIM_DURATION_MIN.total_seconds() // 60),
+        max_value=int(CLAIM_DURATION_MAX.total_seconds() // 60),
+        error_messages={
+            "required": "Say how many minutes a claim lasts.",
+            "invalid": "Say how many minutes a claim lasts, as a whole number.",
+            "min_value": "A claim lasts at least %(limit_value)s minute.",
+            "max_value": "A claim lasts at most %(limit_value)s minutes (8 hours).",
+        },
+    )
+
+    def duration(self) -> timedelta:
+        return timedelta(minutes=self.cleaned_data["claim_minutes"])

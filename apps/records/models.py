@@ -527,3 +527,63 @@ class ConsentRevocation(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.consent_ref} revoked"
+
+
+class ReviewClaim(TenantOwned):
+    """A reviewer's claim on an open promotion request, so two reviewers do not work the same
+    item: while it lasts, everyone sees who holds it, and a decision by anyone else is refused.
+
+    A claim ends when it expires (a read-time predicate: an expired claim is ignored by every
+    read, never swept), when its holder releases it, or when the request is decided. One row
+    per request: a claim taken after the last one lapsed replaces it. The audit log keeps
+    every claim and release."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    request = models.OneToOneField(PromotionRequest, on_delete=models.CASCADE, related_name="claim")
+    # Claims are people's (the console's); an agent credential never holds one.
+    holder_id = models.CharField(max_length=64)
+    holder_label = models.CharField(max_length=200)
+    claimed_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "holder_id", "expires_at"], name="claim_tenant_holder")
+        ]
+
+    def __str__(self) -> str:
+        return f"claim on {self.request_id} by {self.holder_label}"
+
+
+class ReasonDecision(models.TextChoices):
+    APPROVE = "approve", "Approving"
+    REJECT = "reject", "Rejecting"
+
+
+# Canned reasons of one decision a tenant may define: the number keys 1 to 9 pick them.
+REVIEW_REASONS_PER_DECISION = 9
+
+
+class ReviewReason(TenantOwned):
+    """A canned reason for approving or rejecting a promotion request, defined per tenant and
+    picked in the queue by its number key. A decision keeps the reason's text, so editing or
+    removing a canned reason changes no past decision."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    decision = models.CharField(max_length=16, choices=ReasonDecision.choices)
+    text = models.CharField(max_length=300)
+    position = models.PositiveSmallIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(
+                fields=["tenant", "decision", "text"], name="review_reason_once"
+            )
+        ]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant", "decision", "position"], name="review_reason_order")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.decision}: {self.text}"

@@ -25,6 +25,7 @@ from django.db.models import (
     Exists,
     F,
     IntegerField,
+    Min,
     OuterRef,
     Prefetch,
     Q,
@@ -40,6 +41,7 @@ from django.utils import timezone
 from apps.audit.services import Actor
 from apps.tenancy.keyset import Cursor
 
+from .claims import held_by, held_by_others
 from .models import (
     Conflict,
     ConflictState,
@@ -51,6 +53,7 @@ from .models import (
 )
 from .selectors import records_live
 from .services import RecordError, promotion_approve, promotion_reject
+from .validation import json_equal
 
 QUEUE_PAGE_SIZE = 20
 # Each conflict shows two versions and a history: fewer per page keeps the page light.
@@ -160,22 +163,50 @@ def attach_observation_counts(records: Iterable[MemoryRecord]) -> None:
 # --- the promotion queue --------------------------------------------------------------------
 
 
+class ClaimFilter(TextChoices):
+    ANY = "", "Anyone's or no one's"
+    AVAILABLE = "available", "Not held by someone else"
+    MINE = "mine", "Held by me"
+    OTHERS = "others", "Held by someone else"
+
+
 @dataclass(frozen=True)
 class PromotionQueueFilters:
     """What a reviewer narrowed the queue to. ``key`` is a prefix (``shipping.`` matches every
-    shipping key); the others are exact. ``requested_until`` pins a selection to what the
-    reviewer was shown (bulk approval), so later arrivals are not approved unseen."""
+    shipping key) and ``key_exact`` one key; the others are exact (``writer`` is the record
+    writer's label, ``source`` its source kind). ``claim`` is a :class:`ClaimFilter`, read
+    for ``reviewer_id``. ``requested_until`` pins a selection to what the reviewer was shown
+    (bulk approval), so later arrivals are not approved unseen."""
 
     key: str = ""
+    key_exact: str = ""
     subject: str = ""
     domain: str = ""
     sensitivity: str = ""
+    writer: str = ""
+    source: str = ""
     pending_at_least: timedelta | None = None
+    claim: str = ""
+    reviewer_id: str = ""
     requested_until: datetime | None = None
+    # Requests already on the reviewer's page (a refill of the list skips them).
+    shown: tuple[uuid.UUID, ...] = ()
 
     @property
     def active(self) -> bool:
-        return any((self.key, self.subject, self.domain, self.sensitivity, self.pending_at_least))
+        return any(
+            (
+                self.key,
+                self.key_exact,
+                self.subject,
+                self.domain,
+                self.sensitivity,
+                self.writer,
+                self.source,
+                self.pending_at_least,
+                self.claim,
+            )
+        )
 
 
 def _open_requests(filters: PromotionQueueFilters, now: datetime) -> QuerySet[PromotionRequest]:
@@ -184,21 +215,37 @@ def _open_requests(filters: PromotionQueueFilters, now: datetime) -> QuerySet[Pr
     )
     if filters.key:
         queryset = queryset.filter(record__key__startswith=filters.key)
+    if filters.key_exact:
+        queryset = queryset.filter(record__key=filters.key_exact)
     if filters.subject:
         queryset = queryset.filter(record__subject=filters.subject)
     if filters.domain:
         queryset = queryset.filter(record__scope_domain=filters.domain)
     if filters.sensitivity:
         queryset = queryset.filter(record__sensitivity=filters.sensitivity)
+    if filters.writer:
+        queryset = queryset.filter(record__writer_label=filters.writer)
+    if filters.source:
+        queryset = queryset.filter(record__source_kind=filters.source)
     if filters.pending_at_least is not None:
         queryset = queryset.filter(requested_at__lte=now - filters.pending_at_least)
     if filters.requested_until is not None:
         queryset = queryset.filter(requested_at__lte=filters.requested_until)
+    if filters.claim == ClaimFilter.MINE:
+        queryset = queryset.filter(held_by(filters.reviewer_id, now))
+    elif filters.claim == ClaimFilter.AVAILABLE:
+        queryset = queryset.exclude(held_by_others(filters.reviewer_id, now))
+    elif filters.claim == ClaimFilter.OTHERS:
+        queryset = queryset.filter(held_by_others(filters.reviewer_id, now))
+    if filters.shown:
+        queryset = queryset.exclude(pk__in=list(filters.shown))
     return queryset
 
 
 def _with_record_details(queryset: QuerySet[PromotionRequest]) -> QuerySet[PromotionRequest]:
-    return queryset.select_related("record").prefetch_related(
+    # The claim comes in the same row (a LEFT JOIN on its unique request): who holds each
+    # request costs the page no query of its own.
+    return queryset.select_related("record", "claim").prefetch_related(
         _observations_prefetch("record__observations")
     )
 
@@ -223,14 +270,54 @@ class QueueOrder(TextChoices):
     EXPIRY = "expiry", "provisional record expiring first"
 
 
-# Most sensitive first: the requests whose mistakes cost most.
-_SENSITIVITY_RANK = Case(
-    When(record__sensitivity=Sensitivity.RESTRICTED, then=Value(0)),
-    When(record__sensitivity=Sensitivity.PERSONAL, then=Value(1)),
-    When(record__sensitivity=Sensitivity.INTERNAL, then=Value(2)),
-    default=Value(3),
-    output_field=IntegerField(),
-)
+def _sensitivity_rank(field: str) -> Case:
+    """Most sensitive first (0): the items whose mistakes cost most."""
+    return Case(
+        When(**{field: Sensitivity.RESTRICTED}, then=Value(0)),
+        When(**{field: Sensitivity.PERSONAL}, then=Value(1)),
+        When(**{field: Sensitivity.INTERNAL}, then=Value(2)),
+        default=Value(3),
+        output_field=IntegerField(),
+    )
+
+
+_SENSITIVITY_RANK = _sensitivity_rank("record__sensitivity")
+
+
+def _ranked_page(
+    queryset: QuerySet[QueueItem],
+    rank: Case,
+    moment_field: str,
+    *,
+    after: Cursor | None,
+    size: int,
+) -> QueuePage[QueueItem]:
+    """One page in ``(rank, moment_field, id)`` order, forward from ``after`` (the cursor's
+    row says which rank it was in)."""
+    found = None
+    if after is not None:
+        found = (
+            queryset.model.objects.filter(pk=after.id)
+            .annotate(cursor_rank=rank)
+            .values_list("cursor_rank", flat=True)
+            .first()
+        )
+    queryset = queryset.annotate(rank=rank)
+    if after is not None and found is not None:
+        queryset = queryset.filter(
+            Q(rank__gt=found)
+            | Q(rank=found, **{f"{moment_field}__gt": after.moment})
+            | Q(rank=found, **{moment_field: after.moment}, id__gt=after.id)
+        )
+    rows: list[QueueItem] = list(queryset.order_by("rank", moment_field, "id")[: size + 1])
+    later = (
+        Cursor(getattr(rows[size - 1], moment_field), rows[size - 1].pk)
+        if len(rows) > size
+        else None
+    )
+    return QueuePage(items=rows[:size], earlier_than=None, later_than=later)
+
+
 # A request whose record has no expiry sorts after every expiring one.
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -251,34 +338,118 @@ def promotion_queue_sorted_page(
         queryset = queryset.annotate(expiry=Coalesce(F("record__expires_at"), Value(_NEVER)))
         page = _keyset_page(queryset, "expiry", after=after, before=None, size=size)
     else:
-        queryset = queryset.annotate(rank=_SENSITIVITY_RANK)
-        if after is not None:
-            rank = (
-                PromotionRequest.objects.filter(pk=after.id)
-                .annotate(rank=_SENSITIVITY_RANK)
-                .values_list("rank", flat=True)
-                .first()
-            )
-            if rank is not None:
-                queryset = queryset.filter(
-                    Q(rank__gt=rank)
-                    | Q(rank=rank, requested_at__gt=after.moment)
-                    | Q(rank=rank, requested_at=after.moment, id__gt=after.id)
-                )
-        rows: list[PromotionRequest] = list(
-            queryset.order_by("rank", "requested_at", "id")[: size + 1]
-        )
-        later = Cursor(rows[size - 1].requested_at, rows[size - 1].pk) if len(rows) > size else None
-        page = QueuePage(items=rows[:size], earlier_than=None, later_than=later)
+        page = _ranked_page(queryset, _SENSITIVITY_RANK, "requested_at", after=after, size=size)
     if page.earlier_than is not None:
         page = QueuePage(items=page.items, earlier_than=None, later_than=page.later_than)
     attach_observation_counts(item.record for item in page.items)
     return page
 
 
+def promotion_queue_refill(
+    *, filters: PromotionQueueFilters, order: str, after_id: uuid.UUID, size: int = 1
+) -> list[PromotionRequest]:
+    """The next ``size`` pending requests after request ``after_id`` in ``order`` (the last
+    row of the reviewer's list), skipping ``filters.shown``: what a decision adds at the end
+    of the list, so the list never runs dry and paging is not a step of its own."""
+    last = PromotionRequest.objects.filter(pk=after_id).select_related("record").first()
+    if last is None:
+        return []
+    if order == QueueOrder.EXPIRY:
+        cursor = Cursor(last.record.expires_at or _NEVER, last.pk)
+        page = promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size)
+    elif order == QueueOrder.SENSITIVITY:
+        cursor = Cursor(last.requested_at, last.pk)
+        page = promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size)
+    else:
+        cursor = Cursor(last.requested_at, last.pk)
+        page = promotion_queue_page(filters=filters, after=cursor, size=size)
+    return page.items
+
+
 def promotion_queue_count(*, filters: PromotionQueueFilters, limit: int = COUNT_LIMIT) -> int:
     """How many pending requests match, counted up to ``limit`` (one more means "more")."""
     return _open_requests(filters, timezone.now()).order_by()[: limit + 1].count()
+
+
+class QueueGroup(TextChoices):
+    NONE = "", "No grouping"
+    SUBJECT = "subject", "Subject"
+    KEY = "key", "Key"
+    WRITER = "writer", "Writer"
+    SOURCE = "source", "Source kind"
+
+
+# What a group is made of, and the filter that selects exactly one group.
+GROUP_FIELDS: dict[str, str] = {
+    QueueGroup.SUBJECT: "record__subject",
+    QueueGroup.KEY: "record__key",
+    QueueGroup.WRITER: "record__writer_label",
+    QueueGroup.SOURCE: "record__source_kind",
+}
+GROUP_FILTERS: dict[str, str] = {
+    QueueGroup.SUBJECT: "subject",
+    QueueGroup.KEY: "key_exact",
+    QueueGroup.WRITER: "writer",
+    QueueGroup.SOURCE: "source",
+}
+# Groups listed at once, largest first: the rest are counted.
+GROUPS_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class RequestGroup:
+    """Pending requests sharing one subject, key, writer or source kind."""
+
+    value: str
+    count: int
+    oldest: datetime
+
+
+@dataclass(frozen=True)
+class RequestGroups:
+    by: str
+    groups: list[RequestGroup]
+    more: bool  # more groups than listed
+
+
+def promotion_queue_groups(
+    *, filters: PromotionQueueFilters, by: str, limit: int = GROUPS_SHOWN
+) -> RequestGroups:
+    """The pending requests matching ``filters`` grouped ``by`` a :class:`QueueGroup`,
+    largest group first (then oldest), in one aggregate query: a reviewer decides a group
+    together through the bulk confirmation, which lists exactly its requests."""
+    column = GROUP_FIELDS[by]
+    rows = list(
+        _open_requests(filters, timezone.now())
+        .order_by()
+        .values_list(column)
+        .annotate(total=Count("id"), oldest=Min("requested_at"))
+        .order_by("-total", "oldest", column)[: limit + 1]
+    )
+    groups = [
+        RequestGroup(value=value, count=total, oldest=oldest) for value, total, oldest in rows
+    ]
+    return RequestGroups(by=by, groups=groups[:limit], more=len(groups) > limit)
+
+
+# Where a page's "what arrived since" starts: after every request of its moment.
+_LAST_ID = uuid.UUID(int=2**128 - 1)
+
+
+def arrivals_mark(now: datetime | None = None) -> Cursor:
+    """The position after every request made up to ``now``: what a page loaded now shows."""
+    return Cursor(now or timezone.now(), _LAST_ID)
+
+
+def promotion_queue_arrivals(
+    *, filters: PromotionQueueFilters, since: Cursor, limit: int = COUNT_LIMIT
+) -> int:
+    """How many pending requests matching ``filters`` arrived after ``since`` (up to
+    ``limit``, one more meaning "more"), for a queue page's "N new requests" notice."""
+    arrived = _open_requests(filters, timezone.now()).filter(
+        Q(requested_at__gt=since.moment) | Q(requested_at=since.moment, id__gt=since.id)
+    )
+    return arrived.order_by()[: limit + 1].count()
 
 
 def promotion_queue_selection(
@@ -294,7 +465,7 @@ def promotion_queue_selection(
     filters drops out (the caller reports it), so a confirmation approves at most what it
     listed.
     """
-    queryset = _open_requests(filters, timezone.now()).select_related("record")
+    queryset = _open_requests(filters, timezone.now()).select_related("record", "claim")
     if only is not None:
         queryset = queryset.filter(pk__in=list(only))
     return list(queryset.order_by("requested_at", "id")[:limit])
@@ -333,26 +504,120 @@ def _attach_version_details(conflicts: Sequence[Conflict], *, per_fact: int) -> 
         record for conflict in conflicts for record in (conflict.current_record, conflict.contender)
     )
     attach_history(conflicts, per_fact=per_fact)
+    for conflict in conflicts:
+        conflict.differences = version_differences(  # type: ignore[attr-defined]
+            conflict.current_record, conflict.contender
+        )
+
+
+# What a reviewer compares between two versions of a fact, by the name the version card
+# gives each line: the differing ones are highlighted.
+_COMPARED: dict[str, tuple[str, ...]] = {
+    "value": ("value",),
+    "source": ("source_kind", "source_ref", "source_turn_id", "source_tool_call_id"),
+    "observed": ("observed_at",),
+    "writer": ("writer_type", "writer_id"),
+    "owner": ("owner",),
+    "reason": ("reason",),
+    "sensitivity": ("sensitivity", "retention_basis", "expires_at"),
+}
+
+
+def version_differences(current: MemoryRecord, contender: MemoryRecord) -> frozenset[str]:
+    """The lines of the version cards on which two versions differ (values by JSON meaning,
+    so ``1`` and ``1.0`` do not)."""
+    differing = set()
+    for line, fields in _COMPARED.items():
+        for name in fields:
+            mine, theirs = getattr(current, name), getattr(contender, name)
+            if name == "expires_at" and mine is not None and theirs is not None:
+                # Shown as a date: versions written moments apart expire "the same day".
+                mine, theirs = mine.date(), theirs.date()
+            same = json_equal(mine, theirs) if name == "value" else mine == theirs
+            if not same:
+                differing.add(line)
+                break
+    return frozenset(differing)
+
+
+class ConflictOrder(TextChoices):
+    OLDEST = "", "Oldest conflict first"
+    SENSITIVITY = "sensitivity", "Most sensitive first"
+    NEWEST = "newest", "Newest conflict first"
+
+
+@dataclass(frozen=True)
+class ConflictQueueFilters:
+    """What a reviewer narrowed the conflict queue to, as for promotion requests: ``key`` a
+    prefix, the rest exact; sensitivity is the current version's."""
+
+    key: str = ""
+    subject: str = ""
+    domain: str = ""
+    sensitivity: str = ""
+    pending_at_least: timedelta | None = None
+
+    @property
+    def active(self) -> bool:
+        return any((self.key, self.subject, self.domain, self.sensitivity, self.pending_at_least))
+
+
+def _open_conflicts(filters: ConflictQueueFilters, now: datetime) -> QuerySet[Conflict]:
+    queryset = _conflicts_live(now).filter(state=ConflictState.OPEN)
+    if filters.key:
+        queryset = queryset.filter(fact__key__startswith=filters.key)
+    if filters.subject:
+        queryset = queryset.filter(fact__subject=filters.subject)
+    if filters.domain:
+        queryset = queryset.filter(current_record__scope_domain=filters.domain)
+    if filters.sensitivity:
+        queryset = queryset.filter(current_record__sensitivity=filters.sensitivity)
+    if filters.pending_at_least is not None:
+        queryset = queryset.filter(opened_at__lte=now - filters.pending_at_least)
+    return queryset
 
 
 def conflict_queue_page(
     *,
+    filters: ConflictQueueFilters | None = None,
+    order: str = ConflictOrder.OLDEST,
     after: Cursor | None = None,
     before: Cursor | None = None,
     size: int = CONFLICT_PAGE_SIZE,
 ) -> QueuePage[Conflict]:
-    """Open conflicts, oldest first, each with both versions, their observations and the
-    fact's latest versions (``conflict.history``)."""
+    """Open conflicts matching ``filters`` in ``order`` (oldest first pages both ways; the
+    other orders page forward), each with both versions, their observations, the fact's
+    latest versions (``conflict.history``) and the lines they differ on
+    (``conflict.differences``)."""
     queryset = _with_version_details(
-        _conflicts_live(timezone.now()).filter(state=ConflictState.OPEN)
+        _open_conflicts(filters or ConflictQueueFilters(), timezone.now())
     )
-    page = _keyset_page(queryset, "opened_at", after=after, before=before, size=size)
+    if order == ConflictOrder.SENSITIVITY:
+        page = _ranked_page(
+            queryset,
+            _sensitivity_rank("current_record__sensitivity"),
+            "opened_at",
+            after=after,
+            size=size,
+        )
+    elif order == ConflictOrder.NEWEST:
+        if after is not None:
+            queryset = queryset.filter(
+                Q(opened_at__lt=after.moment) | Q(opened_at=after.moment, id__lt=after.id)
+            )
+        rows = list(queryset.order_by("-opened_at", "-id")[: size + 1])
+        later = Cursor(rows[size - 1].opened_at, rows[size - 1].pk) if len(rows) > size else None
+        page = QueuePage(items=rows[:size], earlier_than=None, later_than=later)
+    else:
+        page = _keyset_page(queryset, "opened_at", after=after, before=before, size=size)
     _attach_version_details(page.items, per_fact=QUEUE_HISTORY_SHOWN)
     return page
 
 
-def conflict_queue_count(*, limit: int = COUNT_LIMIT) -> int:
-    queryset = _conflicts_live(timezone.now()).filter(state=ConflictState.OPEN)
+def conflict_queue_count(
+    *, filters: ConflictQueueFilters | None = None, limit: int = COUNT_LIMIT
+) -> int:
+    queryset = _open_conflicts(filters or ConflictQueueFilters(), timezone.now())
     return queryset.order_by()[: limit + 1].count()
 
 

@@ -25,6 +25,7 @@ from apps.derivations.outbox import record_embedding_enqueue, record_embedding_m
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import prepared_cursor
 
+from .claims import claim_end, claim_holder_is, claims_active
 from .models import (
     DEFAULT_RETENTION,
     SENSITIVITY_ORDER,
@@ -39,6 +40,7 @@ from .models import (
     PromotionState,
     RecordStatus,
     Resolution,
+    ReviewClaim,
     Scope,
     SourceKind,
     Trust,
@@ -72,6 +74,30 @@ class RecordError(Exception):
 
 class OwnEvidence(RecordError):
     status = 403
+
+
+class Claimed(RecordError):
+    """Another person holds the promotion request (a claim, :mod:`apps.records.claims`): a
+    decision by anyone else is refused until the claim ends."""
+
+    status = 409
+
+    def __init__(self, claim: ReviewClaim) -> None:
+        super().__init__(
+            f"{claim.holder_label} is working on this request (claimed until "
+            f"{claim.expires_at:%H:%M} UTC): leave it to them, or wait until the claim ends.",
+            claimed_by=claim.holder_label,
+            claimed_until=claim.expires_at.isoformat(),
+        )
+        self.claim = claim
+
+
+def _refuse_if_claimed(request: PromotionRequest, actor: Actor, now: datetime) -> None:
+    """Refuse a decision on ``request`` (locked by the caller, as a claim locks it too) while
+    someone other than ``actor`` holds it; a decision ends the claim."""
+    claim = claims_active(now).filter(request_id=request.pk).first()
+    if claim is not None and not claim_holder_is(claim, actor):
+        raise Claimed(claim)
 
 
 @dataclass
@@ -693,6 +719,8 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
     it: promotion needs an independent source or a person."""
     _require_reason(reason)
     request = _lock_request(request)
+    now = timezone.now()
+    _refuse_if_claimed(request, actor, now)
     record = _lock_record(request.record)
     if _wrote(actor, record):
         raise OwnEvidence("A writer cannot promote its own record; ask an independent reviewer.")
@@ -700,7 +728,7 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
         # The same rule as for opening a request: a version that lost a conflict (or was
         # otherwise retired) since the request was opened is no longer a candidate.
         raise RecordError(f"A {record.status} record cannot be promoted.", status=409)
-    now = timezone.now()
+    claim_end(request=request)
     request.state = PromotionState.APPROVED
     request.decided_by_type, request.decided_by_id = actor.type, actor.id
     request.decided_by_label = actor.label[:200]
@@ -730,10 +758,13 @@ def promotion_reject(*, request: PromotionRequest, actor: Actor, reason: str) ->
     expires on its short clock)."""
     _require_reason(reason)
     request = _lock_request(request)
+    now = timezone.now()
+    _refuse_if_claimed(request, actor, now)
+    claim_end(request=request)
     request.state = PromotionState.REJECTED
     request.decided_by_type, request.decided_by_id = actor.type, actor.id
     request.decided_by_label = actor.label[:200]
-    request.decided_at = timezone.now()
+    request.decided_at = now
     request.decision_reason = reason
     request.save()
     audit_record(

@@ -17,6 +17,7 @@ from .permissions import (
     MANAGE_CREDENTIALS,
     MANAGE_MEMBERS,
     MANAGE_RETENTION,
+    MANAGE_REVIEW,
     RESOLVE_CONFLICTS,
     REVIEW_PROMOTIONS,
     RUN_EVALUATIONS,
@@ -40,6 +41,8 @@ NAVIGATION: tuple[tuple[str, str, str, str | tuple[str, ...]], ...] = (
     ("memories", "Memories", "console:memories", VIEW_MEMORIES),
     ("review", "Review", "console:review", REVIEW_PROMOTIONS),
     ("conflicts", "Conflicts", "console:conflicts", RESOLVE_CONFLICTS),
+    ("review-throughput", "Review throughput", "console:review-throughput", MANAGE_REVIEW),
+    ("review-settings", "Review settings", "console:review-settings", MANAGE_REVIEW),
     ("runs", "Runs & obligations", "console:runs", VIEW_MEMORIES),
     ("deletions", "Deletions", "console:deletions", VIEW_AUDIT),
     # Admins hold VIEW_AUDIT too: they see the page with its form, auditors its history.

@@ -28,6 +28,7 @@ from apps.records.review import (
     promotion_queue_count,
 )
 from apps.records.selectors import CURRENT_VERSION, records_live
+from apps.records.throughput import decisions_since
 from apps.state.models import ObligationState, RunState
 from apps.state.selectors import obligations_list, obligations_overdue, runs_list
 
@@ -111,6 +112,8 @@ class TenantDashboard:
     audit_events_recent: int | None
     latest_events: list[AuditEvent] | None
     memory: MemoryFigures
+    # A review lead's figure (None for anyone else): decisions in the last 24 hours.
+    review_decisions_day: int | None = None
 
 
 def _class_key(trust: str, sensitivity: str) -> str:
@@ -129,9 +132,12 @@ def count_of(queryset: QuerySet[Any]) -> Subquery:
     )
 
 
-def _counts_row(*, tenant: Tenant, now: datetime, audit_since: datetime | None) -> Any:
-    """Runs, obligations, members by role, credentials and recent audit events: one query of
-    scalar subqueries (each uses its table's ``(tenant, ...)`` index)."""
+def _counts_row(
+    *, tenant: Tenant, now: datetime, audit_since: datetime | None, review: bool = False
+) -> Any:
+    """Runs, obligations, members by role, credentials, recent audit events and (for a review
+    lead) the day's decisions: one query of scalar subqueries (each uses its table's
+    ``(tenant, ...)`` index)."""
     counts: dict[str, Any] = {
         "open_runs": count_of(runs_list(state=RunState.OPEN)),
         "pending_obligations": count_of(obligations_list(state=ObligationState.PENDING)),
@@ -146,6 +152,8 @@ def _counts_row(*, tenant: Tenant, now: datetime, audit_since: datetime | None) 
         counts["audit_events_recent"] = count_of(
             AuditEvent.objects.filter(tenant=tenant, occurred_at__gte=audit_since)
         )
+    if review:
+        counts["review_decisions_day"] = count_of(decisions_since(now - timedelta(days=1)))
     return Tenant.objects.filter(pk=tenant.pk).values(**counts).get()
 
 
@@ -185,7 +193,11 @@ def _memory_figures(counts: dict[str, int], counts_row: dict[str, int]) -> Memor
 
 
 def tenant_dashboard(
-    *, tenant: Tenant, include_audit: bool, now: datetime | None = None
+    *,
+    tenant: Tenant,
+    include_audit: bool,
+    include_review: bool = False,
+    now: datetime | None = None,
 ) -> TenantDashboard:
     """The dashboard of ``tenant`` (the current tenant context must be ``tenant``).
 
@@ -197,7 +209,10 @@ def tenant_dashboard(
     now = now or timezone.now()
     window_start = now - RECENT_WINDOW
     counts_row = _counts_row(
-        tenant=tenant, now=now, audit_since=window_start if include_audit else None
+        tenant=tenant,
+        now=now,
+        audit_since=window_start if include_audit else None,
+        review=include_review,
     )
     by_role = [
         RoleCount(role, label, counts_row[f"members_{role}"]) for role, label in Role.choices
@@ -212,6 +227,7 @@ def tenant_dashboard(
             audit_event_recent(tenant=tenant, limit=RECENT_EVENTS) if include_audit else None
         ),
         memory=_memory_figures(_class_counts(now), counts_row),
+        review_decisions_day=counts_row["review_decisions_day"] if include_review else None,
     )
 
 

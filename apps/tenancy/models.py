@@ -37,6 +37,11 @@ class Tenant(models.Model):
         help_text="A run with no episode, checkpoint or other activity for this long is closed "
         "by the idle-run sweep, with the effects of an agent's close.",
     )
+    review_claim_duration = models.DurationField(
+        default=timedelta(minutes=30),
+        help_text="How long a reviewer's claim on promotion requests lasts before others may "
+        "take them (claiming again renews it).",
+    )
     # Set, and never cleared, when the tenant's first summary is written: while it is false,
     # search plans no summary branch (the branch costs planning time on every search).
     summaries_written = models.BooleanField(default=False, editable=False)
@@ -47,7 +52,11 @@ class Tenant(models.Model):
             models.CheckConstraint(
                 condition=models.Q(run_idle_close_after__gt=timedelta(0)),
                 name="tenant_run_idle_close_after_positive",
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(review_claim_duration__gt=timedelta(0)),
+                name="tenant_review_claim_duration_positive",
+            ),
         ]
         permissions = [
             ("view_memories", "View the tenant's memories"),
@@ -60,6 +69,7 @@ class Tenant(models.Model):
             ("manage_members", "Manage memberships and roles"),
             ("manage_retention", "Edit retention rules and legal holds"),
             ("run_evaluations", "Run evaluations of the memory in a sandbox"),
+            ("manage_review", "Lead the review: canned reasons, claims, reviewers' throughput"),
         ]
 
     def __str__(self) -> str:

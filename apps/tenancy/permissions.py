@@ -21,6 +21,8 @@ MANAGE_MEMBERS = "manage_members"
 MANAGE_RETENTION = "manage_retention"
 # Running an evaluation creates a sandbox tenant and takes minutes of a worker: an admin's.
 RUN_EVALUATIONS = "run_evaluations"
+# A review lead's: the tenant's canned reasons and claim length, and reviewers' throughput.
+MANAGE_REVIEW = "manage_review"
 
 ALL_PERMISSIONS: tuple[str, ...] = (
     VIEW_MEMORIES,
@@ -33,6 +35,7 @@ ALL_PERMISSIONS: tuple[str, ...] = (
     MANAGE_MEMBERS,
     MANAGE_RETENTION,
     RUN_EVALUATIONS,
+    MANAGE_REVIEW,
 )
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {

@@ -46,7 +46,13 @@ from .forms import (
     MemberRoleForm,
 )
 from .models import AgentCredential, Membership, Role, Tenant
-from .permissions import MANAGE_CREDENTIALS, MANAGE_MEMBERS, VIEW_AUDIT, VIEW_MEMORIES
+from .permissions import (
+    MANAGE_CREDENTIALS,
+    MANAGE_MEMBERS,
+    MANAGE_REVIEW,
+    VIEW_AUDIT,
+    VIEW_MEMORIES,
+)
 from .selectors import (
     audit_event_page,
     credential_get,
@@ -206,12 +212,21 @@ def home(request: ConsoleRequest) -> HttpResponse:
 def dashboard(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """The tenant at a glance: memories by trust and sensitivity, what expires soon, and what
     waits for a person (reviews, conflicts, overdue obligations), each linked to its page."""
-    figures = tenant_dashboard(tenant=tenant, include_audit=VIEW_AUDIT in request.console_perms)
+    figures = tenant_dashboard(
+        tenant=tenant,
+        include_audit=VIEW_AUDIT in request.console_perms,
+        include_review=MANAGE_REVIEW in request.console_perms,
+    )
     page = dashboard_page(tenant=tenant, perms=request.console_perms, figures=figures.memory)
     return render(
         request,
         "console/dashboard.html",
-        {"tenant": tenant, "dashboard": figures, "page": page, "section": "dashboard"},
+        {
+            "tenant": tenant,
+            "dashboard": figures,
+            "page": page,
+            "section": "dashboard",
+        },
     )
 
 

@@ -6,12 +6,16 @@
  *                  time, or with none remembered, it opens the reason field: Enter approves),
  *                  then move to the next open one
  *   r              reject it: opens the reason field (Enter submits the rejection)
+ *   1 ... 9        reject it with the tenant's canned reason of that number (the conflict queue:
+ *                  1 keep current, 2 accept new, 3 write a corrected value; then the reason)
+ *   c              claim the focused request (release it when it is already yours)
  *   x              select / unselect the focused request; Shift+j / Shift+k extend the selection
  *   u              undo the last decision while its notice shows
  *   ?              the list of keys
  *
  * Shortcuts do nothing while typing in a field, with Ctrl/Alt/Meta held, or on pages without a
- * [data-review-shortcuts] list.
+ * [data-review-shortcuts] list. Every key presses a button or fills a field that is on the page
+ * for mouse and keyboard alike, so the server sees the same requests either way.
  *
  * Undo: a decision is committed at once, and "Undo" is an audited reversal (it returns the
  * record to provisional, or reopens a rejected request). Holding the decision back until the
@@ -55,15 +59,30 @@
     element.scrollIntoView({ block: "nearest" });
   }
 
+  // Decided items stay on the page (showing their outcome) but j / k pass over them.
+  function openCards() {
+    return cards().filter(function (card) {
+      return !card.classList.contains("is-decided");
+    });
+  }
+
   function moveCard(step) {
     var all = cards();
-    if (!all.length) return;
-    var index = all.indexOf(focusedCard());
+    var open = openCards();
+    if (!open.length) return;
+    var current = focusedCard();
+    var index = all.indexOf(current);
     if (index === -1) {
-      focusElement(step > 0 ? all[0] : all[all.length - 1]);
+      focusElement(step > 0 ? open[0] : open[open.length - 1]);
       return;
     }
-    focusElement(all[Math.min(all.length - 1, Math.max(0, index + step))]);
+    for (var i = index + step; i >= 0 && i < all.length; i += step) {
+      if (!all[i].classList.contains("is-decided")) {
+        focusElement(all[i]);
+        return;
+      }
+    }
+    if (current.classList.contains("is-decided")) focusElement(open[step > 0 ? open.length - 1 : 0]);
   }
 
   // --- the triage list ----------------------------------------------------------------------
@@ -148,7 +167,9 @@
     label.textContent = count
       ? count + " selected"
       : "Select requests with their checkboxes (x)";
-    document.querySelectorAll("#review-selection button[name=decision]").forEach(function (b) {
+    document.querySelectorAll(
+      "#review-selection button[name=decision], #review-selection [data-review-claim-selected]"
+    ).forEach(function (b) {
       b.disabled = count === 0;
     });
   }
@@ -194,12 +215,78 @@
     if (button && !button.disabled) button.click();
   }
 
+  // The last rejection reason is remembered the same way, and offered (selected, so typing
+  // replaces it) when r opens the field.
+  var LAST_REJECT_REASON = "memoryconsole.review.lastRejectReason";
+
+  function remembered(key) {
+    try {
+      return window.localStorage.getItem(key) || "";
+    } catch (error) {
+      return "";
+    }
+  }
+
+  document.addEventListener("submit", function (event) {
+    var field = event.target.querySelector && event.target.querySelector("[data-review-reject-reason]");
+    var canned = event.target.querySelector && event.target.querySelector("[data-review-canned]");
+    if (!field || !field.value.trim() || (canned && canned.value)) return;
+    try {
+      window.localStorage.setItem(LAST_REJECT_REASON, field.value.trim());
+    } catch (error) {
+      /* storage refused */
+    }
+  }, true);
+
   function askReason(container) {
     var details = container && container.querySelector("[data-review-reject]");
     if (!details) return;
     details.open = true;
     var field = details.querySelector("input[name=reason]");
-    if (field) field.focus();
+    if (!field) return;
+    var canned = details.querySelector("[data-review-canned]");
+    if (canned) canned.value = "";
+    if (!field.value.trim()) field.value = remembered(LAST_REJECT_REASON);
+    field.focus();
+    field.select();
+  }
+
+  // A number key: reject with the tenant's canned reason of that number. In the list, the
+  // focused row's own reject form is filled (the reason's text shows, its id goes with it, so
+  // the server records the canned reason as it stands) and submitted; on a request's own page,
+  // the card's button for that reason is pressed.
+  function rejectCanned(container, key) {
+    if (!container) return false;
+    var button = container.querySelector("[data-review-canned-key='" + key + "']");
+    if (button && !container.matches("[data-review-row]")) {
+      button.click();
+      return true;
+    }
+    var option = document.querySelector("#canned-reject option[data-canned-key='" + key + "']");
+    var form = container.querySelector("[data-review-reject-form]");
+    if (!option || !form) return false;
+    form.querySelector("[data-review-reject-reason]").value = option.value;
+    form.querySelector("[data-review-canned]").value = option.getAttribute("data-canned-id");
+    form.requestSubmit();
+    return true;
+  }
+
+  function claim(container) {
+    var button = container && container.querySelector("[data-review-claim]");
+    if (button) button.click();
+  }
+
+  // The conflict queue: 1 / 2 / 3 choose the resolution of the focused conflict and go to
+  // the field still to fill (the corrected value for 3, else the reason); Enter resolves.
+  function chooseResolution(card, key) {
+    var form = card && card.querySelector("[data-review-resolve]");
+    var choice = form && form.querySelector("[data-resolution-key='" + key + "']");
+    if (!choice) return false;
+    choice.checked = true;
+    var next = key === "3" ? form.querySelector("[data-resolution-value]") : null;
+    if (!next || next.value.trim()) next = form.querySelector("[data-resolution-reason]");
+    if (next) next.focus();
+    return true;
   }
 
   function undo() {
@@ -226,6 +313,7 @@
     var queue = document.querySelector("[data-review-shortcuts]");
     if (!queue) return;
     var decisions = queue.hasAttribute("data-review-decisions");
+    var resolutions = queue.hasAttribute("data-review-resolutions");
     var inList = !!list();
     var row = inList ? currentRow() : null;
     switch (event.key) {
@@ -262,6 +350,33 @@
       case "x":
         if (!inList || !row) return;
         select(row);
+        break;
+      case "c":
+        if (!decisions) return;
+        if (inList) {
+          if (!row) return;
+          claim(row);
+        } else {
+          if (!focusedCard()) return;
+          claim(focusedCard());
+        }
+        break;
+      case "1":
+      case "2":
+      case "3":
+      case "4":
+      case "5":
+      case "6":
+      case "7":
+      case "8":
+      case "9":
+        if (resolutions) {
+          if (!chooseResolution(focusedCard(), event.key)) return;
+        } else if (decisions) {
+          if (!rejectCanned(inList ? row : focusedCard(), event.key)) return;
+        } else {
+          return;
+        }
         break;
       case "u":
         if (!inList) return;
@@ -306,10 +421,17 @@
   var advanceTo = null;
   var pendingFocusId = null;
   var undoing = false;
+  // A claim answers with its row (and card) redrawn: the focus goes back to the row.
+  var claimFocusId = null;
 
   document.addEventListener("htmx:configRequest", function (event) {
     var form = event.detail.elt;
     if (!form || !form.querySelector || !form.querySelector("input[name=view][value=list]")) return;
+    if (/\/review\/claims\/$/.test(event.detail.path)) {
+      var claimed = form.querySelector("input[name=requests]");
+      claimFocusId = claimed ? "row-" + claimed.value : null;
+      return;
+    }
     if (/\/reverse\/$/.test(event.detail.path)) {
       undoing = true;
       return;
@@ -323,6 +445,13 @@
     decided = row;
     advanceTo = rowAfter(row);
     if (advanceTo) event.detail.parameters.then = advanceTo.id.replace(/^row-/, "");
+    // The answer adds the next request after the list's last row (rows the notice added
+    // out of order are skipped as "last"), so the list never runs dry: no paging step.
+    var all = rows();
+    var ordered = all.filter(function (r) { return !r.classList.contains("is-new"); });
+    var last = ordered[ordered.length - 1];
+    if (last) event.detail.parameters.last = last.id.replace(/^row-/, "");
+    event.detail.parameters.shown = all.map(function (r) { return r.id.replace(/^row-/, ""); });
   });
 
   document.addEventListener("htmx:beforeRequest", function (event) {
@@ -353,11 +482,40 @@
     pendingFocusId = null;
     if (!replacement) return;
     var invalid = replacement.querySelector("[aria-invalid=true]");
-    if (invalid) invalid.focus();
-    else focusElement(replacement);
+    if (invalid) {
+      invalid.focus();
+      return;
+    }
+    if (replacement.classList.contains("is-decided")) {
+      // Resolved: on to the next open item, as a decision in the list goes on to the next.
+      var all = cards();
+      var after = all.slice(all.indexOf(replacement) + 1).concat(all.slice(0, all.indexOf(replacement)));
+      var next = after.filter(function (card) {
+        return !card.classList.contains("is-decided");
+      })[0];
+      focusElement(next || replacement);
+      return;
+    }
+    focusElement(replacement);
   });
 
   function afterListSettle(event) {
+    if (event.detail.target === list()) {
+      // New requests were added at the end: the reviewer's place is where it was.
+      var marked = list().querySelector(".is-focused");
+      var active = document.activeElement;
+      if (marked && (!active || active === document.body || !document.body.contains(active))) {
+        focusRow(marked);
+      }
+    }
+    if (claimFocusId) {
+      var claimedRow = document.getElementById(claimFocusId);
+      claimFocusId = null;
+      if (claimedRow) {
+        focusRow(claimedRow);
+        return;
+      }
+    }
     armToast();
     updateSelectionCount();
     var pane = detailPane();

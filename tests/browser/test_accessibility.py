@@ -169,3 +169,101 @@ def test_the_evaluation_pages_have_no_axe_violations_and_no_sideways_scroll(
         assert page.evaluate("document.documentElement.scrollWidth") <= width, name
         if width == 1280 and name == "evaluation":
             screenshot(page)
+
+
+def _lead_tenant(agent, tenant, owner) -> None:
+    """Requests (two claimed, one by someone else), canned reasons and decisions, so the queue,
+    the lead's pages and the cards show every new control."""
+    from apps.audit.services import Actor
+    from apps.records.claims import claims_take
+    from apps.records.models import PromotionRequest
+    from apps.records.reasons import review_reason_add
+    from apps.records.services import promotion_reject
+    from apps.tenancy.context import tenant_scope
+
+    _busy_tenant(agent)
+    actor = Actor.for_user(owner)
+    with tenant_scope(tenant.pk):
+        review_reason_add(tenant=tenant, decision="reject", text="Test data", actor=actor)
+        review_reason_add(tenant=tenant, decision="approve", text="Matches the CRM", actor=actor)
+        first, second, third = PromotionRequest.objects.order_by("requested_at")
+        claims_take(tenant=tenant, request_ids=[first.pk], actor=actor)
+        claims_take(tenant=tenant, request_ids=[second.pk], actor=Actor("user", "someone", "cole"))
+        promotion_reject(request=third, actor=actor, reason="no such customer")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_review_tools_have_no_axe_violations(
+    new_page, owner, agent, tenant, console_path, width
+):
+    """The queue with claims and canned reasons, grouped, and the lead's two pages (one
+    tenant, one browser page: each page is checked in turn)."""
+    _lead_tenant(agent, tenant, owner)
+    page = new_page(owner, width=width, bypass_csp=True)
+    found = {}
+    for path in (
+        console_path("review"),
+        console_path("review") + "?group=key",
+        console_path("review-settings"),
+        console_path("review-throughput"),
+    ):
+        page.goto(path)
+        found[path] = _violations(page)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, path
+    assert {path: names for path, names in found.items() if names} == {}
+
+
+def test_the_item_pages_have_no_axe_violations(
+    new_page, owner, reviewer, agent, tenant, console_path
+):
+    """A request's and a conflict's own pages, the bulk confirmation, a memory with its
+    deletion and redaction pages, receipts, and the confirmations that ask for a reason
+    (lifting a hold, revoking a credential, removing a member); the sign-in page too."""
+    from apps.audit.services import Actor
+    from apps.derivations.models import DeletionReceipt
+    from apps.records.models import Conflict, MemoryRecord, PromotionRequest
+    from apps.records.services import legal_hold_place
+    from apps.tenancy.context import tenant_scope
+    from apps.tenancy.models import Membership
+    from tests.conftest import make_agent
+
+    _lead_tenant(agent, tenant, owner)
+    deleter = make_agent(tenant, "read,write,delete", "deleter")
+    doomed = write_ok(deleter, subject="user:gone", source={"kind": "interaction", "ref": "gone"})
+    assert deleter.delete(f"/api/v1/records/{doomed['id']}").status_code == 200
+    with tenant_scope(tenant.pk):
+        hold = legal_hold_place(
+            tenant=tenant, actor=Actor.for_user(owner), reason="litigation", subject="user:0"
+        )
+        request = PromotionRequest.objects.first()
+        conflict = Conflict.objects.first()
+        receipt = DeletionReceipt.objects.first()
+        record = MemoryRecord.objects.first()
+        membership = Membership.objects.get(user=reviewer)
+    assert request is not None
+    assert conflict is not None
+    assert receipt is not None
+    assert record is not None
+    page = new_page(owner, bypass_csp=True)
+    found = {}
+    for path in (
+        console_path("review-request", request_id=request.pk),
+        console_path("conflict", conflict_id=conflict.pk),
+        console_path("review-bulk-approve"),
+        console_path("deletion", receipt_id=receipt.pk),
+        console_path("receipt", receipt_id=receipt.pk),
+        console_path("memory", record_id=record.pk),
+        console_path("memory-delete", record_id=record.pk),
+        console_path("memory-redact", record_id=record.pk),
+        console_path("memory-subject", subject="user:0"),
+        console_path("memory-scopes"),
+        console_path("hold-lift", hold_id=hold.pk),
+        console_path("credential-revoke", credential_id=agent.credential.pk),
+        console_path("member-remove", membership_id=membership.pk),
+    ):
+        page.goto(path)
+        found[path] = _violations(page)
+    anonymous = new_page(None, bypass_csp=True)
+    anonymous.goto("/console/login/")
+    found["/console/login/"] = _violations(anonymous)
+    assert {path: names for path, names in found.items() if names} == {}

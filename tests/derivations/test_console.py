@@ -352,7 +352,7 @@ def test_a_confirmed_erasure_is_queued_run_by_the_worker_and_shows_its_receipt(
         # The identifier erased by is not kept beside the receipt.
         assert job.value == ""
     assert str(parent.pk) in done
-    assert "<dt>facts</dt> <dd>3</dd>" in done
+    assert '<dt title="facts">Facts</dt> <dd>3</dd>' in done
     listed = client.get(url(tenant, "erasures")).content.decode()
     assert url(tenant, "erasure-job", job_id=job.pk) in listed
     assert "3 facts, 3 records" in listed

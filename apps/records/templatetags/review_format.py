@@ -7,6 +7,8 @@ from typing import Any
 
 from django import template
 
+from apps.records.claims import claim_in_force
+
 register = template.Library()
 
 
@@ -32,3 +34,9 @@ def upto(value: Any, separator: str) -> str:
     """The text before ``separator``: ``"3 days, 4 hours"|upto:","`` is "3 days" (a row shows
     the largest unit; the exact time is in the title)."""
     return str(value).split(separator, 1)[0]
+
+
+@register.filter
+def claim_at(item: Any, now: Any) -> Any:
+    """The promotion request's claim in force at ``now`` (None when nobody holds it)."""
+    return claim_in_force(item, now) if now else None

@@ -11,6 +11,7 @@ shows the first one.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,13 +19,16 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.audit.models import ActorType
 from apps.audit.services import Actor
+from apps.tenancy.keyset import Cursor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import RESOLVE_CONFLICTS, REVIEW_PROMOTIONS
+from apps.tenancy.templatetags.console_format import human_label
 from apps.tenancy.views import (
     ConsoleRequest,
     _render,
@@ -34,6 +38,7 @@ from apps.tenancy.views import (
     tenant_view,
 )
 
+from ..claims import claims_held_count
 from ..forms_review import (
     ApproveForm,
     BulkApproveForm,
@@ -44,18 +49,28 @@ from ..forms_review import (
     ReverseForm,
     SelectionForm,
 )
-from ..models import Conflict, PromotionRequest, PromotionState
+from ..models import Conflict, PromotionRequest, PromotionState, ReviewReason
+from ..reasons import review_reasons
 from ..review import (
     BULK_APPROVE_LIMIT,
     CONFLICT_PAGE_SIZE,
     COUNT_LIMIT,
+    GROUP_FILTERS,
     QUEUE_PAGE_SIZE,
+    ClaimFilter,
+    ConflictOrder,
+    QueueGroup,
     QueueOrder,
+    QueuePage,
+    RequestGroups,
+    arrivals_mark,
     conflict_get,
     conflict_queue_count,
     conflict_queue_page,
     promotion_queue_count,
+    promotion_queue_groups,
     promotion_queue_page,
+    promotion_queue_refill,
     promotion_queue_selection,
     promotion_queue_sorted_page,
     promotion_request_get,
@@ -63,6 +78,7 @@ from ..review import (
     promotions_reject_bulk,
 )
 from ..services import (
+    Claimed,
     OwnEvidence,
     RecordError,
     conflict_resolve,
@@ -95,31 +111,53 @@ def _safe_next(request: ConsoleRequest, fallback: str) -> str:
     return fallback
 
 
+def reviewer_id(request: ConsoleRequest) -> str:
+    """The person's id as actors (and claims) record it."""
+    return str(request.user.pk) if getattr(request.user, "pk", None) is not None else ""
+
+
 def _reviewer_context(request: ConsoleRequest, tenant: Tenant, section: str) -> dict[str, Any]:
-    is_person = getattr(request.user, "pk", None) is not None
     return {
         "tenant": tenant,
         "section": section,
         # Lets an item say "you wrote this record" before the reviewer tries to approve it.
         "reviewer_type": ActorType.USER,
-        "reviewer_id": str(request.user.pk) if is_person else "",
+        "reviewer_id": reviewer_id(request),
+        # Claims are shown as held "by you" or by someone else, and end at a moment.
+        "now": timezone.now(),
     }
+
+
+def queue_filter_form(request: ConsoleRequest, data: Any) -> PromotionQueueFilterForm:
+    return PromotionQueueFilterForm(data or None, reviewer_id=reviewer_id(request))
+
+
+def _canned_reasons() -> dict[str, list[ReviewReason]]:
+    """The tenant's canned reasons by decision, in key order (one query)."""
+    reasons: dict[str, list[ReviewReason]] = {"approve": [], "reject": []}
+    for reason in review_reasons():
+        reasons[reason.decision].append(reason)
+    return reasons
 
 
 # --- the promotion queue --------------------------------------------------------------------
 
 
 def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
-    form = PromotionQueueFilterForm(request.GET or None)
+    form = queue_filter_form(request, request.GET)
     base = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
     page = None
+    groups = None
     count = 0
     earlier_url = later_url = None
     paged_on = False
     if not form.is_bound or form.is_valid():
         filters = form.filters()
         cursors = form.cleaned_data if form.is_bound else {}
-        if form.order != QueueOrder.OLDEST:
+        if form.grouping:
+            groups = promotion_queue_groups(filters=filters, by=form.grouping)
+            page = QueuePage[PromotionRequest](items=[], earlier_than=None, later_than=None)
+        elif form.order != QueueOrder.OLDEST:
             page = promotion_queue_sorted_page(
                 filters=filters, order=form.order, after=cursors.get("after"), size=QUEUE_PAGE_SIZE
             )
@@ -141,10 +179,16 @@ def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
     # Pager links keep the order too; bulk links do not need it (a bulk decision takes the
     # oldest matching requests).
     pager_query = form.query_for() if form.is_bound else ""
+    filter_values = (
+        [(name, request.GET[name]) for name in form.FILTER_FIELDS if request.GET.get(name)]
+        if filtered
+        else []
+    )
     return {
         **_reviewer_context(request, tenant, "review"),
         "filter_form": form,
         "page": page,
+        "groups": _group_rows(tenant, form, groups) if groups is not None else None,
         "count": count,
         "count_limit": COUNT_LIMIT,
         "bulk_limit": BULK_APPROVE_LIMIT,
@@ -161,15 +205,71 @@ def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
         + (f"&{filter_query}" if filter_query else ""),
         # The selection form carries the queue's filters, so its confirmation approves only
         # ticked requests that still match them.
-        "filter_values": [
-            (name, request.GET[name]) for name in form.FILTER_FIELDS if request.GET.get(name)
-        ]
-        if filtered
-        else [],
+        "filter_values": filter_values,
         "earlier_url": earlier_url,
         "later_url": later_url,
         "next_url": request.get_full_path(),
         "undo_reason": UNDO_REASON,
+        "canned": _canned_reasons(),
+        # "N new requests": what arrives after this moment, under these filters.
+        "arrivals_url": _arrivals_url(
+            tenant, filter_query, arrivals_mark(), listed=bool(page and page.items)
+        ),
+        "claims_held": claims_held_count(holder_id=reviewer_id(request)),
+        "claim_batch_size": CLAIM_BATCH_DEFAULT,
+        "mine_url": _mine_url(base, form),
+    }
+
+
+def _mine_url(base: str, form: PromotionQueueFilterForm) -> str:
+    query = QueryDict(form.query_for() if form.is_bound else "", mutable=True)
+    query["claim"] = ClaimFilter.MINE
+    return f"{base}?{query.urlencode()}"
+
+
+# The batch "Claim the next ..." offers: a page's worth.
+CLAIM_BATCH_DEFAULT = QUEUE_PAGE_SIZE
+
+
+def _arrivals_url(tenant: Tenant, filter_query: str, since: Cursor, *, listed: bool) -> str:
+    query = QueryDict(filter_query, mutable=True)
+    query["since"] = since.token()
+    if not listed:
+        query["listed"] = "no"
+    url = reverse("console:review-arrivals", kwargs={"tenant_slug": tenant.slug})
+    return f"{url}?{query.urlencode()}"
+
+
+def _group_rows(
+    tenant: Tenant, form: PromotionQueueFilterForm, groups: RequestGroups
+) -> dict[str, Any]:
+    """Each group with the links that show it and that decide it together (the bulk
+    confirmation, which lists exactly the group's requests)."""
+    base = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
+    bulk = reverse("console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug})
+    selector = GROUP_FILTERS[groups.by]
+    rows = []
+    for group in groups.groups:
+        query = QueryDict(form.query_for(), mutable=True)
+        query.pop("group", None)
+        query[selector] = group.value
+        if selector == "key_exact":
+            query.pop("key", None)
+        shown = query.urlencode()
+        rows.append(
+            {
+                "group": group,
+                "label": human_label(group.value) if groups.by == QueueGroup.SOURCE else "",
+                "show_url": f"{base}?{shown}",
+                "approve_url": f"{bulk}?{shown}",
+                "reject_url": f"{bulk}?decision=reject&{shown}",
+            }
+        )
+    return {
+        "by": groups.by,
+        "by_label": QueueGroup(groups.by).label.lower(),
+        "rows": rows,
+        "more": groups.more,
     }
 
 
@@ -206,6 +306,7 @@ def _item_context(
         "next_url": next_url,
         "list_mode": in_list,
         "undo_reason": UNDO_REASON,
+        "canned": _canned_reasons(),
         **extra,
     }
 
@@ -219,16 +320,43 @@ def _in_list(request: ConsoleRequest) -> bool:
     return source.get("view") == "list"
 
 
-def _list_counts(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
-    """The queue's count, under the filters of the queue page the action came from."""
+def _shown_form(request: ConsoleRequest, tenant: Tenant) -> PromotionQueueFilterForm:
+    """The filter form of the queue page the action came from (its ``next``)."""
     queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
     shown = urlsplit(_safe_next(request, queue_url))
-    form = PromotionQueueFilterForm(QueryDict(shown.query) if shown.query else None)
+    return queue_filter_form(request, QueryDict(shown.query) if shown.query else None)
+
+
+def _posted_ids(request: ConsoleRequest, name: str, limit: int) -> list[uuid.UUID]:
+    ids = []
+    for value in request.POST.getlist(name)[:limit]:
+        try:
+            ids.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    return ids
+
+
+def _refill(request: ConsoleRequest, form: PromotionQueueFilterForm) -> list[PromotionRequest]:
+    """The request to add at the end of the list after a decision: the next one after the
+    list's last row (``last``) that the list does not show yet (``shown``)."""
+    last = _posted_ids(request, "last", 1)
+    if not last or form.grouping:
+        return []
+    shown = tuple(_posted_ids(request, "shown", QUEUE_PAGE_SIZE * 3))
+    filters = replace(form.filters(), shown=shown)
+    return promotion_queue_refill(filters=filters, order=form.order, after_id=last[0])
+
+
+def _list_counts(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
+    """The queue's count, under the filters of the queue page the action came from."""
+    form = _shown_form(request, tenant)
     filters = form.filters()
     return {
         "count": promotion_queue_count(filters=filters),
         "count_limit": COUNT_LIMIT,
         "filtered": filters.active,
+        "claims_held": claims_held_count(holder_id=reviewer_id(request)),
     }
 
 
@@ -262,9 +390,11 @@ def _decision_answer(
     item_error: str = "",
     reject_form: RejectForm | None = None,
     approve_form: ApproveForm | None = None,
+    refresh_row: bool = False,
 ) -> HttpResponse:
     """The item as it stands now: in place for htmx, else back to the queue (or, when the
-    decision needs correcting, the request's own page with the error)."""
+    decision needs correcting, the request's own page with the error). ``refresh_row``: the
+    list's row changed too (someone else claimed the request meanwhile)."""
     context = _item_context(
         request,
         tenant,
@@ -272,6 +402,7 @@ def _decision_answer(
         item_error=item_error,
         reject_form=reject_form,
         approve_form=approve_form,
+        refresh_row=refresh_row,
     )
     needs_correcting = bool(
         item_error or (reject_form and reject_form.errors) or (approve_form and approve_form.errors)
@@ -279,7 +410,11 @@ def _decision_answer(
     if context["list_mode"]:
         if needs_correcting or item.state == PromotionState.OPEN:
             return render(request, f"{QUEUE_TEMPLATE}#detail_response", context)
-        context.update(_list_counts(request, tenant), then_item=_then_item(request))
+        context.update(
+            _list_counts(request, tenant),
+            then_item=_then_item(request),
+            refill=_refill(request, _shown_form(request, tenant)),
+        )
         return render(request, f"{QUEUE_TEMPLATE}#decided_response", context)
     if request.htmx:
         return render(request, f"{QUEUE_TEMPLATE}#item_response", context)
@@ -314,6 +449,11 @@ def _decide(
             messages.success(request, f"Rejected {subject}: the record stays provisional.")
     except OwnEvidence as error:
         return _decision_answer(request, tenant, item, item_error=str(error))
+    except Claimed as error:
+        # A stale tab: someone claimed it after this page was drawn. Show who holds it.
+        return _decision_answer(
+            request, tenant, _request_or_404(request_id), item_error=str(error), refresh_row=True
+        )
     except RecordError as error:
         if "state" not in error.extra:
             return _decision_answer(request, tenant, item, item_error=str(error))
@@ -413,6 +553,7 @@ def _bulk_context(
         "queue_url": _filtered_queue_url(tenant, filter_form),
         "form": form,
         "rejects": form.rejects,
+        "canned": _canned_reasons(),
     }
 
 
@@ -449,14 +590,14 @@ def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse
     carrying their ids. POST: approve those of them that are still pending and still match;
     nothing outside the confirmation is ever approved, and what was left alone is reported."""
     if request.method != "POST":
-        filter_form = PromotionQueueFilterForm(request.GET or None)
+        filter_form = queue_filter_form(request, request.GET)
         if filter_form.is_bound and not filter_form.is_valid():
             return redirect("console:review", tenant_slug=tenant.slug)
         decision = "reject" if request.GET.get("decision") == "reject" else "approve"
         return _bulk_confirmation(request, tenant, filter_form, decision=decision)
 
-    form = BulkApproveForm(request.POST)
-    filter_form = PromotionQueueFilterForm(request.POST)
+    form = BulkApproveForm(request.POST, reviewer_id=reviewer_id(request))
+    filter_form = queue_filter_form(request, request.POST)
     if not form.is_valid():
         if "requests" in form.errors or not filter_form.is_valid():
             problems = [str(message) for message in form.errors.get("requests", [])]
@@ -515,13 +656,14 @@ def review_selection(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """The requests ticked in the queue, posted with the queue's filters: the same
     confirmation as a bulk approval (a snapshot of exactly these ids, listed), for approving
     or rejecting them. Nothing is decided here; the confirmation's POST decides."""
-    form = SelectionForm(request.POST)
+    form = SelectionForm(request.POST, reviewer_id=reviewer_id(request))
     if not form.is_valid():
         problems = [str(message) for message in form.errors.get("requests", [])]
         messages.error(request, " ".join(problems) or "Tick the requests to decide first.")
         return redirect(_filtered_queue_url(tenant, form))
-    filter_form = PromotionQueueFilterForm(
-        {name: request.POST.get(name, "") for name in PromotionQueueFilterForm.FILTER_FIELDS}
+    filter_form = queue_filter_form(
+        request,
+        {name: request.POST.get(name, "") for name in PromotionQueueFilterForm.FILTER_FIELDS},
     )
     return _bulk_confirmation(
         request,
@@ -545,23 +687,37 @@ def _conflicts_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any
     form = ConflictQueueForm(request.GET or None)
     base = reverse("console:conflicts", kwargs={"tenant_slug": tenant.slug})
     page = None
+    count = 0
     earlier_url = later_url = None
+    paged_on = False
     if not form.is_bound or form.is_valid():
         cursors = form.cleaned_data if form.is_bound else {}
+        filters = form.filters()
         page = conflict_queue_page(
-            after=cursors.get("after"), before=cursors.get("before"), size=CONFLICT_PAGE_SIZE
+            filters=filters,
+            order=form.order,
+            after=cursors.get("after"),
+            before=cursors.get("before") if form.order == ConflictOrder.OLDEST else None,
+            size=CONFLICT_PAGE_SIZE,
         )
+        count = conflict_queue_count(filters=filters)
+        paged_on = form.order != ConflictOrder.OLDEST and cursors.get("after") is not None
         if page.earlier_than is not None:
             earlier_url = f"{base}?{form.query_for(before=page.earlier_than.token())}"
         if page.later_than is not None:
             later_url = f"{base}?{form.query_for(after=page.later_than.token())}"
+    filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
+    pager_query = form.query_for() if form.is_bound else ""
     return {
         **_reviewer_context(request, tenant, "conflicts"),
+        "filter_form": form,
         "pager_form": form,
         "page": page,
-        "count": conflict_queue_count() if page is not None else 0,
+        "count": count,
         "count_limit": COUNT_LIMIT,
-        "first_url": base,
+        "filtered": filtered,
+        "first_url": f"{base}?{pager_query}" if pager_query else base,
+        "paged_on": paged_on,
         "earlier_url": earlier_url,
         "later_url": later_url,
         "next_url": request.get_full_path(),
@@ -619,6 +775,15 @@ def _resolve_answer(
 ) -> HttpResponse:
     context = _conflict_context(request, tenant, conflict, resolve_form=form)
     if request.htmx:
+        queue_url = reverse("console:conflicts", kwargs={"tenant_slug": tenant.slug})
+        shown = urlsplit(_safe_next(request, queue_url))
+        queue_form = ConflictQueueForm(QueryDict(shown.query) if shown.query else None)
+        filters = queue_form.filters()
+        context.update(
+            count=conflict_queue_count(filters=filters),
+            count_limit=COUNT_LIMIT,
+            filtered=filters.active,
+        )
         return render(request, f"{CONFLICTS_TEMPLATE}#item_response", context)
     if form is not None and form.errors:
         return render(request, CONFLICT_TEMPLATE, context, status=400)

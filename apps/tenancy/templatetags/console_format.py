@@ -1,4 +1,9 @@
-"""Template filters of the console."""
+"""Template filters of the console.
+
+Internal names (receipt counts such as ``held_facts``, audit actions such as
+``promotion.approve``, enum values such as ``tool_call``) are shown by their human label;
+the raw name stays available in a tooltip (``title``) and in the JSON the API returns.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,166 @@ from django import template
 
 register = template.Library()
 
+# Labels of the internal names pages show: counts of receipts and erasures, erasure
+# selectors, enum values, and the keys audit events keep in their data.
+LABELS: dict[str, str] = {
+    # what a deletion or an erasure removed
+    "facts": "Facts",
+    "records": "Records",
+    "versions": "Record versions",
+    "observations": "Observations",
+    "promotion_requests": "Promotion requests",
+    "promotion_events": "Promotion events",
+    "conflicts": "Conflicts",
+    "stored_responses": "Stored API responses (left as tombstones)",
+    "embeddings": "Embeddings",
+    "summaries_invalidated": "Summaries invalidated",
+    "outbox": "Queued background work",
+    "runs": "Runs",
+    "episodes": "Episodes",
+    "checkpoints": "Checkpoints",
+    "obligations_stripped": "Obligations stripped of payload and result",
+    "held_facts": "Facts kept under a legal hold",
+    "held_records": "Records kept under a legal hold",
+    "selector": "Erased by",
+    "subject": "Subject",
+    "owner": "Owner",
+    "consent_ref": "Consent reference",
+    # source kinds
+    "interaction": "Interaction",
+    "tool_call": "Tool call",
+    "document": "Document",
+    "user_action": "Person's action",
+    "derived": "Derived",
+    # resolutions
+    "keep_current": "Kept the current value",
+    "accept_new": "Accepted the new value",
+    "corrected": "Wrote a corrected value",
+    "not_a_conflict": "Not a conflict (different scopes)",
+    # trust, status, retention
+    "provisional": "Provisional",
+    "confirmed": "Confirmed",
+    "active": "Active",
+    "superseded": "Superseded",
+    "expired": "Expired",
+    "redacted": "Redacted",
+    "session": "Session",
+    "consent": "Consent",
+    "contract": "Contract",
+    "indefinite": "Indefinite",
+    # sensitivity classes
+    "public": "Public",
+    "internal": "Internal",
+    "personal": "Personal",
+    "restricted": "Restricted",
+    # who acted
+    "user": "person",
+    "credential": "agent credential",
+    "system": "system",
+    # audit data keys
+    "record": "Record",
+    "fact": "Fact",
+    "reason": "Reason",
+    "target": "Target",
+    "request": "Request",
+    "promotion_request": "Promotion request",
+    "promotion_event": "Promotion event",
+    "deletion_receipt": "Deletion receipt",
+    "review_reason": "Canned reason",
+    "legal_hold": "Legal hold",
+    "key": "Key",
+    "count": "Count",
+    "until": "Until",
+    "decision": "Decision",
+    "approve": "Approving",
+    "reject": "Rejecting",
+    "before_minutes": "Minutes before",
+    "after_minutes": "Minutes after",
+}
+
+ACTION_LABELS: dict[str, str] = {
+    "tenant.create": "Tenant created",
+    "membership.set": "Role set",
+    "membership.remove": "Member removed",
+    "credential.issue": "Credential issued",
+    "credential.revoke": "Credential revoked",
+    "platform.read": "Read by a platform operator",
+    "platform.admin_tenant": "Opened by a platform operator",
+    "record.write": "Record written",
+    "record.write_rejected": "Write refused",
+    "record.observe": "Observed again",
+    "record.promote": "Record confirmed",
+    "record.reclassify": "Sensitivity raised",
+    "record.redact": "Record redacted",
+    "record.restore": "Record restored",
+    "record.delete": "Record deleted",
+    "promotion.request": "Promotion requested",
+    "promotion.approve": "Promotion approved",
+    "promotion.reject": "Promotion rejected",
+    "promotion.return_to_provisional": "Returned to provisional",
+    "promotion.reopen": "Promotion request reopened",
+    "conflict.open": "Conflict opened",
+    "conflict.resolve": "Conflict resolved",
+    "fact.split": "Fact split by scope",
+    "retention.set": "Retention rule changed",
+    "legal_hold.place": "Legal hold placed",
+    "legal_hold.lift": "Legal hold lifted",
+    "consent.revoke": "Consent revoked",
+    "erasure.request": "Erasure requested",
+    "erasure.batch": "Erasure batch",
+    "erasure.complete": "Erasure completed",
+    "summary.create": "Summary written",
+    "search.decision": "Searched for a decision",
+    "state.read": "State read",
+    "run.open": "Run opened",
+    "run.close": "Run closed",
+    "episode.append": "Episode added",
+    "checkpoint.write": "Checkpoint saved",
+    "obligation.create": "Obligation opened",
+    "obligation.commit": "Obligation committed",
+    "obligation.commit_refused": "Commit refused",
+    "obligation.fail": "Obligation failed",
+    "obligation.cancel": "Obligation cancelled",
+    "review.claim": "Requests claimed",
+    "review.release": "Claims released",
+    "review.claim_duration": "Claim length changed",
+    "review.reason_add": "Canned reason added",
+    "review.reason_remove": "Canned reason removed",
+    "review.reason_move": "Canned reason moved",
+}
+
+# Audit data whose values are themselves internal names (the rest are ids, counts, text).
+_NAMED_VALUES = frozenset({"resolution", "selector", "decision", "kind", "state", "basis"})
+
+
+def human_label(name: Any) -> str:
+    """The label of an internal name; an unknown one is spelt out (``held_facts`` becomes
+    "Held facts", ``erasure.batch`` "Erasure batch"), never shown raw."""
+    text = str(name)
+    if text in LABELS:
+        return LABELS[text]
+    if text in ACTION_LABELS:
+        return ACTION_LABELS[text]
+    spelt = text.replace("_", " ").replace(".", " ").strip()
+    return spelt[:1].upper() + spelt[1:]
+
 
 @register.filter
-def audit_value(value: Any) -> str:
-    """An audit event's data value as a reader expects it: lists comma-separated, no reprs."""
+def human(name: Any) -> str:
+    """``{{ key|human }}``: the label of an internal name (see :func:`human_label`)."""
+    return human_label(name)
+
+
+@register.filter
+def action_label(action: Any) -> str:
+    """An audit action's label (``promotion.approve`` is "Promotion approved")."""
+    return ACTION_LABELS.get(str(action)) or human_label(action)
+
+
+@register.filter
+def audit_value(value: Any, key: str = "") -> str:
+    """An audit event's data value as a reader expects it: lists comma-separated, no reprs,
+    internal names by their label."""
     if value is None:
         return "—"
     if isinstance(value, list | tuple):
@@ -19,5 +180,18 @@ def audit_value(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, dict):
-        return "; ".join(f"{key}: {audit_value(item)}" for key, item in value.items())
+        return "; ".join(
+            f"{human_label(name)}: {audit_value(item, name)}" for name, item in value.items()
+        )
+    if key in _NAMED_VALUES and isinstance(value, str):
+        return human_label(value)
     return str(value)
+
+
+RECEIPT_KINDS = {"record": "Record deletion", "erasure": "Erasure", "expiry": "Expiry"}
+
+
+@register.filter
+def receipt_kind(kind: Any) -> str:
+    """A deletion receipt's kind as a reader names it."""
+    return RECEIPT_KINDS.get(str(kind)) or human_label(kind)

@@ -1,0 +1,248 @@
+"""Console: sharing out the promotion queue while it is worked. Claims (a reviewer takes a
+request, the ticked ones or the next batch; others see who holds them; claims expire) and
+the queue's "N new requests" notice, polled without reloading the page.
+
+Claims change through :mod:`apps.records.claims`, which locks and audits. Without JavaScript
+every form here posts and redirects back to the queue; with htmx a claim answers with the
+changed rows (and the detail pane, when it shows one of them) out of band, so the list keeps
+its place and focus.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.audit.services import Actor
+from apps.tenancy.keyset import Cursor
+from apps.tenancy.models import Tenant
+from apps.tenancy.permissions import REVIEW_PROMOTIONS
+from apps.tenancy.views import ConsoleRequest, page_shown, tenant_view
+
+from ..claims import ClaimError, ClaimOutcome, claims_held_count, claims_release, claims_take
+from ..forms_review import ClaimBatchForm, ClaimForm
+from ..models import PromotionRequest, PromotionState
+from ..review import (
+    COUNT_LIMIT,
+    QUEUE_PAGE_SIZE,
+    ClaimFilter,
+    arrivals_mark,
+    promotion_queue_arrivals,
+    promotion_queue_count,
+    promotion_queue_page,
+    promotion_queue_selection,
+    promotion_request_get,
+)
+from .review import (
+    QUEUE_TEMPLATE,
+    UNDO_REASON,
+    _canned_reasons,
+    _reviewer_context,
+    _safe_next,
+    queue_filter_form,
+    reviewer_id,
+)
+
+# Requests named one by one when a claim leaves some to their holders.
+HELD_LISTED = 5
+
+
+def _queue_url(tenant: Tenant) -> str:
+    return reverse("console:review", kwargs={"tenant_slug": tenant.slug})
+
+
+def _held_message(outcome: ClaimOutcome) -> str:
+    named = "; ".join(
+        f"{request.record.subject} · {request.record.key} by {claim.holder_label} "
+        f"until {claim.expires_at:%H:%M} UTC"
+        for request, claim in outcome.held[:HELD_LISTED]
+    )
+    more = len(outcome.held) - HELD_LISTED
+    return (
+        f"{len(outcome.held)} {'is' if len(outcome.held) == 1 else 'are'} already claimed by "
+        f"someone else and stay theirs: {named}" + (f"; and {more} more." if more > 0 else ".")
+    )
+
+
+def _report(request: ConsoleRequest, outcome: ClaimOutcome, *, claiming: bool) -> None:
+    done = len(outcome.done)
+    plural = "s" if done != 1 else ""
+    if claiming and done:
+        assert outcome.until is not None
+        messages.success(
+            request,
+            f"Claimed {done} request{plural} until {outcome.until:%H:%M} UTC: other reviewers "
+            "see them as yours and cannot decide them meanwhile.",
+        )
+    elif done:
+        messages.success(request, f"Released {done} request{plural}: anyone may take them now.")
+    elif not outcome.held and not outcome.closed:
+        messages.info(request, "Nothing to release: you hold none of these.")
+    if outcome.held:
+        messages.warning(request, _held_message(outcome))
+    if outcome.closed:
+        messages.info(
+            request,
+            f"{outcome.closed} {'was' if outcome.closed == 1 else 'were'} decided meanwhile "
+            "(or no longer exist) and were left as they are.",
+        )
+
+
+def _claimed_rows(request: ConsoleRequest, tenant: Tenant, ids: list[uuid.UUID]) -> HttpResponse:
+    """The changed rows, the focused card (``focused``) and the messages, out of band."""
+    items = [found for pk in ids if (found := promotion_request_get(pk)) is not None]
+    items = [item for item in items if item.state == PromotionState.OPEN]
+    focused = request.POST.get("focused", "")
+    card = next((item for item in items if str(item.pk) == focused), None)
+    context = {
+        **_reviewer_context(request, tenant, "review"),
+        "rows": items,
+        "card": card,
+        "next_url": _safe_next(request, _queue_url(tenant)),
+        "list_mode": True,
+        "undo_reason": UNDO_REASON,
+        "canned": _canned_reasons() if card is not None else {},
+        "claims_held": claims_held_count(holder_id=reviewer_id(request)),
+    }
+    return render(request, f"{QUEUE_TEMPLATE}#claimed_response", context)
+
+
+@tenant_view(REVIEW_PROMOTIONS)
+@require_POST
+def review_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """Claim (or release) the requests posted: the focused row's ``c``, or the ticked ones.
+    A request someone else holds stays theirs, and the answer says so."""
+    form = ClaimForm(request.POST)
+    back = _safe_next(request, _queue_url(tenant))
+    if not form.is_valid():
+        problems = [str(m) for errors in form.errors.values() for m in errors]
+        messages.error(request, " ".join(problems))
+        if request.htmx:
+            return _claimed_rows(request, tenant, [])
+        return redirect(back)
+    ids: list[uuid.UUID] = form.cleaned_data["requests"]
+    actor = Actor.for_user(request.user)
+    claiming = form.cleaned_data["action"] == "claim"
+    try:
+        if claiming:
+            outcome = claims_take(tenant=tenant, request_ids=ids, actor=actor)
+        else:
+            outcome = claims_release(tenant=tenant, actor=actor, request_ids=ids)
+    except ClaimError as error:
+        messages.error(request, str(error))
+        outcome = ClaimOutcome()
+    _report(request, outcome, claiming=claiming)
+    if request.htmx and request.POST.get("view") == "list":
+        return _claimed_rows(request, tenant, ids)
+    return redirect(back)
+
+
+@tenant_view(REVIEW_PROMOTIONS)
+@require_POST
+def review_claim_batch(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """Claim the next requests (oldest first) the queue's filters match that no one else
+    holds, then show the queue narrowed to the reviewer's own claims."""
+    form = ClaimBatchForm(request.POST, reviewer_id=reviewer_id(request))
+    if not form.is_valid():
+        problems = [str(m) for errors in form.errors.values() for m in errors]
+        messages.error(request, " ".join(problems) or "Check the filters and try again.")
+        return redirect(_safe_next(request, _queue_url(tenant)))
+    filters = form.filters()
+    available = replace(filters, claim=ClaimFilter.AVAILABLE)
+    batch = promotion_queue_selection(filters=available, limit=form.cleaned_data["size"])
+    if not batch:
+        messages.info(request, "Nothing to claim: every matching request is decided or held.")
+        return redirect(_safe_next(request, _queue_url(tenant)))
+    outcome = claims_take(
+        tenant=tenant, request_ids=[item.pk for item in batch], actor=Actor.for_user(request.user)
+    )
+    _report(request, outcome, claiming=True)
+    query = QueryDict(form.query_for(), mutable=True)
+    query["claim"] = ClaimFilter.MINE
+    return redirect(f"{_queue_url(tenant)}?{query.urlencode()}")
+
+
+@tenant_view(REVIEW_PROMOTIONS)
+@require_POST
+def review_release_all(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """Let go of every request the reviewer holds (end of a shift, a batch left half done)."""
+    outcome = claims_release(tenant=tenant, actor=Actor.for_user(request.user))
+    _report(request, outcome, claiming=False)
+    return redirect(_safe_next(request, _queue_url(tenant)))
+
+
+# --- "N new requests" -----------------------------------------------------------------------
+
+
+def _arrivals_context(
+    request: ConsoleRequest, tenant: Tenant, since: Cursor, **extra: Any
+) -> dict[str, Any]:
+    form = queue_filter_form(request, request.GET)
+    filters = form.filters()
+    query = QueryDict(form.query_for() if form.is_bound else "", mutable=True)
+    query["since"] = since.token()
+    listed = request.GET.get("listed") != "no"
+    if not listed:
+        query["listed"] = "no"
+    base = reverse("console:review-arrivals", kwargs={"tenant_slug": tenant.slug})
+    return {
+        **_reviewer_context(request, tenant, "review"),
+        "arrived": promotion_queue_arrivals(filters=filters, since=since),
+        "arrivals_url": f"{base}?{query.urlencode()}",
+        "arrival_rows_url": reverse(
+            "console:review-arrival-rows", kwargs={"tenant_slug": tenant.slug}
+        )
+        + f"?{query.urlencode()}",
+        "listed": listed,
+        "results_url": f"{_queue_url(tenant)}?{shown}"
+        if (shown := form.query_for())
+        else (_queue_url(tenant)),
+        "count": promotion_queue_count(filters=filters),
+        "count_limit": COUNT_LIMIT,
+        "filtered": filters.active,
+        "oob": True,
+        **extra,
+    }
+
+
+def _since(request: ConsoleRequest) -> Cursor:
+    """The page's mark; a damaged or missing one starts from now (nothing is "new")."""
+    return Cursor.parse(request.GET.get("since", "")[:100]) or arrivals_mark()
+
+
+@tenant_view(REVIEW_PROMOTIONS)
+@require_GET
+def review_arrivals(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """How many requests arrived since the page's mark (polled by the queue page), with the
+    live count of the whole queue."""
+    context = _arrivals_context(request, tenant, _since(request))
+    return render(request, f"{QUEUE_TEMPLATE}#arrivals_response", context)
+
+
+@tenant_view(REVIEW_PROMOTIONS)
+@require_GET
+def review_arrival_rows(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
+    """The requests that arrived since the mark, as rows to add at the end of the list (the
+    reviewer's place and focus stay), and the notice with the mark moved past them."""
+    since = _since(request)
+    form = queue_filter_form(request, request.GET)
+    page = promotion_queue_page(filters=form.filters(), after=since, size=QUEUE_PAGE_SIZE)
+    items: list[PromotionRequest] = page.items
+    moved = Cursor(items[-1].requested_at, items[-1].pk) if items else since
+    context = _arrivals_context(
+        request,
+        tenant,
+        moved,
+        rows=items,
+        # The rows' decisions go back to (and count under) the page they are added to.
+        next_url=page_shown(request),
+        list_mode=True,
+    )
+    return render(request, f"{QUEUE_TEMPLATE}#arrival_rows_response", context)
