@@ -223,7 +223,7 @@ AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 # addresses would be personal data kept for no decision.
 AXES_DISABLE_ACCESS_LOG = True
 # Failed API authentication, per client address (apps.api.throttling).
-API_AUTH_FAILURE_LIMIT = 20
+API_AUTH_FAILURE_LIMIT = int(os.environ.get("MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT", "20"))
 API_AUTH_FAILURE_WINDOW = 60
 
 # --- i18n / static ----------------------------------------------------------------------------
@@ -268,8 +268,18 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Swagger UI would otherwise send the schema's URL to validator.swagger.io for a badge.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    # A request body's objects admit only their listed members (the server refuses others).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.api.schema.closed_request_bodies",
+    ],
     # One name for the sensitivity classes wherever they appear.
-    "ENUM_NAME_OVERRIDES": {"SensitivityEnum": ["public", "internal", "personal", "restricted"]},
+    "ENUM_NAME_OVERRIDES": {
+        "SensitivityEnum": ["public", "internal", "personal", "restricted"],
+        "ReceiptKindEnum": ["record", "erasure", "expiry"],
+        "HitTypeEnum": ["record", "summary"],
+        "SourceTypeEnum": ["record", "episode"],
+    },
 }
 
 # --- Celery -----------------------------------------------------------------------------------

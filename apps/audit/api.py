@@ -10,9 +10,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import Cursor, CursorPagination
+from rest_framework.pagination import Cursor
 from rest_framework.request import Request
 
+from apps.api.pagination import CursorPage
 from apps.api.problems import Problem, flatten_errors
 from apps.tenancy.selectors import parse_uuid
 
@@ -93,7 +94,7 @@ class AuditEventFilterSerializer(serializers.Serializer[dict[str, Any]]):
     )
 
 
-class AuditPagination(CursorPagination):
+class AuditPagination(CursorPage):
     ordering = "-seq"
     page_size = 50
     page_size_query_param = "page_size"

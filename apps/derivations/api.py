@@ -7,18 +7,21 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework import serializers
-from rest_framework.exceptions import PermissionDenied
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.api.idempotency import idempotent
-from apps.api.problems import Problem
-from apps.api.schema import PAGE_PARAMETERS
+from apps.api.pagination import CursorPage
+from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem
+from apps.api.schema import PAGE_PARAMETERS, ProblemSerializer
 from apps.audit.services import Actor
 from apps.tenancy.models import AgentCredential
 
@@ -26,6 +29,15 @@ from . import selectors, services
 from .embeddings import client_vector_split, client_vector_store
 from .models import ErasureJob, ErasureJobState, Summary
 from .preview import DeletionPreview
+from .responses import (
+    ErasureJobSerializer,
+    ErasurePreviewSerializer,
+    ErasureResultSerializer,
+    ReceiptDetailSerializer,
+    ReceiptSerializer,
+    RedactResponse,
+    SummarySerializer,
+)
 
 if TYPE_CHECKING:
     from .erasure import ErasurePreview
@@ -107,7 +119,7 @@ class SummaryCreateView(APIView):
 
     @extend_schema(
         request=SummaryInput,
-        responses={201: OpenApiTypes.OBJECT},
+        responses={201: SummarySerializer},
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
     @idempotent()
@@ -144,7 +156,7 @@ class SummaryDetailView(APIView):
 
     required_action = "read"
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=SummarySerializer)
     def get(self, request: Request, summary_id: str) -> Response:
         summary = selectors.summary_get(summary_id)
         if summary is None:
@@ -164,7 +176,12 @@ class RecordRedactView(APIView):
 
     @extend_schema(
         request=RedactInput,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={
+            200: RedactResponse,
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="A legal hold keeps the record as it is."
+            ),
+        },
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
     @idempotent()
@@ -252,9 +269,17 @@ class ErasureView(APIView):
     @extend_schema(
         request=ErasureInput,
         responses={
-            200: OpenApiTypes.OBJECT,
+            200: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    "ErasureOutcome",
+                    serializers=[ErasureResultSerializer, ErasurePreviewSerializer],
+                    resource_type_field_name=None,
+                    many=False,
+                ),
+                description="The erasure, done; or with `dry_run: true`, what it would remove.",
+            ),
             202: OpenApiResponse(
-                OpenApiTypes.OBJECT,
+                ErasureJobSerializer,
                 description="More records than ERASURE_JOB_THRESHOLD_RECORDS match: the "
                 "erasure is a job; its URL is in Location and in `url`.",
             ),
@@ -349,16 +374,12 @@ class ErasureJobView(APIView):
     """An erasure job of the credential's tenant (asked for through the API or the console)."""
 
     # Either action reads it: the eraser follows its job, an auditor the deletion history.
-    readers = ("erase", "audit")
+    required_action = ("erase", "audit")
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=ErasureJobSerializer)
     def get(self, request: Request, job_id: str) -> Response:
         from .erasure_jobs import erasure_job_get
 
-        credential = request.auth
-        assert isinstance(credential, AgentCredential)
-        if not any(credential.allows(action) for action in self.readers):
-            raise PermissionDenied("This credential lacks the 'erase' or 'audit' action.")
         job = erasure_job_get(job_id)
         if job is None:
             raise Problem("No such erasure job.", status_code=404)
@@ -373,7 +394,7 @@ def receipt_body(receipt: Any) -> dict[str, Any]:
     return body
 
 
-class ReceiptPagination(CursorPagination):
+class ReceiptPagination(CursorPage):
     ordering = ("-deleted_at", "-id")
     page_size = 50
     page_size_query_param = "page_size"
@@ -384,6 +405,7 @@ class DeletionReceiptListView(APIView):
     """Deletion receipts, newest first (``?parent=<id>`` lists an erasure's receipts)."""
 
     required_action = "audit"
+    pagination_class = ReceiptPagination
 
     @extend_schema(
         operation_id="v1_deletion_receipts_list",
@@ -392,14 +414,14 @@ class DeletionReceiptListView(APIView):
             OpenApiParameter("kind", str),
             *PAGE_PARAMETERS,
         ],
-        responses=OpenApiTypes.OBJECT,
+        responses=ReceiptSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
         queryset = selectors.receipts(
             parent=request.query_params.get("parent", ""),
             kind=request.query_params.get("kind", ""),
         )
-        paginator = ReceiptPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response([receipt_body(r) for r in page or []])
 
@@ -407,7 +429,7 @@ class DeletionReceiptListView(APIView):
 class DeletionReceiptDetailView(APIView):
     required_action = "audit"
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=ReceiptDetailSerializer)
     def get(self, request: Request, receipt_id: str) -> Response:
         receipt = selectors.receipt_get(receipt_id)
         if receipt is None:

@@ -12,16 +12,21 @@ from typing import Any
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.pagination import CursorPagination
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.api.idempotency import idempotent
 from apps.api.known_input import query_flag
+from apps.api.pagination import CursorPage
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
-from apps.api.schema import CURSOR_PARAMETER, PAGE_PARAMETERS
+from apps.api.schema import CURSOR_PARAMETER, PAGE_PARAMETERS, ProblemSerializer
 from apps.audit.services import Actor, audit_record
 from apps.derivations.embeddings import VECTOR_FIELD, client_vector_split, client_vector_store
 from apps.tenancy.models import AgentCredential
@@ -34,6 +39,15 @@ from .models import (
     PromotionEvent,
     PromotionRequest,
     PromotionState,
+)
+from .responses import (
+    ConsentRevocationSerializer,
+    DeletionPreviewSerializer,
+    DeletionReceiptSerializer,
+    FactCheckResponse,
+    FactsResponse,
+    HistoryResponse,
+    RecordDetail,
 )
 from .serializers import (
     ConflictResolveInput,
@@ -91,11 +105,19 @@ def _record_or_404(record_id: str) -> MemoryRecord:
     return record
 
 
-class RecordPagination(CursorPagination):
+class RecordPagination(CursorPage):
     ordering = ("-written_at", "-id")
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+
+class PromotionRequestPagination(CursorPage):
+    ordering = ("-requested_at", "-id")
+
+
+class ConflictPagination(CursorPage):
+    ordering = ("-opened_at", "-id")
 
 
 RECORD_FILTER_PARAMS = [
@@ -107,6 +129,7 @@ class RecordListCreateView(APIView):
     """List the tenant's live records, or write one (the policy boundary)."""
 
     required_actions = {"GET": "read", "POST": "write"}
+    pagination_class = RecordPagination
     # validate_write refuses unknown members itself (apps.api.known_input).
     checks_body_members = True
 
@@ -116,7 +139,7 @@ class RecordListCreateView(APIView):
     def get(self, request: Request) -> Response:
         filters = {name: request.query_params.get(name, "") for name in selectors.RECORD_FILTERS}
         queryset = with_open_conflict(selectors.records_list(filters))
-        paginator = RecordPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(serialize_many(RecordSerializer, page))
 
@@ -191,7 +214,7 @@ class RecordDetailView(APIView):
 
     required_actions = {"GET": "read", "DELETE": "delete"}
 
-    @extend_schema(responses=RecordSerializer)
+    @extend_schema(responses=RecordDetail)
     def get(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
         record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
@@ -225,7 +248,17 @@ class RecordDetailView(APIView):
                 "is changed. Only `true` or `false` (anything else is a 400).",
             ),
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={
+            200: PolymorphicProxySerializer(
+                "DeletionOutcome",
+                serializers=[DeletionReceiptSerializer, DeletionPreviewSerializer],
+                resource_type_field_name=None,
+                many=False,
+            ),
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="A legal hold keeps the record."
+            ),
+        },
     )
     def delete(self, request: Request, record_id: str) -> Response:
         from apps.derivations.api import deletion_preview_body
@@ -268,7 +301,7 @@ class RecordHistoryView(APIView):
 
     required_action = "read"
 
-    @extend_schema(responses=VersionSerializer(many=True))
+    @extend_schema(responses=HistoryResponse)
     def get(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
         versions = serialize_many(VersionSerializer, selectors.record_history(record))
@@ -280,7 +313,15 @@ class RecordPromotionRequestView(APIView):
 
     required_action = "write"
 
-    @extend_schema(request=PromotionRequestInput, responses={201: PromotionRequestSerializer})
+    @extend_schema(
+        request=PromotionRequestInput,
+        responses={
+            201: PromotionRequestSerializer,
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="The record is confirmed, or cannot be promoted."
+            ),
+        },
+    )
     @idempotent()
     def post(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
@@ -300,6 +341,7 @@ class RecordPromotionRequestView(APIView):
 
 class PromotionRequestListView(APIView):
     required_action = "review"
+    pagination_class = PromotionRequestPagination
 
     @extend_schema(
         parameters=[OpenApiParameter("state", str, enum=PromotionState.values), CURSOR_PARAMETER],
@@ -312,8 +354,7 @@ class PromotionRequestListView(APIView):
                 "Invalid filter.",
                 errors={"state": [f"One of: {', '.join(PromotionState.values)}."]},
             )
-        paginator = CursorPagination()
-        paginator.ordering = ("-requested_at", "-id")
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.promotion_requests(state), request, self)
         return paginator.get_paginated_response(serialize_many(PromotionRequestSerializer, page))
 
@@ -337,7 +378,20 @@ class PromotionDecisionView(APIView):
     required_action = "review"
     decision = "approve"
 
-    @extend_schema(request=DecisionInput, responses=PromotionRequestSerializer)
+    @extend_schema(
+        request=DecisionInput,
+        responses={
+            200: PromotionRequestSerializer,
+            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The credential wrote the record: it cannot decide on it.",
+            ),
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The request is already decided, or its record cannot be promoted.",
+            ),
+        },
+    )
     @idempotent()
     def post(self, request: Request, request_id: str) -> Response:
         promotion = _promotion_or_404(request_id)
@@ -365,6 +419,7 @@ class PromotionRejectView(PromotionDecisionView):
 
 class ConflictListView(APIView):
     required_action = "review"
+    pagination_class = ConflictPagination
 
     @extend_schema(
         parameters=[OpenApiParameter("state", str, enum=ConflictState.values), CURSOR_PARAMETER],
@@ -376,8 +431,7 @@ class ConflictListView(APIView):
             raise Problem(
                 "Invalid filter.", errors={"state": [f"One of: {', '.join(ConflictState.values)}."]}
             )
-        paginator = CursorPagination()
-        paginator.ordering = ("-opened_at", "-id")
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.conflicts(state), request, self)
         return paginator.get_paginated_response(serialize_many(ConflictSerializer, page))
 
@@ -385,7 +439,19 @@ class ConflictListView(APIView):
 class ConflictResolveView(APIView):
     required_action = "review"
 
-    @extend_schema(request=ConflictResolveInput, responses=ConflictSerializer)
+    @extend_schema(
+        request=ConflictResolveInput,
+        responses={
+            200: ConflictSerializer,
+            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The credential wrote one of the versions: it cannot resolve it.",
+            ),
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="The conflict is already resolved."
+            ),
+        },
+    )
     @idempotent()
     def post(self, request: Request, conflict_id: str) -> Response:
         pk = _uuid(conflict_id)
@@ -428,7 +494,7 @@ class FactsView(APIView):
             OpenApiParameter("conditions", str, description="A JSON object, by containment."),
             OpenApiParameter("as_of", OpenApiTypes.DATETIME),
         ],
-        responses=FactSerializer(many=True),
+        responses=FactsResponse,
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
@@ -482,7 +548,7 @@ class FactCheckView(APIView):
 
     required_action = "read"
 
-    @extend_schema(request=FactCheckInput, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=FactCheckInput, responses=FactCheckResponse)
     def post(self, request: Request) -> Response:
         body = FactCheckInput(data=request.data)
         body.is_valid(raise_exception=True)
@@ -512,7 +578,19 @@ class ConsentRevokeView(APIView):
 
     required_action = "erase"
 
-    @extend_schema(request=ReasonInput, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=ReasonInput,
+        parameters=[
+            OpenApiParameter(
+                "consent_ref",
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+                OpenApiParameter.PATH,
+                description="The consent reference records were written under (1 to 200 "
+                "characters, not only spaces).",
+            )
+        ],
+        responses=ConsentRevocationSerializer,
+    )
     @idempotent(resource_id=lambda response: "")
     def post(self, request: Request, consent_ref: str) -> Response:
         credential = request.auth

@@ -11,12 +11,12 @@ from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.api.idempotency import idempotent
+from apps.api.pagination import CursorPage
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
 from apps.api.schema import PAGE_PARAMETERS, ProblemSerializer
 from apps.audit.services import Actor
@@ -100,14 +100,27 @@ def _text(request: Request, name: str) -> str:
     return value
 
 
-def _paginate(
-    view: APIView, request: Request, queryset: Any, ordering: tuple[str, ...]
-) -> tuple[CursorPagination, Any]:
-    """A cursor page of ``queryset`` (typed ``Any``: serializers take it with many=True)."""
-    paginator = CursorPagination()
-    paginator.ordering = ordering
-    paginator.page_size_query_param = "page_size"
-    paginator.max_page_size = 500
+class StatePagination(CursorPage):
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class RunPagination(StatePagination):
+    ordering = ("-opened_at", "-id")
+
+
+class EpisodePagination(StatePagination):
+    ordering = ("seq",)
+
+
+class ObligationPagination(StatePagination):
+    ordering = ("created_at", "id")
+
+
+def _paginate(view: Any, request: Request, queryset: Any) -> tuple[CursorPage, Any]:
+    """A cursor page of ``queryset`` by the view's paginator (typed ``Any``: serializers
+    take it with many=True)."""
+    paginator: CursorPage = view.pagination_class()
     page = paginator.paginate_queryset(queryset, request, view=view) or []
     return paginator, list(page)
 
@@ -120,6 +133,7 @@ class RunListCreateView(APIView):
     the run it was in."""
 
     required_action = "state"
+    pagination_class = RunPagination
 
     @extend_schema(
         parameters=[
@@ -133,7 +147,7 @@ class RunListCreateView(APIView):
         task_id = _text(request, "task_id")
         state = _choice(request, "state", RunState.values)
         runs = selectors.runs_list(task_id=task_id, state=state)
-        paginator, page = _paginate(self, request, runs, ("-opened_at", "-id"))
+        paginator, page = _paginate(self, request, runs)
         services.state_read(
             tenant=_credential(request).tenant_id,
             actor=_actor(request),
@@ -175,11 +189,12 @@ class EpisodeListCreateView(APIView):
     """A run's traces: append while it is open; they are discarded when it closes."""
 
     required_action = "state"
+    pagination_class = EpisodePagination
 
     @extend_schema(parameters=PAGE_PARAMETERS, responses=EpisodeSerializer(many=True))
     def get(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
-        paginator, page = _paginate(self, request, selectors.episodes_list(run), ("seq",))
+        paginator, page = _paginate(self, request, selectors.episodes_list(run))
         services.state_read(
             tenant=run.tenant_id,
             actor=_actor(request),
@@ -321,6 +336,7 @@ def _parse_overdue(request: Request) -> bool | None:
 
 class ObligationListCreateView(APIView):
     required_action = "state"
+    pagination_class = ObligationPagination
 
     @extend_schema(
         parameters=[
@@ -340,7 +356,7 @@ class ObligationListCreateView(APIView):
         state = _choice(request, "state", ObligationState.values)
         overdue = _parse_overdue(request)
         obligations = selectors.obligations_list(task_id=task_id, state=state, overdue=overdue)
-        paginator, page = _paginate(self, request, obligations, ("created_at", "id"))
+        paginator, page = _paginate(self, request, obligations)
         services.state_read(
             tenant=_credential(request).tenant_id,
             actor=_actor(request),
