@@ -8,7 +8,8 @@
 * the ``Idempotency-Key`` header, on exactly the operations whose handler honours it;
 * every problem response the request pipeline can give (a ``400`` for an unknown query
   parameter anywhere, ``401``/``403``/``429`` for authenticated operations, ``409``/``422``
-  for an idempotency key, ``413``/``415`` for bodies, ``503`` while the database is away),
+  for an idempotency key, ``413``/``415`` for bodies, ``414`` for a URL too long to read,
+  ``503`` while the database is away),
   each as the one ``Problem`` component. An operation's own ``@extend_schema(responses=...)``
   keeps its description for a status it names; the pipeline's is appended to it.
 """
@@ -107,6 +108,7 @@ def _problem_codes(
     if idempotent:
         codes[409] = ("A request with this Idempotency-Key is still in progress.", {})
         codes[422] = ("This Idempotency-Key was used with a different request.", {})
+    codes[414] = ("The URL (its query string, most often) is longer than the server reads.", {})
     if method in BODY_METHODS:
         codes[413] = (
             f"The request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
