@@ -34,6 +34,7 @@ NOT_FOR_DEPLOYMENT = {
     "MEMORYCONSOLE_DATABASE_NAME": "selects a database on the embedded server only",
     "MEMORYCONSOLE_WORK_STALLED_AFTER": "tuning: the default fits production",
     "MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER": "tuning: the default fits production",
+    "MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT": "tuning: the default fits production",
 }
 
 

@@ -9,15 +9,20 @@ import uuid
 from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.pagination import CursorPagination
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.contract import ContractView, InputRejected
 from apps.api.idempotency import idempotent
+from apps.api.pagination import CursorPage
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
+from apps.api.schema import ProblemSerializer
 from apps.audit.services import Actor, audit_record
 from apps.derivations.embeddings import VECTOR_FIELD, client_vector_store
 from apps.tenancy.models import AgentCredential
@@ -29,6 +34,15 @@ from .models import (
     MemoryRecord,
     PromotionEvent,
     PromotionRequest,
+)
+from .responses import (
+    ConsentRevocationSerializer,
+    DeletionPreviewSerializer,
+    DeletionReceiptSerializer,
+    FactCheckResponse,
+    FactsResponse,
+    HistoryResponse,
+    RecordDetail,
 )
 from .serializers import (
     ConflictListQuery,
@@ -92,11 +106,19 @@ def _record_or_404(record_id: str) -> MemoryRecord:
     return record
 
 
-class RecordPagination(CursorPagination):
+class RecordPagination(CursorPage):
     ordering = ("-written_at", "-id")
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+
+class PromotionRequestPagination(CursorPage):
+    ordering = ("-requested_at", "-id")
+
+
+class ConflictPagination(CursorPage):
+    ordering = ("-opened_at", "-id")
 
 
 WRITE_REJECTED = "The memory write was rejected; nothing was stored."
@@ -112,6 +134,7 @@ class RecordListCreateView(ContractView):
     required_actions = {"GET": "read", "POST": "write"}
     query_input = {"GET": RecordListQuery}
     body_input = {"POST": RecordWriteInput}
+    pagination_class = RecordPagination
 
     def handle_exception(self, exc: Exception) -> Response:
         # A refused write is audited (field names only), and the audit must survive the
@@ -144,13 +167,12 @@ class RecordListCreateView(ContractView):
     def get(self, request: Request) -> Response:
         filters = {name: self.params.get(name, "") for name in selectors.RECORD_FILTERS}
         queryset = with_open_conflict(selectors.records_list(filters))
-        paginator = RecordPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(serialize_many(RecordSerializer, page))
 
     @extend_schema(
         responses={201: RecordWriteResponse, 200: RecordWriteResponse},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
     @idempotent()
     def post(self, request: Request) -> Response:
@@ -188,7 +210,7 @@ class RecordDetailView(ContractView):
     required_actions = {"GET": "read", "DELETE": "delete"}
     query_input = {"DELETE": RecordDeleteQuery}
 
-    @extend_schema(responses=RecordSerializer)
+    @extend_schema(responses=RecordDetail)
     def get(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
         record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
@@ -212,7 +234,19 @@ class RecordDetailView(ContractView):
         body["derived"] = selectors.derived_artifacts(record)
         return Response(body)
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        responses={
+            200: PolymorphicProxySerializer(
+                "DeletionOutcome",
+                serializers=[DeletionReceiptSerializer, DeletionPreviewSerializer],
+                resource_type_field_name=None,
+                many=False,
+            ),
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="A legal hold keeps the record."
+            ),
+        },
+    )
     def delete(self, request: Request, record_id: str) -> Response:
         from apps.derivations.api import deletion_preview_body
         from apps.derivations.preview import deletion_preview
@@ -253,7 +287,7 @@ class RecordHistoryView(ContractView):
 
     required_action = "read"
 
-    @extend_schema(responses=VersionSerializer(many=True))
+    @extend_schema(responses=HistoryResponse)
     def get(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
         versions = serialize_many(VersionSerializer, selectors.record_history(record))
@@ -266,7 +300,14 @@ class RecordPromotionRequestView(ContractView):
     required_action = "write"
     body_input = {"POST": PromotionRequestInput}
 
-    @extend_schema(responses={201: PromotionRequestSerializer})
+    @extend_schema(
+        responses={
+            201: PromotionRequestSerializer,
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="The record is confirmed, or cannot be promoted."
+            ),
+        },
+    )
     @idempotent()
     def post(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
@@ -285,12 +326,12 @@ class RecordPromotionRequestView(ContractView):
 class PromotionRequestListView(ContractView):
     required_action = "review"
     query_input = {"GET": PromotionListQuery}
+    pagination_class = PromotionRequestPagination
 
     @extend_schema(responses=PromotionRequestSerializer(many=True))
     def get(self, request: Request) -> Response:
         state = self.params.get("state")
-        paginator = CursorPagination()
-        paginator.ordering = ("-requested_at", "-id")
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.promotion_requests(state), request, self)
         return paginator.get_paginated_response(serialize_many(PromotionRequestSerializer, page))
 
@@ -315,7 +356,19 @@ class PromotionDecisionView(ContractView):
     body_input = {"POST": DecisionInput}
     decision = "approve"
 
-    @extend_schema(responses=PromotionRequestSerializer)
+    @extend_schema(
+        responses={
+            200: PromotionRequestSerializer,
+            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The credential wrote the record: it cannot decide on it.",
+            ),
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The request is already decided, or its record cannot be promoted.",
+            ),
+        },
+    )
     @idempotent()
     def post(self, request: Request, request_id: str) -> Response:
         promotion = _promotion_or_404(request_id)
@@ -342,12 +395,12 @@ class PromotionRejectView(PromotionDecisionView):
 class ConflictListView(ContractView):
     required_action = "review"
     query_input = {"GET": ConflictListQuery}
+    pagination_class = ConflictPagination
 
     @extend_schema(responses=ConflictSerializer(many=True))
     def get(self, request: Request) -> Response:
         state = self.params.get("state")
-        paginator = CursorPagination()
-        paginator.ordering = ("-opened_at", "-id")
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.conflicts(state), request, self)
         return paginator.get_paginated_response(serialize_many(ConflictSerializer, page))
 
@@ -356,7 +409,18 @@ class ConflictResolveView(ContractView):
     required_action = "review"
     body_input = {"POST": ConflictResolveInput}
 
-    @extend_schema(responses=ConflictSerializer)
+    @extend_schema(
+        responses={
+            200: ConflictSerializer,
+            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The credential wrote one of the versions: it cannot resolve it.",
+            ),
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="The conflict is already resolved."
+            ),
+        },
+    )
     @idempotent()
     def post(self, request: Request, conflict_id: str) -> Response:
         pk = _uuid(conflict_id)
@@ -384,7 +448,7 @@ class FactsView(ContractView):
     required_action = "read"
     query_input = {"GET": FactsQuery}
 
-    @extend_schema(responses=FactSerializer(many=True))
+    @extend_schema(responses=FactsResponse)
     def get(self, request: Request) -> Response:
         subject, as_of = self.params["subject"], self.params.get("as_of")
         scope = selectors.ScopeFilter(
@@ -415,10 +479,7 @@ class FactCheckView(ContractView):
     required_action = "read"
     body_input = {"POST": FactCheckInput}
 
-    @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-    )
+    @extend_schema(responses=FactCheckResponse)
     @idempotent(replay="rerun")
     def post(self, request: Request) -> Response:
         items = [(item["id"], item.get("version")) for item in self.body["facts"]]
@@ -448,7 +509,18 @@ class ConsentRevokeView(ContractView):
     required_action = "erase"
     body_input = {"POST": ReasonInput}
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "consent_ref",
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+                OpenApiParameter.PATH,
+                description="The consent reference records were written under (1 to 200 "
+                "characters, not only spaces).",
+            )
+        ],
+        responses=ConsentRevocationSerializer,
+    )
     @idempotent(resource_id=lambda response: "")
     def post(self, request: Request, consent_ref: str) -> Response:
         credential = request.auth

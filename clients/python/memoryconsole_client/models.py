@@ -196,19 +196,46 @@ class FactCheck(TypedDict):
     current_version: NotRequired[int | None]
 
 
+class Why(TypedDict):
+    """What ranked a hit: cosine similarity (``vector``) and text rank (``text``)."""
+
+    vector: float | None
+    text: float | None
+    vector_rank: int | None
+    text_rank: int | None
+
+
+class HitSummary(TypedDict):
+    id: str
+    text: str
+    reason: str
+    sensitivity: str
+    sources: list[SummarySource]
+    created_at: str
+
+
 class SearchHit(TypedDict):
-    """One search result: a record or a summary, its score and why it matched."""
+    """One search result, the same keys for a record and a summary: ``type`` says which of
+    ``record`` and ``summary`` is set (the other is None). A summary has no scope, trust or
+    expiry of its own (None): it lives while its sources do."""
 
     type: Literal["record", "summary"]
+    record: Record | None
+    summary: HitSummary | None
     score: float
-    why: dict[str, Any]
-    provenance: Any
-    record: NotRequired[Record]
-    summary: NotRequired[dict[str, Any]]
+    why: Why
+    scope: Scope | None
+    trust: str | None
+    expires_at: str | None
+    source: dict[str, Any]
+    provenance: dict[str, Any]
 
 
 class SearchResult(TypedDict):
     results: list[SearchHit]
+    purpose: Literal["context", "decision"]
+    plan: str
+    model: str
 
 
 class Summary(TypedDict):
@@ -333,6 +360,10 @@ SCHEMA_COMPONENTS: dict[str, type] = {
     "ObligationCreateResponse": ObligationOpened,
     "AuditEvent": AuditEvent,
     "Problem": Problem,
+    "SearchHit": SearchHit,
+    "HitSummary": HitSummary,
+    "Why": Why,
+    "SearchResponse": SearchResult,
     "SourceInput": SourceInput,
     "ScopeInput": ScopeInput,
     "RetentionInput": RetentionInput,
