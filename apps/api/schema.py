@@ -19,12 +19,14 @@ decides it.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ComponentRegistry
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import Direction, OpenApiParameter
 from rest_framework import serializers
 
 from .idempotency import HEADER as IDEMPOTENCY_HEADER
@@ -159,6 +161,18 @@ class ProblemAutoSchema(AutoSchema):
             parameters.insert(0, query)
         return parameters
 
+    def _json_query_parameters(self) -> set[str]:
+        from .contract import QueryJSONObjectField
+
+        query = self._contract("query")
+        if query is None:
+            return set()
+        return {
+            name
+            for name, field in query().fields.items()
+            if isinstance(field, QueryJSONObjectField)
+        }
+
     def get_operation(
         self,
         path: str,
@@ -189,7 +203,17 @@ class ProblemAutoSchema(AutoSchema):
             described = operation.get("description", "")
             operation["description"] = f"{described}\n\n{needs}" if described else needs
 
+        body = self._contract("body")
+        if body is not None and "requestBody" in operation:
+            # Required where an absent body (read as {}) is refused: a search needs a query or
+            # a vector though no single member is required.
+            operation["requestBody"]["required"] = not body(data={}, context={}).is_valid()
+
+        json_parameters = self._json_query_parameters()
         for parameter in operation.get("parameters", []):
+            if parameter.get("in") == "query" and parameter.get("name") in json_parameters:
+                # A JSON object in the query string: content, so a client sends it as JSON.
+                parameter["content"] = {"application/json": {"schema": parameter.pop("schema")}}
             if parameter.get("in") == "path" and parameter.get("name", "").endswith("_id"):
                 # Every object id in a path is a UUID (a malformed one finds nothing: 404).
                 parameter["schema"] = {"type": "string", "format": "uuid"}
@@ -227,6 +251,44 @@ class ProblemAutoSchema(AutoSchema):
         return operation
 
 
+# drf-spectacular's extension base and its mapping methods (the documented way to extend what
+# it generates) carry no annotations.
+class StrictCharFieldSchema(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]
+    """A strict string states what it refuses besides its length: a blank (``minLength``),
+    NUL (a pattern), as :meth:`~apps.api.contract.StrictCharField.schema_constraints` says."""
+
+    target_class = "apps.api.contract.StrictCharField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: Direction) -> Any:
+        schema: dict[str, Any] = auto_schema._map_serializer_field(  # type: ignore[no-untyped-call]
+            self.target, direction, bypass_extensions=True
+        )
+        return {**schema, **self.target.schema_constraints()}
+
+
+class StrictSerializerSchema(OpenApiSerializerExtension):  # type: ignore[no-untyped-call]
+    """A strict object states its list bounds (a ``many=True`` member's ``min_length`` and
+    ``max_length``, which drf-spectacular leaves out) and its rules across members
+    (``schema_rules`` of :class:`~apps.api.contract.StrictSerializer`)."""
+
+    target_class = "apps.api.contract.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: Direction) -> Any:
+        schema: dict[str, Any] = auto_schema._map_serializer(  # type: ignore[no-untyped-call]
+            self.target, direction, bypass_extensions=True
+        )
+        properties = schema.get("properties", {})
+        for name, field in self.target.fields.items():
+            if isinstance(field, serializers.ListSerializer) and name in properties:
+                for bound, keyword in (("min_length", "minItems"), ("max_length", "maxItems")):
+                    if (limit := getattr(field, bound, None)) is not None:
+                        properties[name][keyword] = limit
+        schema.update(copy.deepcopy(self.target.schema_rules))
+        return schema
+
+
 def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: a request body's objects admit only the members
     they list.
@@ -234,8 +296,10 @@ def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, An
     :class:`~apps.api.contract.StrictSerializer` refuses any other member with a ``400`` naming
     it, so the schema says ``additionalProperties: false`` for every object with listed
     ``properties`` reachable from a request body (through ``$ref``, properties, items,
-    ``allOf``/``oneOf``/``anyOf``). Free-form objects (``payload``, ``conditions``) declare
-    ``additionalProperties`` themselves and are left as they are. Request and response
+    ``allOf``/``oneOf``/``anyOf``). A rule's subschema (``schema_rules``: properties without
+    a ``type``) constrains members the object declares and stays open. Free-form objects
+    (``payload``, ``conditions``) declare ``additionalProperties`` themselves and are left as
+    they are. Request and response
     serializers are distinct classes, so no object component is shared with a response, where
     members may be added.
     """
@@ -255,7 +319,11 @@ def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, An
             if name not in seen:
                 seen.add(name)
                 close(components.get(name))
-        if isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
+        if (
+            node.get("type") == "object"
+            and isinstance(node.get("properties"), dict)
+            and "additionalProperties" not in node
+        ):
             node["additionalProperties"] = False
         for key, value in node.items():
             if key != "$ref":

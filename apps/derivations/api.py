@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from django.db import transaction
@@ -141,7 +141,14 @@ class SummaryCreateView(ContractView):
     body_input = {"POST": SummaryInput}
 
     @extend_schema(
-        responses={201: SummarySerializer},
+        responses={
+            201: SummarySerializer,
+            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="A source is not a live record or episode of this tenant (each "
+                "named under `errors`).",
+            ),
+        },
     )
     @idempotent()
     def post(self, request: Request) -> Response:
@@ -201,6 +208,11 @@ class RecordRedactView(ContractView):
             (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
                 ProblemSerializer, description="A legal hold keeps the record as it is."
             ),
+            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="A field names no part of the record's value (each named under "
+                "`errors`).",
+            ),
         },
     )
     @idempotent()
@@ -248,6 +260,13 @@ class ErasureInput(StrictSerializer):
         help_text="A JSON boolean (true or false, never a string). true: the totals and ids the "
         "erasure would remove now; nothing is changed and no receipt is written.",
     )
+
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {"required": [name], "properties": {name: {"type": "string"}}}
+            for name in ("subject", "owner", "consent_ref")
+        ]
+    }
 
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
         from .erasure import SELECTORS

@@ -18,7 +18,7 @@ from drf_spectacular.utils import (
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.contract import ContractView, InputRejected
+from apps.api.contract import NON_BLANK_PATTERN, ContractView, InputRejected
 from apps.api.idempotency import idempotent
 from apps.api.pagination import CursorPage
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
@@ -140,10 +140,10 @@ class RecordListCreateView(ContractView):
         # A refused write is audited (field names only), and the audit must survive the
         # refusal: answered here, not by the exception handler, which rolls the request back.
         if isinstance(exc, InputRejected) and exc.where == "body" and exc.errors:
-            return self._write_rejected(exc.errors, too_large=exc.too_large)
+            return self._write_rejected(exc.errors, status=413 if exc.too_large else 400)
         return super().handle_exception(exc)
 
-    def _write_rejected(self, errors: dict[str, list[str]], *, too_large: bool) -> Response:
+    def _write_rejected(self, errors: dict[str, list[str]], *, status: int) -> Response:
         credential = self.request.auth
         assert isinstance(credential, AgentCredential)
         audited = audit_field_names({path: e for path, e in errors.items() if path != VECTOR_FIELD})
@@ -155,8 +155,7 @@ class RecordListCreateView(ContractView):
             action="record.write_rejected",
             data=audited,
         )
-        status = 413 if too_large else 400
-        detail = WRITE_TOO_LARGE if too_large else WRITE_REJECTED
+        detail = WRITE_TOO_LARGE if status == 413 else WRITE_REJECTED
         return Response(
             problem_body(status, detail, errors=errors),
             status=status,
@@ -172,7 +171,16 @@ class RecordListCreateView(ContractView):
         return paginator.get_paginated_response(serialize_many(RecordSerializer, page))
 
     @extend_schema(
-        responses={201: RecordWriteResponse, 200: RecordWriteResponse},
+        responses={
+            201: RecordWriteResponse,
+            200: RecordWriteResponse,
+            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The write names what this tenant does not have: no open run with "
+                "`source.run_id` (retention `session`), or a revoked consent "
+                "(`retention.consent_ref`). Nothing was stored.",
+            ),
+        },
     )
     @idempotent()
     def post(self, request: Request) -> Response:
@@ -184,7 +192,7 @@ class RecordListCreateView(ContractView):
                 tenant=credential.tenant, actor=_actor(request), data=data
             )
         except WriteRejected as rejected:
-            return self._write_rejected(rejected.errors, too_large=rejected.too_large)
+            return self._write_rejected(rejected.errors, status=rejected.status)
         if vector is not None:
             # In the request's transaction (ATOMIC_REQUESTS), with the write.
             client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
@@ -513,10 +521,10 @@ class ConsentRevokeView(ContractView):
         parameters=[
             OpenApiParameter(
                 "consent_ref",
-                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NON_BLANK_PATTERN},
                 OpenApiParameter.PATH,
                 description="The consent reference records were written under (1 to 200 "
-                "characters, not only spaces).",
+                "characters, not only spaces; a URL holding NUL is refused whole).",
             )
         ],
         responses=ConsentRevocationSerializer,

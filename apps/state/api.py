@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -38,14 +38,6 @@ from .serializers import (
     RunListQuery,
     RunOpenInput,
     RunSerializer,
-)
-
-IDEMPOTENCY_KEY = OpenApiParameter(
-    "Idempotency-Key",
-    str,
-    OpenApiParameter.HEADER,
-    description="Retrying with the same key and body returns the first response, with no "
-    "second effect (API.md, Idempotency).",
 )
 
 
@@ -138,7 +130,7 @@ class RunListCreateView(ContractView):
         )
         return paginator.get_paginated_response(RunSerializer(page, many=True).data)
 
-    @extend_schema(responses={201: RunSerializer}, parameters=[IDEMPOTENCY_KEY])
+    @extend_schema(responses={201: RunSerializer})
     @idempotent()
     def post(self, request: Request) -> Response:
         run = services.run_open(
@@ -189,7 +181,6 @@ class EpisodeListCreateView(ContractView):
             201: EpisodeSerializer,
             (409, PROBLEM_CONTENT_TYPE): _conflict("The run is closed."),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
@@ -223,7 +214,6 @@ class CheckpointCreateView(ContractView):
                 "latest with a different state. The problem names `latest_step`."
             ),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
@@ -285,7 +275,6 @@ class RunCloseView(ContractView):
                 description="The closed run (closing a closed run returns it unchanged).",
             )
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
@@ -337,8 +326,12 @@ class ObligationListCreateView(ContractView):
                 "obligation could never commit. `never_committable` names those dependencies "
                 "and `causes` the failed or cancelled obligations behind each."
             ),
+            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="`depends_on` names obligations this tenant does not have "
+                "(named under `errors` and `unknown`).",
+            ),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request) -> Response:
@@ -398,7 +391,6 @@ class ObligationCommitView(ContractView):
             ),
             (409, PROBLEM_CONTENT_TYPE): _conflict(COMMIT_REFUSED),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, obligation_id: str) -> Response:
@@ -474,7 +466,6 @@ class ObligationFailView(ObligationEndView):
             200: ObligationSerializer,
             (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, obligation_id: str) -> Response:
@@ -490,7 +481,6 @@ class ObligationCancelView(ObligationEndView):
             200: ObligationSerializer,
             (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, obligation_id: str) -> Response:

@@ -65,3 +65,15 @@ def assert_conforms(response: Any, path: str, method: str) -> Any:
             f"{method} {path} {response.status_code}: at {where or 'the top'}: {error.message}"
         ) from None
     return body
+
+
+def admits(path: str, method: str, body: Any) -> bool:
+    """Whether the schema's request body of ``method path`` admits ``body``, formats
+    included, with ECMAScript's regular expressions (as schemathesis and JSON Schema clients
+    read them: ``$`` is the end of the text, not also before a final newline)."""
+    import jsonschema_rs
+
+    operation = openapi()["paths"][path][method.lower()]
+    (media,) = operation["requestBody"]["content"].values()
+    schema = {**_json_schema(media["schema"]), "components": {"schemas": _components()}}
+    return bool(jsonschema_rs.Draft7Validator(schema, validate_formats=True).is_valid(body))
