@@ -9,7 +9,7 @@ LOG_LEVEL, ERASURE_JOB_THRESHOLD_RECORDS, MEMORYCONSOLE_STATIC_COLLECTED (the im
 behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
 SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER;
 tuning (the defaults fit production): MEMORYCONSOLE_WORK_STALLED_AFTER,
-MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER.
+MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER, MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT.
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 # addresses would be personal data kept for no decision.
 AXES_DISABLE_ACCESS_LOG = True
 # Failed API authentication, per client address (apps.api.throttling).
-API_AUTH_FAILURE_LIMIT = 20
+API_AUTH_FAILURE_LIMIT = int(os.environ.get("MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT", "20"))
 API_AUTH_FAILURE_WINDOW = 60
 
 # --- i18n / static ----------------------------------------------------------------------------
@@ -302,7 +302,12 @@ SPECTACULAR_SETTINGS = {
         "apps.api.schema.strict_request_bodies",
     ],
     # One name for the sensitivity classes wherever they appear.
-    "ENUM_NAME_OVERRIDES": {"SensitivityEnum": ["public", "internal", "personal", "restricted"]},
+    "ENUM_NAME_OVERRIDES": {
+        "SensitivityEnum": ["public", "internal", "personal", "restricted"],
+        "ReceiptKindEnum": ["record", "erasure", "expiry"],
+        "HitTypeEnum": ["record", "summary"],
+        "SourceTypeEnum": ["record", "episode"],
+    },
 }
 
 # --- Celery -----------------------------------------------------------------------------------

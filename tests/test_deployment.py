@@ -38,6 +38,7 @@ NOT_FOR_DEPLOYMENT = {
     "MEMORYCONSOLE_WORK_STALLED_AFTER": "tuning: the default fits production",
     "MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER": "tuning: the default fits production",
     "MEMORYCONSOLE_STATIC_COLLECTED": "set by the Dockerfile, which runs collectstatic",
+    "MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT": "tuning: the default fits production",
 }
 
 

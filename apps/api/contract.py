@@ -32,10 +32,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
-from django.core.validators import MaxLengthValidator, ProhibitNullCharactersValidator
+from django.core.validators import (
+    MaxLengthValidator,
+    ProhibitNullCharactersValidator,
+    RegexValidator,
+)
 from django.http import QueryDict
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
@@ -62,6 +65,16 @@ TOO_LARGE = "too_large"
 # The client's clock may run ahead of ours by this much; a timestamp that claims to be in the
 # past (observed_at, as_of) and is further ahead is refused.
 CLOCK_SKEW = timedelta(seconds=30)
+
+
+# What the OpenAPI schema says of a text field (apps.api.schema), as patterns that ECMAScript
+# and Python read alike: no NUL anywhere (no text column can hold it) and, where a blank is
+# refused, one character that is not whitespace as str.strip() counts it (what a trimmed field
+# removes; spelled out, since ECMAScript's \s is another set). A field that takes a blank says
+# so beside the pattern (drf-spectacular adds ``"maxLength": 0`` as the other of ``oneOf``).
+_WHITESPACE = r"\t-\r\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+NO_NUL_PATTERN = r"^[^\u0000]+$"
+NON_BLANK_PATTERN = rf"^[^\u0000]*[^\u0000{_WHITESPACE}][^\u0000]*$"
 
 
 def json_size(value: Any) -> int:
@@ -103,6 +116,18 @@ class StrictCharField(serializers.CharField):
             raise serializers.ValidationError(problem)
         value: str = super().to_internal_value(data)
         return value
+
+    def schema_constraints(self) -> dict[str, Any]:
+        """What the OpenAPI schema adds to this field's string: ``minLength`` where a blank
+        is refused, and a pattern saying what else is (a field with its own pattern refuses
+        NUL and blanks by it)."""
+        constraints: dict[str, Any] = {}
+        if not self.allow_blank:
+            constraints["minLength"] = max(1, self.min_length or 0)
+        if not any(isinstance(v, RegexValidator) for v in self.validators):
+            blank_refused = not self.allow_blank and self.trim_whitespace
+            constraints["pattern"] = NON_BLANK_PATTERN if blank_refused else NO_NUL_PATTERN
+        return constraints
 
 
 class ContentSizeValidator(MaxLengthValidator):
@@ -184,26 +209,29 @@ class StrictUUIDField(serializers.UUIDField):
         return super().to_internal_value(data)
 
 
-# RFC 3339 date-time: a full date, "T", a full time with an optional fraction, and a zone.
+# RFC 3339 date-time: a full date, "T", a full time with an optional fraction (to the
+# microsecond, what is stored), and a zone. Not on the first day of year 1 ahead of UTC, nor on
+# the last day of 9999 behind it: such a moment has no UTC time within the years 1 to 9999,
+# which is what is stored. The OpenAPI schema states this same pattern.
 RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})$"
+    r"^(?!0000|0001-01-01[Tt][^+-]*\+(?!00:00)|9999-12-31[Tt][^+-]*-(?!00:00))"
+    r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
+    r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$"
 )
 
 
 def parse_timestamp(raw: Any) -> datetime | None:
     """An RFC 3339 timestamp with a zone, in UTC; None for anything else (a date alone, no
-    zone, an impossible date, a moment outside what Python can represent)."""
-    if not isinstance(raw, str) or not RFC3339.match(raw):
+    zone, an impossible date, a moment outside what can be stored)."""
+    if not isinstance(raw, str) or not RFC3339.fullmatch(raw):
         return None
     try:
-        parsed = datetime.fromisoformat(raw.upper().replace("Z", "+00:00"))
-        # 0001-01-01T00:00:00+05:00 is valid RFC 3339 but falls before year 1 in UTC.
-        return parsed.astimezone(UTC)
-    except (ValueError, OverflowError):
+        return datetime.fromisoformat(raw.upper().replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:  # a day the month does not have
         return None
 
 
-@extend_schema_field(OpenApiTypes.DATETIME)
+@extend_schema_field({"type": "string", "format": "date-time", "pattern": RFC3339.pattern})
 class TimestampField(serializers.Field):  # type: ignore[type-arg]
     """An RFC 3339 timestamp with a zone (``2025-01-14T09:12:00Z``), returned in UTC.
 
@@ -245,7 +273,19 @@ def _unstorable(data: Any) -> None:
         raise serializers.ValidationError(root if root else problems)
 
 
-@extend_schema_field(OpenApiTypes.ANY)
+# Any JSON value but null, in the OpenAPI schema: an optional member says ``nullable`` beside it.
+JSON_VALUE_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "object", "additionalProperties": {}},
+        {"type": "array", "items": {}},
+        {"type": "string"},
+        {"type": "number"},
+        {"type": "boolean"},
+    ]
+}
+
+
+@extend_schema_field(JSON_VALUE_SCHEMA)
 class JSONValueField(serializers.JSONField):
     """Any JSON value of at most ``max_bytes`` as compact JSON. Over it: a ``413`` (content
     over its size), or a ``400`` with ``too_large=False`` (a part of a fact's identity)."""
@@ -314,27 +354,40 @@ class QueryIntegerField(serializers.IntegerField):
         return int(data)
 
 
-@extend_schema_field(OpenApiTypes.STR)
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {}})
 class QueryJSONObjectField(serializers.Field):  # type: ignore[type-arg]
-    """A JSON object written in the query string, e.g. ``{"region":"eu"}``."""
+    """A JSON object written in the query string, e.g. ``{"region":"eu"}``, of at most
+    :data:`QUERY_JSON_CHARS` characters. The OpenAPI schema declares the parameter as JSON
+    content (apps.api.schema)."""
 
     # Braces doubled: DRF formats its messages.
-    default_error_messages = {"invalid": 'Must be a JSON object, e.g. {{"region": "eu"}}.'}
+    default_error_messages = {
+        "invalid": 'Must be a JSON object, e.g. {{"region": "eu"}}.',
+        "too_long": "At most {limit} characters of JSON.",
+    }
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         try:
-            value = json.loads(data) if isinstance(data, str) else None
+            value = json.loads(data, parse_constant=_no_constant) if isinstance(data, str) else None
         except ValueError:
             value = None
-        if not isinstance(value, dict) or len(data) > 4096:
+        if not isinstance(value, dict):
             self.fail("invalid")
         assert isinstance(value, dict)
+        if len(data) > QUERY_JSON_CHARS:
+            self.fail("too_long", limit=QUERY_JSON_CHARS)
+        _unstorable(value)  # a NUL escaped as \u0000, an unpaired surrogate
         return value
 
     def to_representation(self, value: Any) -> Any:
         return json.dumps(value)
 
 
+QUERY_JSON_CHARS = 4096
 PAGE_SIZE_LIMIT = 500
 
 
@@ -365,6 +418,9 @@ class StrictSerializer(serializers.Serializer[dict[str, Any]]):
     default_error_messages = {"invalid": "Must be a JSON object."}
     unknown_field_messages: ClassVar[dict[str, str]] = {}
     unknown_field_default = "Unknown field."
+    # The rules of ``cross_field_errors`` as the OpenAPI schema states them (``anyOf``,
+    # ``oneOf``, ``allOf`` of JSON Schema, merged into the object's schema by apps.api.schema).
+    schema_rules: ClassVar[dict[str, Any]] = {}
     # An optional member may be null, meaning the same as leaving it out (the schema says
     # nullable); not a boolean flag, nor a query parameter (which cannot be null).
     null_is_absent = True

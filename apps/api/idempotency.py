@@ -45,6 +45,9 @@ TOMBSTONE_DETAIL = (
 )
 RETENTION = timedelta(hours=24)
 MAX_KEY_LENGTH = 200
+# Set on a decorated handler: the OpenAPI schema documents the header (and its 409 and 422)
+# for exactly the operations that honour it.
+MARK = "honours_idempotency_key"
 
 Handler = Callable[..., Response]
 
@@ -162,9 +165,15 @@ def idempotent(
                 )
             return response
 
+        setattr(wrapper, MARK, True)
         return wrapper
 
     return decorator
+
+
+def honours_key(handler: Any) -> bool:
+    """Whether ``handler`` (a view method) is wrapped by :func:`idempotent`."""
+    return bool(getattr(handler, MARK, False))
 
 
 def _default_resource(data: Any) -> str:

@@ -10,19 +10,30 @@ from rest_framework.request import Request
 from apps.tenancy.models import AgentCredential
 
 
-class IsAgent(permissions.BasePermission):
-    """An authenticated agent credential holding the action the view requires.
+def required_actions(view: Any, method: str) -> tuple[str, ...]:
+    """The credential actions ``method`` of ``view`` accepts: any one of them suffices, and
+    an empty tuple means any valid credential. The OpenAPI schema documents each operation's
+    from here (``x-required-actions``), so the check and its documentation cannot differ.
 
-    Views declare ``required_action`` (one action for every method) or
-    ``required_actions`` (``{"GET": "read", "POST": "write"}``).
+    Views declare ``required_action`` (for every method) or ``required_actions``
+    (``{"GET": "read", "POST": "write"}``); a value is an action or a tuple of alternatives.
     """
+    per_method: dict[str, str | tuple[str, ...]] = getattr(view, "required_actions", {}) or {}
+    action = per_method.get(method.upper(), getattr(view, "required_action", None))
+    if not action:
+        return ()
+    return (action,) if isinstance(action, str) else tuple(action)
+
+
+class IsAgent(permissions.BasePermission):
+    """An authenticated agent credential holding the action the view requires."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
         credential = request.auth
         if not isinstance(credential, AgentCredential):
             raise exceptions.NotAuthenticated("Send 'Authorization: Bearer <token>'.")
-        per_method: dict[str, str] = getattr(view, "required_actions", {}) or {}
-        action = per_method.get(request.method or "", getattr(view, "required_action", None))
-        if action and not credential.allows(action):
-            raise exceptions.PermissionDenied(f"This credential lacks the '{action}' action.")
+        actions = required_actions(view, request.method or "")
+        if actions and not any(credential.allows(action) for action in actions):
+            named = " or ".join(f"'{action}'" for action in actions)
+            raise exceptions.PermissionDenied(f"This credential lacks the {named} action.")
         return True

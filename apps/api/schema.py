@@ -1,15 +1,38 @@
-"""OpenAPI: each operation's input from its declared serializers (:mod:`apps.api.contract`),
-and the problem responses every operation can give, as one reusable component."""
+"""OpenAPI: what every operation takes, needs and can answer, derived from the code that
+decides it.
+
+``ProblemAutoSchema`` builds each operation from:
+
+* its input: the serializers that validate it at run time (``query_input`` and ``body_input``
+  of a :class:`~apps.api.contract.ContractView`), so the schema and the check cannot drift;
+* ``x-required-actions``: the credential actions it accepts (any one suffices; empty: any
+  credential), read from the same declaration that :class:`~apps.api.permissions.IsAgent`
+  enforces, and said in the description;
+* the ``Idempotency-Key`` header, on exactly the operations whose handler honours it;
+* every problem response the request pipeline can give (a ``400`` for an invalid or
+  undeclared query parameter or body member, ``401``/``403``/``429`` for authenticated
+  operations, ``409``/``422`` for an idempotency key, ``413``/``415`` for bodies, ``414`` for a
+  URL too long to read, ``503`` while the database is away),
+  each as the one ``Problem`` component. An operation's own ``@extend_schema(responses=...)``
+  keeps its description for a status it names; the pipeline's is appended to it.
+"""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+from django.conf import settings
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ComponentRegistry
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import Direction, OpenApiParameter
 from rest_framework import serializers
 
+from .idempotency import HEADER as IDEMPOTENCY_HEADER
+from .idempotency import MAX_KEY_LENGTH, honours_key
+from .middleware import DATABASE_RETRY_AFTER
+from .permissions import required_actions
 from .problems import PROBLEM_CONTENT_TYPE
 
 
@@ -33,15 +56,89 @@ class ProblemSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+EXTENSION_ACTIONS = "x-required-actions"
+
+# Printable ASCII (what the handler accepts), without spaces at either end: HTTP strips them,
+# so a key sent with one would reach the server as another key.
+IDEMPOTENCY_KEY_PATTERN = rf"^[!-~](?:[ -~]{{0,{MAX_KEY_LENGTH - 2}}}[!-~])?$"
+IDEMPOTENCY_PARAMETER: dict[str, Any] = {
+    "in": "header",
+    "name": IDEMPOTENCY_HEADER,
+    "required": False,
+    "schema": {"type": "string", "maxLength": MAX_KEY_LENGTH, "pattern": IDEMPOTENCY_KEY_PATTERN},
+    "description": (
+        f"1 to {MAX_KEY_LENGTH} printable ASCII characters. A retry with the same key and "
+        "body returns the first response (`Idempotent-Replayed: true`) with no second effect; "
+        "the same key with another body is a `422`, and while the first request with it is "
+        "still in progress, a `409`. Kept 24 hours per credential."
+    ),
+}
+RETRY_AFTER = {
+    "Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait."},
+}
+
+
+def _problem_codes(
+    method: str,
+    operation: dict[str, Any],
+    *,
+    actions: tuple[str, ...],
+    idempotent: bool,
+    checks_input: bool,
+) -> dict[int, tuple[str, dict[str, Any]]]:
+    """The problem responses the request pipeline can give: {status: (description, headers)}."""
+    parameters = operation.get("parameters", [])
+    secured = any(operation.get("security") or [])
+    codes: dict[int, tuple[str, dict[str, Any]]] = {}
+    if method in BODY_METHODS:
+        codes[400] = (
+            "Invalid or malformed request body, or a body member or query parameter that is "
+            "invalid or that the operation does not declare (each named under `errors`).",
+            {},
+        )
+    elif checks_input:
+        codes[400] = (
+            "An invalid query parameter, or one the operation does not declare (named under "
+            "`errors`).",
+            {},
+        )
+    if secured:
+        codes[401] = ("No, malformed, unknown or revoked bearer token.", {})
+        if actions:
+            codes[403] = (
+                f"The credential lacks the {' or '.join(f'`{a}`' for a in actions)} action.",
+                {},
+            )
+    if any(p.get("in") == "path" for p in parameters):
+        codes[404] = ("No such object in the credential's tenant.", {})
+    codes[406] = ("The Accept header excludes JSON and problem+json.", {})
+    if idempotent:
+        codes[409] = ("A request with this Idempotency-Key is still in progress.", {})
+        codes[422] = ("This Idempotency-Key was used with a different request.", {})
+    codes[414] = ("The URL (its query string, most often) is longer than the server reads.", {})
+    if method in BODY_METHODS:
+        codes[413] = (
+            f"The request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, or a "
+            "content field is over its size limit (named under `errors`).",
+            {},
+        )
+        codes[415] = ("The body is not application/json.", {})
+    if secured:
+        codes[429] = (
+            "Too many failed authentications from this address: every request is refused "
+            "until `Retry-After` seconds have passed.",
+            RETRY_AFTER,
+        )
+    codes[503] = (
+        f"The database is unavailable; nothing was changed. Retry after `Retry-After` "
+        f"seconds ({DATABASE_RETRY_AFTER}).",
+        RETRY_AFTER,
+    )
+    return codes
 
 
 class ProblemAutoSchema(AutoSchema):
-    """drf-spectacular's schema with each operation's input taken from the serializers that
-    validate it (``query_input`` and ``body_input`` of a :class:`~apps.api.contract
-    .ContractView`), plus the problem responses every operation can give.
-
-    An operation's own ``@extend_schema(responses=...)`` wins for a status it names.
-    """
+    """drf-spectacular's schema, plus what every operation takes, needs and can answer."""
 
     def _contract(self, kind: str) -> Any:
         from .contract import ContractMixin, serializer_for
@@ -64,6 +161,18 @@ class ProblemAutoSchema(AutoSchema):
             parameters.insert(0, query)
         return parameters
 
+    def _json_query_parameters(self) -> set[str]:
+        from .contract import QueryJSONObjectField
+
+        query = self._contract("query")
+        if query is None:
+            return set()
+        return {
+            name
+            for name, field in query().fields.items()
+            if isinstance(field, QueryJSONObjectField)
+        }
+
     def get_operation(
         self,
         path: str,
@@ -77,62 +186,151 @@ class ProblemAutoSchema(AutoSchema):
         )
         if operation is None:
             return None
+        method = method.upper()
         ref = self.resolve_serializer(ProblemSerializer, "response").ref
+        handler = getattr(self.view, method.lower(), None)
+        idempotent = honours_key(handler)
+        secured = any(operation.get("security") or [])
+        actions = required_actions(self.view, method) if secured else ()
+
+        if secured:
+            operation[EXTENSION_ACTIONS] = list(actions)
+            needs = (
+                f"Needs a credential with the {' or '.join(f'`{a}`' for a in actions)} action."
+                if actions
+                else "Needs any valid agent credential."
+            )
+            described = operation.get("description", "")
+            operation["description"] = f"{described}\n\n{needs}" if described else needs
+
+        body = self._contract("body")
+        if body is not None and "requestBody" in operation:
+            # Required where an absent body (read as {}) is refused: a search needs a query or
+            # a vector though no single member is required.
+            operation["requestBody"]["required"] = not body(data={}, context={}).is_valid()
+
+        json_parameters = self._json_query_parameters()
+        for parameter in operation.get("parameters", []):
+            if parameter.get("in") == "query" and parameter.get("name") in json_parameters:
+                # A JSON object in the query string: content, so a client sends it as JSON.
+                parameter["content"] = {"application/json": {"schema": parameter.pop("schema")}}
+            if parameter.get("in") == "path" and parameter.get("name", "").endswith("_id"):
+                # Every object id in a path is a UUID (a malformed one finds nothing: 404).
+                parameter["schema"] = {"type": "string", "format": "uuid"}
+
+        if idempotent:
+            parameters = [
+                p
+                for p in operation.get("parameters", [])
+                if not (p.get("in") == "header" and p.get("name") == IDEMPOTENCY_HEADER)
+            ]
+            operation["parameters"] = [*parameters, IDEMPOTENCY_PARAMETER]
+
         responses: dict[str, Any] = operation.setdefault("responses", {})
-        parameters = operation.get("parameters", [])
-        codes: dict[int, str] = {}
         from .contract import ContractMixin
 
-        if method.upper() in BODY_METHODS:
-            codes[400] = "Invalid, unknown or malformed query parameters or body members."
-            codes[413] = "The body, or a content field, is over its size limit."
-            codes[415] = "The body is not application/json."
-        elif isinstance(self.view, ContractMixin) or any(
-            p.get("in") == "query" for p in parameters
-        ):
-            # Every operation refuses a query parameter it does not document.
-            codes[400] = "Invalid, unknown or malformed query parameters."
-        if any(operation.get("security") or []):
-            codes[401] = "No, malformed, unknown or revoked bearer token."
-            codes[403] = "The credential lacks the action this operation needs."
-        if any(p.get("in") == "path" for p in parameters):
-            codes[404] = "No such object in the credential's tenant."
-        codes[406] = "The Accept header excludes application/json."
-        for code, description in codes.items():
-            responses.setdefault(
-                str(code),
-                {"content": {PROBLEM_CONTENT_TYPE: {"schema": ref}}, "description": description},
-            )
+        # A contract view refuses a query parameter it does not declare, on every method.
+        checks_input = isinstance(self.view, ContractMixin) or any(
+            p.get("in") == "query" for p in operation.get("parameters", [])
+        )
+        codes = _problem_codes(
+            method, operation, actions=actions, idempotent=idempotent, checks_input=checks_input
+        )
+        for code, (description, headers) in codes.items():
+            declared = responses.get(str(code))
+            if declared is None:
+                response: dict[str, Any] = {
+                    "content": {PROBLEM_CONTENT_TYPE: {"schema": ref}},
+                    "description": description,
+                }
+                if headers:
+                    response["headers"] = dict(headers)
+                responses[str(code)] = response
+            elif description not in declared.get("description", ""):
+                declared["description"] = f"{declared.get('description', '')} Or: {description}"
         return operation
 
 
+# drf-spectacular's extension base and its mapping methods (the documented way to extend what
+# it generates) carry no annotations.
+class StrictCharFieldSchema(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]
+    """A strict string states what it refuses besides its length: a blank (``minLength``),
+    NUL (a pattern), as :meth:`~apps.api.contract.StrictCharField.schema_constraints` says."""
+
+    target_class = "apps.api.contract.StrictCharField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: Direction) -> Any:
+        schema: dict[str, Any] = auto_schema._map_serializer_field(  # type: ignore[no-untyped-call]
+            self.target, direction, bypass_extensions=True
+        )
+        return {**schema, **self.target.schema_constraints()}
+
+
+class StrictSerializerSchema(OpenApiSerializerExtension):  # type: ignore[no-untyped-call]
+    """A strict object states its list bounds (a ``many=True`` member's ``min_length`` and
+    ``max_length``, which drf-spectacular leaves out) and its rules across members
+    (``schema_rules`` of :class:`~apps.api.contract.StrictSerializer`)."""
+
+    target_class = "apps.api.contract.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: Direction) -> Any:
+        schema: dict[str, Any] = auto_schema._map_serializer(  # type: ignore[no-untyped-call]
+            self.target, direction, bypass_extensions=True
+        )
+        properties = schema.get("properties", {})
+        for name, field in self.target.fields.items():
+            if isinstance(field, serializers.ListSerializer) and name in properties:
+                for bound, keyword in (("min_length", "minItems"), ("max_length", "maxItems")):
+                    if (limit := getattr(field, bound, None)) is not None:
+                        properties[name][keyword] = limit
+        schema.update(copy.deepcopy(self.target.schema_rules))
+        return schema
+
+
 def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook: every object schema a request body reaches
-    (through ``$ref``, properties, items, ``allOf``) that lists its properties says
-    ``additionalProperties: false``, as :class:`~apps.api.contract.StrictSerializer` refuses
-    an undeclared member. Free-form objects (``payload``, ``conditions``) declare
-    ``additionalProperties`` themselves and are left as they are."""
-    components = result.get("components", {}).get("schemas", {})
+    """drf-spectacular postprocessing hook: a request body's objects admit only the members
+    they list.
+
+    :class:`~apps.api.contract.StrictSerializer` refuses any other member with a ``400`` naming
+    it, so the schema says ``additionalProperties: false`` for every object with listed
+    ``properties`` reachable from a request body (through ``$ref``, properties, items,
+    ``allOf``/``oneOf``/``anyOf``). A rule's subschema (``schema_rules``: properties without
+    a ``type``) constrains members the object declares and stays open. Free-form objects
+    (``payload``, ``conditions``) declare ``additionalProperties`` themselves and are left as
+    they are. Request and response
+    serializers are distinct classes, so no object component is shared with a response, where
+    members may be added.
+    """
+    components: dict[str, Any] = result.get("components", {}).get("schemas", {})
     seen: set[str] = set()
-    stack: list[Any] = []
-    for operations in result.get("paths", {}).values():
-        for operation in operations.values():
-            for media in operation.get("requestBody", {}).get("content", {}).values():
-                stack.append(media.get("schema"))
-    while stack:
-        schema = stack.pop()
-        if not isinstance(schema, dict):
-            continue
-        if "$ref" in schema:
-            name = schema["$ref"].rsplit("/", 1)[-1]
+
+    def close(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                close(item)
+            return
+        if not isinstance(node, dict):
+            return
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            name = ref.rsplit("/", 1)[-1]
             if name not in seen:
                 seen.add(name)
-                stack.append(components.get(name))
-            continue
-        if isinstance(schema.get("properties"), dict) and "additionalProperties" not in schema:
-            schema["additionalProperties"] = False
-        stack.extend(schema.get("properties", {}).values())
-        stack.append(schema.get("items"))
-        stack.extend(schema.get("allOf", []))
-        stack.extend(schema.get("oneOf", []))
+                close(components.get(name))
+        if (
+            node.get("type") == "object"
+            and isinstance(node.get("properties"), dict)
+            and "additionalProperties" not in node
+        ):
+            node["additionalProperties"] = False
+        for key, value in node.items():
+            if key != "$ref":
+                close(value)
+
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if isinstance(operation, dict):
+                close(operation.get("requestBody"))
     return result

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import Cursor, CursorPagination
+from rest_framework.pagination import Cursor
 from rest_framework.request import Request
 
 from apps.api.contract import (
@@ -19,6 +19,7 @@ from apps.api.contract import (
     StrictCharField,
     TimestampField,
 )
+from apps.api.pagination import CursorPage
 from apps.api.problems import Problem
 from apps.tenancy.selectors import parse_uuid
 
@@ -83,7 +84,7 @@ class AuditEventQuery(PageQuery):
     )
 
 
-class AuditPagination(CursorPagination):
+class AuditPagination(CursorPage):
     ordering = "-seq"
     page_size = 50
     page_size_query_param = "page_size"

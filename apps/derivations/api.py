@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework import serializers
-from rest_framework.exceptions import PermissionDenied
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -28,7 +29,9 @@ from apps.api.contract import (
     StrictUUIDField,
 )
 from apps.api.idempotency import idempotent
-from apps.api.problems import Problem
+from apps.api.pagination import CursorPage
+from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem
+from apps.api.schema import ProblemSerializer
 from apps.audit.services import Actor
 from apps.records.serializers import VectorField
 from apps.tenancy.models import AgentCredential
@@ -37,6 +40,15 @@ from . import selectors, services
 from .embeddings import client_vector_store
 from .models import ErasureJob, ErasureJobState, Summary
 from .preview import DeletionPreview
+from .responses import (
+    ErasureJobSerializer,
+    ErasurePreviewSerializer,
+    ErasureResultSerializer,
+    ReceiptDetailSerializer,
+    ReceiptSerializer,
+    RedactResponse,
+    SummarySerializer,
+)
 from .services import MAX_SOURCES, MAX_SUMMARY_CHARS
 
 if TYPE_CHECKING:
@@ -134,8 +146,14 @@ class SummaryCreateView(ContractView):
     body_input = {"POST": SummaryInput}
 
     @extend_schema(
-        responses={201: OpenApiTypes.OBJECT},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        responses={
+            201: SummarySerializer,
+            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="A source is not a live record or episode of this tenant (each "
+                "named under `errors`).",
+            ),
+        },
     )
     @idempotent()
     def post(self, request: Request) -> Response:
@@ -164,7 +182,7 @@ class SummaryDetailView(ContractView):
 
     required_action = "read"
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=SummarySerializer)
     def get(self, request: Request, summary_id: str) -> Response:
         summary = selectors.summary_get(summary_id)
         if summary is None:
@@ -190,8 +208,17 @@ class RecordRedactView(ContractView):
     body_input = {"POST": RedactInput}
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        responses={
+            200: RedactResponse,
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="A legal hold keeps the record as it is."
+            ),
+            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="A field names no part of the record's value (each named under "
+                "`errors`).",
+            ),
+        },
     )
     @idempotent()
     def post(self, request: Request, record_id: str) -> Response:
@@ -238,6 +265,13 @@ class ErasureInput(StrictSerializer):
         help_text="A JSON boolean (true or false, never a string). true: the totals and ids the "
         "erasure would remove now; nothing is changed and no receipt is written.",
     )
+
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {"required": [name], "properties": {name: {"type": "string"}}}
+            for name in ("subject", "owner", "consent_ref")
+        ]
+    }
 
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
         from .erasure import SELECTORS
@@ -300,14 +334,21 @@ class ErasureView(ContractView):
 
     @extend_schema(
         responses={
-            200: OpenApiTypes.OBJECT,
+            200: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    "ErasureOutcome",
+                    serializers=[ErasureResultSerializer, ErasurePreviewSerializer],
+                    resource_type_field_name=None,
+                    many=False,
+                ),
+                description="The erasure, done; or with `dry_run: true`, what it would remove.",
+            ),
             202: OpenApiResponse(
-                OpenApiTypes.OBJECT,
+                ErasureJobSerializer,
                 description="More records than ERASURE_JOB_THRESHOLD_RECORDS match: the "
                 "erasure is a job; its URL is in Location and in `url`.",
             ),
         },
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
     @idempotent()
     def post(self, request: Request) -> Response:
@@ -376,16 +417,12 @@ class ErasureJobView(ContractView):
     """An erasure job of the credential's tenant (asked for through the API or the console)."""
 
     # Either action reads it: the eraser follows its job, an auditor the deletion history.
-    readers = ("erase", "audit")
+    required_action = ("erase", "audit")
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=ErasureJobSerializer)
     def get(self, request: Request, job_id: str) -> Response:
         from .erasure_jobs import erasure_job_get
 
-        credential = request.auth
-        assert isinstance(credential, AgentCredential)
-        if not any(credential.allows(action) for action in self.readers):
-            raise PermissionDenied("This credential lacks the 'erase' or 'audit' action.")
         job = erasure_job_get(job_id)
         if job is None:
             raise Problem("No such erasure job.", status_code=404)
@@ -400,7 +437,7 @@ def receipt_body(receipt: Any) -> dict[str, Any]:
     return body
 
 
-class ReceiptPagination(CursorPagination):
+class ReceiptPagination(CursorPage):
     ordering = ("-deleted_at", "-id")
     page_size = 50
     page_size_query_param = "page_size"
@@ -422,14 +459,15 @@ class DeletionReceiptListView(ContractView):
 
     required_action = "audit"
     query_input = {"GET": DeletionReceiptQuery}
+    pagination_class = ReceiptPagination
 
-    @extend_schema(operation_id="v1_deletion_receipts_list", responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="v1_deletion_receipts_list", responses=ReceiptSerializer(many=True))
     def get(self, request: Request) -> Response:
         parent = self.params.get("parent")
         queryset = selectors.receipts(
             parent=str(parent) if parent else "", kind=self.params.get("kind", "")
         )
-        paginator = ReceiptPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response([receipt_body(r) for r in page or []])
 
@@ -437,7 +475,7 @@ class DeletionReceiptListView(ContractView):
 class DeletionReceiptDetailView(ContractView):
     required_action = "audit"
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=ReceiptDetailSerializer)
     def get(self, request: Request, receipt_id: str) -> Response:
         receipt = selectors.receipt_get(receipt_id)
         if receipt is None:

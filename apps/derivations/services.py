@@ -30,6 +30,12 @@ MAX_SOURCES = 200
 EPISODE_SENSITIVITY = "personal"
 
 
+# A request that is valid by itself but names what the tenant does not have (a source that is
+# not there, a part the record's value lacks): 422, the answer to a reference that does not
+# resolve, beside 400 for a request that is wrong whatever is stored.
+UNRESOLVED = 422
+
+
 class DerivationRejected(Exception):
     """Input refused at the boundary: ``errors`` maps field paths to messages."""
 
@@ -93,7 +99,7 @@ def summary_create(
         if ref.id not in known:
             errors[f"sources[{i}].id"] = [f"No such {ref.type}."]
     if errors:
-        raise DerivationRejected(errors)
+        raise DerivationRejected(errors, status=UNRESOLVED)
     levels = [SENSITIVITY_ORDER.index(r.sensitivity) for r in records.values()]
     if episode_ids:
         levels.append(SENSITIVITY_ORDER.index(EPISODE_SENSITIVITY))
@@ -186,7 +192,7 @@ def record_redact(
         else:
             leaves[path] = leaf
     if errors:
-        raise DerivationRejected(errors)
+        raise DerivationRejected(errors, status=UNRESOLVED)
     removed_digest = content_digest({"record": str(record.pk), "parts": leaves})
     record.value, record.content = redaction_apply(record.value, record.content, leaves)
     record.redaction_state = RedactionState.APPLIED

@@ -9,14 +9,18 @@ import uuid
 from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.pagination import CursorPagination
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.contract import ContractView, InputRejected
+from apps.api.contract import NON_BLANK_PATTERN, ContractView, InputRejected
 from apps.api.idempotency import idempotent
+from apps.api.pagination import CursorPage
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
 from apps.api.schema import ProblemSerializer
 from apps.audit.services import Actor, audit_record
@@ -30,6 +34,15 @@ from .models import (
     MemoryRecord,
     PromotionEvent,
     PromotionRequest,
+)
+from .responses import (
+    ConsentRevocationSerializer,
+    DeletionPreviewSerializer,
+    DeletionReceiptSerializer,
+    FactCheckResponse,
+    FactsResponse,
+    HistoryResponse,
+    RecordDetail,
 )
 from .serializers import (
     ConflictListQuery,
@@ -93,11 +106,19 @@ def _record_or_404(record_id: str) -> MemoryRecord:
     return record
 
 
-class RecordPagination(CursorPagination):
+class RecordPagination(CursorPage):
     ordering = ("-written_at", "-id")
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+
+class PromotionRequestPagination(CursorPage):
+    ordering = ("-requested_at", "-id")
+
+
+class ConflictPagination(CursorPage):
+    ordering = ("-opened_at", "-id")
 
 
 WRITE_REJECTED = "The memory write was rejected; nothing was stored."
@@ -113,15 +134,16 @@ class RecordListCreateView(ContractView):
     required_actions = {"GET": "read", "POST": "write"}
     query_input = {"GET": RecordListQuery}
     body_input = {"POST": RecordWriteInput}
+    pagination_class = RecordPagination
 
     def handle_exception(self, exc: Exception) -> Response:
         # A refused write is audited (field names only), and the audit must survive the
         # refusal: answered here, not by the exception handler, which rolls the request back.
         if isinstance(exc, InputRejected) and exc.where == "body" and exc.errors:
-            return self._write_rejected(exc.errors, too_large=exc.too_large)
+            return self._write_rejected(exc.errors, status=413 if exc.too_large else 400)
         return super().handle_exception(exc)
 
-    def _write_rejected(self, errors: dict[str, list[str]], *, too_large: bool) -> Response:
+    def _write_rejected(self, errors: dict[str, list[str]], *, status: int) -> Response:
         credential = self.request.auth
         assert isinstance(credential, AgentCredential)
         audited = audit_field_names({path: e for path, e in errors.items() if path != VECTOR_FIELD})
@@ -133,8 +155,7 @@ class RecordListCreateView(ContractView):
             action="record.write_rejected",
             data=audited,
         )
-        status = 413 if too_large else 400
-        detail = WRITE_TOO_LARGE if too_large else WRITE_REJECTED
+        detail = WRITE_TOO_LARGE if status == 413 else WRITE_REJECTED
         return Response(
             problem_body(status, detail, errors=errors),
             status=status,
@@ -145,13 +166,21 @@ class RecordListCreateView(ContractView):
     def get(self, request: Request) -> Response:
         filters = {name: self.params.get(name, "") for name in selectors.RECORD_FILTERS}
         queryset = with_open_conflict(selectors.records_list(filters))
-        paginator = RecordPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(serialize_many(RecordSerializer, page))
 
     @extend_schema(
-        responses={201: RecordWriteResponse, 200: RecordWriteResponse},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        responses={
+            201: RecordWriteResponse,
+            200: RecordWriteResponse,
+            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The write names what this tenant does not have: no open run with "
+                "`source.run_id` (retention `session`), or a revoked consent "
+                "(`retention.consent_ref`). Nothing was stored.",
+            ),
+        },
     )
     @idempotent()
     def post(self, request: Request) -> Response:
@@ -163,7 +192,7 @@ class RecordListCreateView(ContractView):
                 tenant=credential.tenant, actor=_actor(request), data=data
             )
         except WriteRejected as rejected:
-            return self._write_rejected(rejected.errors, too_large=rejected.too_large)
+            return self._write_rejected(rejected.errors, status=rejected.status)
         if vector is not None:
             # In the request's transaction (ATOMIC_REQUESTS), with the write.
             client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
@@ -189,7 +218,7 @@ class RecordDetailView(ContractView):
     required_actions = {"GET": "read", "DELETE": "delete"}
     query_input = {"DELETE": RecordDeleteQuery}
 
-    @extend_schema(responses=RecordSerializer)
+    @extend_schema(responses=RecordDetail)
     def get(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
         record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
@@ -213,7 +242,19 @@ class RecordDetailView(ContractView):
         body["derived"] = selectors.derived_artifacts(record)
         return Response(body)
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        responses={
+            200: PolymorphicProxySerializer(
+                "DeletionOutcome",
+                serializers=[DeletionReceiptSerializer, DeletionPreviewSerializer],
+                resource_type_field_name=None,
+                many=False,
+            ),
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="A legal hold keeps the record."
+            ),
+        },
+    )
     def delete(self, request: Request, record_id: str) -> Response:
         from apps.derivations.api import deletion_preview_body
         from apps.derivations.preview import deletion_preview
@@ -254,7 +295,7 @@ class RecordHistoryView(ContractView):
 
     required_action = "read"
 
-    @extend_schema(responses=VersionSerializer(many=True))
+    @extend_schema(responses=HistoryResponse)
     def get(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
         versions = serialize_many(VersionSerializer, selectors.record_history(record))
@@ -267,7 +308,14 @@ class RecordPromotionRequestView(ContractView):
     required_action = "write"
     body_input = {"POST": PromotionRequestInput}
 
-    @extend_schema(responses={201: PromotionRequestSerializer})
+    @extend_schema(
+        responses={
+            201: PromotionRequestSerializer,
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="The record is confirmed, or cannot be promoted."
+            ),
+        },
+    )
     @idempotent()
     def post(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
@@ -286,12 +334,12 @@ class RecordPromotionRequestView(ContractView):
 class PromotionRequestListView(ContractView):
     required_action = "review"
     query_input = {"GET": PromotionListQuery}
+    pagination_class = PromotionRequestPagination
 
     @extend_schema(responses=PromotionRequestSerializer(many=True))
     def get(self, request: Request) -> Response:
         state = self.params.get("state")
-        paginator = CursorPagination()
-        paginator.ordering = ("-requested_at", "-id")
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.promotion_requests(state), request, self)
         return paginator.get_paginated_response(serialize_many(PromotionRequestSerializer, page))
 
@@ -319,6 +367,10 @@ class PromotionDecisionView(ContractView):
     @extend_schema(
         responses={
             200: PromotionRequestSerializer,
+            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The credential wrote the record: it cannot decide on it.",
+            ),
             (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
                 ProblemSerializer,
                 description="The request is already decided (`state`), its record is no "
@@ -353,12 +405,12 @@ class PromotionRejectView(PromotionDecisionView):
 class ConflictListView(ContractView):
     required_action = "review"
     query_input = {"GET": ConflictListQuery}
+    pagination_class = ConflictPagination
 
     @extend_schema(responses=ConflictSerializer(many=True))
     def get(self, request: Request) -> Response:
         state = self.params.get("state")
-        paginator = CursorPagination()
-        paginator.ordering = ("-opened_at", "-id")
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.conflicts(state), request, self)
         return paginator.get_paginated_response(serialize_many(ConflictSerializer, page))
 
@@ -367,7 +419,18 @@ class ConflictResolveView(ContractView):
     required_action = "review"
     body_input = {"POST": ConflictResolveInput}
 
-    @extend_schema(responses=ConflictSerializer)
+    @extend_schema(
+        responses={
+            200: ConflictSerializer,
+            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="The credential wrote one of the versions: it cannot resolve it.",
+            ),
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="The conflict is already resolved."
+            ),
+        },
+    )
     @idempotent()
     def post(self, request: Request, conflict_id: str) -> Response:
         pk = _uuid(conflict_id)
@@ -395,7 +458,7 @@ class FactsView(ContractView):
     required_action = "read"
     query_input = {"GET": FactsQuery}
 
-    @extend_schema(responses=FactSerializer(many=True))
+    @extend_schema(responses=FactsResponse)
     def get(self, request: Request) -> Response:
         subject, as_of = self.params["subject"], self.params.get("as_of")
         scope = selectors.ScopeFilter(
@@ -426,10 +489,7 @@ class FactCheckView(ContractView):
     required_action = "read"
     body_input = {"POST": FactCheckInput}
 
-    @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-    )
+    @extend_schema(responses=FactCheckResponse)
     @idempotent(replay="rerun")
     def post(self, request: Request) -> Response:
         items = [(item["id"], item.get("version")) for item in self.body["facts"]]
@@ -459,7 +519,18 @@ class ConsentRevokeView(ContractView):
     required_action = "erase"
     body_input = {"POST": ReasonInput}
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "consent_ref",
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NON_BLANK_PATTERN},
+                OpenApiParameter.PATH,
+                description="The consent reference records were written under (1 to 200 "
+                "characters, not only spaces; a URL holding NUL is refused whole).",
+            )
+        ],
+        responses=ConsentRevocationSerializer,
+    )
     @idempotent(resource_id=lambda response: "")
     def post(self, request: Request, consent_ref: str) -> Response:
         credential = request.auth

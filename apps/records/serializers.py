@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
@@ -15,7 +15,9 @@ from rest_framework import serializers
 
 from apps.api.contract import (
     IDENTIFIER_CHARS,
+    JSON_VALUE_SCHEMA,
     NAME_CHARS,
+    NON_BLANK_PATTERN,
     REASON_CHARS,
     TOO_LARGE,
     VALUE_BYTES,
@@ -54,12 +56,15 @@ from .models import (
 )
 from .validation import (
     CONDITIONS_BYTES,
+    DURATION_RE,
     KEY_MESSAGE,
     KEY_RE,
+    LONGEST_DURATION,
     MAX_CONTENT_CHARS,
     MAX_VALUE_BYTES,
     OWNER_MESSAGE,
     OWNER_RE,
+    RUN_ID_RE,
     SCOPE_NAME_MESSAGE,
     SCOPE_NAME_RE,
     SERVER_FIELDS,
@@ -71,6 +76,10 @@ from .validation import (
     redaction_at_write,
     ttl_parse,
 )
+
+# A duration as the schema states it: DURATION_RE (without its group names, which only Python
+# reads), longer than zero. That it is at most LONGEST_DURATION the description says.
+TTL_PATTERN = "^(?=.*[1-9])" + re.sub(r"\(\?P<\w+>", "(?:", DURATION_RE.pattern)[1:]
 
 # Fields named ``source``, ``fields`` or ``label`` (API.md names) shadow attributes of DRF's
 # Field and Serializer classes in the type stubs; at runtime the serializer metaclass moves
@@ -402,8 +411,9 @@ class ScopeInput(StrictSerializer):
         "type": "string",
         "format": "duration",
         "example": "P30D",
+        "pattern": TTL_PATTERN,
         "description": "ISO 8601: PnW, or PnDTnHnMn.fS (seconds to 6 decimals); no years or "
-        "months, no sign, no empty T.",
+        f"months, no sign, no empty T; longer than zero, at most {LONGEST_DURATION.days} days.",
     }
 )
 class TTLField(serializers.Field):  # type: ignore[type-arg]
@@ -431,6 +441,16 @@ class RetentionInput(StrictSerializer):
         help_text="The requested lifetime; the tenant's rule for the class may shorten it.",
     )
     consent_ref = _optional_text(help_text="Required with basis consent.")
+
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"properties": {"basis": {"not": {"enum": [RetentionBasis.CONSENT.value]}}}},
+            {
+                "required": ["consent_ref"],
+                "properties": {"consent_ref": {"type": "string", "pattern": NON_BLANK_PATTERN}},
+            },
+        ]
+    }
 
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
         if data.get("basis") == RetentionBasis.CONSENT and not _given(data, "consent_ref"):
@@ -470,6 +490,29 @@ class RedactionInput(StrictSerializer):
         "card.number (or value.card.number), items.0, value for the whole value. Each must "
         "name a part of the value; required with state applied or required.",
     )
+
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {
+                "properties": {
+                    "state": {
+                        "not": {
+                            "enum": [RedactionState.APPLIED.value, RedactionState.REQUIRED.value]
+                        }
+                    },
+                    "fields": {"maxItems": 0},
+                }
+            },
+            {
+                "required": ["state", "fields"],
+                "properties": {
+                    # Not "enum": drf-spectacular would take it for the field's choices.
+                    "state": {"type": "string", "not": {"enum": [RedactionState.NONE.value]}},
+                    "fields": {"type": "array", "minItems": 1},
+                },
+            },
+        ]
+    }
 
 
 @extend_schema_field({"type": "array", "items": {"type": "number"}})
@@ -540,6 +583,32 @@ class RecordWriteInput(StrictSerializer):
         "write's transaction (a 400 naming `vector` otherwise). Refused when the tenant's "
         "model computes vectors itself (hashing-<dim>, st-<model>).",
     )
+
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {
+                "properties": {
+                    "retention": {
+                        "properties": {"basis": {"not": {"enum": [RetentionBasis.SESSION.value]}}}
+                    }
+                }
+            },
+            {
+                "properties": {
+                    "source": {
+                        "required": ["run_id"],
+                        "properties": {
+                            "run_id": {
+                                "type": "string",
+                                "format": "uuid",
+                                "pattern": RUN_ID_RE.pattern,
+                            }
+                        },
+                    }
+                }
+            },
+        ]
+    }
 
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
         retention, source = data.get("retention"), data.get("source")
@@ -666,6 +735,13 @@ class ConflictResolveInput(StrictSerializer):
         help_text="The corrected value (required with corrected), as a write's value.",
     )
     reason = StrictCharField(max_length=REASON_CHARS)
+
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"properties": {"resolution": {"not": {"enum": [Resolution.CORRECTED.value]}}}},
+            {"required": ["value"], "properties": {"value": JSON_VALUE_SCHEMA}},
+        ]
+    }
 
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
         if data.get("resolution") == Resolution.CORRECTED and data.get("value") is None:

@@ -51,6 +51,7 @@ from .selectors import records_live
 from .statements import insert_statement
 from .validation import (
     MAX_VALUE_BYTES,
+    RUN_ID_RE,
     RecordInput,
     WriteRejected,
     canonical_json,
@@ -256,7 +257,9 @@ def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOut
     """
     now = timezone.now()
     if data.consent_ref and ConsentRevocation.objects.filter(consent_ref=data.consent_ref).exists():
-        raise WriteRejected({"retention.consent_ref": ["This consent has been revoked."]})
+        raise WriteRejected(
+            {"retention.consent_ref": ["This consent has been revoked."]}, status=422
+        )
     # No savepoint: nothing below is caught and recovered from inside a caller's transaction,
     # and a write is the hottest path (two fewer round trips). A refusal found inside is
     # raised after the block, which then has written nothing.
@@ -264,11 +267,12 @@ def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOut
         refusal = session_run_refusal(tenant=tenant, data=data)
         if refusal is None:
             return _record_write(tenant, actor, data, now)
-    raise WriteRejected(refusal)
+    raise refusal
 
 
-def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> dict[str, list[str]] | None:
-    """Why a ``session``-retained write may not name ``source.run_id`` (None when it may).
+def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> WriteRejected | None:
+    """Why a ``session``-retained write may not name ``source.run_id`` (None when it may):
+    400 for what is not a run id at all, 422 for an id that names no open run of ``tenant``.
 
     The run must be an open run of ``tenant``: the record ends with it. An unknown id, a
     closed run and another tenant's run get the same answer, so the refusal reveals nothing
@@ -282,9 +286,13 @@ def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> dict[str, list[
     if data.retention_basis != RetentionBasis.SESSION:
         return None
     try:
+        if not RUN_ID_RE.fullmatch(data.source_run_id):
+            raise ValueError(data.source_run_id)
         run_id = uuid.UUID(data.source_run_id)
     except ValueError:
-        return {"source.run_id": ["Not a run id: name the run POST /api/v1/runs returned."]}
+        return WriteRejected(
+            {"source.run_id": ["Not a run id: name the run POST /api/v1/runs returned."]}
+        )
     state = (
         Run.objects.select_for_update(no_key=True)
         .filter(tenant=tenant, pk=run_id)
@@ -292,11 +300,14 @@ def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> dict[str, list[
         .first()
     )
     if state != RunState.OPEN:
-        return {
-            "source.run_id": [
-                "No open run with this id in this tenant; session retention ends with its run."
-            ]
-        }
+        return WriteRejected(
+            {
+                "source.run_id": [
+                    "No open run with this id in this tenant; session retention ends with its run."
+                ]
+            },
+            status=422,
+        )
     return None
 
 

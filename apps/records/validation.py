@@ -78,12 +78,17 @@ class RecordInput:
 
 
 class WriteRejected(Exception):
-    """The body failed validation; ``errors`` maps field paths to messages."""
+    """The body failed validation; ``errors`` maps field paths to messages. ``status`` 422:
+    the body is valid by itself but names what the tenant does not have (no open run of that
+    id, a revoked consent); 413 with ``too_large``; else 400."""
 
-    def __init__(self, errors: dict[str, list[str]], *, too_large: bool = False) -> None:
+    def __init__(
+        self, errors: dict[str, list[str]], *, too_large: bool = False, status: int = 400
+    ) -> None:
         super().__init__("invalid memory write")
         self.errors = errors
         self.too_large = too_large
+        self.status = 413 if too_large else status
 
 
 def json_problem(value: Any) -> str | None:
@@ -134,6 +139,11 @@ def render_content(key: str, value: Any) -> str:
         return f"{key}: {value}"
     return f"{key}: {canonical_json(value)}"
 
+
+# A run id as POST /api/v1/runs returns it (the hyphenated form; either case).
+RUN_ID_RE = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
 
 DURATION_RE = re.compile(
     r"^P(?:(?P<weeks>\d{1,6})W"

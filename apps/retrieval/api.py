@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -18,6 +18,7 @@ from apps.derivations.models import Summary
 from apps.records.serializers import RecordSerializer
 from apps.tenancy.models import AgentCredential
 
+from .responses import SearchResponse
 from .search import Hit, search_scoped
 from .serializers import SearchInput
 
@@ -36,7 +37,8 @@ def _hit_id(hit: dict[str, Any]) -> str:
 class SearchView(ContractView):
     """Filter by tenant, scope, trust, sensitivity and expiry, then rank (vector + text).
 
-    Each result carries the record with trust, expires_at and provenance, and ``why``: the
+    Each result has the same keys: ``type`` (record or summary), ``record`` or ``summary``
+    (the other null), its scope, trust, expires_at, source and provenance, and ``why``: the
     cosine similarity and text rank behind its fused score. ``purpose=decision`` returns
     confirmed records only and is audited with the ids it returned.
 
@@ -58,10 +60,7 @@ class SearchView(ContractView):
             ) from exc
         return context
 
-    @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-    )
+    @extend_schema(responses={200: SearchResponse})
     @idempotent(replay="rerun", memo=_returned)
     def post(self, request: Request) -> Response:
         credential = request.auth
@@ -105,6 +104,7 @@ def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
     return {
         "type": "record",
         "record": record,
+        "summary": None,
         "score": round(hit.score, 6),
         "why": _why(hit),
         "scope": record["scope"],
@@ -122,20 +122,23 @@ def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
 
 
 def _summary_hit(hit: Hit, summary: Summary) -> dict[str, Any]:
-    """A summary has no trust or expiry of its own: it lives while its sources do."""
+    """A summary has no trust or expiry of its own: it lives while its sources do. Its hit has
+    a hit's every key (``record`` null), so a client reads every hit alike."""
     sources = [
         {"type": s.source_type, "id": str(s.source_id)}
         for s in sorted(summary.sources.all(), key=lambda s: s.pk)
     ]
+    created_at = serializers.DateTimeField().to_representation(summary.created_at)
     return {
         "type": "summary",
+        "record": None,
         "summary": {
             "id": str(summary.pk),
             "text": summary.text,
             "reason": summary.reason,
             "sensitivity": summary.sensitivity,
             "sources": sources,
-            "created_at": summary.created_at.isoformat(),
+            "created_at": created_at,
         },
         "score": round(hit.score, 6),
         "why": _why(hit),
@@ -145,7 +148,7 @@ def _summary_hit(hit: Hit, summary: Summary) -> dict[str, Any]:
         "source": {"kind": "derived", "sources": sources},
         "provenance": {
             "source": {"kind": "derived", "sources": sources},
-            "observed_at": summary.created_at.isoformat(),
+            "observed_at": created_at,
             "writer": {
                 "type": summary.writer_type,
                 "id": summary.writer_id,

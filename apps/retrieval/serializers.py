@@ -8,7 +8,7 @@ context names the tenant's embedding ``dimension`` (a vector must have it).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
@@ -17,6 +17,7 @@ from rest_framework import serializers
 from apps.api.contract import (
     IDENTIFIER_CHARS,
     NAME_CHARS,
+    NON_BLANK_PATTERN,
     QUERY_TEXT_CHARS,
     JSONObjectField,
     StrictCharField,
@@ -128,6 +129,35 @@ class SearchInput(StrictSerializer):
         max_value=1,
         help_text="Overrides the embedding model's relevance floor (cosine similarity).",
     )
+
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "allOf": [
+            {
+                "anyOf": [
+                    {
+                        "required": ["query"],
+                        "properties": {"query": {"type": "string", "pattern": NON_BLANK_PATTERN}},
+                    },
+                    {"required": ["vector"], "properties": {"vector": {"type": "array"}}},
+                ]
+            },
+            {
+                "anyOf": [
+                    {"properties": {"purpose": {"not": {"enum": ["decision"]}}}},
+                    {
+                        "required": ["scope"],
+                        "properties": {
+                            "scope": {
+                                "not": {"enum": [None]},
+                                "required": ["domain"],
+                                "properties": {"domain": {"type": "string"}},
+                            }
+                        },
+                    },
+                ]
+            },
+        ]
+    }
 
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
         errors: dict[str, list[str]] = {}

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.pagination import CursorPagination
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from apps.api.contract import ContractView, PageQuery
 from apps.api.idempotency import idempotent
+from apps.api.pagination import CursorPage
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
 from apps.api.schema import ProblemSerializer
 from apps.audit.services import Actor
@@ -39,14 +38,6 @@ from .serializers import (
     RunListQuery,
     RunOpenInput,
     RunSerializer,
-)
-
-IDEMPOTENCY_KEY = OpenApiParameter(
-    "Idempotency-Key",
-    str,
-    OpenApiParameter.HEADER,
-    description="Retrying with the same key and body returns the first response, with no "
-    "second effect (API.md, Idempotency).",
 )
 
 
@@ -88,14 +79,27 @@ def _obligation_or_404(obligation_id: str) -> Obligation:
     return obligation
 
 
-def _paginate(
-    view: APIView, request: Request, queryset: Any, ordering: tuple[str, ...]
-) -> tuple[CursorPagination, Any]:
-    """A cursor page of ``queryset`` (typed ``Any``: serializers take it with many=True)."""
-    paginator = CursorPagination()
-    paginator.ordering = ordering
-    paginator.page_size_query_param = "page_size"
-    paginator.max_page_size = 500
+class StatePagination(CursorPage):
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class RunPagination(StatePagination):
+    ordering = ("-opened_at", "-id")
+
+
+class EpisodePagination(StatePagination):
+    ordering = ("seq",)
+
+
+class ObligationPagination(StatePagination):
+    ordering = ("created_at", "id")
+
+
+def _paginate(view: Any, request: Request, queryset: Any) -> tuple[CursorPage, Any]:
+    """A cursor page of ``queryset`` by the view's paginator (typed ``Any``: serializers
+    take it with many=True)."""
+    paginator: CursorPage = view.pagination_class()
     page = paginator.paginate_queryset(queryset, request, view=view) or []
     return paginator, list(page)
 
@@ -110,13 +114,14 @@ class RunListCreateView(ContractView):
     required_action = "state"
     query_input = {"GET": RunListQuery}
     body_input = {"POST": RunOpenInput}
+    pagination_class = RunPagination
 
     @extend_schema(responses=RunSerializer(many=True))
     def get(self, request: Request) -> Response:
         task_id = self.params.get("task_id", "")
         state = self.params.get("state", "")
         runs = selectors.runs_list(task_id=task_id, state=state)
-        paginator, page = _paginate(self, request, runs, ("-opened_at", "-id"))
+        paginator, page = _paginate(self, request, runs)
         services.state_read(
             tenant=_credential(request).tenant_id,
             actor=_actor(request),
@@ -125,7 +130,7 @@ class RunListCreateView(ContractView):
         )
         return paginator.get_paginated_response(RunSerializer(page, many=True).data)
 
-    @extend_schema(responses={201: RunSerializer}, parameters=[IDEMPOTENCY_KEY])
+    @extend_schema(responses={201: RunSerializer})
     @idempotent()
     def post(self, request: Request) -> Response:
         run = services.run_open(
@@ -156,11 +161,12 @@ class EpisodeListCreateView(ContractView):
     required_action = "state"
     query_input = {"GET": PageQuery}
     body_input = {"POST": EpisodeInput}
+    pagination_class = EpisodePagination
 
     @extend_schema(responses=EpisodeSerializer(many=True))
     def get(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
-        paginator, page = _paginate(self, request, selectors.episodes_list(run), ("seq",))
+        paginator, page = _paginate(self, request, selectors.episodes_list(run))
         services.state_read(
             tenant=run.tenant_id,
             actor=_actor(request),
@@ -175,7 +181,6 @@ class EpisodeListCreateView(ContractView):
             201: EpisodeSerializer,
             (409, PROBLEM_CONTENT_TYPE): _conflict("The run is closed."),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
@@ -209,7 +214,6 @@ class CheckpointCreateView(ContractView):
                 "latest with a different state. The problem names `latest_step`."
             ),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
@@ -271,7 +275,6 @@ class RunCloseView(ContractView):
                 description="The closed run (closing a closed run returns it unchanged).",
             )
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
@@ -287,6 +290,7 @@ class ObligationListCreateView(ContractView):
     required_action = "state"
     query_input = {"GET": ObligationListQuery}
     body_input = {"POST": ObligationInput}
+    pagination_class = ObligationPagination
 
     @extend_schema(responses=ObligationSerializer(many=True))
     def get(self, request: Request) -> Response:
@@ -294,7 +298,7 @@ class ObligationListCreateView(ContractView):
         state = self.params.get("state", "")
         overdue = self.params.get("overdue")
         obligations = selectors.obligations_list(task_id=task_id, state=state, overdue=overdue)
-        paginator, page = _paginate(self, request, obligations, ("created_at", "id"))
+        paginator, page = _paginate(self, request, obligations)
         services.state_read(
             tenant=_credential(request).tenant_id,
             actor=_actor(request),
@@ -322,8 +326,12 @@ class ObligationListCreateView(ContractView):
                 "obligation could never commit. `never_committable` names those dependencies "
                 "and `causes` the failed or cancelled obligations behind each."
             ),
+            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="`depends_on` names obligations this tenant does not have "
+                "(named under `errors` and `unknown`).",
+            ),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request) -> Response:
@@ -383,7 +391,6 @@ class ObligationCommitView(ContractView):
             ),
             (409, PROBLEM_CONTENT_TYPE): _conflict(COMMIT_REFUSED),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, obligation_id: str) -> Response:
@@ -459,7 +466,6 @@ class ObligationFailView(ObligationEndView):
             200: ObligationSerializer,
             (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, obligation_id: str) -> Response:
@@ -475,7 +481,6 @@ class ObligationCancelView(ObligationEndView):
             200: ObligationSerializer,
             (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
         },
-        parameters=[IDEMPOTENCY_KEY],
     )
     @idempotent()
     def post(self, request: Request, obligation_id: str) -> Response:

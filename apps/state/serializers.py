@@ -4,7 +4,7 @@ input contract of their operations (:mod:`apps.api.contract`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
@@ -13,6 +13,7 @@ from rest_framework import serializers
 from apps.api.contract import (
     IDENTIFIER_CHARS,
     NAME_CHARS,
+    NON_BLANK_PATTERN,
     REASON_CHARS,
     STATE_BYTES,
     VALUE_BYTES,
@@ -207,8 +208,26 @@ class EpisodeInput(StrictSerializer):
         help_text="Where the content lives instead (a URI or an id), when it is not sent.",
     )
 
+    # content is kept as sent (a trace may be only whitespace); content_ref is trimmed, so
+    # one of only whitespace is none.
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {
+                "required": ["content"],
+                "properties": {"content": {"type": "string", "minLength": 1}},
+            },
+            {
+                "required": ["content_ref"],
+                "properties": {"content_ref": {"type": "string", "pattern": NON_BLANK_PATTERN}},
+            },
+        ]
+    }
+
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
-        if bool(data.get("content")) == bool(data.get("content_ref")):
+        content, ref = data.get("content"), data.get("content_ref")
+        given_content = isinstance(content, str) and content != ""
+        given_ref = isinstance(ref, str) and ref.strip() != ""
+        if given_content == given_ref:
             return {"content": ["Give exactly one of content and content_ref."]}
         return {}
 

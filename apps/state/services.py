@@ -68,8 +68,9 @@ class CheckpointConflict(StateError):
 
 
 class UnknownDependencies(StateError):
-    status = 400
-    slug = "validation-error"
+    # Valid by itself, naming obligations the tenant does not have (apps.derivations.services).
+    status = 422
+    slug = "unprocessable"
 
 
 class ObligationNotPending(StateError):
@@ -400,7 +401,7 @@ def obligation_create(
     """The obligation with idempotency ``key``: the existing one (whatever else the request
     says: the key is its identity), or a new pending one.
 
-    ``depends_on`` must name obligations of this tenant (else 400, naming the unknown ids).
+    ``depends_on`` must name obligations of this tenant (else 422, naming the unknown ids).
     Two concurrent creates with one key get one obligation: the second insert waits for the
     first and then finds its row.
     """

@@ -435,6 +435,31 @@ TEXT_LIMITS: list[Case] = [
 ]
 
 QUERIES: list[Case] = [
+    # JSON in a query string that no jsonb can hold (it was a 500): NaN, and NUL in a name
+    (
+        "facts-conditions-nan",
+        "get",
+        "/api/v1/facts",
+        {"subject": "user:1", "conditions": '{"a": NaN}'},
+        400,
+        "conditions",
+    ),
+    (
+        "facts-conditions-nul-name",
+        "get",
+        "/api/v1/facts",
+        {"subject": "user:1", "conditions": '{"a\\u0000": 1}'},
+        400,
+        "conditions.a\x00",
+    ),
+    (
+        "facts-conditions-too-long",
+        "get",
+        "/api/v1/facts",
+        {"subject": "user:1", "conditions": json.dumps({"a": "x" * 4100})},
+        400,
+        "conditions",
+    ),
     ("records-trust-bogus", "get", "/api/v1/records", {"trust": "bogus"}, 400, "trust"),
     ("records-status-bogus", "get", "/api/v1/records", {"status": "bogus"}, 400, "status"),
     (

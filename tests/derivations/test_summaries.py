@@ -26,14 +26,14 @@ def test_it_refuses_a_summary_without_sources(agent, tenant):
 def test_it_names_an_unknown_source(agent):
     record = write(agent)
     response = summarise(agent, [record["id"], str(uuid.uuid4())])
-    assert response.status_code == 400
+    assert response.status_code == 422  # a reference that does not resolve
     assert list(response.json()["errors"]) == ["sources[1].id"]
 
 
 def test_it_treats_another_tenants_record_as_unknown(agent, other_agent, other_tenant):
     theirs = write(other_agent)
     response = summarise(agent, [theirs["id"]])
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "sources[0].id" in response.json()["errors"]
     with tenant_scope(other_tenant.pk):
         assert not Summary.objects.exists()
@@ -52,7 +52,7 @@ def test_it_refuses_an_unknown_episode(agent):
         SUMMARIES,
         {"text": "t", "reason": "r", "sources": [{"type": "episode", "id": str(uuid.uuid4())}]},
     )
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "sources[0]" in next(iter(response.json()["errors"]))
 
 

@@ -773,7 +773,9 @@ def test_it_refuses_new_writes_citing_a_revoked_consent(agent, erase_agent, tena
     response = write(
         agent, retention__basis="consent", retention__consent_ref="consent:77", key="new.fact"
     )
-    problem = assert_problem(response, 400)
+    # Valid by itself, naming a consent that is revoked: 422, as a reference that no longer
+    # resolves.
+    problem = assert_problem(response, 422)
     assert "retention.consent_ref" in problem["errors"]
     assert row_counts(tenant)["records"] == 0
     [event] = audit_events(tenant, "record.write_rejected")

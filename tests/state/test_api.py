@@ -277,7 +277,7 @@ def test_it_names_unknown_dependencies(agent, other_agent):
         OBLIGATIONS,
         {"task_id": "t", "kind": "k", "key": "k1", "depends_on": [missing, foreign["id"]]},
     )
-    body = assert_problem(response, 400)
+    body = assert_problem(response, 422)
     assert body["errors"]["depends_on"] == [
         f"No obligation {missing} in this tenant.",
         f"No obligation {foreign['id']} in this tenant.",

@@ -116,7 +116,7 @@ class TestObligations:
         foreign = _obligation(other_tenant, "theirs")
         with pytest.raises(services.UnknownDependencies) as refused:
             _obligation(tenant, "mine", depends_on=[foreign.pk])
-        assert refused.value.status == 400
+        assert refused.value.status == 422
         assert refused.value.extra == {"unknown": [str(foreign.pk)]}
         assert _in(tenant, Obligation.objects.count) == 0
 

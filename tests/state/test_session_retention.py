@@ -50,7 +50,9 @@ def test_it_refuses_a_session_write_naming_a_malformed_run_id(agent):
 
 
 def _not_an_open_run(agent: Any, run_id: str) -> list[str]:
-    body = assert_problem(_session_record(agent, run_id), 400)
+    # A run id, valid as such, naming no open run of the tenant: 422 (a reference that does
+    # not resolve), where a malformed one is a 400.
+    body = assert_problem(_session_record(agent, run_id), 422)
     assert set(body["errors"]) == {"source.run_id"}
     messages: list[str] = body["errors"]["source.run_id"]
     return messages

@@ -58,7 +58,10 @@ class Conflict(ApiError):
 
 
 class Unprocessable(ApiError):
-    """422: the same ``Idempotency-Key`` was sent before with a different body."""
+    """422: a request valid by itself that names what the tenant does not have (a summary's
+    source, an obligation's dependency, a part of a record's value, an open run for session
+    retention, an unrevoked consent), each named under ``errors``; or the same
+    ``Idempotency-Key`` sent before with a different body."""
 
 
 class RateLimited(ApiError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from .models import Record, SearchHit, SearchResult, SearchSummary
+from .models import Record, SearchHit, SearchResult, HitSummary
 
 
 def hit_type(hit: Mapping[str, Any]) -> str:
@@ -47,10 +47,10 @@ def record_hits(result: SearchResult | Mapping[str, Any]) -> list[Record]:
     ]
 
 
-def summary_hits(result: SearchResult | Mapping[str, Any]) -> list[SearchSummary]:
+def summary_hits(result: SearchResult | Mapping[str, Any]) -> list[HitSummary]:
     """The summaries among the hits, in rank order."""
     return [
-        cast(SearchSummary, hit_item(hit))
+        cast(HitSummary, hit_item(hit))
         for hit in _hits(result)
         if hit_type(hit) == "summary" and hit_item(hit)
     ]

@@ -215,41 +215,48 @@ class FactCheck(TypedDict):
     current_version: NotRequired[int | None]
 
 
-class SearchSummary(TypedDict):
-    """The summary a ``summary`` hit carries (a summary lives while its sources do)."""
+class Why(TypedDict):
+    """What ranked a hit: cosine similarity (``vector``) and text rank (``text``)."""
 
+    vector: float | None
+    text: float | None
+    vector_rank: int | None
+    text_rank: int | None
+
+
+class HitSummary(TypedDict):
     id: str
     text: str
     reason: str
     sensitivity: str
-    sources: list[dict[str, str]]
+    sources: list[SummarySource]
     created_at: str
 
 
 class SearchHit(TypedDict):
-    """One search result: ``type`` says whether it carries a ``record`` or a ``summary``
-    (read it with ``hit_item``, which never assumes which), its score and why it matched.
-    ``scope``, ``trust`` and ``expires_at`` are the record's, and ``null`` for a summary."""
+    """One search result, the same keys for a record and a summary: ``type`` says which of
+    ``record`` and ``summary`` is set (the other is None). A summary has no scope, trust or
+    expiry of its own (None): it lives while its sources do."""
 
     type: Literal["record", "summary"]
+    record: Record | None
+    summary: HitSummary | None
     score: float
-    why: dict[str, Any]
-    provenance: Any
-    record: NotRequired[Record | None]
-    summary: NotRequired[SearchSummary | None]
-    scope: NotRequired[Scope | None]
-    trust: NotRequired[str | None]
-    expires_at: NotRequired[str | None]
-    source: NotRequired[Any]
+    why: Why
+    scope: Scope | None
+    trust: str | None
+    expires_at: str | None
+    source: dict[str, Any]
+    provenance: dict[str, Any]
 
 
 class SearchResult(TypedDict):
     """The ranked hits (``[]`` when nothing matches), and how the search ran."""
 
     results: list[SearchHit]
-    purpose: NotRequired[str]
-    plan: NotRequired[Any]
-    model: NotRequired[str]
+    purpose: Literal["context", "decision"]
+    plan: str
+    model: str
 
 
 class Summary(TypedDict):
@@ -375,6 +382,10 @@ SCHEMA_COMPONENTS: dict[str, type] = {
     "ObligationCreateResponse": ObligationOpened,
     "AuditEvent": AuditEvent,
     "Problem": Problem,
+    "SearchHit": SearchHit,
+    "HitSummary": HitSummary,
+    "Why": Why,
+    "SearchResponse": SearchResult,
     "SourceInput": SourceInput,
     "ScopeInput": ScopeInput,
     "RetentionInput": RetentionInput,

@@ -1,0 +1,75 @@
+"""The shape of ``POST /search``'s answer, for the OpenAPI schema.
+
+Every hit has the same keys, whether it is a record or a summary: ``type`` says which, and
+names the one of ``record`` and ``summary`` that is set (the other is ``null``); a summary has
+no scope, trust or expiry of its own (it lives while its sources do), so those are ``null``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from apps.derivations.responses import SummarySourceSerializer
+from apps.records.serializers import ActorSerializer, RecordSerializer, ScopeSerializer
+
+
+class WhySerializer(serializers.Serializer[Any]):
+    vector = serializers.FloatField(
+        allow_null=True, help_text="Cosine similarity to the query vector."
+    )
+    text = serializers.FloatField(allow_null=True, help_text="Text rank.")
+    vector_rank = serializers.IntegerField(allow_null=True)
+    text_rank = serializers.IntegerField(allow_null=True)
+
+
+class HitSourceSerializer(serializers.Serializer[Any]):
+    """A record's source (kind, ref, ...), or a summary's: kind ``derived`` and its sources."""
+
+    kind = serializers.CharField()
+    ref = serializers.CharField(required=False)
+    turn_id = serializers.CharField(required=False, allow_blank=True)
+    tool_call_id = serializers.CharField(required=False, allow_blank=True)
+    run_id = serializers.CharField(required=False, allow_blank=True)
+    sources = SummarySourceSerializer(many=True, required=False)
+
+
+class HitProvenanceSerializer(serializers.Serializer[Any]):
+    source = HitSourceSerializer()  # type: ignore[assignment]
+    observed_at = serializers.DateTimeField()
+    writer = ActorSerializer()
+    owner = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+
+
+class HitSummarySerializer(serializers.Serializer[Any]):
+    id = serializers.UUIDField()
+    text = serializers.CharField()
+    reason = serializers.CharField()
+    sensitivity = serializers.CharField()
+    sources = SummarySourceSerializer(many=True)
+    created_at = serializers.DateTimeField()
+
+
+class SearchHitSerializer(serializers.Serializer[Any]):
+    """One result. ``record`` is set for ``type: record`` and ``summary`` for ``type:
+    summary``; the other is null."""
+
+    type = serializers.ChoiceField(choices=["record", "summary"])
+    record = RecordSerializer(allow_null=True)
+    summary = HitSummarySerializer(allow_null=True)
+    score = serializers.FloatField(help_text="The fused rank score; higher ranks first.")
+    why = WhySerializer()
+    scope = ScopeSerializer(allow_null=True)
+    trust = serializers.CharField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    source = HitSourceSerializer()  # type: ignore[assignment]
+    provenance = HitProvenanceSerializer()
+
+
+class SearchResponse(serializers.Serializer[Any]):
+    results = SearchHitSerializer(many=True)
+    purpose = serializers.ChoiceField(choices=["context", "decision"])
+    plan = serializers.CharField(help_text="How the candidates were ranked, e.g. exact+text.")
+    model = serializers.CharField(help_text="The tenant's embedding model.")
