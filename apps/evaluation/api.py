@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -86,13 +86,78 @@ def decision_at_risk_body(item: DecisionAtRisk) -> dict[str, Any]:
     }
 
 
-DecisionAtRiskPage = inline_serializer(
-    "DecisionsAtRiskPage",
-    {
-        "next": serializers.URLField(allow_null=True),
-        "results": serializers.ListField(child=serializers.DictField()),
-    },
-)
+class _Actor(serializers.Serializer[Any]):
+    type = serializers.CharField()
+    id = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
+
+
+class _Credential(serializers.Serializer[Any]):
+    id = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
+
+
+class _Memory(serializers.Serializer[Any]):
+    id = serializers.UUIDField()
+    subject = serializers.CharField(allow_null=True)
+    key = serializers.CharField(allow_null=True)
+
+
+class _Change(serializers.Serializer[Any]):
+    kind = serializers.ChoiceField(choices=CHANGE_KINDS)
+    at = serializers.DateTimeField(allow_null=True)
+
+
+class DecisionAtRiskSerializer(serializers.Serializer[Any]):
+    search_event = serializers.UUIDField()
+    searched_at = serializers.DateTimeField()
+    credential = _Credential(allow_null=True)
+    actor = _Actor()
+    memory = _Memory()
+    changes = _Change(
+        many=True,
+        help_text="Each change after the search, oldest first, with "
+        "what names it (superseded_by, audit_event, receipt, conflict, ...).",
+    )
+
+
+class DecisionAtRiskPage(serializers.Serializer[Any]):
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(
+        allow_null=True, help_text="Always null: the listing pages forward from its newest search."
+    )
+    results = DecisionAtRiskSerializer(many=True)
+
+
+class _Progress(serializers.Serializer[Any]):
+    phase = serializers.CharField()
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+class EvaluationRunSerializer(serializers.Serializer[Any]):
+    id = serializers.UUIDField()
+    state = serializers.CharField()
+    scenario_set = serializers.CharField()
+    scenario_digest = serializers.CharField()
+    against_cache = serializers.BooleanField()
+    requested_by = _Actor()
+    requested_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    progress = _Progress()
+    passed = serializers.BooleanField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+
+
+class EvaluationRunDetailSerializer(EvaluationRunSerializer):
+    results = serializers.JSONField(help_text="What `memoryconsole evaluate --json` writes.")
+
+
+class EvaluationRunPage(serializers.Serializer[Any]):
+    next = serializers.URLField(allow_null=True, help_text="Always null: the latest 50 runs.")
+    previous = serializers.URLField(allow_null=True, help_text="Always null.")
+    results = EvaluationRunSerializer(many=True)
 
 
 class DecisionsAtRiskView(ContractMixin, APIView):
@@ -122,7 +187,11 @@ class DecisionsAtRiskView(ContractMixin, APIView):
             query["cursor"] = items[-1].cursor
             following = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
         return Response(
-            {"next": following, "results": [decision_at_risk_body(item) for item in items]}
+            {
+                "next": following,
+                "previous": None,
+                "results": [decision_at_risk_body(item) for item in items],
+            }
         )
 
 
@@ -159,9 +228,10 @@ class EvaluationRunListView(ContractMixin, APIView):
 
     required_action = "audit"
 
-    @extend_schema(operation_id="v1_evaluation_runs_list", responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="v1_evaluation_runs_list", responses=EvaluationRunPage)
     def get(self, request: Request) -> Response:
-        return Response({"results": [run_body(run) for run in evaluation_runs_recent(50)]})
+        runs = [run_body(run) for run in evaluation_runs_recent(50)]
+        return Response({"next": None, "previous": None, "results": runs})
 
 
 class EvaluationRunDetailView(ContractMixin, APIView):
@@ -171,7 +241,7 @@ class EvaluationRunDetailView(ContractMixin, APIView):
 
     @extend_schema(
         parameters=[OpenApiParameter("run_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
-        responses=OpenApiTypes.OBJECT,
+        responses=EvaluationRunDetailSerializer,
     )
     def get(self, request: Request, run_id: str) -> Response:
         run = evaluation_run_get(run_id)
