@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from .models import Record, SearchHit, SearchResult, HitSummary
+from .models import HitSummary, Record, SearchHit, SearchResult
 
 
 def hit_type(hit: Mapping[str, Any]) -> str:
