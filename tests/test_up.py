@@ -144,44 +144,37 @@ def _assert_nothing_left(home: Path, up: Up) -> None:
     assert leftovers == [], f"left running after up exited: {leftovers}\n{up.output()}"
 
 
-def test_it_serves_the_product_and_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
+def test_it_serves_the_product_stops_on_ctrl_c_and_keeps_the_data_for_the_next_up(
+    tmp_path: Path,
+) -> None:
     home = tmp_path / "home"
-    with running_up(home, tmp_path) as up:
-        health = up.wait_healthy()
+    with running_up(home, tmp_path, "--demo", name="first") as first:
+        health = first.wait_healthy()
         assert health["database"] == "ok"
         assert re.fullmatch(r"\d+\.\d+(\.\d+)?", health["vector"]), health
         assert health["broker"].startswith("ok"), health
 
-        status, page = up.get("/console/")  # redirects to the login page
+        status, page = first.get("/console/")  # redirects to the login page
         assert status == 200
         assert b"<form" in page
-        status, _ = up.get("/api/docs/")
+        status, _ = first.get("/api/docs/")
         assert status == 200
         # Swagger UI's assets come from our static files (whitenoise), not a CDN.
-        status, _ = up.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css")
+        status, _ = first.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css")
         assert status == 200
 
         # A task sent by another process through the broker runs in up's worker.
-        _probe_runs(home, up)
+        _probe_runs(home, first)
 
-        output = up.output()
+        output = first.output()
         assert "embedded PostgreSQL in" in output
-        assert f"{up.base}/console/" in output
-        assert f"{up.base}/api/docs/" in output
-
-        assert up.interrupt() == 0
-    assert "Traceback" not in up.output()
-    _assert_nothing_left(home, up)
-
-
-def test_it_keeps_the_data_for_the_next_up(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    with running_up(home, tmp_path, "--demo", name="first") as first:
-        first.wait_healthy()
-        tokens = re.findall(r"^\s*(mc_\S+)\s*$", first.output(), flags=re.MULTILINE)
-        assert len(tokens) == 1, first.output()
-        assert "demo-admin" in first.output()
+        assert f"{first.base}/console/" in output
+        assert f"{first.base}/api/docs/" in output
+        tokens = re.findall(r"^\s*(mc_\S+)\s*$", output, flags=re.MULTILINE)
+        assert len(tokens) == 1, output
+        assert "demo-admin" in output
         assert first.interrupt() == 0
+    assert "Traceback" not in first.output()
     _assert_nothing_left(home, first)
 
     with running_up(home, tmp_path, "--demo", name="second") as second:
@@ -238,31 +231,6 @@ def _postmaster(home: Path) -> psutil.Process:
         if cmdline and cmdline[0].endswith("postgres") and str(home) in " ".join(cmdline):
             return process
     pytest.fail("no postmaster for this home")
-
-
-def test_it_restarts_a_child_that_dies_and_the_database(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    with running_up(home, tmp_path) as up:
-        up.wait_healthy()
-        old_worker = _child(up, "worker")
-        old_worker.kill()  # SIGKILL: no clean-up of its own
-        _wait_for(up, "the worker process exited")
-        _wait_for(up, "restarted the worker process")
-        assert _child(up, "worker").pid != old_worker.pid
-        _probe_runs(home, up)
-
-        old_postmaster = _postmaster(home)
-        old_postmaster.kill()
-        # up (or a child restarted meanwhile) starts it again; the web answers 503 until then.
-        deadline = time.monotonic() + 60
-        while up.get("/api/v1/health")[0] != 200:
-            assert time.monotonic() < deadline, f"not healthy again:\n{up.output()}"
-            time.sleep(0.5)
-        assert _postmaster(home).pid != old_postmaster.pid
-        _probe_runs(home, up)
-        assert up.process.poll() is None
-        assert up.interrupt() == 0
-    _assert_nothing_left(home, up)  # the restarted server stops with up, too
 
 
 def _complaints(stderr: str) -> list[str]:

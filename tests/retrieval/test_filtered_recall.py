@@ -32,6 +32,8 @@ from apps.tenancy.services import tenant_create
 
 N = 5_000
 OTHER = 500
+# The tests of a tenant's own index load a corpus of their own, over a lowered line.
+OWN_INDEX_N = 2_000
 DIM = 256
 HNSW_INDEX = "embedding_hnsw_hashing_256"
 HNSW_SQL = (
@@ -161,12 +163,12 @@ def corpus(django_db_setup: None, django_db_blocker: Any) -> dict[str, Any]:
     return built
 
 
-def _corpus(slug: str) -> dict[str, Any]:
-    """``N`` records in a tenant of their own; another tenant holds exact copies of the
+def _corpus(slug: str, n: int = N) -> dict[str, Any]:
+    """``n`` records in a tenant of their own; another tenant holds exact copies of the
     queries used below: the nearest vectors in the whole table, which must neither appear
     nor crowd this tenant's results out."""
     rng = np.random.default_rng(7)
-    vectors = clustered(rng, N)
+    vectors = clustered(rng, n)
     probes = np.stack([probe(np.random.default_rng(11 + i)) for i in range(OTHER)])
     suffix = uuid.uuid4().hex[:6]
     tenant = tenant_create(slug=f"{slug}-{suffix}", name="Recall")
@@ -233,13 +235,13 @@ def _exact(
     return [corpus["ids"][i] for i in top if np.isfinite(scores[i])]
 
 
-def _mask(name: str) -> np.ndarray:
-    index = np.arange(N)
+def _mask(name: str, n: int = N) -> np.ndarray:
+    index = np.arange(n)
     return {
         "0.1%": index % 1000 == 0,
         "1%": index % 100 == 0,
         "10%": index % 10 == 0,
-        "100%": np.ones(N, dtype=bool),
+        "100%": np.ones(n, dtype=bool),
     }[name]
 
 
@@ -366,20 +368,20 @@ def _ef_search() -> str:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(monkeypatch):
-    """The tenant's 5,000 vectors are over the (lowered) line, the other tenant's 500 not."""
+    """The tenant's 2,000 vectors are over the (lowered) line, the other tenant's 500 not."""
     from apps.retrieval import search
     from apps.retrieval.tenant_indexes import index_name, tenant_indexes_sync
 
     # Its own rows (the module's corpus is for the tests that run in a transaction).
-    corpus = _corpus("own-index")
+    corpus = _corpus("own-index", OWN_INDEX_N)
     tenant, other = corpus["tenant"], corpus["other"]
     own = index_name(tenant.pk, "hashing-256")
-    monkeypatch.setattr(search, "EXACT_LIMIT", 100)  # 10 % (500 candidates) goes to HNSW
+    monkeypatch.setattr(search, "EXACT_LIMIT", 100)  # 10 % (200 candidates) goes to HNSW
     built: list[str] = [own]
     try:
         with connection.cursor() as cursor:
             cursor.execute(INDEX_SCANS_SQL)
-        plan = tenant_indexes_sync(minimum=4_000)
+        plan = tenant_indexes_sync(minimum=1_500)
         built += [index_name(t, m) for t, m, _dim in plan.create]
         assert (tenant.pk, "hashing-256", 256) in plan.create
         owner = _owner_connection()
@@ -395,13 +397,13 @@ def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(monkeypatch):
 
         rng = np.random.default_rng(23)
         chosen, _explained = _plan_text(tenant, probe(rng), SELECTIVITIES["1%"])
-        assert chosen == "exact"  # 50 candidates: still ranked exactly
+        assert chosen == "exact"  # 20 candidates: still ranked exactly
         for selectivity in ("10%", "100%"):
             chosen, explained = _plan_text(tenant, probe(rng), SELECTIVITIES[selectivity])
             assert chosen == "hnsw"
             assert own in explained, explained
             assert "embedding_hnsw_hashing_256" not in explained
-            mask = _mask(selectivity)
+            mask = _mask(selectivity, OWN_INDEX_N)
             found = wanted = 0
             for _ in range(20):
                 query = probe(rng)
@@ -422,7 +424,7 @@ def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(monkeypatch):
                 result = search_scoped(tenant=tenant, q=q, actor=Actor.system("test"))
                 assert _ef_search() == str(search.HNSW_EF_SEARCH_OWN_UNFILTERED)
             got = [h.record.pk for h in result.hits]
-            truth = _exact(corpus, query, _mask("100%"), 10)
+            truth = _exact(corpus, query, _mask("100%", OWN_INDEX_N), 10)
             assert result.plan == "hnsw"
             assert not set(got) & corpus["other_ids"]
             found += len(set(got) & set(truth))
@@ -437,12 +439,12 @@ def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(monkeypatch):
         _chosen, explained = _plan_text(other, probe(rng), None)
         assert own not in explained
 
-        again = tenant_indexes_sync(minimum=4_000)
+        again = tenant_indexes_sync(minimum=1_500)
         assert (again.create, again.drop) == ([], [])
         assert own in again.keep
         # Half the threshold keeps it (no flapping); below half of a higher one, it goes.
-        assert own in tenant_indexes_sync(minimum=9_000).keep
-        assert own in tenant_indexes_sync(minimum=20_000).drop
+        assert own in tenant_indexes_sync(minimum=3_600).keep
+        assert own in tenant_indexes_sync(minimum=8_000).drop
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET enable_sort")
@@ -455,13 +457,13 @@ def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(monkeypatch):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypatch):
-    """Three domains of 1,500 vectors in one tenant: each gets a (half-precision) graph of its
+    """Three domains of 600 vectors in one tenant: each gets a (half-precision) graph of its
     own, a search in one walks that graph only, and recall holds against exact search."""
     from apps.retrieval import search
     from apps.retrieval.tenant_indexes import domain_index_name, index_name, tenant_indexes_sync
 
     domains = ("alpha", "beta", "gamma")
-    vectors = clustered(np.random.default_rng(31), 4_500)
+    vectors = clustered(np.random.default_rng(31), 1_800)
     tenant = tenant_create(slug=f"domains-{uuid.uuid4().hex[:6]}", name="Domains")
     neighbour = tenant_create(slug=f"domains-n-{uuid.uuid4().hex[:6]}", name="Neighbour")
     ids = _load(tenant, vectors, mark=True, domains=domains)
@@ -472,11 +474,11 @@ def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypat
     corpus = {"vectors": vectors, "ids": ids}
     names = {domain: domain_index_name(tenant.pk, "hashing-256", domain) for domain in domains}
     built = [index_name(tenant.pk, "hashing-256"), *names.values()]
-    monkeypatch.setattr(search, "EXACT_LIMIT", 100)  # a domain's 1,500 go to HNSW
+    monkeypatch.setattr(search, "EXACT_LIMIT", 50)  # a domain's 600, and 60 of them, go to HNSW
     try:
         with connection.cursor() as cursor:
             cursor.execute(INDEX_SCANS_SQL)
-        plan = tenant_indexes_sync(minimum=1_000)
+        plan = tenant_indexes_sync(minimum=400)
         assert sorted(d for t, _m, _dim, d in plan.create_domains if t == tenant.pk) == list(
             domains
         )
@@ -490,23 +492,26 @@ def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypat
         in_p10 = np.arange(len(vectors)) % 10 == 0
         cases = [
             (None, in_alpha, search.HNSW_EF_SEARCH_OWN_UNFILTERED),  # nothing else to filter
-            ({"p10": True}, in_alpha & in_p10, search.HNSW_EF_SEARCH),  # 150 of the 1,500
+            ({"p10": True}, in_alpha & in_p10, search.HNSW_EF_SEARCH),  # 60 of the 600
         ]
         for conditions, mask, ef_search in cases:
             chosen, explained = _plan_text(tenant, queries[0], conditions, domain="alpha")
             assert chosen == "hnsw"
             if conditions is None:
-                # (With the conditions, 150 candidates: the planner may as well sort them.)
+                # (With the conditions, 60 candidates: the planner may as well sort them.)
                 assert names["alpha"] in explained, explained
             found = wanted = 0
             for query in queries:
-                q = SearchQuery(vector=query.tolist(), domain="alpha", conditions=conditions)
+                # No floor: the 60 candidates of the filtered case must all be there to rank.
+                q = SearchQuery(
+                    vector=query.tolist(), domain="alpha", conditions=conditions, min_similarity=0.0
+                )
                 with tenant_scope(tenant.pk):
                     result = search_scoped(tenant=tenant, q=q, actor=Actor.system("test"))
                     assert _ef_search() == str(ef_search)
                 got = [h.record.pk for h in result.hits]
-                truth = _exact(corpus, query, mask, 10)
-                assert len(got) == len(truth)
+                truth = _exact(corpus, query, mask, 10, 0.0)
+                assert len(got) == len(truth) == 10
                 assert set(got) <= {ids[i] for i in np.flatnonzero(mask)}
                 assert not set(got) & neighbour_ids
                 found += len(set(got) & set(truth))
@@ -519,10 +524,10 @@ def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypat
         _chosen, explained = _plan_text(neighbour, queries[0], None, domain="alpha")
         assert names["alpha"] not in explained
 
-        again = tenant_indexes_sync(minimum=1_000)
+        again = tenant_indexes_sync(minimum=400)
         assert set(names.values()) <= set(again.keep)
-        assert set(names.values()) <= set(tenant_indexes_sync(minimum=2_500).keep)  # half
-        assert set(names.values()) <= set(tenant_indexes_sync(minimum=3_500).drop)
+        assert set(names.values()) <= set(tenant_indexes_sync(minimum=1_000).keep)  # half
+        assert set(names.values()) <= set(tenant_indexes_sync(minimum=1_400).drop)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET enable_sort")
