@@ -1,42 +1,8 @@
-from typing import Any
-
 from django.db import migrations
 
+from apps.tenancy.migration_grants import grant_to_role
+
 RUN = "run_evaluations"
-
-
-def grant_to_admins(apps: Any, schema_editor: Any) -> None:
-    """Running evaluations is an admin's permission: give it to every existing admin (roles
-    map to guardian permissions on the tenant). Row-level security applies to the migrating
-    role too: memberships are read tenant by tenant."""
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    Permission = apps.get_model("auth", "Permission")
-    UserObjectPermission = apps.get_model("guardian", "UserObjectPermission")
-    content_type, _ = ContentType.objects.get_or_create(app_label="tenancy", model="tenant")
-    permission, _ = Permission.objects.get_or_create(
-        codename=RUN,
-        content_type=content_type,
-        defaults={"name": "Run evaluations of the memory in a sandbox"},
-    )
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute("SELECT id FROM tenancy_tenant")
-        tenants = [tenant_id for (tenant_id,) in cursor.fetchall()]
-        for tenant_id in tenants:
-            cursor.execute(
-                "SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)]
-            )
-            cursor.execute(
-                "SELECT user_id FROM tenancy_membership WHERE tenant_id = %s AND role = 'admin'",
-                [tenant_id],
-            )
-            for (user_id,) in cursor.fetchall():
-                UserObjectPermission.objects.get_or_create(
-                    permission=permission,
-                    content_type=content_type,
-                    object_pk=str(tenant_id),
-                    user_id=user_id,
-                )
-        cursor.execute("SELECT set_config('memoryconsole.tenant_id', '', true)")
 
 
 class Migration(migrations.Migration):
@@ -66,5 +32,8 @@ class Migration(migrations.Migration):
                 ],
             },
         ),
-        migrations.RunPython(grant_to_admins, migrations.RunPython.noop),
+        migrations.RunPython(
+            grant_to_role(RUN, "Run evaluations of the memory in a sandbox"),
+            migrations.RunPython.noop,
+        ),
     ]

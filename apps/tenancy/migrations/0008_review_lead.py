@@ -1,45 +1,12 @@
 """Review leads: the tenant's claim length, and a permission of their own (admins hold it)."""
 
 import datetime
-from typing import Any
 
 from django.db import migrations, models
 
+from apps.tenancy.migration_grants import grant_to_role
+
 LEAD = "manage_review"
-
-
-def grant_review_lead_to_admins(apps: Any, schema_editor: Any) -> None:
-    """Leading the review (canned reasons, claim length, throughput) is a permission of its own,
-    held by admins: give it to every existing admin, tenant by tenant (row-level security
-    applies to the migrating role too)."""
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    Permission = apps.get_model("auth", "Permission")
-    UserObjectPermission = apps.get_model("guardian", "UserObjectPermission")
-    content_type, _ = ContentType.objects.get_or_create(app_label="tenancy", model="tenant")
-    permission, _ = Permission.objects.get_or_create(
-        codename=LEAD,
-        content_type=content_type,
-        defaults={"name": "Lead the review: canned reasons, claims, reviewers' throughput"},
-    )
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute("SELECT id FROM tenancy_tenant")
-        tenants = [tenant_id for (tenant_id,) in cursor.fetchall()]
-        for tenant_id in tenants:
-            cursor.execute(
-                "SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)]
-            )
-            cursor.execute(
-                "SELECT user_id FROM tenancy_membership WHERE tenant_id = %s AND role = 'admin'",
-                [tenant_id],
-            )
-            for (user_id,) in cursor.fetchall():
-                UserObjectPermission.objects.get_or_create(
-                    permission=permission,
-                    content_type=content_type,
-                    object_pk=str(tenant_id),
-                    user_id=user_id,
-                )
-        cursor.execute("SELECT set_config('memoryconsole.tenant_id', '', true)")
 
 
 class Migration(migrations.Migration):
@@ -88,5 +55,8 @@ class Migration(migrations.Migration):
                 name="tenant_review_claim_duration_positive",
             ),
         ),
-        migrations.RunPython(grant_review_lead_to_admins, migrations.RunPython.noop),
+        migrations.RunPython(
+            grant_to_role(LEAD, "Lead the review: canned reasons, claims, reviewers' throughput"),
+            migrations.RunPython.noop,
+        ),
     ]
