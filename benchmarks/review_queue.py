@@ -195,7 +195,8 @@ def bare_urlpatterns() -> list[Any]:
     from django.http import HttpRequest, HttpResponse
     from django.urls import path
 
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
+    from apps.core.pagination import Cursor
     from apps.records.forms_review import ConflictQueueForm, PromotionQueueFilterForm
     from apps.records.models import PromotionRequest
     from apps.records.review import (
@@ -211,7 +212,6 @@ def bare_urlpatterns() -> list[Any]:
     )
     from apps.records.services import promotion_approve
     from apps.records.throughput import review_throughput
-    from apps.tenancy.keyset import Cursor
     from apps.tenancy.permissions import REVIEW_PROMOTIONS
     from apps.tenancy.views import tenant_view
 
@@ -287,7 +287,7 @@ def add_claims_reasons_and_decisions(tenant: Any, colleague: Any, reviewers: lis
     decisions: each reviewer approves one bulk batch (audited one by one)."""
     from django.utils import timezone
 
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.records.models import PromotionRequest, ReviewClaim
     from apps.records.reasons import review_reason_add
     from apps.records.review import (
@@ -393,7 +393,7 @@ def main() -> None:
         from django.test.utils import setup_test_environment
         from django.urls import clear_url_caches, reverse
 
-        from apps.audit.services import Actor
+        from apps.core.actors import Actor
         from apps.records.models import PromotionRequest
         from apps.records.review import COUNT_LIMIT, QUEUE_PAGE_SIZE, arrivals_mark
         from apps.tenancy.context import tenant_scope

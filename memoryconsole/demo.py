@@ -20,7 +20,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import DEFAULT_ACTIONS, AgentCredential, Membership, Role, Tenant
 from apps.tenancy.services import credential_issue, membership_set, tenant_create

@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "axes",
     "django_celery_beat",
     "memoryconsole",
+    "apps.core",
     "apps.tenancy",
     "apps.audit",
     "apps.records",
@@ -272,7 +273,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "apps.api.schema.ProblemAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "apps.api.problems.exception_handler",
+    "EXCEPTION_HANDLER": "apps.core.problems.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 # The one limit on a whole request body: over it, 413 problem+json (apps.api.problems). Each

@@ -16,7 +16,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
 
-handler400 = "apps.api.problems.handler400"
-handler403 = "apps.api.problems.handler403"
-handler404 = "apps.api.problems.handler404"
-handler500 = "apps.api.problems.handler500"
+handler400 = "apps.core.problems.handler400"
+handler403 = "apps.core.problems.handler403"
+handler404 = "apps.core.problems.handler404"
+handler500 = "apps.core.problems.handler500"

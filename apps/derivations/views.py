@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.audit.models import DeletionReceipt
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import ERASE_MEMORIES, VIEW_AUDIT
 from apps.tenancy.views import (

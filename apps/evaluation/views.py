@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import (
     RESOLVE_CONFLICTS,

@@ -20,10 +20,12 @@ from rest_framework.response import Response
 
 from apps.api.contract import NON_BLANK_PATTERN, ContractView, InputRejected
 from apps.api.idempotency import idempotent
-from apps.api.pagination import CursorPage
-from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
 from apps.api.schema import ProblemSerializer
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
+from apps.core.errors import DomainError, Invalid, NotFound
+from apps.core.pagination import CursorPage
+from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.derivations.embeddings import VECTOR_FIELD, client_vector_store
 from apps.tenancy.models import AgentCredential
 
@@ -66,7 +68,7 @@ from .serializers import (
     VersionSerializer,
     audit_field_names,
 )
-from .validation import WriteRejected
+from .validation import WRITE_REJECTED, WRITE_TOO_LARGE, WriteRejected
 
 
 def serialize_many(serializer_class: Any, items: Any) -> Any:
@@ -81,14 +83,8 @@ def _actor(request: Request) -> Actor:
     return Actor.for_credential(credential)
 
 
-def _not_found(what: str) -> Problem:
-    return Problem(f"No such {what}.", status_code=404)
-
-
-def _domain_problem(error: services.RecordError) -> Problem:
-    extra = {k: v for k, v in error.extra.items() if k != "field"}
-    errors = {error.extra["field"]: [str(error)]} if "field" in error.extra else None
-    return Problem(str(error), status_code=error.status, errors=errors, extra=extra)
+def _not_found(what: str) -> DomainError:
+    return NotFound(f"No such {what}.")
 
 
 def with_open_conflict(queryset: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecord]:
@@ -121,13 +117,6 @@ class ConflictPagination(CursorPage):
     ordering = ("-opened_at", "-id")
 
 
-WRITE_REJECTED = "The memory write was rejected; nothing was stored."
-WRITE_TOO_LARGE = (
-    "The memory write is over its size (value: 64 KiB as JSON; content: 65,536 characters); "
-    "nothing was stored."
-)
-
-
 class RecordListCreateView(ContractView):
     """List the tenant's live records, or write one (the policy boundary)."""
 
@@ -139,8 +128,10 @@ class RecordListCreateView(ContractView):
     def handle_exception(self, exc: Exception) -> Response:
         # A refused write is audited (field names only), and the audit must survive the
         # refusal: answered here, not by the exception handler, which rolls the request back.
-        if isinstance(exc, InputRejected) and exc.where == "body" and exc.errors:
-            return self._write_rejected(exc.errors, status=413 if exc.too_large else 400)
+        if isinstance(exc, WriteRejected) or (
+            isinstance(exc, InputRejected) and exc.where == "body" and exc.errors
+        ):
+            return self._write_rejected(exc.errors or {}, status=exc.status)
         return super().handle_exception(exc)
 
     def _write_rejected(self, errors: dict[str, list[str]], *, status: int) -> Response:
@@ -187,12 +178,7 @@ class RecordListCreateView(ContractView):
         credential = request.auth
         assert isinstance(credential, AgentCredential)
         data, vector = self.body["record"], self.body["vector"]
-        try:
-            outcome = services.record_write(
-                tenant=credential.tenant, actor=_actor(request), data=data
-            )
-        except WriteRejected as rejected:
-            return self._write_rejected(rejected.errors, status=rejected.status)
+        outcome = services.record_write(tenant=credential.tenant, actor=_actor(request), data=data)
         if vector is not None:
             # In the request's transaction (ATOMIC_REQUESTS), with the write.
             client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
@@ -263,10 +249,7 @@ class RecordDetailView(ContractView):
         if self.params.get("dry_run"):
             return Response(deletion_preview_body(deletion_preview(record)))
         reason = self.params.get("reason") or "deleted through the API"
-        try:
-            result = services.record_delete(record=record, actor=_actor(request), reason=reason)
-        except services.RecordError as error:
-            raise _domain_problem(error) from error
+        result = services.record_delete(record=record, actor=_actor(request), reason=reason)
         return Response(receipt_representation(result.receipt))
 
 
@@ -319,15 +302,12 @@ class RecordPromotionRequestView(ContractView):
     @idempotent()
     def post(self, request: Request, record_id: str) -> Response:
         record = _record_or_404(record_id)
-        try:
-            promotion = services.promotion_request_create(
-                record=record,
-                actor=_actor(request),
-                evidence=self.body.get("evidence"),
-                reason=self.body["reason"],
-            )
-        except services.RecordError as error:
-            raise _domain_problem(error) from error
+        promotion = services.promotion_request_create(
+            record=record,
+            actor=_actor(request),
+            evidence=self.body.get("evidence"),
+            reason=self.body["reason"],
+        )
         return Response(PromotionRequestSerializer(promotion).data, status=201)
 
 
@@ -383,13 +363,10 @@ class PromotionDecisionView(ContractView):
     def post(self, request: Request, request_id: str) -> Response:
         promotion = _promotion_or_404(request_id)
         reason = self.body["reason"]
-        try:
-            if self.decision == "approve":
-                services.promotion_approve(request=promotion, actor=_actor(request), reason=reason)
-            else:
-                services.promotion_reject(request=promotion, actor=_actor(request), reason=reason)
-        except services.RecordError as error:
-            raise _domain_problem(error) from error
+        if self.decision == "approve":
+            services.promotion_approve(request=promotion, actor=_actor(request), reason=reason)
+        else:
+            services.promotion_reject(request=promotion, actor=_actor(request), reason=reason)
         promotion.refresh_from_db()
         return Response(PromotionRequestSerializer(promotion).data)
 
@@ -437,16 +414,13 @@ class ConflictResolveView(ContractView):
         conflict = selectors.conflicts(None).filter(pk=pk).first() if pk else None
         if conflict is None:
             raise _not_found("conflict")
-        try:
-            services.conflict_resolve(
-                conflict=conflict,
-                actor=_actor(request),
-                resolution=self.body["resolution"],
-                reason=self.body["reason"],
-                value=self.body.get("value"),
-            )
-        except services.RecordError as error:
-            raise _domain_problem(error) from error
+        services.conflict_resolve(
+            conflict=conflict,
+            actor=_actor(request),
+            resolution=self.body["resolution"],
+            reason=self.body["reason"],
+            value=self.body.get("value"),
+        )
         conflict = selectors.conflicts(None).get(pk=conflict.pk)
         return Response(ConflictSerializer(conflict).data)
 
@@ -536,7 +510,7 @@ class ConsentRevokeView(ContractView):
         credential = request.auth
         assert isinstance(credential, AgentCredential)
         if not consent_ref.strip() or len(consent_ref) > 200:
-            raise Problem("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
+            raise Invalid("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
         revocation = services.consent_revoke(
             tenant=credential.tenant,
             consent_ref=consent_ref,

@@ -24,8 +24,9 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from apps.audit.models import ActorType
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor, ActorType
+from apps.core.errors import DomainError
 from apps.tenancy.models import Tenant
 
 from .models import PromotionRequest, PromotionState, ReviewClaim
@@ -34,7 +35,7 @@ from .models import PromotionRequest, PromotionState, ReviewClaim
 CLAIM_BATCH_LIMIT = 50
 
 
-class ClaimError(Exception):
+class ClaimError(DomainError):
     """A claim that cannot be taken or released as asked (the message says why)."""
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from apps.tenancy.keyset import CursorField
+from apps.core.pagination import CursorField
 
 from .claims import CLAIM_BATCH_LIMIT
 from .models import (

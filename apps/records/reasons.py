@@ -14,7 +14,9 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
+from apps.core.errors import DomainError
 from apps.tenancy.models import Tenant
 
 from .models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
@@ -25,12 +27,10 @@ CLAIM_DURATION_MIN = timedelta(minutes=1)
 CLAIM_DURATION_MAX = timedelta(hours=8)
 
 
-class ReasonError(Exception):
+class ReasonError(DomainError):
     """A settings change refused; the message says why (``field`` names the form field)."""
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
+    status = 400
 
 
 def review_reasons(decision: str | None = None) -> list[ReviewReason]:

@@ -38,8 +38,9 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
-from apps.audit.services import Actor
-from apps.tenancy.keyset import Cursor
+from apps.core.actors import Actor
+from apps.core.pagination import Cursor
+from apps.core.validation import json_equal
 
 from .claims import held_by, held_by_others
 from .models import (
@@ -53,7 +54,6 @@ from .models import (
 )
 from .selectors import records_live
 from .services import RecordError, promotion_approve, promotion_reject
-from .validation import json_equal
 
 QUEUE_PAGE_SIZE = 20
 # Each conflict shows two versions and a history: fewer per page keeps the page light.

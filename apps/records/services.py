@@ -19,8 +19,10 @@ from django.db.models import DateTimeField, F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from apps.audit.models import ActorType
-from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
+from apps.audit.services import audit_append, audit_event, audit_record, content_digest
+from apps.core.actors import Actor, ActorType
+from apps.core.errors import DomainError
+from apps.core.validation import canonical_json, json_equal
 from apps.derivations.outbox import record_embedding_enqueue, record_embedding_message
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import prepared_cursor
@@ -54,23 +56,13 @@ from .validation import (
     RUN_ID_RE,
     RecordInput,
     WriteRejected,
-    canonical_json,
-    json_equal,
     json_problem,
     render_content,
 )
 
 
-class RecordError(Exception):
-    """A domain rule refused the change. ``status`` is the HTTP status the API answers with."""
-
-    status = 409
-
-    def __init__(self, message: str, *, status: int | None = None, **extra: Any) -> None:
-        super().__init__(message)
-        if status is not None:
-            self.status = status
-        self.extra = extra
+class RecordError(DomainError):
+    """A rule of the records refused the change (409 unless it names another status)."""
 
 
 class OwnEvidence(RecordError):

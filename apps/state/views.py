@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from apps.tenancy.keyset import Cursor
+from apps.core.pagination import Cursor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import VIEW_MEMORIES
 from apps.tenancy.views import ConsoleRequest, _render, tenant_view

@@ -14,7 +14,8 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 
 from .context import (
     TENANT_SETTING,

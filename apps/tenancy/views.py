@@ -34,7 +34,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from apps.audit.selectors import audit_chain_verify
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 
 from .context import activate_tenant
 from .dashboard import dashboard_page, tenant_dashboard

@@ -10,7 +10,8 @@ from django.urls import reverse
 
 from apps.audit.models import AuditEvent
 from apps.audit.selectors import ChainCheck
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import expect
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.claims import claims_take
 from apps.records.models import Conflict, PromotionRequest, ReviewClaim
 from apps.records.reasons import review_reason_add

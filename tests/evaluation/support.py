@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import MemoryRecord
 from apps.records.services import promotion_approve, promotion_request_create
 from apps.tenancy.context import tenant_scope

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent, DeletionReceipt
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.models import Embedding, Summary
 from apps.derivations.services import summary_create
 from apps.records import services

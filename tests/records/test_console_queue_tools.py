@@ -11,11 +11,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
+from apps.core.pagination import Cursor
 from apps.records.claims import claims_take
 from apps.records.models import Conflict, PromotionRequest
 from apps.tenancy.context import tenant_scope
-from apps.tenancy.keyset import Cursor
 
 from .test_console_review import (
     HTMX,

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import MemoryRecord
 from apps.records.services import (
     RecordError,

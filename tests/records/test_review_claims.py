@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.claims import ClaimError, claims_release, claims_take
 from apps.records.models import PromotionRequest, ReviewClaim
 from apps.records.services import Claimed, promotion_approve, promotion_reject

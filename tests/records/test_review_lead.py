@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import PromotionRequest, ReviewReason
 from apps.records.reasons import review_reason_add
 from apps.records.services import promotion_approve, promotion_reject

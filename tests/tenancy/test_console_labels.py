@@ -17,7 +17,7 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.models import DeletionReceipt, ErasureJob
 from apps.records.claims import claims_take
 from apps.records.models import Conflict, PromotionRequest

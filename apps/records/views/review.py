@@ -23,9 +23,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.audit.models import ActorType
-from apps.audit.services import Actor
-from apps.tenancy.keyset import Cursor
+from apps.core.actors import Actor, ActorType
+from apps.core.pagination import Cursor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import RESOLVE_CONFLICTS, REVIEW_PROMOTIONS
 from apps.tenancy.templatetags.console_format import human_label
@@ -817,7 +816,7 @@ def conflict_resolve_view(
             # A repeated click, or another reviewer resolved it first: show that resolution.
             messages.info(request, f"{label}: {error}")
             return _resolve_answer(request, tenant, _conflict_or_404(conflict_id))
-        field = error.extra.get("field")
+        field = error.field
         form.add_error(field if field in form.fields else None, str(error))
         return _resolve_answer(request, tenant, conflict, form=form)
     outcome = {

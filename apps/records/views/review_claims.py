@@ -20,8 +20,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.audit.services import Actor
-from apps.tenancy.keyset import Cursor
+from apps.core.actors import Actor
+from apps.core.pagination import Cursor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import REVIEW_PROMOTIONS
 from apps.tenancy.views import ConsoleRequest, page_shown, tenant_view

@@ -12,7 +12,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import MANAGE_REVIEW
 from apps.tenancy.views import ConsoleRequest, tenant_view
