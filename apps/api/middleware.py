@@ -20,6 +20,8 @@ from apps.core.problems import (
 logger = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
+
+
 def database_unavailable_response(request: HttpRequest) -> HttpResponse:
     """503 with ``Retry-After``: problem+json for the API, the console's page otherwise."""
     response: HttpResponse
