@@ -63,7 +63,8 @@ def _sample_memories(context: DemoContext) -> None:
     from apps.derivations.services import summary_create
     from apps.records.models import MemoryRecord
     from apps.records.serializers import write_input
-    from apps.records.services import promotion_request_create, record_write
+    from apps.records.services import record_write
+    from apps.review.services import promotion_request_create
     from apps.state.services import checkpoint_write, obligation_create, run_open
 
     tenant = context.tenant

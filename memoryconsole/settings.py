@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "apps.tenancy",
     "apps.audit",
     "apps.records",
+    "apps.review",
     "apps.derivations",
     "apps.retrieval",
     "apps.state",

@@ -14,6 +14,7 @@ urlpatterns = [
     path("audit-events", AuditEventListView.as_view(), name="api-audit-events"),
     path("audit-events/<str:event_id>", AuditEventDetailView.as_view(), name="api-audit-event"),
     path("", include("apps.records.urls")),
+    path("", include("apps.review.urls")),
     path("", include("apps.derivations.urls")),
     path("", include("apps.retrieval.urls")),
     path("", include("apps.state.urls")),

@@ -1,11 +1,10 @@
-"""``/api/v1/records``, ``/facts``, ``/promotion-requests``, ``/conflicts``, ``/consents``.
+"""``/api/v1/records``, ``/facts``, ``/consents``.
 
 Views parse input, fetch through tenant-scoped selectors, call one service and serialize.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
@@ -23,7 +22,7 @@ from apps.api.idempotency import idempotent
 from apps.api.schema import ProblemSerializer
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
-from apps.core.errors import DomainError, Invalid, NotFound
+from apps.core.errors import Invalid, NotFound
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.derivations.embeddings import VECTOR_FIELD, client_vector_store
@@ -35,7 +34,6 @@ from .models import (
     ConflictState,
     MemoryRecord,
     PromotionEvent,
-    PromotionRequest,
 )
 from .responses import (
     ConsentRevocationSerializer,
@@ -47,18 +45,11 @@ from .responses import (
     RecordDetail,
 )
 from .serializers import (
-    ConflictListQuery,
-    ConflictResolveInput,
-    ConflictSerializer,
-    DecisionInput,
     FactCheckInput,
     FactSerializer,
     FactsQuery,
     ObservationSerializer,
     PromotionEventSerializer,
-    PromotionListQuery,
-    PromotionRequestInput,
-    PromotionRequestSerializer,
     ReasonInput,
     RecordDeleteQuery,
     RecordListQuery,
@@ -77,13 +68,13 @@ def serialize_many(serializer_class: Any, items: Any) -> Any:
     return serializer_class(items, many=True).data
 
 
-def _actor(request: Request) -> Actor:
+def request_actor(request: Request) -> Actor:
     credential = request.auth
     assert isinstance(credential, AgentCredential)
     return Actor.for_credential(credential)
 
 
-def _not_found(what: str) -> DomainError:
+def not_found(what: str) -> NotFound:
     return NotFound(f"No such {what}.")
 
 
@@ -95,10 +86,10 @@ def with_open_conflict(queryset: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecor
     return queryset.annotate(open_conflict_id=Subquery(open_conflicts.values("pk")[:1]))
 
 
-def _record_or_404(record_id: str) -> MemoryRecord:
+def record_or_404(record_id: str) -> MemoryRecord:
     record = selectors.record_get(record_id)
     if record is None:
-        raise _not_found("record")
+        raise not_found("record")
     return record
 
 
@@ -107,14 +98,6 @@ class RecordPagination(CursorPage):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
-
-
-class PromotionRequestPagination(CursorPage):
-    ordering = ("-requested_at", "-id")
-
-
-class ConflictPagination(CursorPage):
-    ordering = ("-opened_at", "-id")
 
 
 class RecordListCreateView(ContractView):
@@ -142,7 +125,7 @@ class RecordListCreateView(ContractView):
             audited["fields"] = sorted([*audited["fields"], VECTOR_FIELD])
         audit_record(
             tenant=credential.tenant,
-            actor=_actor(self.request),
+            actor=request_actor(self.request),
             action="record.write_rejected",
             data=audited,
         )
@@ -178,7 +161,9 @@ class RecordListCreateView(ContractView):
         credential = request.auth
         assert isinstance(credential, AgentCredential)
         data, vector = self.body["record"], self.body["vector"]
-        outcome = services.record_write(tenant=credential.tenant, actor=_actor(request), data=data)
+        outcome = services.record_write(
+            tenant=credential.tenant, actor=request_actor(request), data=data
+        )
         if vector is not None:
             # In the request's transaction (ATOMIC_REQUESTS), with the write.
             client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
@@ -206,7 +191,7 @@ class RecordDetailView(ContractView):
 
     @extend_schema(responses=RecordDetail)
     def get(self, request: Request, record_id: str) -> Response:
-        record = _record_or_404(record_id)
+        record = record_or_404(record_id)
         record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
         body = dict(RecordSerializer(record).data)
         body["observations"] = serialize_many(
@@ -245,11 +230,11 @@ class RecordDetailView(ContractView):
         from apps.derivations.api import deletion_preview_body
         from apps.derivations.preview import deletion_preview
 
-        record = _record_or_404(record_id)
+        record = record_or_404(record_id)
         if self.params.get("dry_run"):
             return Response(deletion_preview_body(deletion_preview(record)))
         reason = self.params.get("reason") or "deleted through the API"
-        result = services.record_delete(record=record, actor=_actor(request), reason=reason)
+        result = services.record_delete(record=record, actor=request_actor(request), reason=reason)
         return Response(receipt_representation(result.receipt))
 
 
@@ -280,149 +265,9 @@ class RecordHistoryView(ContractView):
 
     @extend_schema(responses=HistoryResponse)
     def get(self, request: Request, record_id: str) -> Response:
-        record = _record_or_404(record_id)
+        record = record_or_404(record_id)
         versions = serialize_many(VersionSerializer, selectors.record_history(record))
         return Response({"record": str(record.pk), "versions": versions})
-
-
-class RecordPromotionRequestView(ContractView):
-    """Ask reviewers to confirm a provisional record."""
-
-    required_action = "write"
-    body_input = {"POST": PromotionRequestInput}
-
-    @extend_schema(
-        responses={
-            201: PromotionRequestSerializer,
-            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer, description="The record is confirmed, or cannot be promoted."
-            ),
-        },
-    )
-    @idempotent()
-    def post(self, request: Request, record_id: str) -> Response:
-        record = _record_or_404(record_id)
-        promotion = services.promotion_request_create(
-            record=record,
-            actor=_actor(request),
-            evidence=self.body.get("evidence"),
-            reason=self.body["reason"],
-        )
-        return Response(PromotionRequestSerializer(promotion).data, status=201)
-
-
-class PromotionRequestListView(ContractView):
-    required_action = "review"
-    query_input = {"GET": PromotionListQuery}
-    pagination_class = PromotionRequestPagination
-
-    @extend_schema(responses=PromotionRequestSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        state = self.params.get("state")
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(selectors.promotion_requests(state), request, self)
-        return paginator.get_paginated_response(serialize_many(PromotionRequestSerializer, page))
-
-
-def _promotion_or_404(request_id: str) -> PromotionRequest:
-    pk = _uuid(request_id)
-    found = selectors.promotion_requests(None).filter(pk=pk).first() if pk else None
-    if found is None:
-        raise _not_found("promotion request")
-    return found
-
-
-def _uuid(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None
-
-
-class PromotionDecisionView(ContractView):
-    required_action = "review"
-    body_input = {"POST": DecisionInput}
-    decision = "approve"
-
-    @extend_schema(
-        responses={
-            200: PromotionRequestSerializer,
-            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer,
-                description="The credential wrote the record: it cannot decide on it.",
-            ),
-            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer,
-                description="The request is already decided (`state`), its record is no "
-                "longer active, or a reviewer in the console holds it: a claim, named by "
-                "`claimed_by` and `claimed_until`, refuses every other decision until it ends.",
-            ),
-        },
-    )
-    @idempotent()
-    def post(self, request: Request, request_id: str) -> Response:
-        promotion = _promotion_or_404(request_id)
-        reason = self.body["reason"]
-        if self.decision == "approve":
-            services.promotion_approve(request=promotion, actor=_actor(request), reason=reason)
-        else:
-            services.promotion_reject(request=promotion, actor=_actor(request), reason=reason)
-        promotion.refresh_from_db()
-        return Response(PromotionRequestSerializer(promotion).data)
-
-
-class PromotionApproveView(PromotionDecisionView):
-    decision = "approve"
-
-
-class PromotionRejectView(PromotionDecisionView):
-    decision = "reject"
-
-
-class ConflictListView(ContractView):
-    required_action = "review"
-    query_input = {"GET": ConflictListQuery}
-    pagination_class = ConflictPagination
-
-    @extend_schema(responses=ConflictSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        state = self.params.get("state")
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(selectors.conflicts(state), request, self)
-        return paginator.get_paginated_response(serialize_many(ConflictSerializer, page))
-
-
-class ConflictResolveView(ContractView):
-    required_action = "review"
-    body_input = {"POST": ConflictResolveInput}
-
-    @extend_schema(
-        responses={
-            200: ConflictSerializer,
-            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer,
-                description="The credential wrote one of the versions: it cannot resolve it.",
-            ),
-            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer, description="The conflict is already resolved."
-            ),
-        },
-    )
-    @idempotent()
-    def post(self, request: Request, conflict_id: str) -> Response:
-        pk = _uuid(conflict_id)
-        conflict = selectors.conflicts(None).filter(pk=pk).first() if pk else None
-        if conflict is None:
-            raise _not_found("conflict")
-        services.conflict_resolve(
-            conflict=conflict,
-            actor=_actor(request),
-            resolution=self.body["resolution"],
-            reason=self.body["reason"],
-            value=self.body.get("value"),
-        )
-        conflict = selectors.conflicts(None).get(pk=conflict.pk)
-        return Response(ConflictSerializer(conflict).data)
 
 
 class FactsView(ContractView):
@@ -514,7 +359,7 @@ class ConsentRevokeView(ContractView):
         revocation = services.consent_revoke(
             tenant=credential.tenant,
             consent_ref=consent_ref,
-            actor=_actor(request),
+            actor=request_actor(request),
             reason=self.body.get("reason", ""),
         )
         return Response(

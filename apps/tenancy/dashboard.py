@@ -21,14 +21,14 @@ from django.utils import timezone
 
 from apps.audit.models import AuditEvent
 from apps.records.models import SENSITIVITY_ORDER, Trust
-from apps.records.review import (
+from apps.records.selectors import CURRENT_VERSION, records_live
+from apps.review.queues import (
     COUNT_LIMIT,
     PromotionQueueFilters,
     conflict_queue_count,
     promotion_queue_count,
 )
-from apps.records.selectors import CURRENT_VERSION, records_live
-from apps.records.throughput import decisions_since
+from apps.review.throughput import decisions_since
 from apps.state.models import ObligationState, RunState
 from apps.state.selectors import obligations_list, obligations_overdue, runs_list
 

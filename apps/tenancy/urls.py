@@ -43,7 +43,7 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/audit/verify/", views.audit_verify, name="audit-verify"),
     # Each area's pages live with its app; their URL names join this namespace.
     path("t/<slug:tenant_slug>/", include("apps.records.console_memories_urls")),
-    path("t/<slug:tenant_slug>/", include("apps.records.console_review_urls")),
+    path("t/<slug:tenant_slug>/", include("apps.review.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.records.console_governance_urls")),
     path("t/<slug:tenant_slug>/", include("apps.derivations.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.state.console_urls")),

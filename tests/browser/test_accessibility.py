@@ -175,10 +175,10 @@ def _lead_tenant(agent, tenant, owner) -> None:
     """Requests (two claimed, one by someone else), canned reasons and decisions, so the queue,
     the lead's pages and the cards show every new control."""
     from apps.core.actors import Actor
-    from apps.records.claims import claims_take
     from apps.records.models import PromotionRequest
-    from apps.records.reasons import review_reason_add
-    from apps.records.services import promotion_reject
+    from apps.review.claims import claims_take
+    from apps.review.reasons import review_reason_add
+    from apps.review.services import promotion_reject
     from apps.tenancy.context import tenant_scope
 
     _busy_tenant(agent)

@@ -6,7 +6,7 @@ from typing import Any
 
 from apps.core.actors import Actor
 from apps.records.models import MemoryRecord
-from apps.records.services import promotion_approve, promotion_request_create
+from apps.review.services import promotion_approve, promotion_request_create
 from apps.tenancy.context import tenant_scope
 from tests.conftest import make_agent
 from tests.records.factories import body

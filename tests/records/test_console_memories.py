@@ -20,6 +20,7 @@ from apps.records import services
 from apps.records.models import MemoryRecord
 from apps.records.serializers import write_input
 from apps.records.views import memories as memory_views
+from apps.review import services as review_services
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 
@@ -433,7 +434,7 @@ def test_it_previews_everything_a_deletion_takes(client, tenant, member):
     embed(tenant, second)
     summary = summarise(tenant, first)
     with tenant_scope(tenant.pk):
-        services.promotion_request_create(
+        review_services.promotion_request_create(
             record=first, actor=WRITER, evidence=None, reason="seen twice"
         )
     signed_in(client, member)

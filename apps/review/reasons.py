@@ -17,9 +17,8 @@ from django.db.models import F
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
+from apps.records.models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
 from apps.tenancy.models import Tenant
-
-from .models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
 
 # The shortest and longest claim a tenant may set: shorter expires mid-item, longer keeps a
 # batch away from other reviewers for a whole shift.

@@ -27,9 +27,8 @@ from django.utils import timezone
 from apps.audit.services import audit_record
 from apps.core.actors import Actor, ActorType
 from apps.core.errors import DomainError
+from apps.records.models import PromotionRequest, PromotionState, ReviewClaim
 from apps.tenancy.models import Tenant
-
-from .models import PromotionRequest, PromotionState, ReviewClaim
 
 # The most requests one claim takes: a batch is a page or two of work, not the queue.
 CLAIM_BATCH_LIMIT = 50

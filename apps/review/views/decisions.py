@@ -1,7 +1,7 @@
 """Console: the review queues. Pending promotion requests (approve, reject, bulk approve) and
 open conflicts (keep current, accept new, write a corrected value).
 
-Thin views: a form parses, a selector of :mod:`apps.records.review` reads within the tenant,
+Thin views: a form parses, a selector of :mod:`apps.review.queues` reads within the tenant,
 the records services change and audit. Decisions answer htmx with the updated item (it
 changes in place) plus the message; without JavaScript they redirect back to the queue.
 Deciding twice is harmless: the service refuses the second decision and the item simply
@@ -25,20 +25,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.core.actors import Actor, ActorType
 from apps.core.pagination import Cursor
-from apps.tenancy.models import Tenant
-from apps.tenancy.permissions import RESOLVE_CONFLICTS, REVIEW_PROMOTIONS
-from apps.tenancy.templatetags.console_format import human_label
-from apps.tenancy.views import (
-    ConsoleRequest,
-    _render,
-    form_nonce_consume,
-    form_nonce_issue,
-    page_shown,
-    tenant_view,
-)
-
-from ..claims import claims_held_count
-from ..forms_review import (
+from apps.records.models import Conflict, PromotionRequest, PromotionState, ReviewReason
+from apps.records.services import RecordError
+from apps.review.claims import claims_held_count
+from apps.review.forms import (
     ApproveForm,
     BulkApproveForm,
     ConflictQueueForm,
@@ -48,9 +38,7 @@ from ..forms_review import (
     ReverseForm,
     SelectionForm,
 )
-from ..models import Conflict, PromotionRequest, PromotionState, ReviewReason
-from ..reasons import review_reasons
-from ..review import (
+from apps.review.queues import (
     BULK_APPROVE_LIMIT,
     CONFLICT_PAGE_SIZE,
     COUNT_LIMIT,
@@ -76,15 +64,26 @@ from ..review import (
     promotions_approve_bulk,
     promotions_reject_bulk,
 )
-from ..services import (
+from apps.review.reasons import review_reasons
+from apps.review.services import (
     Claimed,
     OwnEvidence,
-    RecordError,
     conflict_resolve,
     promotion_approve,
     promotion_reject,
     promotion_reopen,
     promotion_return_to_provisional,
+)
+from apps.tenancy.models import Tenant
+from apps.tenancy.permissions import RESOLVE_CONFLICTS, REVIEW_PROMOTIONS
+from apps.tenancy.templatetags.console_format import human_label
+from apps.tenancy.views import (
+    ConsoleRequest,
+    _render,
+    form_nonce_consume,
+    form_nonce_issue,
+    page_shown,
+    tenant_view,
 )
 
 QUEUE_TEMPLATE = "console/review/queue.html"
