@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "apps.state",
     "apps.api",
     "apps.evaluation",
+    "apps.console",
 ]
 
 MIDDLEWARE = [
@@ -116,7 +117,7 @@ TEMPLATES: list[dict[str, Any]] = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "apps.tenancy.context_processors.console",
+                "apps.console.context_processors.console",
             ],
         },
     }
@@ -177,7 +178,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 # A refused form gets the console's own page with a way back, not Django's bare default.
-CSRF_FAILURE_VIEW = "apps.tenancy.views.csrf_failure"
+CSRF_FAILURE_VIEW = "apps.console.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 

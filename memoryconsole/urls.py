@@ -9,7 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 urlpatterns = [
     path("", lambda request: redirect("console:home"), name="root"),
-    path("console/", include("apps.tenancy.urls")),
+    path("console/", include("apps.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -79,10 +79,10 @@ from apps.tenancy.permissions import RESOLVE_CONFLICTS, REVIEW_PROMOTIONS
 from apps.tenancy.templatetags.console_format import human_label
 from apps.tenancy.views import (
     ConsoleRequest,
-    _render,
     form_nonce_consume,
     form_nonce_issue,
     page_shown,
+    render_page,
     tenant_view,
 )
 
@@ -275,7 +275,7 @@ def _group_rows(
 @require_GET
 def review_queue(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Pending promotion requests, oldest first, filtered and paged by keyset."""
-    return _render(request, QUEUE_TEMPLATE, _queue_context(request, tenant), partial="results")
+    return render_page(request, QUEUE_TEMPLATE, _queue_context(request, tenant), partial="results")
 
 
 def _request_or_404(request_id: uuid.UUID) -> PromotionRequest:
@@ -727,7 +727,7 @@ def _conflicts_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any
 @require_GET
 def conflicts(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Open conflicts, oldest first: both versions side by side, their provenance, history."""
-    return _render(
+    return render_page(
         request, CONFLICTS_TEMPLATE, _conflicts_context(request, tenant), partial="results"
     )
 
