@@ -12,6 +12,12 @@ urlpatterns = [
     path("console/", include("apps.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.api.urls")),
+    path("api/v1/", include("apps.records.urls")),
+    path("api/v1/", include("apps.review.urls")),
+    path("api/v1/", include("apps.derivations.urls")),
+    path("api/v1/", include("apps.retrieval.urls")),
+    path("api/v1/", include("apps.state.urls")),
+    path("api/v1/", include("apps.evaluation.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]

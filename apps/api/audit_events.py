@@ -11,18 +11,18 @@ from rest_framework import exceptions, generics, serializers
 from rest_framework.pagination import Cursor
 from rest_framework.request import Request
 
-from apps.api.contract import (
+from apps.audit.models import AuditEvent
+from apps.core.errors import Invalid, NotFound
+from apps.core.pagination import CursorPage
+from apps.tenancy.selectors import parse_uuid
+
+from .contract import (
     IDENTIFIER_CHARS,
     ContractMixin,
     PageQuery,
     StrictCharField,
     TimestampField,
 )
-from apps.core.errors import Invalid, NotFound
-from apps.core.pagination import CursorPage
-from apps.tenancy.selectors import parse_uuid
-
-from .models import AuditEvent
 
 
 class AuditActorSerializer(serializers.Serializer[AuditEvent]):
