@@ -174,7 +174,7 @@ def main() -> None:
         from django.test.utils import setup_test_environment
         from django.urls import reverse
 
-        from apps.audit.services import Actor
+        from apps.core.actors import Actor
         from apps.tenancy.models import Role
         from apps.tenancy.services import membership_set, tenant_create
 

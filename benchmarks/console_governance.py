@@ -43,7 +43,7 @@ def main() -> None:
         from django.test.utils import setup_test_environment
         from django.urls import reverse
 
-        from apps.audit.services import Actor
+        from apps.core.actors import Actor
         from apps.derivations import tasks as _tasks  # noqa: F401 - registers the tasks
         from apps.derivations.outbox import outbox_relay
         from apps.tenancy.models import Role

@@ -96,7 +96,7 @@ def rich_fact(tenant: Any) -> tuple[str, str]:
     """A fact with 5 versions, observations, 10 summaries citing it; and one deleted fact.
 
     Returns (a record id, a receipt id)."""
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.derivations.services import summary_create
     from apps.records import services
     from apps.records.serializers import write_input
@@ -167,7 +167,7 @@ def main() -> None:
         from django.test import Client
         from django.urls import reverse
 
-        from apps.audit.services import Actor
+        from apps.core.actors import Actor
         from apps.derivations.reclamation import owner_connection
         from apps.records.models import MemoryRecord
         from apps.tenancy.context import tenant_scope

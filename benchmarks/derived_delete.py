@@ -313,7 +313,7 @@ def main() -> None:
         setup_django()
         from django.conf import settings
 
-        from apps.audit.services import Actor
+        from apps.core.actors import Actor
         from apps.tenancy.services import tenant_create
 
         settings.OUTBOX_RELAY_ON_COMMIT = False  # no broker needed: everything is inline here

@@ -313,7 +313,7 @@ def statements_per_write(tenant: Any, actor: Any, token: str) -> dict[str, int]:
 def _concurrent_writer(args: tuple[int, int, str, str]) -> list[float]:
     index, count, tenant_id, credential_id = args
     setup_django()
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.tenancy.context import tenant_scope
     from apps.tenancy.models import AgentCredential, Tenant
 
@@ -350,7 +350,7 @@ def main() -> None:
 
     with bench_database("records", keep=args.keep):
         setup_django()
-        from apps.audit.services import Actor
+        from apps.core.actors import Actor
         from apps.tenancy.context import tenant_scope
         from apps.tenancy.services import credential_issue, tenant_create
 

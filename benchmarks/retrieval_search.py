@@ -318,7 +318,7 @@ def build_corpus(args: argparse.Namespace) -> tuple[Any, str, Corpus, Mixture, d
     """Create tenants and a credential, load every tenant's rows, index, VACUUM (ANALYZE)."""
     from pgvector.psycopg import register_vector
 
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.tenancy.context import tenant_scope
     from apps.tenancy.models import Tenant
     from apps.tenancy.services import credential_issue, tenant_create
@@ -428,7 +428,7 @@ def load_corpus(args: argparse.Namespace) -> tuple[Any, str, Corpus, Mixture, di
     (the same seed gives the same topics, so the same queries), and a new credential."""
     from pgvector.psycopg import register_vector
 
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.tenancy.context import tenant_scope
     from apps.tenancy.models import Tenant
     from apps.tenancy.services import credential_issue
@@ -852,7 +852,7 @@ class Quality:
 
 def check_quality(big: Any, corpus: Corpus, sets: dict[str, QuerySet]) -> list[Quality]:
     """Every query through the product's search function: recall@10 and result counts."""
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.retrieval.search import SearchQuery, search_scoped
     from apps.tenancy.context import tenant_scope
 
@@ -911,7 +911,7 @@ class Nonsense:
 def check_nonsense(big: Any, count: int, seed: int) -> Nonsense:
     """Queries unrelated to every record (random directions, not from the topic mixture),
     unscoped: every hit they get must still be at or above the relevance floor."""
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.retrieval.search import SearchQuery, search_scoped
     from apps.tenancy.context import tenant_scope
 

@@ -7,7 +7,7 @@ from memoryconsole.urls import urlpatterns as product_urlpatterns
 
 urlpatterns = [*product_urlpatterns, *bare_search_urlpatterns()]
 
-handler400 = "apps.api.problems.handler400"
-handler403 = "apps.api.problems.handler403"
-handler404 = "apps.api.problems.handler404"
-handler500 = "apps.api.problems.handler500"
+handler400 = "apps.core.problems.handler400"
+handler403 = "apps.core.problems.handler403"
+handler404 = "apps.core.problems.handler404"
+handler500 = "apps.core.problems.handler500"

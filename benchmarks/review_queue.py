@@ -195,10 +195,11 @@ def bare_urlpatterns() -> list[Any]:
     from django.http import HttpRequest, HttpResponse
     from django.urls import path
 
-    from apps.audit.services import Actor
-    from apps.records.forms_review import ConflictQueueForm, PromotionQueueFilterForm
+    from apps.core.actors import Actor
+    from apps.core.pagination import Cursor
     from apps.records.models import PromotionRequest
-    from apps.records.review import (
+    from apps.review.forms import ConflictQueueForm, PromotionQueueFilterForm
+    from apps.review.queues import (
         QueueOrder,
         arrivals_mark,
         conflict_queue_page,
@@ -209,9 +210,8 @@ def bare_urlpatterns() -> list[Any]:
         promotion_queue_sorted_page,
         promotion_request_get,
     )
-    from apps.records.services import promotion_approve
-    from apps.records.throughput import review_throughput
-    from apps.tenancy.keyset import Cursor
+    from apps.review.services import promotion_approve
+    from apps.review.throughput import review_throughput
     from apps.tenancy.permissions import REVIEW_PROMOTIONS
     from apps.tenancy.views import tenant_view
 
@@ -287,15 +287,15 @@ def add_claims_reasons_and_decisions(tenant: Any, colleague: Any, reviewers: lis
     decisions: each reviewer approves one bulk batch (audited one by one)."""
     from django.utils import timezone
 
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.records.models import PromotionRequest, ReviewClaim
-    from apps.records.reasons import review_reason_add
-    from apps.records.review import (
+    from apps.review.queues import (
         BULK_APPROVE_LIMIT,
         PromotionQueueFilters,
         promotion_queue_selection,
         promotions_approve_bulk,
     )
+    from apps.review.reasons import review_reason_add
     from apps.tenancy.context import tenant_scope
 
     with tenant_scope(tenant.pk):
@@ -393,9 +393,9 @@ def main() -> None:
         from django.test.utils import setup_test_environment
         from django.urls import clear_url_caches, reverse
 
-        from apps.audit.services import Actor
+        from apps.core.actors import Actor
         from apps.records.models import PromotionRequest
-        from apps.records.review import COUNT_LIMIT, QUEUE_PAGE_SIZE, arrivals_mark
+        from apps.review.queues import COUNT_LIMIT, QUEUE_PAGE_SIZE, arrivals_mark
         from apps.tenancy.context import tenant_scope
         from apps.tenancy.models import Role
         from apps.tenancy.services import membership_set, tenant_create

@@ -52,7 +52,7 @@ def _committer(index: int, jobs: Any, replies: Any) -> None:
     setup_django()
     from django.db import connection
 
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.state.models import Obligation
     from apps.state.services import obligation_commit
     from apps.tenancy.context import tenant_scope
@@ -277,7 +277,7 @@ def main() -> None:
     timings: dict[str, Timing] = {}
     with bench_database("state", keep=args.keep):
         setup_django()
-        from apps.audit.services import Actor
+        from apps.core.actors import Actor
         from apps.tenancy.services import tenant_create
 
         system = Actor.system("benchmark")

@@ -20,7 +20,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import DEFAULT_ACTIONS, AgentCredential, Membership, Role, Tenant
 from apps.tenancy.services import credential_issue, membership_set, tenant_create
@@ -63,7 +63,8 @@ def _sample_memories(context: DemoContext) -> None:
     from apps.derivations.services import summary_create
     from apps.records.models import MemoryRecord
     from apps.records.serializers import write_input
-    from apps.records.services import promotion_request_create, record_write
+    from apps.records.services import record_write
+    from apps.review.services import promotion_request_create
     from apps.state.services import checkpoint_write, obligation_create, run_open
 
     tenant = context.tenant

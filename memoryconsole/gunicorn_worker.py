@@ -57,7 +57,7 @@ def refusal(exc: BaseException) -> tuple[int, str] | None:
 def problem_response(status: int, detail: str) -> bytes:
     """The whole HTTP response: a problem document, and the connection closed after it (what
     follows a request gunicorn could not parse cannot be trusted to be the next one)."""
-    from apps.api.problems import PROBLEM_CONTENT_TYPE, problem_body
+    from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 
     body = json.dumps(problem_body(status, detail)).encode()
     head = (

@@ -70,14 +70,17 @@ INSTALLED_APPS = [
     "axes",
     "django_celery_beat",
     "memoryconsole",
+    "apps.core",
     "apps.tenancy",
     "apps.audit",
     "apps.records",
+    "apps.review",
     "apps.derivations",
     "apps.retrieval",
     "apps.state",
     "apps.api",
     "apps.evaluation",
+    "apps.console",
 ]
 
 MIDDLEWARE = [
@@ -114,7 +117,7 @@ TEMPLATES: list[dict[str, Any]] = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "apps.tenancy.context_processors.console",
+                "apps.console.context_processors.console",
             ],
         },
     }
@@ -175,7 +178,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 # A refused form gets the console's own page with a way back, not Django's bare default.
-CSRF_FAILURE_VIEW = "apps.tenancy.views.csrf_failure"
+CSRF_FAILURE_VIEW = "apps.console.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -272,7 +275,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "apps.api.schema.ProblemAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "apps.api.problems.exception_handler",
+    "EXCEPTION_HANDLER": "apps.core.problems.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 # The one limit on a whole request body: over it, 413 problem+json (apps.api.problems). Each

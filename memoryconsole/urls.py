@@ -9,14 +9,20 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 urlpatterns = [
     path("", lambda request: redirect("console:home"), name="root"),
-    path("console/", include("apps.tenancy.urls")),
+    path("console/", include("apps.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.api.urls")),
+    path("api/v1/", include("apps.records.urls")),
+    path("api/v1/", include("apps.review.urls")),
+    path("api/v1/", include("apps.derivations.urls")),
+    path("api/v1/", include("apps.retrieval.urls")),
+    path("api/v1/", include("apps.state.urls")),
+    path("api/v1/", include("apps.evaluation.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
 
-handler400 = "apps.api.problems.handler400"
-handler403 = "apps.api.problems.handler403"
-handler404 = "apps.api.problems.handler404"
-handler500 = "apps.api.problems.handler500"
+handler400 = "apps.core.problems.handler400"
+handler403 = "apps.core.problems.handler403"
+handler404 = "apps.core.problems.handler404"
+handler500 = "apps.core.problems.handler500"

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.models import Role, Tenant
 from apps.tenancy.services import credential_issue, membership_set, tenant_create
 from memoryconsole import instance

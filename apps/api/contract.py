@@ -47,7 +47,9 @@ from rest_framework.settings import api_settings
 from rest_framework.validators import ProhibitSurrogateCharactersValidator as SurrogateValidator
 from rest_framework.views import APIView
 
-from .problems import Problem, flatten_errors, json_body_problems, unstorable_text
+from apps.core.errors import Invalid
+from apps.core.problems import flatten_errors
+from apps.core.validation import json_body_problems, unstorable_text
 
 # --- the text-limit policy --------------------------------------------------------------------
 
@@ -532,7 +534,7 @@ class CursorQuery(QuerySerializer):
 # --- the view ---------------------------------------------------------------------------------
 
 
-class InputRejected(Problem):
+class InputRejected(Invalid):
     """A request's query or body failed its contract: 400 (or 413 for content over its size),
     every failing field named by its path."""
 
@@ -545,7 +547,7 @@ class InputRejected(Problem):
             detail = f"Content over its size limit: {shown}. Nothing was done."
         else:
             detail = f"The request has invalid or unknown fields: {shown}. Nothing was done."
-        super().__init__(detail, status_code=413 if too_large else 400, errors=errors)
+        super().__init__(detail, status=413 if too_large else 400, errors=errors)
         self.where = where
         self.too_large = too_large
 

@@ -32,11 +32,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils import encoders
 
-from apps.records.validation import canonical_json
+from apps.core.errors import DomainError, Invalid, Unprocessable
+from apps.core.validation import canonical_json
 from apps.tenancy.models import AgentCredential
 
 from .models import IdempotencyKey
-from .problems import Problem
 
 HEADER = "Idempotency-Key"
 TOMBSTONE_DETAIL = (
@@ -88,7 +88,7 @@ def idempotent(
             if key is None:
                 return handler(view, request, *args, **kwargs)
             if not 0 < len(key) <= MAX_KEY_LENGTH or not key.isprintable() or not key.isascii():
-                raise Problem(
+                raise Invalid(
                     "Invalid Idempotency-Key.",
                     errors={HEADER: [f"1 to {MAX_KEY_LENGTH} printable ASCII characters."]},
                 )
@@ -101,9 +101,8 @@ def idempotent(
                 )
                 acquired = cursor.fetchone()[0]
             if not acquired:
-                raise Problem(
+                raise DomainError(
                     "A request with this Idempotency-Key is still in progress; retry later.",
-                    status_code=409,
                     slug="idempotency-in-flight",
                 )
             now = timezone.now()
@@ -115,9 +114,8 @@ def idempotent(
                 stored = None
             if stored is not None:
                 if stored.request_hash != fingerprint:
-                    raise Problem(
+                    raise Unprocessable(
                         "This Idempotency-Key was used with a different request.",
-                        status_code=422,
                         slug="idempotency-mismatch",
                     )
                 if replay == "rerun":

@@ -5,29 +5,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.cache import add_never_cache_headers
 
+from apps.core.problems import (
+    DATABASE_RETRY_AFTER,
+    DATABASE_UNAVAILABLE,
+    PROBLEM_CONTENT_TYPE,
+    database_unavailable,
+    problem_body,
+)
+
 logger = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
-# What a client should wait before retrying while the database is away.
-DATABASE_RETRY_AFTER = 5
-DATABASE_UNAVAILABLE = "The database is unavailable; nothing was changed. Retry shortly."
-
-
-def database_unavailable(error: BaseException) -> bool:
-    """Whether ``error`` means the database cannot be reached now (a connection refused or
-    lost, the server restarting): a condition to retry, not a fault of the request."""
-    return isinstance(error, OperationalError | InterfaceError)
 
 
 def database_unavailable_response(request: HttpRequest) -> HttpResponse:
     """503 with ``Retry-After``: problem+json for the API, the console's page otherwise."""
-    from .problems import PROBLEM_CONTENT_TYPE, problem_body
-
     response: HttpResponse
     if request.path.startswith(API_PREFIX):
         response = JsonResponse(

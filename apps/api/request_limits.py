@@ -44,7 +44,7 @@ class UrlLengthMiddleware:
             "inputs in a request body."
         )
         if request.path_info.startswith("/api/"):
-            from .problems import PROBLEM_CONTENT_TYPE, problem_body
+            from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 
             response: HttpResponse = JsonResponse(
                 problem_body(414, detail), status=414, content_type=PROBLEM_CONTENT_TYPE

@@ -29,11 +29,11 @@ from drf_spectacular.plumbing import ComponentRegistry
 from drf_spectacular.utils import Direction, OpenApiParameter
 from rest_framework import serializers
 
+from apps.core.problems import DATABASE_RETRY_AFTER, PROBLEM_CONTENT_TYPE
+
 from .idempotency import HEADER as IDEMPOTENCY_HEADER
 from .idempotency import MAX_KEY_LENGTH, honours_key
-from .middleware import DATABASE_RETRY_AFTER
 from .permissions import required_actions
-from .problems import PROBLEM_CONTENT_TYPE
 
 
 class ProblemSerializer(serializers.Serializer[dict[str, Any]]):

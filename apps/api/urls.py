@@ -1,21 +1,16 @@
-"""``/api/v1/``: each app contributes its routes here."""
+"""``/api/v1/`` routes of the contract's own views: health, the credential itself and the
+audit log. Every other app's routes are included beside these in memoryconsole/urls.py."""
 
 from __future__ import annotations
 
-from django.urls import include, path
-
-from apps.audit.api import AuditEventDetailView, AuditEventListView
+from django.urls import path
 
 from . import views
+from .audit_events import AuditEventDetailView, AuditEventListView
 
 urlpatterns = [
     path("health", views.health, name="api-health"),
     path("me", views.MeView.as_view(), name="api-me"),
     path("audit-events", AuditEventListView.as_view(), name="api-audit-events"),
     path("audit-events/<str:event_id>", AuditEventDetailView.as_view(), name="api-audit-event"),
-    path("", include("apps.records.urls")),
-    path("", include("apps.derivations.urls")),
-    path("", include("apps.retrieval.urls")),
-    path("", include("apps.state.urls")),
-    path("", include("apps.evaluation.urls")),
 ]

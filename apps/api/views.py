@@ -14,11 +14,11 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.derivations.selectors import BackgroundWork, background_work
 from memoryconsole.celery import broker_status
 
 from .contract import ContractView
-from .problems import PROBLEM_CONTENT_TYPE, problem_body
 from .schema import ProblemSerializer
 
 

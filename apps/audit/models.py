@@ -9,13 +9,8 @@ from typing import ClassVar
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 
+from apps.core.actors import ActorType
 from apps.tenancy.models import Tenant, TenantOwned
-
-
-class ActorType(models.TextChoices):
-    USER = "user", "person"
-    CREDENTIAL = "credential", "agent credential"
-    SYSTEM = "system", "system"
 
 
 class AuditEvent(TenantOwned):

@@ -1,8 +1,13 @@
-"""Reading and checking the audit chain."""
+"""Reading the audit log (filtered, keyset-paged) and checking its chain."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q
+
+from apps.tenancy.models import Tenant
 
 from .models import AuditEvent
 from .services import GENESIS, event_hash
@@ -52,3 +57,68 @@ def audit_chain_verify() -> ChainCheck:
                 f"{counts.get(lane, 0)} found (events removed or rewritten at its end)",
             )
     return ChainCheck(True, checked)
+
+
+@dataclass(frozen=True)
+class AuditEventPage:
+    """One page of the audit log, newest first, with keyset cursors to its neighbours."""
+
+    events: list[AuditEvent]
+    newer_than: int | None  # pass as ``after`` for the next newer page, if there is one
+    older_than: int | None  # pass as ``before`` for the next older page, if there is one
+
+
+def audit_event_page(
+    *,
+    tenant: Tenant,
+    actor: str = "",
+    action: str = "",
+    object_id: str = "",
+    since: datetime | None = None,
+    before: int | None = None,
+    after: int | None = None,
+    size: int = 50,
+) -> AuditEventPage:
+    """Filtered audit events, paged by sequence number (keyset: no OFFSET, no COUNT).
+
+    ``actor`` matches the actor's id or label; ``action`` is a prefix (``credential`` matches
+    ``credential.issue`` and ``credential.revoke``); ``object_id`` is exact; ``since`` bounds
+    the time. ``before`` pages towards older events, ``after`` towards newer ones.
+    """
+    events = AuditEvent.objects.filter(tenant=tenant)
+    if actor:
+        events = events.filter(Q(actor_id=actor) | Q(actor_label=actor))
+    if action:
+        events = events.filter(action__startswith=action)
+    if object_id:
+        events = events.filter(object_id=object_id)
+    if since is not None:
+        events = events.filter(occurred_at__gte=since)
+    if after is not None:
+        # Walk forwards from the cursor, then show the slice newest first like every page.
+        rows = list(events.filter(seq__gt=after).order_by("seq")[: size + 1])
+        has_newer = len(rows) > size
+        rows = rows[:size][::-1]
+        has_older = True
+    else:
+        if before is not None:
+            events = events.filter(seq__lt=before)
+        rows = list(events.order_by("-seq")[: size + 1])
+        has_older = len(rows) > size
+        rows = rows[:size]
+        has_newer = before is not None
+    if not rows:
+        return AuditEventPage(events=[], newer_than=None, older_than=None)
+    return AuditEventPage(
+        events=rows,
+        newer_than=rows[0].seq if has_newer else None,
+        older_than=rows[-1].seq if has_older else None,
+    )
+
+
+def audit_event_recent(*, tenant: Tenant, limit: int = 10) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(tenant=tenant).order_by("-seq")[:limit])
+
+
+def audit_event_count_since(*, tenant: Tenant, since: datetime) -> int:
+    return AuditEvent.objects.filter(tenant=tenant, occurred_at__gte=since).count()

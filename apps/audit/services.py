@@ -6,16 +6,18 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+# Actor is imported from here by the deletion and erasure modules until they move to
+# apps.governance; its home is apps.core.actors.
+from apps.core.actors import Actor as Actor
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import prepared_cursor
 
-from .models import ActorType, AuditChainHead, AuditEvent
+from .models import AuditChainHead, AuditEvent
 
 GENESIS = "0" * 64
 # Strands of each tenant's chain (see AuditEvent). Stored per event and per head, so the
@@ -23,27 +25,6 @@ GENESIS = "0" * 64
 # an append until its commit (WAL flush included): with 8 lanes, 8 concurrent writers of one
 # tenant collided on a head about 60% of the time; with 32, about 20%.
 LANES = 32
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who caused a change: a person, an agent credential, or the system itself."""
-
-    type: str
-    id: str
-    label: str
-
-    @classmethod
-    def system(cls, label: str = "system") -> Actor:
-        return cls(type=ActorType.SYSTEM, id="", label=label)
-
-    @classmethod
-    def for_user(cls, user: Any) -> Actor:
-        return cls(type=ActorType.USER, id=str(user.pk), label=user.get_username())
-
-    @classmethod
-    def for_credential(cls, credential: Any) -> Actor:
-        return cls(type=ActorType.CREDENTIAL, id=str(credential.pk), label=credential.name)
 
 
 def content_digest(payload: Any) -> str:

@@ -29,10 +29,11 @@ from apps.api.contract import (
     StrictUUIDField,
 )
 from apps.api.idempotency import idempotent
-from apps.api.pagination import CursorPage
-from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem
 from apps.api.schema import ProblemSerializer
-from apps.audit.services import Actor
+from apps.core.actors import Actor
+from apps.core.errors import DomainError, NotFound
+from apps.core.pagination import CursorPage
+from apps.core.problems import PROBLEM_CONTENT_TYPE
 from apps.records.serializers import VectorField
 from apps.tenancy.models import AgentCredential
 
@@ -92,12 +93,10 @@ def _actor(request: Request) -> Actor:
     return Actor.for_credential(credential)
 
 
-def rejected_problem(rejected: services.DerivationRejected) -> Problem:
-    return Problem(
-        "The request was rejected; nothing was stored.",
-        status_code=rejected.status,
-        errors=rejected.errors,
-    )
+def rejected_problem(rejected: services.DerivationRejected) -> DomainError:
+    """``rejected`` as the problem the erasure view raises (the exception handler maps every
+    :class:`~apps.core.errors.DomainError`; the erasure view moves to apps.governance)."""
+    return rejected
 
 
 def summary_representation(summary: Summary) -> dict[str, Any]:
@@ -160,20 +159,17 @@ class SummaryCreateView(ContractView):
         credential = request.auth
         assert isinstance(credential, AgentCredential)
         vector = self.body.get("vector")
-        try:
-            # The summary and its vector commit together, or neither does.
-            with transaction.atomic():
-                summary = services.summary_create(
-                    tenant=credential.tenant,
-                    actor=_actor(request),
-                    text=self.body["text"],
-                    sources=[dict(source) for source in self.body["sources"]],
-                    reason=self.body["reason"],
-                )
-                if vector is not None:
-                    client_vector_store(tenant=credential.tenant, vector=vector, summary=summary)
-        except services.DerivationRejected as rejected:
-            raise rejected_problem(rejected) from rejected
+        # The summary and its vector commit together, or neither does.
+        with transaction.atomic():
+            summary = services.summary_create(
+                tenant=credential.tenant,
+                actor=_actor(request),
+                text=self.body["text"],
+                sources=[dict(source) for source in self.body["sources"]],
+                reason=self.body["reason"],
+            )
+            if vector is not None:
+                client_vector_store(tenant=credential.tenant, vector=vector, summary=summary)
         return Response(summary_representation(summary), status=201)
 
 
@@ -186,7 +182,7 @@ class SummaryDetailView(ContractView):
     def get(self, request: Request, summary_id: str) -> Response:
         summary = selectors.summary_get(summary_id)
         if summary is None:
-            raise Problem("No such summary.", status_code=404)
+            raise NotFound("No such summary.")
         return Response(summary_representation(summary))
 
 
@@ -226,22 +222,16 @@ class RecordRedactView(ContractView):
         from apps.records.models import MemoryRecord
         from apps.records.selectors import record_get
         from apps.records.serializers import RecordSerializer
-        from apps.records.services import RecordError
 
         record = record_get(record_id)
         if record is None:
-            raise Problem("No such record.", status_code=404)
-        try:
-            result = services.record_redact(
-                record=record,
-                actor=_actor(request),
-                fields=self.body["fields"],
-                reason=self.body["reason"],
-            )
-        except services.DerivationRejected as rejected:
-            raise rejected_problem(rejected) from rejected
-        except RecordError as error:
-            raise Problem(str(error), status_code=error.status) from error
+            raise NotFound("No such record.")
+        result = services.record_redact(
+            record=record,
+            actor=_actor(request),
+            fields=self.body["fields"],
+            reason=self.body["reason"],
+        )
         stored = records_api.with_open_conflict(
             MemoryRecord.objects.filter(pk=result.record.pk)
         ).get()
@@ -362,23 +352,20 @@ class ErasureView(ContractView):
             return Response(erasure_preview_body(erasure_preview(selector=selector, value=value)))
         matched = erasure_records_matching(selector=selector, value=value)
         actor = _actor(request)
-        try:
-            if matched > settings.ERASURE_JOB_THRESHOLD_RECORDS:
-                job = erasure_job_enqueue(
-                    tenant=credential.tenant,
-                    actor=actor,
-                    selector=selector,
-                    value=value,
-                    reason=reason,
-                    records=matched,
-                )
-                body = erasure_job_body(job)
-                return Response(body, status=202, headers={"Location": body["url"]})
-            result = erasure_run(
-                tenant=credential.tenant, actor=actor, selector=selector, value=value, reason=reason
+        if matched > settings.ERASURE_JOB_THRESHOLD_RECORDS:
+            job = erasure_job_enqueue(
+                tenant=credential.tenant,
+                actor=actor,
+                selector=selector,
+                value=value,
+                reason=reason,
+                records=matched,
             )
-        except services.DerivationRejected as rejected:
-            raise rejected_problem(rejected) from rejected
+            body = erasure_job_body(job)
+            return Response(body, status=202, headers={"Location": body["url"]})
+        result = erasure_run(
+            tenant=credential.tenant, actor=actor, selector=selector, value=value, reason=reason
+        )
         return Response(
             {
                 "id": str(result.receipt.pk),
@@ -425,7 +412,7 @@ class ErasureJobView(ContractView):
 
         job = erasure_job_get(job_id)
         if job is None:
-            raise Problem("No such erasure job.", status_code=404)
+            raise NotFound("No such erasure job.")
         return Response(erasure_job_body(job))
 
 
@@ -479,7 +466,7 @@ class DeletionReceiptDetailView(ContractView):
     def get(self, request: Request, receipt_id: str) -> Response:
         receipt = selectors.receipt_get(receipt_id)
         if receipt is None:
-            raise Problem("No such deletion receipt.", status_code=404)
+            raise NotFound("No such deletion receipt.")
         body = receipt_body(receipt)
         body["children"] = receipt.children.count()
         return Response(body)

@@ -14,7 +14,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps.audit.services import Actor, audit_record, content_digest
+from apps.audit.services import audit_record, content_digest
+from apps.core.actors import Actor
+from apps.core.errors import Invalid
 from apps.records.models import SENSITIVITY_ORDER
 from apps.records.redaction import MISSING, part_at, redaction_apply, redaction_path_name
 from apps.records.selectors import records_live
@@ -36,13 +38,13 @@ EPISODE_SENSITIVITY = "personal"
 UNRESOLVED = 422
 
 
-class DerivationRejected(Exception):
+class DerivationRejected(Invalid):
     """Input refused at the boundary: ``errors`` maps field paths to messages."""
 
+    errors: dict[str, list[str]]
+
     def __init__(self, errors: dict[str, list[str]], status: int = 400) -> None:
-        super().__init__("; ".join(f"{k}: {v[0]}" for k, v in errors.items()))
-        self.errors = errors
-        self.status = status
+        super().__init__(status=status, errors=errors)
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.audit.models import DeletionReceipt
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import ERASE_MEMORIES, VIEW_AUDIT
 from apps.tenancy.views import (
     ConsoleRequest,
-    _render,
     form_nonce_consume,
     form_nonce_issue,
+    render_page,
     tenant_view,
 )
 
@@ -111,7 +111,7 @@ def _deletions_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any
 @require_GET
 def deletions(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Deletion receipts, newest first, filtered and paged by (time, id)."""
-    return _render(
+    return render_page(
         request,
         "console/governance/deletions.html",
         _deletions_context(request, tenant),
@@ -199,7 +199,7 @@ def erasures(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         raise PermissionDenied("Tenant-wide erasure is an admin's action.")
     form = ErasureForm(request.POST)
     if not form.is_valid():
-        return _render(
+        return render_page(
             request,
             "console/governance/erasures.html",
             _erasures_context(tenant, form=form),
@@ -210,7 +210,7 @@ def erasures(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     confirm = ErasureConfirmForm(
         initial={**data, "records": preview.records, "nonce": form_nonce_issue(request)}
     )
-    return _render(
+    return render_page(
         request,
         "console/governance/erasures.html",
         _erasures_context(tenant, form=form, preview=preview, confirm=confirm),
@@ -224,7 +224,7 @@ def erasure_start(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Queue the confirmed erasure (once, however often the button is pressed)."""
     form = ErasureConfirmForm(request.POST)
     if not form.is_valid():
-        return _render(
+        return render_page(
             request,
             "console/governance/erasures.html",
             _erasures_context(tenant, form=form),
@@ -247,7 +247,7 @@ def erasure_start(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         for name, errors in rejected.errors.items():
             for error in errors:
                 form.add_error(name if name in form.fields else None, error)
-        return _render(
+        return render_page(
             request,
             "console/governance/erasures.html",
             _erasures_context(tenant, form=form),
@@ -281,4 +281,6 @@ def erasure_job(request: ConsoleRequest, tenant: Tenant, job_id: uuid.UUID) -> H
         "receipt": erasure_receipt_for(job),
         "can_verify": VIEW_AUDIT in request.console_perms,
     }
-    return _render(request, "console/governance/erasure_job.html", context, partial="job_status")
+    return render_page(
+        request, "console/governance/erasure_job.html", context, partial="job_status"
+    )

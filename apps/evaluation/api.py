@@ -22,7 +22,7 @@ from apps.api.contract import (
     StrictUUIDField,
     TimestampField,
 )
-from apps.api.problems import Problem
+from apps.core.errors import Invalid, NotFound
 
 from .models import EvaluationRun
 from .selectors import (
@@ -55,7 +55,7 @@ def _filters(data: dict[str, Any]) -> tuple[AtRiskFilters, tuple[int, int] | Non
     if "cursor" in data:
         after = cursor_decode(data["cursor"])
         if after is None:
-            raise Problem(
+            raise Invalid(
                 "Invalid query parameter: cursor.",
                 errors={"cursor": ["Not a cursor this API issued; follow the next link."]},
             )
@@ -246,5 +246,5 @@ class EvaluationRunDetailView(ContractMixin, APIView):
     def get(self, request: Request, run_id: str) -> Response:
         run = evaluation_run_get(run_id)
         if run is None:
-            raise Problem("No such evaluation run.", status_code=404)
+            raise NotFound("No such evaluation run.")
         return Response(run_body(run, full=True))

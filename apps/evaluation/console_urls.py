@@ -1,5 +1,5 @@
 """Console routes of this area, included under ``/console/t/<tenant_slug>/`` in the ``console``
-namespace (apps/tenancy/urls.py)."""
+namespace (apps/console/urls.py)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.test import Client
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import RetentionRule
 from apps.records.services import retention_rule_set
 from apps.tenancy.context import tenant_scope

@@ -20,7 +20,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 from apps.derivations.outbox import outbox_enqueue
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant

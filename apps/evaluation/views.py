@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import (
     RESOLVE_CONFLICTS,
@@ -26,7 +26,7 @@ from apps.tenancy.permissions import (
     VIEW_AUDIT,
     VIEW_MEMORIES,
 )
-from apps.tenancy.views import ConsoleRequest, _render, tenant_view
+from apps.tenancy.views import ConsoleRequest, render_page, tenant_view
 
 from .forms import CHANGE_LABELS, DecisionsAtRiskFilterForm, EvaluationStartForm
 from .models import EvaluationRun
@@ -60,7 +60,7 @@ def evaluation(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         "form": EvaluationStartForm(),
         **_figures(latest),
     }
-    return _render(request, "evaluation/evaluation.html", context)
+    return render_page(request, "evaluation/evaluation.html", context)
 
 
 @tenant_view(RUN_EVALUATIONS)
@@ -103,7 +103,7 @@ def evaluation_run(request: ConsoleRequest, tenant: Tenant, run_id: uuid.UUID) -
     if run is None:
         raise Http404("No such evaluation run")
     context = {"tenant": tenant, "section": "evaluation", "run": run, **_figures(run)}
-    return _render(request, "evaluation/run.html", context, partial="run_status")
+    return render_page(request, "evaluation/run.html", context, partial="run_status")
 
 
 # --- decisions at risk ------------------------------------------------------------------------
@@ -173,4 +173,6 @@ def decisions_at_risk(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         "next_url": next_url,
         "first_url": first_url,
     }
-    return _render(request, "evaluation/decisions_at_risk.html", context, partial="at_risk_results")
+    return render_page(
+        request, "evaluation/decisions_at_risk.html", context, partial="at_risk_results"
+    )

@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.admin import TenantContextAdminMixin, admin_tenant
 
 from .models import LegalHold, RetentionRule

@@ -1,11 +1,10 @@
-"""``/api/v1/records``, ``/facts``, ``/promotion-requests``, ``/conflicts``, ``/consents``.
+"""``/api/v1/records``, ``/facts``, ``/consents``.
 
 Views parse input, fetch through tenant-scoped selectors, call one service and serialize.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
@@ -20,10 +19,12 @@ from rest_framework.response import Response
 
 from apps.api.contract import NON_BLANK_PATTERN, ContractView, InputRejected
 from apps.api.idempotency import idempotent
-from apps.api.pagination import CursorPage
-from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
 from apps.api.schema import ProblemSerializer
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
+from apps.core.errors import Invalid, NotFound
+from apps.core.pagination import CursorPage
+from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.derivations.embeddings import VECTOR_FIELD, client_vector_store
 from apps.tenancy.models import AgentCredential
 
@@ -33,7 +34,6 @@ from .models import (
     ConflictState,
     MemoryRecord,
     PromotionEvent,
-    PromotionRequest,
 )
 from .responses import (
     ConsentRevocationSerializer,
@@ -45,18 +45,11 @@ from .responses import (
     RecordDetail,
 )
 from .serializers import (
-    ConflictListQuery,
-    ConflictResolveInput,
-    ConflictSerializer,
-    DecisionInput,
     FactCheckInput,
     FactSerializer,
     FactsQuery,
     ObservationSerializer,
     PromotionEventSerializer,
-    PromotionListQuery,
-    PromotionRequestInput,
-    PromotionRequestSerializer,
     ReasonInput,
     RecordDeleteQuery,
     RecordListQuery,
@@ -66,7 +59,7 @@ from .serializers import (
     VersionSerializer,
     audit_field_names,
 )
-from .validation import WriteRejected
+from .validation import WRITE_REJECTED, WRITE_TOO_LARGE, WriteRejected
 
 
 def serialize_many(serializer_class: Any, items: Any) -> Any:
@@ -75,20 +68,14 @@ def serialize_many(serializer_class: Any, items: Any) -> Any:
     return serializer_class(items, many=True).data
 
 
-def _actor(request: Request) -> Actor:
+def request_actor(request: Request) -> Actor:
     credential = request.auth
     assert isinstance(credential, AgentCredential)
     return Actor.for_credential(credential)
 
 
-def _not_found(what: str) -> Problem:
-    return Problem(f"No such {what}.", status_code=404)
-
-
-def _domain_problem(error: services.RecordError) -> Problem:
-    extra = {k: v for k, v in error.extra.items() if k != "field"}
-    errors = {error.extra["field"]: [str(error)]} if "field" in error.extra else None
-    return Problem(str(error), status_code=error.status, errors=errors, extra=extra)
+def not_found(what: str) -> NotFound:
+    return NotFound(f"No such {what}.")
 
 
 def with_open_conflict(queryset: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecord]:
@@ -99,10 +86,10 @@ def with_open_conflict(queryset: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecor
     return queryset.annotate(open_conflict_id=Subquery(open_conflicts.values("pk")[:1]))
 
 
-def _record_or_404(record_id: str) -> MemoryRecord:
+def record_or_404(record_id: str) -> MemoryRecord:
     record = selectors.record_get(record_id)
     if record is None:
-        raise _not_found("record")
+        raise not_found("record")
     return record
 
 
@@ -111,21 +98,6 @@ class RecordPagination(CursorPage):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
-
-
-class PromotionRequestPagination(CursorPage):
-    ordering = ("-requested_at", "-id")
-
-
-class ConflictPagination(CursorPage):
-    ordering = ("-opened_at", "-id")
-
-
-WRITE_REJECTED = "The memory write was rejected; nothing was stored."
-WRITE_TOO_LARGE = (
-    "The memory write is over its size (value: 64 KiB as JSON; content: 65,536 characters); "
-    "nothing was stored."
-)
 
 
 class RecordListCreateView(ContractView):
@@ -139,8 +111,10 @@ class RecordListCreateView(ContractView):
     def handle_exception(self, exc: Exception) -> Response:
         # A refused write is audited (field names only), and the audit must survive the
         # refusal: answered here, not by the exception handler, which rolls the request back.
-        if isinstance(exc, InputRejected) and exc.where == "body" and exc.errors:
-            return self._write_rejected(exc.errors, status=413 if exc.too_large else 400)
+        if isinstance(exc, WriteRejected) or (
+            isinstance(exc, InputRejected) and exc.where == "body" and exc.errors
+        ):
+            return self._write_rejected(exc.errors or {}, status=exc.status)
         return super().handle_exception(exc)
 
     def _write_rejected(self, errors: dict[str, list[str]], *, status: int) -> Response:
@@ -151,7 +125,7 @@ class RecordListCreateView(ContractView):
             audited["fields"] = sorted([*audited["fields"], VECTOR_FIELD])
         audit_record(
             tenant=credential.tenant,
-            actor=_actor(self.request),
+            actor=request_actor(self.request),
             action="record.write_rejected",
             data=audited,
         )
@@ -187,12 +161,9 @@ class RecordListCreateView(ContractView):
         credential = request.auth
         assert isinstance(credential, AgentCredential)
         data, vector = self.body["record"], self.body["vector"]
-        try:
-            outcome = services.record_write(
-                tenant=credential.tenant, actor=_actor(request), data=data
-            )
-        except WriteRejected as rejected:
-            return self._write_rejected(rejected.errors, status=rejected.status)
+        outcome = services.record_write(
+            tenant=credential.tenant, actor=request_actor(request), data=data
+        )
         if vector is not None:
             # In the request's transaction (ATOMIC_REQUESTS), with the write.
             client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
@@ -220,7 +191,7 @@ class RecordDetailView(ContractView):
 
     @extend_schema(responses=RecordDetail)
     def get(self, request: Request, record_id: str) -> Response:
-        record = _record_or_404(record_id)
+        record = record_or_404(record_id)
         record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
         body = dict(RecordSerializer(record).data)
         body["observations"] = serialize_many(
@@ -259,14 +230,11 @@ class RecordDetailView(ContractView):
         from apps.derivations.api import deletion_preview_body
         from apps.derivations.preview import deletion_preview
 
-        record = _record_or_404(record_id)
+        record = record_or_404(record_id)
         if self.params.get("dry_run"):
             return Response(deletion_preview_body(deletion_preview(record)))
         reason = self.params.get("reason") or "deleted through the API"
-        try:
-            result = services.record_delete(record=record, actor=_actor(request), reason=reason)
-        except services.RecordError as error:
-            raise _domain_problem(error) from error
+        result = services.record_delete(record=record, actor=request_actor(request), reason=reason)
         return Response(receipt_representation(result.receipt))
 
 
@@ -297,158 +265,9 @@ class RecordHistoryView(ContractView):
 
     @extend_schema(responses=HistoryResponse)
     def get(self, request: Request, record_id: str) -> Response:
-        record = _record_or_404(record_id)
+        record = record_or_404(record_id)
         versions = serialize_many(VersionSerializer, selectors.record_history(record))
         return Response({"record": str(record.pk), "versions": versions})
-
-
-class RecordPromotionRequestView(ContractView):
-    """Ask reviewers to confirm a provisional record."""
-
-    required_action = "write"
-    body_input = {"POST": PromotionRequestInput}
-
-    @extend_schema(
-        responses={
-            201: PromotionRequestSerializer,
-            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer, description="The record is confirmed, or cannot be promoted."
-            ),
-        },
-    )
-    @idempotent()
-    def post(self, request: Request, record_id: str) -> Response:
-        record = _record_or_404(record_id)
-        try:
-            promotion = services.promotion_request_create(
-                record=record,
-                actor=_actor(request),
-                evidence=self.body.get("evidence"),
-                reason=self.body["reason"],
-            )
-        except services.RecordError as error:
-            raise _domain_problem(error) from error
-        return Response(PromotionRequestSerializer(promotion).data, status=201)
-
-
-class PromotionRequestListView(ContractView):
-    required_action = "review"
-    query_input = {"GET": PromotionListQuery}
-    pagination_class = PromotionRequestPagination
-
-    @extend_schema(responses=PromotionRequestSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        state = self.params.get("state")
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(selectors.promotion_requests(state), request, self)
-        return paginator.get_paginated_response(serialize_many(PromotionRequestSerializer, page))
-
-
-def _promotion_or_404(request_id: str) -> PromotionRequest:
-    pk = _uuid(request_id)
-    found = selectors.promotion_requests(None).filter(pk=pk).first() if pk else None
-    if found is None:
-        raise _not_found("promotion request")
-    return found
-
-
-def _uuid(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None
-
-
-class PromotionDecisionView(ContractView):
-    required_action = "review"
-    body_input = {"POST": DecisionInput}
-    decision = "approve"
-
-    @extend_schema(
-        responses={
-            200: PromotionRequestSerializer,
-            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer,
-                description="The credential wrote the record: it cannot decide on it.",
-            ),
-            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer,
-                description="The request is already decided (`state`), its record is no "
-                "longer active, or a reviewer in the console holds it: a claim, named by "
-                "`claimed_by` and `claimed_until`, refuses every other decision until it ends.",
-            ),
-        },
-    )
-    @idempotent()
-    def post(self, request: Request, request_id: str) -> Response:
-        promotion = _promotion_or_404(request_id)
-        reason = self.body["reason"]
-        try:
-            if self.decision == "approve":
-                services.promotion_approve(request=promotion, actor=_actor(request), reason=reason)
-            else:
-                services.promotion_reject(request=promotion, actor=_actor(request), reason=reason)
-        except services.RecordError as error:
-            raise _domain_problem(error) from error
-        promotion.refresh_from_db()
-        return Response(PromotionRequestSerializer(promotion).data)
-
-
-class PromotionApproveView(PromotionDecisionView):
-    decision = "approve"
-
-
-class PromotionRejectView(PromotionDecisionView):
-    decision = "reject"
-
-
-class ConflictListView(ContractView):
-    required_action = "review"
-    query_input = {"GET": ConflictListQuery}
-    pagination_class = ConflictPagination
-
-    @extend_schema(responses=ConflictSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        state = self.params.get("state")
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(selectors.conflicts(state), request, self)
-        return paginator.get_paginated_response(serialize_many(ConflictSerializer, page))
-
-
-class ConflictResolveView(ContractView):
-    required_action = "review"
-    body_input = {"POST": ConflictResolveInput}
-
-    @extend_schema(
-        responses={
-            200: ConflictSerializer,
-            (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer,
-                description="The credential wrote one of the versions: it cannot resolve it.",
-            ),
-            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer, description="The conflict is already resolved."
-            ),
-        },
-    )
-    @idempotent()
-    def post(self, request: Request, conflict_id: str) -> Response:
-        pk = _uuid(conflict_id)
-        conflict = selectors.conflicts(None).filter(pk=pk).first() if pk else None
-        if conflict is None:
-            raise _not_found("conflict")
-        try:
-            services.conflict_resolve(
-                conflict=conflict,
-                actor=_actor(request),
-                resolution=self.body["resolution"],
-                reason=self.body["reason"],
-                value=self.body.get("value"),
-            )
-        except services.RecordError as error:
-            raise _domain_problem(error) from error
-        conflict = selectors.conflicts(None).get(pk=conflict.pk)
-        return Response(ConflictSerializer(conflict).data)
 
 
 class FactsView(ContractView):
@@ -536,11 +355,11 @@ class ConsentRevokeView(ContractView):
         credential = request.auth
         assert isinstance(credential, AgentCredential)
         if not consent_ref.strip() or len(consent_ref) > 200:
-            raise Problem("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
+            raise Invalid("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
         revocation = services.consent_revoke(
             tenant=credential.tenant,
             consent_ref=consent_ref,
-            actor=_actor(request),
+            actor=request_actor(request),
             reason=self.body.get("reason", ""),
         )
         return Response(

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from apps.tenancy.keyset import CursorField
+from apps.core.pagination import CursorField
 
 from .models import RecordStatus, Sensitivity, Trust
 from .redaction import REDACTION_MARKER, WHOLE_VALUE

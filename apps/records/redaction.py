@@ -70,7 +70,7 @@ def renderings_of(part: Any) -> list[str]:
     elif isinstance(part, int | float):
         found = [str(part)]
     else:
-        from .validation import canonical_json  # validation imports this module
+        from apps.core.validation import canonical_json
 
         found = [canonical_json(part), json.dumps(part)]
         items = part.values() if isinstance(part, dict) else part

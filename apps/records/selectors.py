@@ -10,7 +10,7 @@ from typing import Any
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from apps.tenancy.keyset import Cursor
+from apps.core.pagination import Cursor
 
 from .models import (
     Conflict,

@@ -36,7 +36,8 @@ from apps.api.contract import (
     TimestampField,
     has_code,
 )
-from apps.api.problems import flatten_errors
+from apps.core.problems import flatten_errors
+from apps.core.validation import DURATION_RE, LONGEST_DURATION, format_duration
 
 from .models import (
     Conflict,
@@ -56,10 +57,8 @@ from .models import (
 )
 from .validation import (
     CONDITIONS_BYTES,
-    DURATION_RE,
     KEY_MESSAGE,
     KEY_RE,
-    LONGEST_DURATION,
     MAX_CONTENT_CHARS,
     MAX_VALUE_BYTES,
     OWNER_MESSAGE,
@@ -72,7 +71,6 @@ from .validation import (
     SUBJECT_RE,
     RecordInput,
     WriteRejected,
-    format_duration,
     redaction_at_write,
     ttl_parse,
 )

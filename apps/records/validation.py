@@ -6,11 +6,19 @@ redaction at write. The fields themselves are validated by the write's serialize
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+
+from apps.core.errors import Invalid
+from apps.core.validation import (
+    CALENDAR_DURATION_RE,
+    LONGEST_DURATION,
+    canonical_json,
+    json_body_problems,
+    parse_duration,
+)
 
 from .models import RedactionState
 from .redaction import (
@@ -77,7 +85,14 @@ class RecordInput:
     redaction_fields: list[str] = field(default_factory=list)
 
 
-class WriteRejected(Exception):
+WRITE_REJECTED = "The memory write was rejected; nothing was stored."
+WRITE_TOO_LARGE = (
+    "The memory write is over its size (value: 64 KiB as JSON; content: 65,536 characters); "
+    "nothing was stored."
+)
+
+
+class WriteRejected(Invalid):
     """The body failed validation; ``errors`` maps field paths to messages. ``status`` 422:
     the body is valid by itself but names what the tenant does not have (no open run of that
     id, a revoked consent); 413 with ``too_large``; else 400."""
@@ -85,52 +100,22 @@ class WriteRejected(Exception):
     def __init__(
         self, errors: dict[str, list[str]], *, too_large: bool = False, status: int = 400
     ) -> None:
-        super().__init__("invalid memory write")
-        self.errors = errors
+        super().__init__(
+            WRITE_TOO_LARGE if too_large else WRITE_REJECTED,
+            status=413 if too_large else status,
+            errors=errors,
+        )
         self.too_large = too_large
-        self.status = 413 if too_large else status
 
 
 def json_problem(value: Any) -> str | None:
     """Why ``value`` could not be stored as jsonb, or None (a NUL, an unpaired surrogate, a
     number that overflowed to infinity): the services' guard for values that reach them from
     the console, where no API contract has looked at them."""
-    from apps.api.problems import json_body_problems
-
     problems = json_body_problems(value)
     if not problems:
         return None
     return next(iter(problems.values()))[0]
-
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def json_equal(left: Any, right: Any) -> bool:
-    """Whether two JSON values mean the same: numbers by value (``1`` is ``1.0``), objects
-    by their members whatever the order, arrays item by item; ``true`` is not ``1``."""
-    pairs: list[tuple[Any, Any]] = [(left, right)]
-    while pairs:  # iterative: a value may nest as deep as the parser allows
-        a, b = pairs.pop()
-        if isinstance(a, bool) or isinstance(b, bool):
-            if not (isinstance(a, bool) and isinstance(b, bool) and a is b):
-                return False
-        elif isinstance(a, int | float) and isinstance(b, int | float):
-            # Exact between int and float: 10**20 == 1e20, but 2**53 + 1 != 2.0**53.
-            if a != b:
-                return False
-        elif isinstance(a, dict) and isinstance(b, dict):
-            if a.keys() != b.keys():
-                return False
-            pairs.extend((a[name], b[name]) for name in a)
-        elif isinstance(a, list) and isinstance(b, list):
-            if len(a) != len(b):
-                return False
-            pairs.extend(zip(a, b, strict=True))
-        elif type(a) is not type(b) or a != b:
-            return False
-    return True
 
 
 def render_content(key: str, value: Any) -> str:
@@ -144,67 +129,6 @@ def render_content(key: str, value: Any) -> str:
 RUN_ID_RE = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
-
-DURATION_RE = re.compile(
-    r"^P(?:(?P<weeks>\d{1,6})W"
-    r"|(?:(?P<days>\d{1,6})D)?"
-    r"(?:T(?=\d)(?:(?P<hours>\d{1,9})H)?(?:(?P<minutes>\d{1,9})M)?"
-    r"(?:(?P<seconds>\d{1,9})(?:\.(?P<fraction>\d{1,6}))?S)?)?)$"
-)
-# ISO 8601 with years or months (P1Y, P6M, P1Y2M10DT2H): no fixed length in seconds.
-CALENDAR_DURATION_RE = re.compile(r"^P(?=[^T]*[YM])(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T[\d.,HMS]+)?$")
-LONGEST_DURATION = timedelta(days=36500)
-
-
-def parse_duration(raw: str) -> timedelta | None:
-    """An ISO 8601 duration as this API takes it, or None.
-
-    Weeks alone (``P2W``), or days and a time (``P1DT2H30M``, ``PT0.5S``): every part is
-    whole but the seconds, which keep up to 6 decimals (microseconds, what is stored). No
-    sign, no years or months (no fixed length), no ``T`` without a time after it
-    (``P30DT``), no empty ``P``. :func:`format_duration` is its exact inverse:
-    ``parse_duration(format_duration(d)) == d`` for every duration this returns."""
-    match = DURATION_RE.match(raw)
-    if match is None or raw in {"P", "PT"} or raw.endswith("T"):
-        return None
-    parts = {name: int(value) for name, value in match.groupdict().items() if value}
-    if "fraction" in parts:
-        parts["fraction"] = int(match["fraction"].ljust(6, "0"))
-    try:
-        return timedelta(
-            weeks=parts.get("weeks", 0),
-            days=parts.get("days", 0),
-            hours=parts.get("hours", 0),
-            minutes=parts.get("minutes", 0),
-            seconds=parts.get("seconds", 0),
-            microseconds=parts.get("fraction", 0),
-        )
-    except OverflowError:
-        return None
-
-
-def format_duration(value: timedelta | None) -> str | None:
-    """ISO 8601 duration in canonical form (``P30D``, ``PT1H30M``, ``P1DT2H``, ``PT0.5S``),
-    down to the microsecond: what :func:`parse_duration` reads back as ``value``."""
-    if value is None:
-        return None
-    days, microseconds = value.days, value.seconds * 1_000_000 + value.microseconds
-    if days < 0:
-        # Not a lifetime anyone sets; written with a sign rather than wrongly.
-        positive = format_duration(-value)
-        return f"-{positive}"
-    seconds, micro = divmod(microseconds, 1_000_000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    out = "P" + (f"{days}D" if days else "")
-    time = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
-    if micro:
-        time += f"{seconds}.{micro:06d}".rstrip("0") + "S"
-    elif seconds:
-        time += f"{seconds}S"
-    if time:
-        out += "T" + time
-    return out if out != "P" else "PT0S"
 
 
 def ttl_parse(raw: str) -> tuple[timedelta | None, str]:

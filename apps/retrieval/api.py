@@ -11,8 +11,8 @@ from rest_framework.response import Response
 
 from apps.api.contract import ContractView
 from apps.api.idempotency import idempotent
-from apps.api.problems import Problem
-from apps.audit.services import Actor
+from apps.core.actors import Actor
+from apps.core.errors import Unavailable
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.models import Summary
 from apps.records.serializers import RecordSerializer
@@ -55,9 +55,7 @@ class SearchView(ContractView):
         try:
             context["dimension"] = get_embedder(context["tenant"].embedding_model).dimension
         except EmbedderUnavailable as exc:
-            raise Problem(
-                f"The tenant's embedding model is unavailable: {exc}", status_code=503
-            ) from exc
+            raise Unavailable(f"The tenant's embedding model is unavailable: {exc}") from exc
         return context
 
     @extend_schema(responses={200: SearchResponse})

@@ -50,7 +50,8 @@ from django.db.models.base import ModelState
 from django.utils import timezone
 from psycopg.types.datetime import TimestamptzLoader
 
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.models import Summary
 from apps.derivations.vectors import (

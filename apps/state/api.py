@@ -15,10 +15,11 @@ from rest_framework.response import Response
 
 from apps.api.contract import ContractView, PageQuery
 from apps.api.idempotency import idempotent
-from apps.api.pagination import CursorPage
-from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
 from apps.api.schema import ProblemSerializer
-from apps.audit.services import Actor
+from apps.core.actors import Actor
+from apps.core.errors import NotFound
+from apps.core.pagination import CursorPage
+from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
@@ -51,16 +52,6 @@ def _actor(request: Request) -> Actor:
     return Actor.for_credential(_credential(request))
 
 
-def _problem(error: services.StateError) -> Problem:
-    return Problem(
-        str(error),
-        status_code=error.status,
-        slug=error.slug,
-        errors=error.errors,
-        extra=error.extra,
-    )
-
-
 def _conflict(description: str) -> OpenApiResponse:
     return OpenApiResponse(ProblemSerializer, description=description)
 
@@ -68,14 +59,14 @@ def _conflict(description: str) -> OpenApiResponse:
 def _run_or_404(run_id: str) -> Run:
     run = selectors.run_get(run_id)
     if run is None:
-        raise Problem("No such run.", status_code=404)
+        raise NotFound("No such run.")
     return run
 
 
 def _obligation_or_404(obligation_id: str) -> Obligation:
     obligation = selectors.obligation_get(obligation_id)
     if obligation is None:
-        raise Problem("No such obligation.", status_code=404)
+        raise NotFound("No such obligation.")
     return obligation
 
 
@@ -185,16 +176,13 @@ class EpisodeListCreateView(ContractView):
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
-        try:
-            episode = services.episode_append(
-                run=run,
-                role=self.body["role"],
-                content=self.body.get("content", ""),
-                content_ref=self.body.get("content_ref", ""),
-                actor=_actor(request),
-            )
-        except services.StateError as error:
-            raise _problem(error) from error
+        episode = services.episode_append(
+            run=run,
+            role=self.body["role"],
+            content=self.body.get("content", ""),
+            content_ref=self.body.get("content_ref", ""),
+            actor=_actor(request),
+        )
         return Response(EpisodeSerializer(episode).data, status=201)
 
 
@@ -218,15 +206,12 @@ class CheckpointCreateView(ContractView):
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
-        try:
-            outcome = services.checkpoint_write(
-                run=run,
-                step=self.body["step"],
-                state=self.body["state"],
-                actor=_actor(request),
-            )
-        except services.StateError as error:
-            raise _problem(error) from error
+        outcome = services.checkpoint_write(
+            run=run,
+            step=self.body["step"],
+            state=self.body["state"],
+            actor=_actor(request),
+        )
         data = CheckpointSerializer(outcome.checkpoint).data
         return Response(data, status=201 if outcome.created else 200)
 
@@ -336,20 +321,17 @@ class ObligationListCreateView(ContractView):
     @idempotent()
     def post(self, request: Request) -> Response:
         data = self.body
-        try:
-            outcome = services.obligation_create(
-                tenant=_credential(request).tenant,
-                task_id=data["task_id"],
-                kind=data["kind"],
-                key=data["key"],
-                depends_on=data.get("depends_on", []),
-                deadline=data.get("deadline"),
-                payload=data.get("payload"),
-                subject=data.get("subject", ""),
-                actor=_actor(request),
-            )
-        except services.StateError as error:
-            raise _problem(error) from error
+        outcome = services.obligation_create(
+            tenant=_credential(request).tenant,
+            task_id=data["task_id"],
+            kind=data["kind"],
+            key=data["key"],
+            depends_on=data.get("depends_on", []),
+            deadline=data.get("deadline"),
+            payload=data.get("payload"),
+            subject=data.get("subject", ""),
+            actor=_actor(request),
+        )
         response = dict(ObligationSerializer(outcome.obligation).data)
         response["mismatched"] = outcome.mismatched
         return Response(response, status=201 if outcome.created else 200)
@@ -440,20 +422,17 @@ class ObligationEndView(ContractView):
     def _end(self, request: Request, obligation_id: str) -> Response:
         obligation = _obligation_or_404(obligation_id)
         reason = self.body.get("reason", "")
-        try:
-            if self.transition == "fail":
-                ended = services.obligation_fail(
-                    obligation=obligation,
-                    reason=reason,
-                    result=self.body.get("result"),
-                    actor=_actor(request),
-                )
-            else:
-                ended = services.obligation_cancel(
-                    obligation=obligation, reason=reason, actor=_actor(request)
-                )
-        except services.StateError as error:
-            raise _problem(error) from error
+        if self.transition == "fail":
+            ended = services.obligation_fail(
+                obligation=obligation,
+                reason=reason,
+                result=self.body.get("result"),
+                actor=_actor(request),
+            )
+        else:
+            ended = services.obligation_cancel(
+                obligation=obligation, reason=reason, actor=_actor(request)
+            )
         return Response(ObligationSerializer(ended).data)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.http import QueryDict
 
-from apps.tenancy.keyset import CursorField
+from apps.core.pagination import CursorField
 
 from .models import ObligationState, RunState
 

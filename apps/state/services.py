@@ -22,7 +22,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
+from apps.audit.services import audit_append, audit_event, audit_record, content_digest
+from apps.core.actors import Actor
+from apps.core.errors import DomainError
 from apps.tenancy.models import Tenant
 
 from .models import (
@@ -35,28 +37,9 @@ from .models import (
 )
 
 
-class StateError(Exception):
-    """A state rule refused the change. ``extra`` becomes members of the problem document."""
-
-    status = 409
-    slug = "conflict"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        slug: str | None = None,
-        errors: dict[str, list[str]] | None = None,
-        **extra: Any,
-    ) -> None:
-        super().__init__(message)
-        if status is not None:
-            self.status = status
-        if slug is not None:
-            self.slug = slug
-        self.errors = errors
-        self.extra = extra
+class StateError(DomainError):
+    """A rule of runs and obligations refused the change (409 unless it names another
+    status)."""
 
 
 class RunClosed(StateError):
@@ -273,7 +256,7 @@ def runs_close_idle(*, tenant: Tenant, limit: int = 500) -> int:
     Each run is locked first and its idleness read again under the lock: an episode or
     checkpoint appended meanwhile (they lock the run too) keeps it open. A run locked right
     now is busy, so it is skipped rather than waited for."""
-    from apps.records.validation import format_duration
+    from apps.core.validation import format_duration
 
     from .selectors import runs_idle
 

@@ -19,10 +19,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from apps.tenancy.keyset import Cursor
+from apps.core.pagination import Cursor
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import VIEW_MEMORIES
-from apps.tenancy.views import ConsoleRequest, _render, tenant_view
+from apps.tenancy.views import ConsoleRequest, render_page, tenant_view
 
 from .forms import RunsFilterForm
 from .models import Checkpoint, Obligation, Run
@@ -163,7 +163,7 @@ def _runs_context(request: ConsoleRequest, tenant: Tenant, now: datetime) -> dic
 def runs(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Runs (open and closed, with their latest checkpoint) and obligations, filtered by task,
     state and overdue, each list paged by keyset; overdue obligations first."""
-    return _render(
+    return render_page(
         request,
         "console/state/runs.html",
         _runs_context(request, tenant, timezone.now()),

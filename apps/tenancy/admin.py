@@ -25,7 +25,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.urls import URLPattern, path
 
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 
 from .context import activate_tenant, tenant_scope
 from .models import AgentCredential, Membership, Role, Tenant

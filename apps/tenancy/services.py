@@ -10,7 +10,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 
 from .context import tenant_scope
 from .models import DEFAULT_ACTIONS, Action, AgentCredential, Membership, Role, Tenant

@@ -19,8 +19,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
@@ -33,13 +31,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
-from apps.audit.selectors import audit_chain_verify
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 
 from .context import activate_tenant
-from .dashboard import dashboard_page, tenant_dashboard
 from .forms import (
-    AuditFilterForm,
     CredentialIssueForm,
     CredentialRevokeForm,
     MemberAddForm,
@@ -49,12 +44,8 @@ from .models import AgentCredential, Membership, Role, Tenant
 from .permissions import (
     MANAGE_CREDENTIALS,
     MANAGE_MEMBERS,
-    MANAGE_REVIEW,
-    VIEW_AUDIT,
-    VIEW_MEMORIES,
 )
 from .selectors import (
-    audit_event_page,
     credential_get,
     credential_list,
     membership_get,
@@ -67,8 +58,6 @@ from .services import credential_issue, credential_revoke, membership_remove, me
 
 View = Callable[..., HttpResponse]
 
-AUDIT_PAGE_SIZE = 50
-
 
 class ConsoleRequest(HttpRequest):
     """The request as the console's views see it (set by the middleware and ``tenant_view``)."""
@@ -79,7 +68,7 @@ class ConsoleRequest(HttpRequest):
     console_memberships: list[Membership]
 
 
-def _same_site_path(request: HttpRequest, url: str | None) -> str | None:
+def same_site_path(request: HttpRequest, url: str | None) -> str | None:
     if url and url_has_allowed_host_and_scheme(
         url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
@@ -94,9 +83,9 @@ def page_shown(request: HttpRequest) -> str:
     of the action itself would fail); else the requested page. The console home otherwise."""
     htmx = getattr(request, "htmx", None)
     shown = (
-        _same_site_path(request, htmx.current_url)
+        same_site_path(request, htmx.current_url)
         if htmx
-        else _same_site_path(request, request.headers.get("Referer"))
+        else same_site_path(request, request.headers.get("Referer"))
     )
     if shown and (htmx or request.method != "GET"):
         return shown
@@ -118,18 +107,6 @@ def console_login_required(view: View) -> View:
         return to_login
 
     return wrapper
-
-
-def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
-    """CSRF_FAILURE_VIEW: the console's frame, what probably happened, and a way back to the
-    page the form was on (only when that page is on this site)."""
-    back = _same_site_path(request, request.headers.get("Referer"))
-    return render(
-        request,
-        "console/csrf_failure.html",
-        {"back_url": back or reverse("console:home"), "back_is_form": back is not None},
-        status=403,
-    )
 
 
 def tenant_view(permission: str, *alternatives: str) -> Callable[[View], View]:
@@ -165,7 +142,7 @@ def tenant_view(permission: str, *alternatives: str) -> Callable[[View], View]:
     return decorator
 
 
-def _render(
+def render_page(
     request: ConsoleRequest,
     template: str,
     context: dict[str, Any],
@@ -178,56 +155,15 @@ def _render(
     return render(request, name, context, status=status)
 
 
-def _hx_or_redirect(request: ConsoleRequest, to: str, **kwargs: Any) -> HttpResponse:
+# The governance console views import the helper by its former name until they move to
+# apps.governance.
+_render = render_page
+
+
+def hx_or_redirect(request: ConsoleRequest, to: str, **kwargs: Any) -> HttpResponse:
     """Send the browser to another console page, whether the request came from htmx or not."""
     url = reverse(to, kwargs=kwargs)
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
-# --- sign-in and tenant choice ------------------------------------------------------------------
-
-
-class ConsoleLoginView(auth_views.LoginView):
-    template_name = "console/login.html"
-    redirect_authenticated_user = True
-
-
-class ConsoleLogoutView(auth_views.LogoutView):
-    """POST only (Django's LogoutView refuses GET)."""
-
-
-@login_required
-@require_GET
-def home(request: ConsoleRequest) -> HttpResponse:
-    """The tenants this person belongs to; straight to the dashboard when there is one."""
-    memberships = memberships_of(request.user)
-    if len(memberships) == 1:
-        return redirect("console:dashboard", tenant_slug=memberships[0].tenant.slug)
-    request.console_memberships = memberships
-    return render(request, "console/home.html", {"memberships": memberships})
-
-
-@tenant_view(VIEW_MEMORIES)
-@require_GET
-def dashboard(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
-    """The tenant at a glance: memories by trust and sensitivity, what expires soon, and what
-    waits for a person (reviews, conflicts, overdue obligations), each linked to its page."""
-    figures = tenant_dashboard(
-        tenant=tenant,
-        include_audit=VIEW_AUDIT in request.console_perms,
-        include_review=MANAGE_REVIEW in request.console_perms,
-    )
-    page = dashboard_page(tenant=tenant, perms=request.console_perms, figures=figures.memory)
-    return render(
-        request,
-        "console/dashboard.html",
-        {
-            "tenant": tenant,
-            "dashboard": figures,
-            "page": page,
-            "section": "dashboard",
-        },
-    )
 
 
 # --- agent credentials --------------------------------------------------------------------------
@@ -297,7 +233,7 @@ def credentials(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
 
     form = CredentialIssueForm(request.POST)
     if not form.is_valid():
-        return _render(
+        return render_page(
             request,
             "console/credentials.html",
             _credentials_context(request, tenant, form=form),
@@ -309,7 +245,7 @@ def credentials(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
             {"name": form.cleaned_data["name"], "actions": form.cleaned_data["actions"]},
             nonce=form_nonce_issue(request),
         )
-        return _render(
+        return render_page(
             request,
             "console/credentials.html",
             _credentials_context(request, tenant, form=again, duplicate_submit=True),
@@ -323,7 +259,7 @@ def credentials(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         created_by=request.user,
     )
     messages.success(request, f"Issued credential “{credential.name}”. Copy its token now.")
-    response = _render(
+    response = render_page(
         request,
         "console/credentials.html",
         _credentials_context(request, tenant, issued=credential, token=token),
@@ -434,7 +370,7 @@ def members(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         if not request.htmx:
             return redirect("console:members", tenant_slug=tenant.slug)
         form = MemberAddForm(tenant=tenant)
-    return _render(
+    return render_page(
         request,
         "console/members.html",
         _members_context(tenant, add_form=form),
@@ -487,7 +423,7 @@ def member_role(request: ConsoleRequest, tenant: Tenant, membership_id: uuid.UUI
         # Changing one's own role can take away this very page.
         held = tenant_permissions_of(request.user, tenant)
         if MANAGE_MEMBERS not in held:
-            return _hx_or_redirect(request, "console:dashboard", tenant_slug=tenant.slug)
+            return hx_or_redirect(request, "console:dashboard", tenant_slug=tenant.slug)
     if not request.htmx:
         return redirect("console:members", tenant_slug=tenant.slug)
     context = _members_context(tenant, member=membership)
@@ -513,77 +449,8 @@ def member_remove(
         return _member_row_error(request, tenant, membership, _error_messages(error))
     messages.success(request, f"Removed {membership.user.get_username()} from {tenant.name}.")
     if membership.user == request.user:
-        return _hx_or_redirect(request, "console:home")
+        return hx_or_redirect(request, "console:home")
     if not request.htmx:
         return redirect("console:members", tenant_slug=tenant.slug)
     # The row disappears (an empty swap); the message arrives out of band.
     return render(request, "console/members.html#member_removed_response", {"tenant": tenant})
-
-
-# --- audit log ----------------------------------------------------------------------------------
-
-
-def _audit_context(request: ConsoleRequest, tenant: Tenant, **extra: Any) -> dict[str, Any]:
-    form = AuditFilterForm(request.GET or None)
-    base = reverse("console:audit", kwargs={"tenant_slug": tenant.slug})
-    page = None
-    newer_url = older_url = None
-    if not form.is_bound or form.is_valid():
-        cursors = form.cleaned_data if form.is_bound else {}
-        page = audit_event_page(
-            tenant=tenant,
-            **form.filters(),
-            before=cursors.get("before"),
-            after=cursors.get("after"),
-            size=AUDIT_PAGE_SIZE,
-        )
-        if page.newer_than is not None:
-            newer_url = f"{base}?{form.query_for(after=page.newer_than)}"
-        if page.older_than is not None:
-            older_url = f"{base}?{form.query_for(before=page.older_than)}"
-    filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
-    return {
-        "tenant": tenant,
-        "section": "audit",
-        "filter_form": form,
-        "page": page,
-        "filtered": filtered,
-        "first_url": f"{base}?{form.query_for()}" if filtered else base,
-        "newer_url": newer_url,
-        "older_url": older_url,
-        "known_actions": KNOWN_AUDIT_ACTIONS,
-        **extra,
-    }
-
-
-# Suggestions for the action filter; any other value still works as a prefix.
-KNOWN_AUDIT_ACTIONS = (
-    "tenant.create",
-    "membership.set",
-    "membership.remove",
-    "credential.issue",
-    "credential.revoke",
-    "platform.read",
-    "platform.admin_tenant",
-)
-
-
-@tenant_view(VIEW_AUDIT)
-@require_GET
-def audit_log(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
-    """The tenant's audit log, newest first, filtered and paged by sequence number."""
-    return _render(
-        request, "console/audit.html", _audit_context(request, tenant), partial="audit_results"
-    )
-
-
-@tenant_view(VIEW_AUDIT)
-@require_GET
-def audit_verify(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
-    """Recompute the tenant's hash chain and say whether (and where) it is broken."""
-    check = audit_chain_verify()
-    if request.htmx:
-        return render(
-            request, "console/audit.html#verify_result", {"tenant": tenant, "chain_check": check}
-        )
-    return render(request, "console/audit.html", _audit_context(request, tenant, chain_check=check))

@@ -10,7 +10,8 @@ import pytest
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from tests.conftest import make_agent
 

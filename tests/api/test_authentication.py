@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from psycopg import sql
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import AgentCredential
 from apps.tenancy.services import credential_revoke, hash_token

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from apps.api import views
 from apps.api.problems import reject_unusable_charsets, unusable_charset
 from apps.audit.models import AuditEvent
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from apps.tenancy.services import credential_revoke

@@ -59,7 +59,7 @@ def test_it_answers_401_problems_with_a_bearer_challenge(authorization, detail):
 
 
 def test_it_answers_401_for_a_revoked_token(tenant):
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.tenancy.services import credential_revoke
 
     agent = make_agent(tenant)

@@ -17,8 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.api.problems import Problem
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
+from apps.core.errors import DomainError
 from memoryconsole.urls import urlpatterns as project_urlpatterns
 
 
@@ -55,7 +56,7 @@ class RejectedWriteView(APIView):
             actor=Actor.for_credential(credential),
             action="test.rejected",
         )
-        raise Problem("Refused after writing.", status_code=409)
+        raise DomainError("Refused after writing.")
 
 
 class DjangoValidationView(APIView):
@@ -95,7 +96,7 @@ urlpatterns = [
     *project_urlpatterns,
 ]
 
-handler400 = "apps.api.problems.handler400"
-handler403 = "apps.api.problems.handler403"
-handler404 = "apps.api.problems.handler404"
-handler500 = "apps.api.problems.handler500"
+handler400 = "apps.core.problems.handler400"
+handler403 = "apps.core.problems.handler403"
+handler404 = "apps.core.problems.handler404"
+handler500 = "apps.core.problems.handler500"

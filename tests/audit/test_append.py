@@ -8,7 +8,8 @@ import pytest
 
 from apps.audit.models import AuditChainHead, AuditEvent
 from apps.audit.selectors import audit_chain_verify
-from apps.audit.services import Actor, audit_append, audit_event, lane_for
+from apps.audit.services import audit_append, audit_event, lane_for
+from apps.core.actors import Actor
 from apps.records.models import Fact
 from apps.records.services import scope_for
 from apps.tenancy.context import tenant_scope

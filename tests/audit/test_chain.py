@@ -11,7 +11,8 @@ from django.db import ProgrammingError, connection
 
 from apps.audit.models import AuditChainHead, AuditEvent
 from apps.audit.selectors import audit_chain_verify
-from apps.audit.services import GENESIS, Actor, audit_record, event_hash
+from apps.audit.services import GENESIS, audit_record, event_hash
+from apps.core.actors import Actor
 from apps.tenancy.context import TENANT_SETTING, tenant_scope
 from apps.tenancy.selectors import platform_read
 from apps.tenancy.services import tenant_create

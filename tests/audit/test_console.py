@@ -10,7 +10,8 @@ from django.urls import reverse
 
 from apps.audit.models import AuditEvent
 from apps.audit.selectors import ChainCheck
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 
@@ -145,7 +146,7 @@ def test_it_reports_where_a_broken_chain_breaks(client, tenant, owner, monkeypat
     # Breaking a real chain needs the owner role (the application cannot UPDATE audit rows);
     # the chain check itself is the audit app's to test. Here: the page reports it plainly.
     broken = ChainCheck(ok=False, checked=1, broken_seq=2, problem="event content does not match")
-    monkeypatch.setattr("apps.tenancy.views.audit_chain_verify", lambda: broken)
+    monkeypatch.setattr("apps.audit.views.audit_chain_verify", lambda: broken)
     client.force_login(owner)
     html = client.get(audit_url(tenant, "audit-verify")).content.decode()
     assert "Chain broken at event #2" in html

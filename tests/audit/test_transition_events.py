@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from apps.audit.models import AuditEvent
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.erasure_jobs import erasure_job_enqueue
 from apps.records.models import LegalHold
 from apps.records.services import legal_hold_place

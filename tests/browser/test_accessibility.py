@@ -75,7 +75,7 @@ def test_the_navigation_folds_into_a_menu_on_a_phone(
 def test_the_tenant_switcher_closes_on_escape_and_on_a_click_outside(
     new_page, owner, tenant, other_tenant, console_path
 ):
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.tenancy.models import Role
     from apps.tenancy.services import membership_set
 
@@ -174,11 +174,11 @@ def test_the_evaluation_pages_have_no_axe_violations_and_no_sideways_scroll(
 def _lead_tenant(agent, tenant, owner) -> None:
     """Requests (two claimed, one by someone else), canned reasons and decisions, so the queue,
     the lead's pages and the cards show every new control."""
-    from apps.audit.services import Actor
-    from apps.records.claims import claims_take
+    from apps.core.actors import Actor
     from apps.records.models import PromotionRequest
-    from apps.records.reasons import review_reason_add
-    from apps.records.services import promotion_reject
+    from apps.review.claims import claims_take
+    from apps.review.reasons import review_reason_add
+    from apps.review.services import promotion_reject
     from apps.tenancy.context import tenant_scope
 
     _busy_tenant(agent)
@@ -219,7 +219,7 @@ def test_the_item_pages_have_no_axe_violations(
     """A request's and a conflict's own pages, the bulk confirmation, a memory with its
     deletion and redaction pages, receipts, and the confirmations that ask for a reason
     (lifting a hold, revoking a credential, removing a member); the sign-in page too."""
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.derivations.models import DeletionReceipt
     from apps.records.models import Conflict, MemoryRecord, PromotionRequest
     from apps.records.services import legal_hold_place

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import MemoryRecord
 from apps.state.models import Obligation
 from apps.state.services import checkpoint_write, obligation_create, run_open

@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.models import Role
 from apps.tenancy.services import membership_set
 from tests.browser.support import requested as _requested

@@ -11,10 +11,10 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import expect
 
-from apps.audit.services import Actor
-from apps.records.claims import claims_take
+from apps.core.actors import Actor
 from apps.records.models import Conflict, PromotionRequest, ReviewClaim
-from apps.records.reasons import review_reason_add
+from apps.review.claims import claims_take
+from apps.review.reasons import review_reason_add
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Role
 from tests.browser.support import requested as _requested

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent, DeletionReceipt
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.erasure_jobs import ERASURE_JOB, erasure_job_run
 from apps.derivations.models import ErasureJob, ErasureJobState, OutboxMessage
 from apps.records.models import Fact, MemoryRecord

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations import embeddings as embeddings_module
 from apps.derivations import outbox as outbox_module
 from apps.derivations.embedders import HashingEmbedder

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from apps.audit.models import AuditEvent, DeletionReceipt
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.erasure import erasure_run
 from apps.derivations.models import Embedding, Summary
 from apps.records.models import Fact, MemoryRecord, Observation

@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.audit.models import AuditEvent, DeletionReceipt
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations import erasure
 from apps.derivations.models import Embedding, Summary, SummarySource
 from apps.records.models import Conflict, Fact, MemoryRecord, PromotionEvent

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import MemoryRecord
-from apps.records.services import promotion_approve, promotion_request_create
+from apps.review.services import promotion_approve, promotion_request_create
 from apps.tenancy.context import tenant_scope
 from tests.conftest import make_agent
 from tests.records.factories import body

@@ -10,10 +10,7 @@ from django.utils import timezone
 
 from apps.evaluation.models import EvaluationRun
 from apps.records.models import Conflict, MemoryRecord, PromotionRequest
-from apps.records.services import (
-    conflict_resolve,
-    promotion_return_to_provisional,
-)
+from apps.review.services import conflict_resolve, promotion_return_to_provisional
 from apps.tenancy.context import tenant_scope
 from tests.records.factories import body
 

@@ -79,7 +79,7 @@ def test_it_reports_progress_and_leaves_no_sandbox_behind(results):
 def test_a_sandbox_copies_the_tenants_configuration_not_its_data(tenant):
     from datetime import timedelta
 
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.records.services import retention_rule_set
     from apps.tenancy.context import tenant_scope
 

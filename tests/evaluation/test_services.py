@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.models import OutboxMessage, OutboxState
 from apps.evaluation import services
 from apps.evaluation.models import EvaluationRun, EvaluationRunState

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records import services
 from apps.records.models import (
     Conflict,

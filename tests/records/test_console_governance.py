@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import Fact, LegalHold, RetentionRule
 from apps.records.services import legal_hold_place, retention_rule_set
 from apps.tenancy.context import tenant_scope

@@ -13,13 +13,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent, DeletionReceipt
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.models import Embedding, Summary
 from apps.derivations.services import summary_create
 from apps.records import services
 from apps.records.models import MemoryRecord
 from apps.records.serializers import write_input
 from apps.records.views import memories as memory_views
+from apps.review import services as review_services
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 
@@ -433,7 +434,7 @@ def test_it_previews_everything_a_deletion_takes(client, tenant, member):
     embed(tenant, second)
     summary = summarise(tenant, first)
     with tenant_scope(tenant.pk):
-        services.promotion_request_create(
+        review_services.promotion_request_create(
             record=first, actor=WRITER, evidence=None, reason="seen twice"
         )
     signed_in(client, member)

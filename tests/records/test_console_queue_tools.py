@@ -11,11 +11,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.audit.services import Actor
-from apps.records.claims import claims_take
+from apps.core.actors import Actor
+from apps.core.pagination import Cursor
 from apps.records.models import Conflict, PromotionRequest
+from apps.review.claims import claims_take
 from apps.tenancy.context import tenant_scope
-from apps.tenancy.keyset import Cursor
 
 from .test_console_review import (
     HTMX,
@@ -96,7 +96,7 @@ def test_a_damaged_mark_counts_from_now(client, tenant, reviewer, since):
 
 
 def test_the_mark_counts_what_came_after_it_exactly(tenant):
-    from apps.records.review import PromotionQueueFilters, promotion_queue_arrivals
+    from apps.review.queues import PromotionQueueFilters, promotion_queue_arrivals
 
     first = pending(tenant, subject="user:1")
     second = pending(tenant, subject="user:2")
@@ -211,7 +211,7 @@ def test_the_conflict_queue_sorts_most_sensitive_first_and_newest_first(client, 
 
 
 def test_the_sorted_conflict_queue_pages_forward_by_keyset(client, tenant, reviewer):
-    from apps.records.review import CONFLICT_PAGE_SIZE
+    from apps.review.queues import CONFLICT_PAGE_SIZE
 
     made = [conflict_on(tenant, subject=f"user:{n}") for n in range(CONFLICT_PAGE_SIZE + 2)]
     client = signed_in(client, reviewer)
@@ -270,7 +270,7 @@ def test_the_conflict_shows_the_lines_its_versions_differ_on(client, tenant, rev
     assert html.count('<span class="visually-hidden"> (differs)</span>') == 2 * 4
     with tenant_scope(tenant.pk):
         conflict = Conflict.objects.get()
-    from apps.records.review import version_differences
+    from apps.review.queues import version_differences
 
     with tenant_scope(tenant.pk):
         differences = version_differences(conflict.current_record, conflict.contender)
@@ -352,7 +352,7 @@ def test_the_conflict_queue_runs_the_same_queries_sorted_and_filtered(
 def test_throughput_runs_the_same_queries_for_more_decisions(
     client, tenant, owner, reviewer, django_assert_num_queries
 ):
-    from apps.records.services import promotion_approve
+    from apps.review.services import promotion_approve
 
     def decide(n: int, start: int) -> None:
         for i in range(n):
@@ -372,7 +372,7 @@ def test_throughput_runs_the_same_queries_for_more_decisions(
 
 def test_the_queue_hides_requests_older_than_a_claim_only_by_claim_filters(tenant):
     """A claim changes who may decide, never what the queue counts."""
-    from apps.records.review import PromotionQueueFilters, promotion_queue_count
+    from apps.review.queues import PromotionQueueFilters, promotion_queue_count
 
     _busy(tenant, 4)
     with tenant_scope(tenant.pk):

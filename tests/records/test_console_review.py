@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import (
     Conflict,
     Fact,
@@ -276,7 +276,7 @@ def test_it_filters_the_queue_by_how_long_requests_have_waited(client, tenant, r
 
 
 def test_it_pages_the_queue_oldest_first(client, tenant, reviewer, monkeypatch):
-    monkeypatch.setattr("apps.records.views.review.QUEUE_PAGE_SIZE", 2)
+    monkeypatch.setattr("apps.review.views.decisions.QUEUE_PAGE_SIZE", 2)
     for n in range(3):
         pending(tenant, subject=f"user:{n}")
     client = signed_in(client, reviewer)
@@ -503,7 +503,7 @@ def test_it_reports_listed_requests_decided_meanwhile_and_leaves_them(
     client = signed_in(client, reviewer)
     page = bulk_confirm(client, tenant)
     with tenant_scope(tenant.pk):
-        from apps.records.services import promotion_reject
+        from apps.review.services import promotion_reject
 
         promotion_reject(request=second, actor=Actor.for_user(member), reason="not verified")
     response = bulk_submit(client, tenant, page, follow=True)
@@ -541,7 +541,7 @@ def test_it_refuses_a_damaged_snapshot_and_changes_nothing(client, tenant, revie
 
 
 def test_it_caps_a_bulk_approval_at_the_limit_oldest_first(client, tenant, reviewer, monkeypatch):
-    monkeypatch.setattr("apps.records.views.review.BULK_APPROVE_LIMIT", 2)
+    monkeypatch.setattr("apps.review.views.decisions.BULK_APPROVE_LIMIT", 2)
     requests = [pending(tenant, subject=f"user:{n}") for n in range(3)]
     client = signed_in(client, reviewer)
     page = bulk_confirm(client, tenant)

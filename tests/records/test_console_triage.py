@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import MemoryRecord
-from apps.records.services import (
-    RecordError,
+from apps.records.services import RecordError
+from apps.review.services import (
     promotion_approve,
     promotion_reject,
     promotion_reopen,
@@ -280,7 +280,7 @@ def _row_subjects(html: str) -> list[str]:
 def test_it_sorts_the_queue_most_sensitive_first_and_pages_on(
     client, tenant, reviewer, monkeypatch
 ):
-    monkeypatch.setattr("apps.records.views.review.QUEUE_PAGE_SIZE", 2)
+    monkeypatch.setattr("apps.review.views.decisions.QUEUE_PAGE_SIZE", 2)
     pending(tenant, subject="user:public", sensitivity="public")
     pending(tenant, subject="user:internal", sensitivity="internal")
     pending(tenant, subject="user:restricted", sensitivity="restricted")

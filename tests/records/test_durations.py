@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apps.records.validation import format_duration, parse_duration
+from apps.core.validation import format_duration, parse_duration
 from tests.api.support import assert_problem
 
 from .support import RECORDS, write

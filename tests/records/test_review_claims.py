@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.audit.services import Actor
-from apps.records.claims import ClaimError, claims_release, claims_take
+from apps.core.actors import Actor
 from apps.records.models import PromotionRequest, ReviewClaim
-from apps.records.services import Claimed, promotion_approve, promotion_reject
+from apps.review.claims import ClaimError, claims_release, claims_take
+from apps.review.services import Claimed, promotion_approve, promotion_reject
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Role
 from tests.conftest import _person

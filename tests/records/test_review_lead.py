@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import PromotionRequest, ReviewReason
-from apps.records.reasons import review_reason_add
-from apps.records.services import promotion_approve, promotion_reject
+from apps.review.reasons import review_reason_add
+from apps.review.services import promotion_approve, promotion_reject
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 
@@ -228,7 +228,7 @@ def test_a_bad_claim_length_is_a_form_error(client, tenant, owner, minutes, mess
 def test_throughput_counts_each_reviewers_decisions_and_reversals(
     client, tenant, owner, reviewer, review_agent
 ):
-    from apps.records.services import promotion_reopen
+    from apps.review.services import promotion_reopen
 
     requests = [pending(tenant, subject=f"user:{n}") for n in range(4)]
     rhea, olivia = Actor.for_user(reviewer), Actor.for_user(owner)

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 from rest_framework import serializers
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records import services
 from apps.records.models import MemoryRecord
 from apps.records.serializers import RecordSerializer, write_input

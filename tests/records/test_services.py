@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records import services
 from apps.records.models import (
     Conflict,
@@ -349,7 +349,7 @@ def test_it_sets_a_retention_rule_through_the_service_and_audits_it(tenant):
     from datetime import timedelta
 
     from apps.audit.models import AuditEvent
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.records.retention import class_limits
     from apps.records.services import retention_rule_set
     from apps.tenancy.context import tenant_scope
@@ -371,7 +371,7 @@ def test_it_refuses_a_confirmed_lifetime_shorter_than_the_provisional_one(tenant
 
     from django.core.exceptions import ValidationError
 
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.records.models import RetentionRule
     from apps.records.services import retention_rule_set
     from apps.tenancy.context import tenant_scope

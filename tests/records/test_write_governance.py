@@ -123,7 +123,7 @@ def test_values_different_in_meaning_open_a_conflict(agent, second_agent, stored
 
 
 def test_values_nested_deeper_than_the_recursion_limit_compare():
-    from apps.records.validation import json_equal
+    from apps.core.validation import json_equal
 
     integers: object = 1
     floats: object = 1.0

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 def test_a_new_fact_is_written_in_two_statements(agent, tenant):
     """Lock-or-create the fact (with the class's retention rule), then one statement for the
     version, its observation, the fact's pointers, the embedding work and the audit event."""
-    from apps.audit.services import Actor
+    from apps.core.actors import Actor
     from apps.records.serializers import write_input
     from apps.records.services import record_write
 

@@ -20,7 +20,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.embedders import get_embedder
 from apps.derivations.models import Embedding
 from apps.records.models import Fact, MemoryRecord, Scope, scope_canonical

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from apps.audit.selectors import audit_chain_verify
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.state import services
 from apps.state.models import Obligation
 from apps.tenancy.context import tenant_scope

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.state.models import Obligation, Run
 from apps.state.services import (
     checkpoint_write,

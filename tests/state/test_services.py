@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.state import selectors, services
 from apps.state.models import Checkpoint, Episode, Obligation, Run
 from apps.tenancy.context import tenant_scope

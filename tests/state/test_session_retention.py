@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.records.models import MemoryRecord
 from apps.records.services import retention_rule_set
 from apps.tenancy.context import tenant_scope

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.audit.models import AuditEvent
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import AgentCredential, Membership, Role, Tenant
 from apps.tenancy.services import credential_issue, membership_set

@@ -12,12 +12,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.audit.services import Actor
+from apps.console.dashboard import BarSpec, bar_chart, console_url
+from apps.core.actors import Actor
 from apps.records.models import MemoryRecord
 from apps.state.models import Obligation
 from apps.state.services import obligation_create
 from apps.tenancy.context import tenant_scope
-from apps.tenancy.dashboard import BarSpec, bar_chart, console_url
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import ALL_PERMISSIONS, VIEW_MEMORIES
 from tests.records.support import write_ok

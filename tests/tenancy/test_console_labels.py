@@ -17,11 +17,11 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.models import DeletionReceipt, ErasureJob
-from apps.records.claims import claims_take
 from apps.records.models import Conflict, PromotionRequest
-from apps.records.reasons import review_reason_add
+from apps.review.claims import claims_take
+from apps.review.reasons import review_reason_add
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.templatetags.console_format import action_label, human_label
 from tests.conftest import make_agent

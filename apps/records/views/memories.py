@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.api.contract import InputRejected
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.preview import deletion_preview, receipt_of_deleted_record
 from apps.derivations.selectors import derived_from_record, receipt_get
@@ -37,10 +37,10 @@ from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import DELETE_MEMORIES, VIEW_AUDIT, VIEW_MEMORIES
 from apps.tenancy.views import (
     ConsoleRequest,
-    _hx_or_redirect,
-    _render,
     form_nonce_consume,
     form_nonce_issue,
+    hx_or_redirect,
+    render_page,
     tenant_view,
 )
 
@@ -167,7 +167,7 @@ def _memories_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]
 @require_GET
 def memories(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """The tenant's memories: filtered keyset pages, or ranked search results for a query."""
-    return _render(
+    return render_page(
         request,
         "console/memories/list.html",
         _memories_context(request, tenant),
@@ -270,13 +270,13 @@ def _already_deleted(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UU
     receipt = receipt_of_deleted_record(record_id)
     if receipt is not None:
         messages.info(request, "This memory has already been deleted; here is its receipt.")
-        return _hx_or_redirect(
+        return hx_or_redirect(
             request, "console:receipt", tenant_slug=tenant.slug, receipt_id=receipt.pk
         )
     messages.warning(
         request, "This memory no longer exists: it was deleted or has expired. Nothing was done."
     )
-    return _hx_or_redirect(request, "console:memories", tenant_slug=tenant.slug)
+    return hx_or_redirect(request, "console:memories", tenant_slug=tenant.slug)
 
 
 @tenant_view(DELETE_MEMORIES)
@@ -291,7 +291,7 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
     if request.method != "POST":
         record = _record_or_404(record_id)
         context = _delete_context(tenant, record, _fresh_delete_form(request))
-        return _render(request, template, context, partial="delete_panel")
+        return render_page(request, template, context, partial="delete_panel")
 
     form = MemoryDeleteForm(request.POST)
     if not form.is_valid():
@@ -299,7 +299,7 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
         if still_there is None:
             return _already_deleted(request, tenant, record_id)
         # Keep the nonce: nothing was done, the same form may be sent again once corrected.
-        return _render(
+        return render_page(
             request, template, _delete_context(tenant, still_there, form), partial="delete_panel"
         )
     reason = form.cleaned_data["reason"]
@@ -312,7 +312,7 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
         context = _delete_context(
             tenant, record, _fresh_delete_form(request, reason), duplicate_submit=True
         )
-        return _render(request, template, context, partial="delete_panel")
+        return render_page(request, template, context, partial="delete_panel")
     try:
         result = record_delete(record=record, actor=Actor.for_user(request.user), reason=reason)
     except ObjectDoesNotExist:
@@ -322,14 +322,14 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
         context = _delete_context(
             tenant, record, _fresh_delete_form(request, reason), refusal=str(refused)
         )
-        return _render(request, template, context, partial="delete_panel")
+        return render_page(request, template, context, partial="delete_panel")
     receipt = result.receipt
     messages.success(
         request,
         f"Deleted “{record.subject} {record.key}” ({len(result.record_ids)} "
         f"version{'s' if len(result.record_ids) != 1 else ''}). The receipt below is the proof.",
     )
-    return _hx_or_redirect(
+    return hx_or_redirect(
         request, "console:receipt", tenant_slug=tenant.slug, receipt_id=receipt.pk
     )
 
@@ -397,7 +397,7 @@ def memory_redact(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
     record = _record_or_404(record_id)
     if request.method != "POST":
         form = MemoryRedactForm(value=record.value, initial={"nonce": form_nonce_issue(request)})
-        return _render(
+        return render_page(
             request, template, _redact_context(tenant, record, form), partial="redact_panel"
         )
 
@@ -405,12 +405,12 @@ def memory_redact(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
     # first one left it (its parts are gone from the choices by then).
     if not form_nonce_consume(request, request.POST.get("nonce", "")):
         messages.info(request, "This redaction was already submitted; the memory shows it.")
-        return _hx_or_redirect(
+        return hx_or_redirect(
             request, "console:memory", tenant_slug=tenant.slug, record_id=record.pk
         )
     form = _redact_form_again(request, record)
     if not form.is_valid():
-        return _render(
+        return render_page(
             request, template, _redact_context(tenant, record, form), partial="redact_panel"
         )
     paths: list[str] = list(form.cleaned_data["parts"])
@@ -433,13 +433,13 @@ def memory_redact(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
             },
         )
         context = _redact_context(tenant, record, form, refusal=str(refused))
-        return _render(request, template, context, partial="redact_panel")
+        return render_page(request, template, context, partial="redact_panel")
     except DerivationRejected as rejected:
         form = _redact_form_again(request, record)
         form.is_valid()
         for problems in rejected.errors.values():
             form.add_error(None, " ".join(problems))
-        return _render(
+        return render_page(
             request, template, _redact_context(tenant, record, form), partial="redact_panel"
         )
     counts = outcome.counts
@@ -451,4 +451,4 @@ def memory_redact(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
         f"{counts.get('embeddings', 0)} embedding"
         f"{'' if counts.get('embeddings', 0) == 1 else 's'} removed (re-embedding is queued).",
     )
-    return _hx_or_redirect(request, "console:memory", tenant_slug=tenant.slug, record_id=record.pk)
+    return hx_or_redirect(request, "console:memory", tenant_slug=tenant.slug, record_id=record.pk)

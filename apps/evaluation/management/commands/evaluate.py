@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.evaluation.report import comparison_chart, html_report, text_table
 from apps.evaluation.runner import evaluate
 from apps.evaluation.sandbox import EvaluationFailed, TenantPolicy

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.audit.services import Actor
+from apps.core.actors import Actor
 from apps.tenancy.models import DEFAULT_ACTIONS, Action
 from apps.tenancy.selectors import tenant_by_slug
 from apps.tenancy.services import credential_issue

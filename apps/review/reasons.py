@@ -14,10 +14,11 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
+from apps.core.errors import DomainError
+from apps.records.models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
 from apps.tenancy.models import Tenant
-
-from .models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
 
 # The shortest and longest claim a tenant may set: shorter expires mid-item, longer keeps a
 # batch away from other reviewers for a whole shift.
@@ -25,12 +26,10 @@ CLAIM_DURATION_MIN = timedelta(minutes=1)
 CLAIM_DURATION_MAX = timedelta(hours=8)
 
 
-class ReasonError(Exception):
+class ReasonError(DomainError):
     """A settings change refused; the message says why (``field`` names the form field)."""
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
+    status = 400
 
 
 def review_reasons(decision: str | None = None) -> list[ReviewReason]:

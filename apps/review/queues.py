@@ -38,11 +38,10 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
-from apps.audit.services import Actor
-from apps.tenancy.keyset import Cursor
-
-from .claims import held_by, held_by_others
-from .models import (
+from apps.core.actors import Actor
+from apps.core.pagination import Cursor
+from apps.core.validation import json_equal
+from apps.records.models import (
     Conflict,
     ConflictState,
     MemoryRecord,
@@ -51,9 +50,10 @@ from .models import (
     PromotionState,
     Sensitivity,
 )
-from .selectors import records_live
-from .services import RecordError, promotion_approve, promotion_reject
-from .validation import json_equal
+from apps.records.selectors import records_live
+from apps.records.services import RecordError
+from apps.review.claims import held_by, held_by_others
+from apps.review.services import promotion_approve, promotion_reject
 
 QUEUE_PAGE_SIZE = 20
 # Each conflict shows two versions and a history: fewer per page keeps the page light.

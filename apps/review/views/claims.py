@@ -2,7 +2,7 @@
 request, the ticked ones or the next batch; others see who holds them; claims expire) and
 the queue's "N new requests" notice, polled without reloading the page.
 
-Claims change through :mod:`apps.records.claims`, which locks and audits. Without JavaScript
+Claims change through :mod:`apps.review.claims`, which locks and audits. Without JavaScript
 every form here posts and redirects back to the queue; with htmx a claim answers with the
 changed rows (and the detail pane, when it shows one of them) out of band, so the list keeps
 its place and focus.
@@ -20,16 +20,18 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.audit.services import Actor
-from apps.tenancy.keyset import Cursor
-from apps.tenancy.models import Tenant
-from apps.tenancy.permissions import REVIEW_PROMOTIONS
-from apps.tenancy.views import ConsoleRequest, page_shown, tenant_view
-
-from ..claims import ClaimError, ClaimOutcome, claims_held_count, claims_release, claims_take
-from ..forms_review import ClaimBatchForm, ClaimForm
-from ..models import PromotionRequest, PromotionState
-from ..review import (
+from apps.core.actors import Actor
+from apps.core.pagination import Cursor
+from apps.records.models import PromotionRequest, PromotionState
+from apps.review.claims import (
+    ClaimError,
+    ClaimOutcome,
+    claims_held_count,
+    claims_release,
+    claims_take,
+)
+from apps.review.forms import ClaimBatchForm, ClaimForm
+from apps.review.queues import (
     COUNT_LIMIT,
     QUEUE_PAGE_SIZE,
     ClaimFilter,
@@ -40,7 +42,7 @@ from ..review import (
     promotion_queue_selection,
     promotion_request_get,
 )
-from .review import (
+from apps.review.views.decisions import (
     QUEUE_TEMPLATE,
     UNDO_REASON,
     _canned_reasons,
@@ -49,6 +51,9 @@ from .review import (
     queue_filter_form,
     reviewer_id,
 )
+from apps.tenancy.models import Tenant
+from apps.tenancy.permissions import REVIEW_PROMOTIONS
+from apps.tenancy.views import ConsoleRequest, page_shown, tenant_view
 
 # Requests named one by one when a claim leaves some to their holders.
 HELD_LISTED = 5

@@ -1,5 +1,5 @@
 """Console: what a review lead (permission ``manage_review``) sets and watches. The tenant's
-canned reasons and claim length (:mod:`apps.records.reasons`, audited), and each reviewer's
+canned reasons and claim length (:mod:`apps.review.reasons`, audited), and each reviewer's
 throughput (:mod:`apps.records.throughput`)."""
 
 from __future__ import annotations
@@ -12,14 +12,10 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.audit.services import Actor
-from apps.tenancy.models import Tenant
-from apps.tenancy.permissions import MANAGE_REVIEW
-from apps.tenancy.views import ConsoleRequest, tenant_view
-
-from ..forms_review import ClaimDurationForm, ReviewReasonForm
-from ..models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
-from ..reasons import (
+from apps.core.actors import Actor
+from apps.records.models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
+from apps.review.forms import ClaimDurationForm, ReviewReasonForm
+from apps.review.reasons import (
     ReasonError,
     review_claim_duration_set,
     review_reason_add,
@@ -28,7 +24,10 @@ from ..reasons import (
     review_reason_remove,
     review_reasons,
 )
-from ..throughput import WINDOW, review_throughput
+from apps.review.throughput import WINDOW, review_throughput
+from apps.tenancy.models import Tenant
+from apps.tenancy.permissions import MANAGE_REVIEW
+from apps.tenancy.views import ConsoleRequest, tenant_view
 
 SETTINGS_TEMPLATE = "console/review/settings.html"
 THROUGHPUT_TEMPLATE = "console/review/throughput.html"

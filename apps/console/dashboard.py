@@ -20,20 +20,20 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
+from apps.audit.selectors import audit_event_recent
 from apps.records.models import SENSITIVITY_ORDER, Trust
-from apps.records.review import (
+from apps.records.selectors import CURRENT_VERSION, records_live
+from apps.review.queues import (
     COUNT_LIMIT,
     PromotionQueueFilters,
     conflict_queue_count,
     promotion_queue_count,
 )
-from apps.records.selectors import CURRENT_VERSION, records_live
-from apps.records.throughput import decisions_since
+from apps.review.throughput import decisions_since
 from apps.state.models import ObligationState, RunState
 from apps.state.selectors import obligations_list, obligations_overdue, runs_list
-
-from .models import Membership, Role, Tenant
-from .selectors import audit_event_recent, credential_list
+from apps.tenancy.models import Membership, Role, Tenant
+from apps.tenancy.selectors import credential_list
 
 RECENT_WINDOW = timedelta(days=7)
 RECENT_EVENTS = 10
@@ -320,7 +320,7 @@ def console_url(
 ) -> str | None:
     """The console page ``url_name`` with ``query``, or None when the person may not open it
     or it is not routed (yet): a figure then shows as plain text instead of a dead link."""
-    from .context_processors import NAVIGATION
+    from apps.console.context_processors import NAVIGATION
 
     needed = next((perm for _, _, name, perm in NAVIGATION if name == url_name), None)
     if needed is not None and needed not in perms:

@@ -1,7 +1,7 @@
 """Console: the review queues. Pending promotion requests (approve, reject, bulk approve) and
 open conflicts (keep current, accept new, write a corrected value).
 
-Thin views: a form parses, a selector of :mod:`apps.records.review` reads within the tenant,
+Thin views: a form parses, a selector of :mod:`apps.review.queues` reads within the tenant,
 the records services change and audit. Decisions answer htmx with the updated item (it
 changes in place) plus the message; without JavaScript they redirect back to the queue.
 Deciding twice is harmless: the service refuses the second decision and the item simply
@@ -23,23 +23,12 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.audit.models import ActorType
-from apps.audit.services import Actor
-from apps.tenancy.keyset import Cursor
-from apps.tenancy.models import Tenant
-from apps.tenancy.permissions import RESOLVE_CONFLICTS, REVIEW_PROMOTIONS
-from apps.tenancy.templatetags.console_format import human_label
-from apps.tenancy.views import (
-    ConsoleRequest,
-    _render,
-    form_nonce_consume,
-    form_nonce_issue,
-    page_shown,
-    tenant_view,
-)
-
-from ..claims import claims_held_count
-from ..forms_review import (
+from apps.core.actors import Actor, ActorType
+from apps.core.pagination import Cursor
+from apps.records.models import Conflict, PromotionRequest, PromotionState, ReviewReason
+from apps.records.services import RecordError
+from apps.review.claims import claims_held_count
+from apps.review.forms import (
     ApproveForm,
     BulkApproveForm,
     ConflictQueueForm,
@@ -49,9 +38,7 @@ from ..forms_review import (
     ReverseForm,
     SelectionForm,
 )
-from ..models import Conflict, PromotionRequest, PromotionState, ReviewReason
-from ..reasons import review_reasons
-from ..review import (
+from apps.review.queues import (
     BULK_APPROVE_LIMIT,
     CONFLICT_PAGE_SIZE,
     COUNT_LIMIT,
@@ -77,15 +64,26 @@ from ..review import (
     promotions_approve_bulk,
     promotions_reject_bulk,
 )
-from ..services import (
+from apps.review.reasons import review_reasons
+from apps.review.services import (
     Claimed,
     OwnEvidence,
-    RecordError,
     conflict_resolve,
     promotion_approve,
     promotion_reject,
     promotion_reopen,
     promotion_return_to_provisional,
+)
+from apps.tenancy.models import Tenant
+from apps.tenancy.permissions import RESOLVE_CONFLICTS, REVIEW_PROMOTIONS
+from apps.tenancy.templatetags.console_format import human_label
+from apps.tenancy.views import (
+    ConsoleRequest,
+    form_nonce_consume,
+    form_nonce_issue,
+    page_shown,
+    render_page,
+    tenant_view,
 )
 
 QUEUE_TEMPLATE = "console/review/queue.html"
@@ -277,7 +275,7 @@ def _group_rows(
 @require_GET
 def review_queue(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Pending promotion requests, oldest first, filtered and paged by keyset."""
-    return _render(request, QUEUE_TEMPLATE, _queue_context(request, tenant), partial="results")
+    return render_page(request, QUEUE_TEMPLATE, _queue_context(request, tenant), partial="results")
 
 
 def _request_or_404(request_id: uuid.UUID) -> PromotionRequest:
@@ -729,7 +727,7 @@ def _conflicts_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any
 @require_GET
 def conflicts(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Open conflicts, oldest first: both versions side by side, their provenance, history."""
-    return _render(
+    return render_page(
         request, CONFLICTS_TEMPLATE, _conflicts_context(request, tenant), partial="results"
     )
 
@@ -817,7 +815,7 @@ def conflict_resolve_view(
             # A repeated click, or another reviewer resolved it first: show that resolution.
             messages.info(request, f"{label}: {error}")
             return _resolve_answer(request, tenant, _conflict_or_404(conflict_id))
-        field = error.extra.get("field")
+        field = error.field
         form.add_error(field if field in form.fields else None, str(error))
         return _resolve_answer(request, tenant, conflict, form=form)
     outcome = {

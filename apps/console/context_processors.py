@@ -13,7 +13,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
-from .permissions import (
+from apps.tenancy.permissions import (
     MANAGE_CREDENTIALS,
     MANAGE_MEMBERS,
     MANAGE_RETENTION,

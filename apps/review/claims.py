@@ -24,17 +24,17 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from apps.audit.models import ActorType
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor, ActorType
+from apps.core.errors import DomainError
+from apps.records.models import PromotionRequest, PromotionState, ReviewClaim
 from apps.tenancy.models import Tenant
-
-from .models import PromotionRequest, PromotionState, ReviewClaim
 
 # The most requests one claim takes: a batch is a page or two of work, not the queue.
 CLAIM_BATCH_LIMIT = 50
 
 
-class ClaimError(Exception):
+class ClaimError(DomainError):
     """A claim that cannot be taken or released as asked (the message says why)."""
 
 

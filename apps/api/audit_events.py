@@ -7,23 +7,22 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers
-from rest_framework.exceptions import NotFound
+from rest_framework import exceptions, generics, serializers
 from rest_framework.pagination import Cursor
 from rest_framework.request import Request
 
-from apps.api.contract import (
+from apps.audit.models import AuditEvent
+from apps.core.errors import Invalid, NotFound
+from apps.core.pagination import CursorPage
+from apps.tenancy.selectors import parse_uuid
+
+from .contract import (
     IDENTIFIER_CHARS,
     ContractMixin,
     PageQuery,
     StrictCharField,
     TimestampField,
 )
-from apps.api.pagination import CursorPage
-from apps.api.problems import Problem
-from apps.tenancy.selectors import parse_uuid
-
-from .models import AuditEvent
 
 
 class AuditActorSerializer(serializers.Serializer[AuditEvent]):
@@ -97,8 +96,8 @@ class AuditPagination(CursorPage):
             cursor = super().decode_cursor(request)
             if cursor is not None and cursor.position is not None:
                 int(cursor.position)
-        except (NotFound, ValueError) as exc:
-            raise Problem(
+        except (exceptions.NotFound, ValueError) as exc:
+            raise Invalid(
                 "Invalid query parameter: cursor.",
                 errors={"cursor": ["Not a cursor this API issued; follow next/previous links."]},
             ) from exc
@@ -144,5 +143,5 @@ class AuditEventDetailView(ContractMixin, generics.RetrieveAPIView[AuditEvent]):
         event_id = parse_uuid(self.kwargs["event_id"])
         event = AuditEvent.objects.filter(pk=event_id).first() if event_id else None
         if event is None:
-            raise Problem("No such audit event.", status_code=404)
+            raise NotFound("No such audit event.")
         return event

@@ -10,10 +10,8 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from apps.tenancy.keyset import CursorField
-
-from .claims import CLAIM_BATCH_LIMIT
-from .models import (
+from apps.core.pagination import CursorField
+from apps.records.models import (
     REVIEW_REASONS_PER_DECISION,
     ReasonDecision,
     Resolution,
@@ -21,8 +19,8 @@ from .models import (
     Sensitivity,
     SourceKind,
 )
-from .reasons import CLAIM_DURATION_MAX, CLAIM_DURATION_MIN, review_reason_get
-from .review import (
+from apps.review.claims import CLAIM_BATCH_LIMIT
+from apps.review.queues import (
     BULK_APPROVE_LIMIT,
     ClaimFilter,
     ConflictOrder,
@@ -31,6 +29,7 @@ from .review import (
     QueueGroup,
     QueueOrder,
 )
+from apps.review.reasons import CLAIM_DURATION_MAX, CLAIM_DURATION_MIN, review_reason_get
 
 REASON_MAX_LENGTH = 2000
 

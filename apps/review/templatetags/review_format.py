@@ -7,7 +7,7 @@ from typing import Any
 
 from django import template
 
-from apps.records.claims import claim_in_force
+from apps.review.claims import claim_in_force
 
 register = template.Library()
 

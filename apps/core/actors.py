@@ -1,0 +1,35 @@
+"""Who caused a change: every service takes one and the audit chain records it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models
+
+
+class ActorType(models.TextChoices):
+    USER = "user", "person"
+    CREDENTIAL = "credential", "agent credential"
+    SYSTEM = "system", "system"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who caused a change: a person, an agent credential, or the system itself."""
+
+    type: str
+    id: str
+    label: str
+
+    @classmethod
+    def system(cls, label: str = "system") -> Actor:
+        return cls(type=ActorType.SYSTEM, id="", label=label)
+
+    @classmethod
+    def for_user(cls, user: Any) -> Actor:
+        return cls(type=ActorType.USER, id=str(user.pk), label=user.get_username())
+
+    @classmethod
+    def for_credential(cls, credential: Any) -> Actor:
+        return cls(type=ActorType.CREDENTIAL, id=str(credential.pk), label=credential.name)
