@@ -20,7 +20,7 @@ class TenantFactory(DjangoModelFactory[Tenant]):
     saved after it (``embedding_model``, ``auto_promote_on_second_observation``, ...)."""
 
     slug = factory.Sequence(lambda n: f"tenant-{n}")
-    name = factory.LazyAttribute(lambda o: o.slug.title())
+    name = factory.SelfAttribute("slug")
 
     class Meta:
         model = Tenant
