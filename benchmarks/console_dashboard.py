@@ -33,50 +33,55 @@ def seed_records(tenant: Any, count: int) -> None:
     from django.db.models import OuterRef, Subquery
     from django.utils import timezone
 
-    from apps.records.models import Conflict, Fact, MemoryRecord, PromotionRequest
+    from apps.records.models import Fact, MemoryRecord
+    from apps.records.services import scope_for
     from apps.tenancy.context import tenant_scope
+    from tests.factories import (
+        ConflictFactory,
+        FactFactory,
+        MemoryRecordFactory,
+        PromotionRequestFactory,
+        bulk_save,
+    )
 
     now = timezone.now()
+    with tenant_scope(tenant.pk):
+        scope = scope_for(tenant=tenant, domain="commerce")
 
     def record(fact: Any, n: int, version: int, current: bool) -> MemoryRecord:
-        return MemoryRecord(
+        return MemoryRecordFactory.build(
             tenant=tenant,
             fact=fact,
-            subject=fact.subject,
-            key=fact.key,
             version=version,
             value=n,
             content=f"{fact.key}: value {n}",
-            source_kind="interaction",
             source_ref=f"interaction:{n}:{version}",
-            writer_type="system",
             writer_label="bench",
-            writer_id="",
             observed_at=now,
-            written_at=now,
             owner="service:checkout",
             reason="bench",
-            scope_domain="commerce",
             sensitivity=SENSITIVITIES[n % 4],
             retention_basis="contract",
             trust="confirmed" if n % 3 == 0 else "provisional",
             expires_at=now + timedelta(days=(n % 90) - 5),  # some already expired
             is_current=current,
-            current_from=now if current else None,
         )
 
     for start in range(0, count, BATCH):
         size = min(BATCH, count - start)
+        facts = bulk_save(
+            [
+                FactFactory.build(
+                    tenant=tenant,
+                    subject=f"user:{(start + i) // 10}",
+                    key=f"k{start + i}",
+                    scope=scope,
+                )
+                for i in range(size)
+            ]
+        )
+        records = bulk_save([record(fact, start + i, 1, True) for i, fact in enumerate(facts)])
         with tenant_scope(tenant.pk):
-            facts = Fact.objects.bulk_create(
-                [
-                    Fact(tenant=tenant, subject=f"user:{(start + i) // 10}", key=f"k{start + i}")
-                    for i in range(size)
-                ]
-            )
-            records = MemoryRecord.objects.bulk_create(
-                [record(fact, start + i, 1, True) for i, fact in enumerate(facts)]
-            )
             # One set-based UPDATE (bulk_update's CASE per row is slow at this size).
             Fact.objects.filter(pk__in=[f.pk for f in facts]).update(
                 current=Subquery(
@@ -84,77 +89,70 @@ def seed_records(tenant: Any, count: int) -> None:
                 ),
                 last_version=1,
             )
-            PromotionRequest.objects.bulk_create(
-                [
-                    PromotionRequest(
-                        tenant=tenant, record=r, requested_by_type="system", requested_at=now
-                    )
-                    for r in records[::10]
-                ]
-            )
-            contenders = MemoryRecord.objects.bulk_create(
-                [record(r.fact, start + i, 2, False) for i, r in enumerate(records[::100])]
-            )
-            Conflict.objects.bulk_create(
-                [
-                    Conflict(
-                        tenant=tenant,
-                        fact=c.fact,
-                        current_record=r,
-                        contender=c,
-                        opened_at=now,
-                    )
-                    for r, c in zip(records[::100], contenders, strict=True)
-                ]
-            )
+        bulk_save(
+            [
+                PromotionRequestFactory.build(
+                    tenant=tenant, record=r, reason="", requested_by_label="", requested_at=now
+                )
+                for r in records[::10]
+            ]
+        )
+        contenders = bulk_save(
+            [record(r.fact, start + i, 2, False) for i, r in enumerate(records[::100])]
+        )
+        bulk_save(
+            [
+                ConflictFactory.build(
+                    tenant=tenant, fact=c.fact, current_record=r, contender=c, opened_at=now
+                )
+                for r, c in zip(records[::100], contenders, strict=True)
+            ]
+        )
         progress(f"inserted {start + size}/{count} records")
 
 
 def seed_state(tenant: Any, runs: int, obligations: int) -> None:
     from django.utils import timezone
 
-    from apps.state.models import Checkpoint, Obligation, Run
-    from apps.tenancy.context import tenant_scope
+    from tests.factories import CheckpointFactory, ObligationFactory, RunFactory, bulk_save
 
     now = timezone.now()
-    with tenant_scope(tenant.pk):
-        created = Run.objects.bulk_create(
-            [
-                Run(
-                    tenant=tenant,
-                    task_id=f"task-{n % 500}",
-                    owner="service:checkout",
-                    state="open" if n % 4 else "closed",
-                    opened_at=now - timedelta(minutes=n),
-                    opened_by_type="system",
-                )
-                for n in range(runs)
-            ]
-        )
-        Checkpoint.objects.bulk_create(
-            [
-                Checkpoint(
-                    tenant=tenant, run=run, step=step, state={}, state_digest="x", created_at=now
-                )
-                for run in created
-                for step in range(3)
-            ]
-        )
-        Obligation.objects.bulk_create(
-            [
-                Obligation(
-                    tenant=tenant,
-                    task_id=f"task-{n % 500}",
-                    kind="charge",
-                    key=f"task-{n % 500}:{n}:charge",
-                    state="pending" if n % 2 else "committed",
-                    deadline=now + timedelta(hours=(n % 20) - 2),
-                    created_at=now - timedelta(seconds=n),
-                    created_by_type="system",
-                )
-                for n in range(obligations)
-            ]
-        )
+    created = bulk_save(
+        [
+            RunFactory.build(
+                tenant=tenant,
+                task_id=f"task-{n % 500}",
+                state="open" if n % 4 else "closed",
+                opened_at=now - timedelta(minutes=n),
+                opened_by_label="",
+            )
+            for n in range(runs)
+        ]
+    )
+    bulk_save(
+        [
+            CheckpointFactory.build(
+                tenant=tenant, run=run, step=step, state={}, state_digest="x", created_at=now
+            )
+            for run in created
+            for step in range(3)
+        ]
+    )
+    bulk_save(
+        [
+            ObligationFactory.build(
+                tenant=tenant,
+                task_id=f"task-{n % 500}",
+                key=f"task-{n % 500}:{n}:charge",
+                state="pending" if n % 2 else "committed",
+                deadline=now + timedelta(hours=(n % 20) - 2),
+                payload={},
+                created_at=now - timedelta(seconds=n),
+                created_by_label="",
+            )
+            for n in range(obligations)
+        ]
+    )
     progress(f"inserted {runs} runs and {obligations} obligations")
 
 
@@ -168,21 +166,18 @@ def main() -> None:
     with bench_database("console_dashboard", keep=args.keep):
         setup_django()
         from django.conf import settings
-        from django.contrib.auth import get_user_model
         from django.db import connection
         from django.test import Client
         from django.test.utils import setup_test_environment
         from django.urls import reverse
 
-        from apps.core.actors import Actor
         from apps.tenancy.models import Role
-        from apps.tenancy.services import membership_set, tenant_create
+        from tests.factories import TenantFactory, person
 
         setup_test_environment()  # the test client's host name
         settings.OUTBOX_RELAY_ON_COMMIT = False
-        tenant = tenant_create(slug="bench", name="Benchmark")
-        admin = get_user_model().objects.create_user("bench-admin")
-        membership_set(tenant=tenant, user=admin, role=Role.ADMIN, actor=Actor.system("bench"))
+        tenant = TenantFactory(slug="bench", name="Benchmark")
+        admin = person(tenant, "bench-admin", Role.ADMIN)
         seed_records(tenant, args.records)
         seed_state(tenant, runs=2_000, obligations=10_000)
         with connection.cursor() as cursor:

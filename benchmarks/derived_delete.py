@@ -155,10 +155,10 @@ def bulk_records(tenant: Any, count: int, subject: str) -> None:
     from django.utils import timezone
 
     from apps.derivations.embedders import HashingEmbedder
-    from apps.derivations.models import Embedding
-    from apps.records.models import Fact, MemoryRecord
+    from apps.records.models import Fact
     from apps.records.services import scope_for
     from apps.tenancy.context import tenant_scope
+    from tests.factories import EmbeddingFactory, FactFactory, MemoryRecordFactory, bulk_save
 
     embedder = HashingEmbedder(256)
     now = timezone.now()
@@ -166,9 +166,9 @@ def bulk_records(tenant: Any, count: int, subject: str) -> None:
         size = min(5000, count - start)
         with tenant_scope(tenant.pk):
             scope = scope_for(tenant=tenant, domain="commerce")
-            facts = Fact.objects.bulk_create(
+            facts = bulk_save(
                 [
-                    Fact(
+                    FactFactory.build(
                         tenant=tenant,
                         subject=subject,
                         key=f"k{start + i}",
@@ -178,31 +178,20 @@ def bulk_records(tenant: Any, count: int, subject: str) -> None:
                     for i in range(size)
                 ]
             )
-            records = MemoryRecord.objects.bulk_create(
+            records = bulk_save(
                 [
-                    MemoryRecord(
+                    MemoryRecordFactory.build(
                         tenant=tenant,
                         fact=fact,
-                        subject=subject,
-                        key=fact.key,
-                        version=1,
                         value=start + i,
                         # The subject too: each erased vector differs from every kept one.
                         content=f"{subject} {fact.key}: value {start + i}",
-                        source_kind="interaction",
                         source_ref=f"interaction:{start + i}",
-                        writer_type="system",
-                        writer_id="",
                         writer_label="bench",
                         observed_at=now,
-                        written_at=now,
                         owner="service:checkout",
                         reason="bench",
-                        scope_domain="commerce",
-                        sensitivity="personal",
                         retention_basis="contract",
-                        is_current=True,
-                        current_from=now,
                     )
                     for i, fact in enumerate(facts)
                 ]
@@ -211,13 +200,12 @@ def bulk_records(tenant: Any, count: int, subject: str) -> None:
                 [Fact(pk=r.fact_id, current_id=r.pk) for r in records], ["current"]
             )
             vectors = embedder.embed([r.content for r in records])
-            Embedding.objects.bulk_create(
+            bulk_save(
                 [
-                    Embedding(
+                    EmbeddingFactory.build(
                         tenant=tenant,
                         record=r,
                         model=embedder.name,
-                        dimension=256,
                         vector=list(map(float, v)),
                         content_digest="bench",
                         created_at=now,

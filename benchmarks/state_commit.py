@@ -128,29 +128,25 @@ class Committers:
 
 
 def create_obligations(tenant: Any, keys: list[str]) -> None:
-    from django.db import transaction
     from django.utils import timezone
 
-    from apps.state.models import Obligation
-    from apps.tenancy.context import tenant_scope
+    from tests.factories import ObligationFactory, bulk_save
 
     now = timezone.now()
-    with transaction.atomic(), tenant_scope(tenant.pk):
-        Obligation.objects.bulk_create(
-            [
-                Obligation(
-                    tenant=tenant,
-                    task_id="bench",
-                    kind="charge",
-                    key=key,
-                    created_at=now,
-                    created_by_type="system",
-                    created_by_label="benchmark",
-                )
-                for key in keys
-            ],
-            batch_size=1000,
-        )
+    bulk_save(
+        [
+            ObligationFactory.build(
+                tenant=tenant,
+                task_id="bench",
+                key=key,
+                payload={},
+                created_at=now,
+                created_by_label="benchmark",
+            )
+            for key in keys
+        ],
+        batch_size=1000,
+    )
 
 
 def serialised_floor(tenant: Any, committers: int, per: int) -> Timing:

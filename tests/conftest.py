@@ -14,10 +14,9 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from apps.core.actors import Actor
 from apps.tenancy.models import Role, Tenant
-from apps.tenancy.services import credential_issue, membership_set, tenant_create
 from memoryconsole import instance
+from tests.factories import AgentCredentialFactory, TenantFactory, person
 
 ROLE_KEYS = ("USER", "PASSWORD")
 REDIS_URL = os.environ.get("MEMORYCONSOLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -147,45 +146,39 @@ def owner_connection(django_db_blocker: Any) -> Iterator[Any]:
 
 @pytest.fixture
 def tenant(db: None) -> Tenant:
-    return tenant_create(slug="acme", name="Acme Corp")
+    return TenantFactory(slug="acme", name="Acme Corp")
 
 
 @pytest.fixture
 def other_tenant(db: None) -> Tenant:
-    return tenant_create(slug="globex", name="Globex")
-
-
-def _person(django_user_model: Any, username: str, tenant: Tenant, role: str) -> Any:
-    user = django_user_model.objects.create_user(username=username, password="pw-" + username)
-    membership_set(tenant=tenant, user=user, role=role, actor=Actor.system("tests"))
-    return user
+    return TenantFactory(slug="globex", name="Globex")
 
 
 @pytest.fixture
-def owner(django_user_model: Any, tenant: Tenant) -> Any:
+def owner(tenant: Tenant) -> Any:
     """The tenant's admin."""
-    return _person(django_user_model, "olivia", tenant, Role.ADMIN)
+    return person(tenant, "olivia", Role.ADMIN)
 
 
 @pytest.fixture
-def reviewer(django_user_model: Any, tenant: Tenant) -> Any:
-    return _person(django_user_model, "rhea", tenant, Role.REVIEWER)
+def reviewer(tenant: Tenant) -> Any:
+    return person(tenant, "rhea", Role.REVIEWER)
 
 
 @pytest.fixture
-def member(django_user_model: Any, tenant: Tenant) -> Any:
-    return _person(django_user_model, "mario", tenant, Role.MEMBER)
+def member(tenant: Tenant) -> Any:
+    return person(tenant, "mario", Role.MEMBER)
 
 
 @pytest.fixture
-def auditor(django_user_model: Any, tenant: Tenant) -> Any:
-    return _person(django_user_model, "ada", tenant, Role.AUDITOR)
+def auditor(tenant: Tenant) -> Any:
+    return person(tenant, "ada", Role.AUDITOR)
 
 
 @pytest.fixture
-def outsider(django_user_model: Any, other_tenant: Tenant) -> Any:
+def outsider(other_tenant: Tenant) -> Any:
     """An admin of another tenant: must see nothing of ``tenant``."""
-    return _person(django_user_model, "oscar", other_tenant, Role.ADMIN)
+    return person(other_tenant, "oscar", Role.ADMIN)
 
 
 class Agent:
@@ -217,10 +210,8 @@ class Agent:
 def make_agent(tenant: Tenant, actions: str | None = None, name: str = "agent") -> Agent:
     from django.test import Client
 
-    credential, token = credential_issue(
-        tenant=tenant, name=name, actions=actions, actor=Actor.system("tests")
-    )
-    return Agent(Client(), tenant, token, credential)
+    credential = AgentCredentialFactory(tenant=tenant, name=name, actions=actions)
+    return Agent(Client(), tenant, credential.token, credential)
 
 
 @pytest.fixture

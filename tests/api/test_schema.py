@@ -13,7 +13,6 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.api import views
-from apps.tenancy.context import tenant_scope
 
 from .support import PROBLEM, assert_problem
 
@@ -129,15 +128,9 @@ def test_it_answers_503_when_the_database_is_down(monkeypatch):
 
 
 def _outbox_row(tenant, *, age: timedelta, state: str = "pending") -> None:
-    from apps.derivations.models import OutboxMessage
+    from tests.factories import OutboxMessageFactory
 
-    with tenant_scope(tenant.pk):
-        OutboxMessage.objects.create(
-            tenant_id=tenant.pk,
-            task_name="derivations.embed_record",
-            created_at=timezone.now() - age,
-            state=state,
-        )
+    OutboxMessageFactory(tenant=tenant, created_at=timezone.now() - age, state=state)
 
 
 def test_it_reports_health_ok_while_background_work_completes(tenant, settings):

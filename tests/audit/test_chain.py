@@ -15,7 +15,7 @@ from apps.audit.services import GENESIS, audit_record, event_hash
 from apps.core.actors import Actor
 from apps.tenancy.context import TENANT_SETTING, tenant_scope
 from apps.tenancy.selectors import platform_read
-from apps.tenancy.services import tenant_create
+from tests.factories import TenantFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -307,7 +307,7 @@ def test_tampering_with_one_tenants_chain_leaves_the_others_intact(
 
 
 def test_platform_read_reads_each_tenant_in_turn_and_records_why(tenant, other_tenant):
-    third = tenant_create(slug="initech", name="Initech")
+    third = TenantFactory(slug="initech", name="Initech")
     ops = Actor.system("ops")
 
     def read(current):

@@ -75,11 +75,10 @@ def test_the_navigation_folds_into_a_menu_on_a_phone(
 def test_the_tenant_switcher_closes_on_escape_and_on_a_click_outside(
     new_page, owner, tenant, other_tenant, console_path
 ):
-    from apps.core.actors import Actor
     from apps.tenancy.models import Role
-    from apps.tenancy.services import membership_set
+    from tests.factories import MembershipFactory
 
-    membership_set(tenant=other_tenant, user=owner, role=Role.REVIEWER, actor=Actor.system("t"))
+    MembershipFactory(tenant=other_tenant, user=owner, role=Role.REVIEWER)
     page = new_page(owner)
     page.goto(console_path("dashboard"))
     switcher = page.get_by_role("navigation", name="Tenants")
@@ -134,23 +133,20 @@ def _evaluated_tenant(tenant) -> None:
     """A finished evaluation run, and a decision that relied on a memory deleted since."""
     from django.utils import timezone
 
-    from apps.evaluation.models import EvaluationRun, EvaluationRunState
-    from apps.tenancy.context import tenant_scope
+    from apps.evaluation.models import EvaluationRunState
     from tests.evaluation.conftest import fake_results
     from tests.evaluation.support import decide, remember, writer_agent
+    from tests.factories import EvaluationRunFactory
 
-    with tenant_scope(tenant.pk):
-        EvaluationRun.objects.create(
-            tenant=tenant,
-            scenario_set="default",
-            requested_by_type="user",
-            requested_by_label="olivia",
-            requested_at=timezone.now(),
-            finished_at=timezone.now(),
-            state=EvaluationRunState.DONE,
-            results=fake_results(),
-            passed=True,
-        )
+    EvaluationRunFactory(
+        tenant=tenant,
+        requested_by_type="user",
+        requested_by_label="olivia",
+        finished_at=timezone.now(),
+        state=EvaluationRunState.DONE,
+        results=fake_results(),
+        passed=True,
+    )
     writer = writer_agent(tenant)
     gone = remember(writer, tenant, "gone.preference")
     decide(writer, "preference")

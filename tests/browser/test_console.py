@@ -18,7 +18,7 @@ from apps.state.services import checkpoint_write, obligation_create, run_open
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import AgentCredential, Role
 from apps.tenancy.selectors import credential_for_token
-from apps.tenancy.services import membership_set
+from tests.factories import MembershipFactory
 from tests.records.support import write_ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_it_signs_in_and_switches_tenants(
     new_page, owner, tenant, other_tenant, console_path, screenshot
 ):
-    membership_set(tenant=other_tenant, user=owner, role=Role.REVIEWER, actor=Actor.system("t"))
+    MembershipFactory(tenant=other_tenant, user=owner, role=Role.REVIEWER)
     page = new_page(None)
     page.goto(console_path("dashboard"))
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()

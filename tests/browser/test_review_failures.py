@@ -9,10 +9,9 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
-from apps.core.actors import Actor
 from apps.tenancy.models import Role
-from apps.tenancy.services import membership_set
 from tests.browser.support import requested as _requested
+from tests.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,7 +23,7 @@ def test_it_shows_a_refused_action_in_a_stale_tab(
     page = reviewer_page
     page.goto(console_path("review"))
     # Meanwhile an admin makes the reviewer a member: the open tab is now stale.
-    membership_set(tenant=tenant, user=reviewer, role=Role.MEMBER, actor=Actor.system("t"))
+    MembershipFactory(tenant=tenant, user=reviewer, role=Role.MEMBER)
     page.get_by_label(re.compile("^Reason for approving user:1")).first.fill("checked")
     page.get_by_role("button", name=re.compile("^Approve user:1")).first.click()
     alert = page.get_by_role("alert")

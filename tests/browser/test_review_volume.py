@@ -18,7 +18,7 @@ from apps.review.reasons import review_reason_add
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Role
 from tests.browser.support import requested as _requested
-from tests.conftest import _person
+from tests.factories import person
 from tests.records.support import write_ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +44,7 @@ def test_c_claims_the_focused_request_and_a_colleague_sees_it(
 ):
     for n in range(3):
         _requested(agent, f"user:{n}")
-    colleague = _person(django_user_model, "cole", tenant, Role.REVIEWER)
+    colleague = person(tenant, "cole", Role.REVIEWER)
     page = new_page(reviewer)
     page.goto(console_path("review"))
     rows = page.locator("[data-review-row]")
@@ -74,7 +74,7 @@ def test_a_stale_tab_sees_who_claimed_the_request_it_tries_to_decide(
     _requested(agent, "user:1")
     page = reviewer_page
     page.goto(console_path("review"))
-    colleague = _person(django_user_model, "cole", tenant, Role.REVIEWER)
+    colleague = person(tenant, "cole", Role.REVIEWER)
     with tenant_scope(tenant.pk):
         claims_take(
             tenant=tenant,

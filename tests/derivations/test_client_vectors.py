@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from apps.audit.models import AuditEvent
 from apps.derivations.models import Embedding, Summary
@@ -14,6 +13,7 @@ from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from tests.api.support import assert_problem
 from tests.conftest import make_agent
+from tests.factories import EmbeddingFactory
 from tests.records.factories import body
 
 from .support import RECORDS, SEARCH, SUMMARIES, drain, summarise, write
@@ -214,15 +214,10 @@ def test_a_search_never_fails_on_a_stored_vector_it_cannot_compare(
     good = write(admin_agent, subject="user:1", vector=VECTOR)
     bad = write(admin_agent, subject="user:2", value="carrier_b")
     with tenant_scope(client_model.pk):
-        Embedding.objects.create(
-            tenant_id=client_model.pk,
-            record_id=bad["id"],
-            model="client-4",
-            dimension=4,
-            vector=stored,
-            content_digest="x",
-            created_at=timezone.now(),
-        )
+        record = MemoryRecord.objects.get(pk=bad["id"])
+    EmbeddingFactory(
+        tenant=client_model, record=record, model="client-4", vector=stored, content_digest="x"
+    )
     search = {"vector": VECTOR, "min_similarity": 0, **({"query": query} if query else {})}
     response = admin_agent.post(SEARCH, search)
     assert response.status_code == 200, response.content[:500]

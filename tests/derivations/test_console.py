@@ -20,6 +20,7 @@ from apps.records.models import Fact, MemoryRecord
 from apps.records.services import legal_hold_place
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from tests.factories import DeletionReceiptFactory, ErasureJobFactory, bulk_save
 
 from .support import RECORDS, drain, write
 
@@ -35,18 +36,15 @@ def url(tenant: Tenant, name: str, **kwargs: Any) -> str:
 def make_receipts(tenant: Tenant, count: int, **fields: Any) -> list[DeletionReceipt]:
     """Receipts as a deletion leaves them (ids and counts only), one second apart."""
     now = timezone.now()
-    values: dict[str, Any] = {
-        "kind": "record",
-        "requested_by_type": "user",
-        "requested_by_label": "olivia",
-        "reason": "tidying up",
-        **fields,
-    }
-    with tenant_scope(tenant.pk):
-        return DeletionReceipt.objects.bulk_create(
-            DeletionReceipt(tenant=tenant, deleted_at=now - timedelta(seconds=i), **values)
+    values: dict[str, Any] = {"reason": "tidying up", "counts": {}, **fields}
+    return bulk_save(
+        [
+            DeletionReceiptFactory.build(
+                tenant=tenant, deleted_at=now - timedelta(seconds=i), **values
+            )
             for i in range(count)
-        )
+        ]
+    )
 
 
 def receipt_ids_on(html: str) -> list[str]:
@@ -382,15 +380,7 @@ def test_a_redelivered_job_does_nothing_once_done(client, tenant, owner, admin_a
 
 
 def test_another_tenants_job_is_not_found(client, tenant, other_tenant, owner, outsider):
-    with tenant_scope(other_tenant.pk):
-        theirs = ErasureJob.objects.create(
-            tenant=other_tenant,
-            selector="subject",
-            value_digest="",
-            reason="theirs",
-            requested_by_type="user",
-            requested_at=timezone.now(),
-        )
+    theirs = ErasureJobFactory(tenant=other_tenant, reason="theirs", requested_by_label="")
     client.force_login(owner)
     assert client.get(url(tenant, "erasure-job", job_id=theirs.pk)).status_code == 404
 

@@ -13,6 +13,7 @@ from apps.derivations.models import Embedding, Summary
 from apps.records.models import Fact, MemoryRecord, Observation
 from apps.records.services import legal_hold_place, scope_for
 from apps.tenancy.context import tenant_scope
+from tests.factories import FactFactory, MemoryRecordFactory, bulk_save
 
 from .support import RECORDS, drain, summarise, write
 
@@ -112,46 +113,32 @@ def test_another_tenants_erasure_touches_nothing(admin_agent, tenant, other_agen
 
 def _bulk_records(tenant, count: int, subject: str) -> None:
     """``count`` single-version facts of ``subject``, inserted directly (fast set-up)."""
-    from django.utils import timezone
-
-    now = timezone.now()
     with tenant_scope(tenant.pk):
         scope = scope_for(tenant=tenant, domain="commerce")
-        facts = Fact.objects.bulk_create(
-            [
-                Fact(tenant=tenant, subject=subject, key=f"k{i}", scope=scope, last_version=1)
-                for i in range(count)
-            ]
-        )
-        MemoryRecord.objects.bulk_create(
-            [
-                MemoryRecord(
-                    tenant=tenant,
-                    fact=fact,
-                    subject=subject,
-                    key=fact.key,
-                    version=1,
-                    value=i,
-                    content=f"{fact.key}: {i}",
-                    source_kind="interaction",
-                    source_ref=f"interaction:{i}",
-                    writer_type="system",
-                    writer_id="",
-                    writer_label="bulk",
-                    observed_at=now,
-                    written_at=now,
-                    owner="user:alice",
-                    reason="bulk",
-                    scope_domain="commerce",
-                    sensitivity="personal",
-                    retention_basis="contract",
-                    is_current=True,
-                    current_from=now,
-                )
-                for i, fact in enumerate(facts)
-            ],
-            batch_size=2000,
-        )
+    facts = bulk_save(
+        [
+            FactFactory.build(
+                tenant=tenant, subject=subject, key=f"k{i}", scope=scope, last_version=1
+            )
+            for i in range(count)
+        ]
+    )
+    bulk_save(
+        [
+            MemoryRecordFactory.build(
+                tenant=tenant,
+                fact=fact,
+                value=i,
+                content=f"{fact.key}: {i}",
+                source_ref=f"interaction:{i}",
+                writer_label="bulk",
+                reason="bulk",
+                retention_basis="contract",
+            )
+            for i, fact in enumerate(facts)
+        ],
+        batch_size=2000,
+    )
 
 
 def test_it_erases_many_records_in_batches(tenant):

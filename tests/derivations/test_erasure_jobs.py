@@ -10,6 +10,7 @@ from apps.records.models import MemoryRecord
 from apps.tenancy.context import tenant_scope
 from tests.api.support import assert_problem
 from tests.conftest import make_agent
+from tests.factories import OutboxMessageFactory
 
 from .support import drain, write
 from .test_console import confirm
@@ -132,31 +133,28 @@ def test_jobs_kept_in_outbox_payloads_are_migrated(admin_agent, tenant):
 
     migration = importlib.import_module("apps.derivations.migrations.0006_erasure_job")
     write(admin_agent, subject="user:7")
-    with tenant_scope(tenant.pk):
-        pending = OutboxMessage.objects.create(
-            tenant=tenant,
-            task_name=ERASURE_JOB,
-            object_id="00000000-0000-0000-0000-000000000007",
-            payload={
-                "selector": "subject",
-                "value": "user:7",
-                "reason": "asked",
-                "actor_type": "user",
-                "actor_id": "1",
-                "actor_label": "olivia",
-                "records": 1,
-                "requested_at": timezone.now().isoformat(),
-            },
-            created_at=timezone.now(),
-        )
-        finished = OutboxMessage.objects.create(
-            tenant=tenant,
-            task_name=ERASURE_JOB,
-            state=OutboxState.DONE,
-            payload={"selector": "owner", "actor_label": "olivia", "totals": {"records": 4}},
-            created_at=timezone.now(),
-            finished_at=timezone.now(),
-        )
+    pending = OutboxMessageFactory(
+        tenant=tenant,
+        task_name=ERASURE_JOB,
+        object_id="00000000-0000-0000-0000-000000000007",
+        payload={
+            "selector": "subject",
+            "value": "user:7",
+            "reason": "asked",
+            "actor_type": "user",
+            "actor_id": "1",
+            "actor_label": "olivia",
+            "records": 1,
+            "requested_at": timezone.now().isoformat(),
+        },
+    )
+    finished = OutboxMessageFactory(
+        tenant=tenant,
+        task_name=ERASURE_JOB,
+        state=OutboxState.DONE,
+        payload={"selector": "owner", "actor_label": "olivia", "totals": {"records": 4}},
+        finished_at=timezone.now(),
+    )
     migration.jobs_out_of_the_outbox(apps, SimpleNamespace(connection=connection))
     with tenant_scope(tenant.pk):
         queued = ErasureJob.objects.get(pk=pending.pk)

@@ -126,15 +126,12 @@ def test_index_tenant_reads_only_tenant_index_names():
 
 
 def _tenant_with_records(slug: str, count: int) -> tuple[Any, list[str]]:
-    from apps.tenancy.models import Tenant
-    from apps.tenancy.services import tenant_create
     from tests.conftest import make_agent
+    from tests.factories import TenantFactory
     from tests.records.factories import body
     from tests.retrieval.conftest import embed_all
 
-    tenant = tenant_create(slug=slug, name=slug)
-    Tenant.objects.filter(pk=tenant.pk).update(embedding_model="hashing-256")
-    tenant.refresh_from_db()
+    tenant = TenantFactory(slug=slug, embedding_model="hashing-256")
     agent = make_agent(tenant, "read,write,delete")
     ids = []
     for i in range(count):

@@ -6,8 +6,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from apps.derivations.models import Embedding, OutboxMessage
+from apps.derivations.models import Embedding
 from apps.tenancy.context import tenant_scope
+from tests.factories import IdempotencyKeyFactory, OutboxMessageFactory
 
 from .support import RECORDS, drain, summarise, write
 
@@ -47,17 +48,8 @@ def test_it_names_a_residue(admin_agent, tenant, capsys):
     with tenant_scope(tenant.pk):
         vector = list(Embedding.objects.get(record_id=record["id"]).vector)
     receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
-    with tenant_scope(tenant.pk):
-        # a stray outbox row naming the deleted record, as a buggy writer might leave
-        from django.utils import timezone
-
-        OutboxMessage.objects.create(
-            tenant=tenant,
-            task_name="derivations.embed_record",
-            object_id=record["id"],
-            payload={"record_id": record["id"]},
-            created_at=timezone.now(),
-        )
+    # a stray outbox row naming the deleted record, as a buggy writer might leave
+    OutboxMessageFactory(tenant=tenant, object_id=record["id"], payload={"record_id": record["id"]})
     assert vector
     ok, out = verify(receipt["id"], capsys)
     assert not ok
@@ -71,23 +63,15 @@ def test_it_rejects_an_unknown_receipt(capsys):
 
 
 def test_it_names_a_stored_response_that_mentions_a_deleted_id(admin_agent, tenant, capsys):
-    from django.utils import timezone
-
-    from apps.api.models import IdempotencyKey
-
     record = write(admin_agent)
     drain()
     receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
-    with tenant_scope(tenant.pk):
-        stored = IdempotencyKey.objects.create(
-            tenant=tenant,
-            credential_id=admin_agent.credential.pk,
-            key="k-1",
-            request_hash="0" * 64,
-            status_code=200,
-            response_body={"results": [{"id": record["id"].upper()}]},
-            created_at=timezone.now(),
-        )
+    stored = IdempotencyKeyFactory(
+        tenant=tenant,
+        credential_id=admin_agent.credential.pk,
+        key="k-1",
+        response_body={"results": [{"id": record["id"].upper()}]},
+    )
     ok, out = verify(receipt["id"], capsys)
     assert not ok
     assert f"stored response {stored.pk} names a deleted id" in out
@@ -97,21 +81,15 @@ def test_the_mention_check_scales_to_a_large_erasure(admin_agent, tenant):
     """One pass over the stored JSON, whatever the number of ids (100k here)."""
     import uuid
 
-    from django.utils import timezone
-
-    from apps.api.models import IdempotencyKey
     from apps.derivations.verification import UUID_PATTERN, _rows_mentioning
 
     ids = [str(uuid.uuid4()) for _ in range(100_000)]
+    stored = IdempotencyKeyFactory(
+        tenant=tenant,
+        credential_id=admin_agent.credential.pk,
+        key="k-2",
+        response_body={"id": ids[-1]},
+    )
     with tenant_scope(tenant.pk):
-        stored = IdempotencyKey.objects.create(
-            tenant=tenant,
-            credential_id=admin_agent.credential.pk,
-            key="k-2",
-            request_hash="0" * 64,
-            status_code=200,
-            response_body={"id": ids[-1]},
-            created_at=timezone.now(),
-        )
         found = _rows_mentioning("api_idempotencykey", "response_body", UUID_PATTERN, ids)
     assert found == [stored.pk]

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from apps.evaluation.models import EvaluationRun
 from apps.records.models import Conflict, MemoryRecord, PromotionRequest
 from apps.review.services import conflict_resolve, promotion_return_to_provisional
 from apps.tenancy.context import tenant_scope
+from tests.factories import EvaluationRunFactory
 from tests.records.factories import body
 
 from .support import REVIEWER, decide, remember
@@ -165,13 +165,7 @@ def test_another_tenants_decisions_and_runs_stay_invisible(
     writer.delete(f"/api/v1/records/{mine}")
     assert listed(other_agent)["results"] == []
     assert listed(other_agent, memory=mine)["results"] == []
-    with tenant_scope(tenant.pk):
-        run = EvaluationRun.objects.create(
-            tenant=tenant,
-            scenario_set="default",
-            requested_by_type="system",
-            requested_at=timezone.now(),
-        )
+    run = EvaluationRunFactory(tenant=tenant)
     assert writer.get(f"/api/v1/evaluation/runs/{run.pk}").status_code == 200
     assert other_agent.get(f"/api/v1/evaluation/runs/{run.pk}").status_code == 404
     assert other_agent.get("/api/v1/evaluation/runs/not-an-id").status_code == 404

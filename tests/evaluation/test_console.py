@@ -14,6 +14,7 @@ from apps.evaluation.models import EvaluationRun, EvaluationRunState
 from apps.evaluation.services import EVALUATION_RUN
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from tests.factories import EvaluationRunFactory
 from tests.records.factories import body
 
 from .conftest import fake_results
@@ -29,15 +30,9 @@ def url(tenant: Tenant, name: str, **kwargs: Any) -> str:
 
 
 def a_run(tenant: Tenant, **fields: Any) -> EvaluationRun:
-    values = {
-        "scenario_set": "default",
-        "requested_by_type": "user",
-        "requested_by_label": "olivia",
-        "requested_at": timezone.now(),
-        **fields,
-    }
-    with tenant_scope(tenant.pk):
-        return EvaluationRun.objects.create(tenant=tenant, **values)
+    return EvaluationRunFactory(
+        tenant=tenant, requested_by_type="user", requested_by_label="olivia", **fields
+    )
 
 
 def test_it_shows_past_runs_with_the_latest_figures_and_plots(client, owner, tenant):

@@ -15,6 +15,7 @@ from apps.evaluation.models import EvaluationRun, EvaluationRunState
 from apps.evaluation.sandbox import EvaluationFailed
 from apps.evaluation.tasks import evaluation_run_task
 from apps.tenancy.context import tenant_scope
+from tests.factories import EvaluationRunFactory
 
 from .conftest import fake_results
 
@@ -68,15 +69,12 @@ def test_the_worker_runs_a_queued_run_once_and_stores_its_figures(tenant, fake_e
 
 
 def test_a_run_in_progress_is_not_taken_twice_but_a_stalled_one_is(tenant):
-    with tenant_scope(tenant.pk):
-        run = EvaluationRun.objects.create(
-            tenant=tenant,
-            scenario_set="default",
-            requested_by_type="user",
-            requested_at=timezone.now(),
-            state=EvaluationRunState.RUNNING,
-            updated_at=timezone.now(),
-        )
+    run = EvaluationRunFactory(
+        tenant=tenant,
+        requested_by_type="user",
+        state=EvaluationRunState.RUNNING,
+        updated_at=timezone.now(),
+    )
     assert services.evaluation_run_claim(run.pk, tenant_id=tenant.pk) is None
     with tenant_scope(tenant.pk):
         EvaluationRun.objects.filter(pk=run.pk).update(
@@ -129,15 +127,13 @@ def test_the_outbox_row_is_done_once_the_run_is_claimed(tenant, monkeypatch):
 
 
 def test_a_stalled_run_is_failed_when_another_is_asked_for(tenant):
+    stalled = EvaluationRunFactory(
+        tenant=tenant,
+        requested_by_type="user",
+        state=EvaluationRunState.RUNNING,
+        updated_at=timezone.now() - services.STALLED_AFTER * 2,
+    )
     with tenant_scope(tenant.pk):
-        stalled = EvaluationRun.objects.create(
-            tenant=tenant,
-            scenario_set="default",
-            requested_by_type="user",
-            requested_at=timezone.now(),
-            state=EvaluationRunState.RUNNING,
-            updated_at=timezone.now() - services.STALLED_AFTER * 2,
-        )
         assert stalled.stalled
         services.evaluation_run_request(tenant=tenant, actor=ADMIN)
         stalled.refresh_from_db()

@@ -18,6 +18,7 @@ from apps.records.models import Fact, LegalHold, RetentionRule
 from apps.records.services import legal_hold_place, retention_rule_set
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from tests.factories import LegalHoldFactory, bulk_save
 
 from .support import write_ok
 
@@ -345,9 +346,9 @@ def test_the_list_shows_active_or_lifted_holds(client, tenant, owner):
 
 def test_holds_are_paged_without_overlap(client, tenant, owner):
     now = timezone.now()
-    with tenant_scope(tenant.pk):
-        LegalHold.objects.bulk_create(
-            LegalHold(
+    bulk_save(
+        [
+            LegalHoldFactory.build(
                 tenant=tenant,
                 subject=f"user:{i}",
                 reason="r",
@@ -355,7 +356,8 @@ def test_holds_are_paged_without_overlap(client, tenant, owner):
                 placed_at=now - timedelta(seconds=i),
             )
             for i in range(53)
-        )
+        ]
+    )
     client.force_login(owner)
     first = client.get(url(tenant, "holds")).content.decode()
     older = re.search(r'href="([^"]+)"[^>]*rel="next"', first)

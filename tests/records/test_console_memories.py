@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.core.actors import Actor
-from apps.derivations.models import Embedding, Summary
+from apps.derivations.models import Summary
 from apps.derivations.services import summary_create
 from apps.records import services
 from apps.records.models import MemoryRecord
@@ -23,6 +22,7 @@ from apps.records.views import memories as memory_views
 from apps.review import services as review_services
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from tests.factories import EmbeddingFactory
 
 from .factories import body
 
@@ -79,16 +79,7 @@ def receipts(tenant: Tenant) -> list[DeletionReceipt]:
 
 
 def embed(tenant: Tenant, record: MemoryRecord, model: str = "hashing-256") -> None:
-    with tenant_scope(tenant.pk):
-        Embedding.objects.create(
-            tenant=tenant,
-            record=record,
-            model=model,
-            dimension=256,
-            vector=[0.5] * 256,
-            content_digest="test",
-            created_at=timezone.now(),
-        )
+    EmbeddingFactory(tenant=tenant, record=record, model=model, vector=[0.5] * 256)
 
 
 def summarise(tenant: Tenant, *records: MemoryRecord) -> Summary:

@@ -15,7 +15,7 @@ from apps.review.claims import ClaimError, claims_release, claims_take
 from apps.review.services import Claimed, promotion_approve, promotion_reject
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Role
-from tests.conftest import _person
+from tests.factories import person
 
 from .test_console_review import HTMX, events, pending, request_state, signed_in, url
 
@@ -23,9 +23,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def colleague(django_user_model, tenant):
+def colleague(tenant):
     """A second reviewer of the tenant."""
-    return _person(django_user_model, "cole", tenant, Role.REVIEWER)
+    return person(tenant, "cole", Role.REVIEWER)
 
 
 def _claim(tenant, user, *requests, minutes: int = 30):

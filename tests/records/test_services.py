@@ -24,6 +24,7 @@ from apps.records.retention import lifetime
 from apps.records.serializers import write_input
 from apps.records.tasks import compact_expired
 from apps.tenancy.context import tenant_scope
+from tests.factories import ConsentRevocationFactory, RetentionRuleFactory
 
 from .factories import WriteBodyFactory, body
 from .support import RECORDS, audit_events, expire, write_ok
@@ -59,23 +60,24 @@ def _hold(tenant, **target):
 
 
 def test_it_applies_the_tenants_own_retention_rule(tenant, agent):
-    with tenant_scope(tenant.pk):
-        RetentionRule.objects.create(
-            tenant=tenant,
-            sensitivity="personal",
-            provisional_max=timedelta(days=2),
-            confirmed_max=timedelta(days=20),
-        )
+    RetentionRuleFactory(
+        tenant=tenant,
+        sensitivity="personal",
+        provisional_max=timedelta(days=2),
+        confirmed_max=timedelta(days=20),
+    )
     record = write_ok(agent, retention__ttl=None)
     written = timezone.datetime.fromisoformat(record["written_at"])
     assert timezone.datetime.fromisoformat(record["expires_at"]) - written == timedelta(days=2)
 
 
 def test_it_keeps_another_tenants_retention_rule_to_itself(tenant, other_tenant, agent):
-    with tenant_scope(other_tenant.pk):
-        RetentionRule.objects.create(
-            tenant=other_tenant, sensitivity="personal", provisional_max=timedelta(days=1)
-        )
+    RetentionRuleFactory(
+        tenant=other_tenant,
+        sensitivity="personal",
+        provisional_max=timedelta(days=1),
+        confirmed_max=None,
+    )
     record = write_ok(agent, retention__ttl=None)
     written = timezone.datetime.fromisoformat(record["written_at"])
     assert timezone.datetime.fromisoformat(record["expires_at"]) - written == timedelta(days=30)
@@ -312,10 +314,7 @@ def test_it_hides_a_record_written_under_a_consent_revoked_meanwhile(tenant, age
     """A write that passed the revocation check just before the revocation committed must not
     survive it: revocation is part of the read-time expiry predicate."""
     record = write_ok(agent, retention__basis="consent", retention__consent_ref="consent:1")
-    with tenant_scope(tenant.pk):
-        ConsentRevocation.objects.create(
-            tenant=tenant, consent_ref="consent:1", revoked_at=timezone.now(), revoked_by_label="x"
-        )
+    ConsentRevocationFactory(tenant=tenant, consent_ref="consent:1", revoked_by_label="x")
     assert agent.get(f"{RECORDS}/{record['id']}").status_code == 404
 
 
@@ -372,7 +371,6 @@ def test_it_refuses_a_confirmed_lifetime_shorter_than_the_provisional_one(tenant
     from django.core.exceptions import ValidationError
 
     from apps.core.actors import Actor
-    from apps.records.models import RetentionRule
     from apps.records.services import retention_rule_set
     from apps.tenancy.context import tenant_scope
 

@@ -6,12 +6,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from apps.audit.models import AuditChainHead
 from apps.audit.selectors import audit_chain_verify
-from apps.audit.services import GENESIS, LANES, lane_for
+from apps.audit.services import LANES, lane_for
 from apps.derivations.models import OutboxMessage
 from apps.records.models import Fact, MemoryRecord, Observation
 from apps.tenancy.context import tenant_scope
+from tests.factories import AuditChainHeadFactory, bulk_save
 
 from .support import audit_events, write_ok
 
@@ -29,12 +29,11 @@ def test_a_new_fact_is_written_in_two_statements(agent, tenant):
 
     actor = Actor("credential", "c-1", "writer")
     data = write_input(body(subject="user:counted"))
-    with tenant_scope(tenant.pk):
-        # Every lane open already: a lane's very first event takes two statements more.
-        AuditChainHead.objects.bulk_create(
-            [AuditChainHead(tenant=tenant, lane=n, hash=GENESIS) for n in range(LANES)],
-            ignore_conflicts=True,
-        )
+    # Every lane open already: a lane's very first event takes two statements more.
+    bulk_save(
+        [AuditChainHeadFactory.build(tenant=tenant, lane=n) for n in range(LANES)],
+        ignore_conflicts=True,
+    )
     with tenant_scope(tenant.pk), CaptureQueriesContext(connection) as queries:
         outcome = record_write(tenant=tenant, actor=actor, data=data)
     bookkeeping = ("set_config", "SAVEPOINT", "BEGIN", "COMMIT")

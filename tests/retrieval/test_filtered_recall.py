@@ -28,7 +28,7 @@ from apps.records.services import scope_for
 from apps.retrieval.search import SearchQuery, search_scoped
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
-from apps.tenancy.services import tenant_create
+from tests.factories import TenantFactory
 
 N = 5_000
 OTHER = 500
@@ -171,8 +171,8 @@ def _corpus(slug: str, n: int = N) -> dict[str, Any]:
     vectors = clustered(rng, n)
     probes = np.stack([probe(np.random.default_rng(11 + i)) for i in range(OTHER)])
     suffix = uuid.uuid4().hex[:6]
-    tenant = tenant_create(slug=f"{slug}-{suffix}", name="Recall")
-    other = tenant_create(slug=f"{slug}-other-{suffix}", name="Other")
+    tenant = TenantFactory(slug=f"{slug}-{suffix}", name="Recall")
+    other = TenantFactory(slug=f"{slug}-other-{suffix}", name="Other")
     ids = _load(tenant, vectors, mark=True)
     other_ids = _load(other, probes, mark=False)
     return {
@@ -464,8 +464,8 @@ def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypat
 
     domains = ("alpha", "beta", "gamma")
     vectors = clustered(np.random.default_rng(31), 1_800)
-    tenant = tenant_create(slug=f"domains-{uuid.uuid4().hex[:6]}", name="Domains")
-    neighbour = tenant_create(slug=f"domains-n-{uuid.uuid4().hex[:6]}", name="Neighbour")
+    tenant = TenantFactory(slug=f"domains-{uuid.uuid4().hex[:6]}", name="Domains")
+    neighbour = TenantFactory(slug=f"domains-n-{uuid.uuid4().hex[:6]}", name="Neighbour")
     ids = _load(tenant, vectors, mark=True, domains=domains)
     # The neighbour's alpha vectors are copies of the queries below: the nearest in the table.
     rng = np.random.default_rng(37)

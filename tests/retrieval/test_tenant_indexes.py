@@ -15,8 +15,8 @@ from apps.retrieval.search import SearchQuery, run_search
 from apps.retrieval.tenant_indexes import domain_index_name, index_name, tenant_index_plan
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
-from apps.tenancy.services import tenant_create
 from tests.conftest import make_agent
+from tests.factories import TenantFactory
 from tests.records.factories import body
 
 from .conftest import embed_all
@@ -27,9 +27,7 @@ pytestmark = pytest.mark.django_db
 def _tenant_with(
     slug: str, records: int, model: str = "hashing-256", domains: tuple[str, ...] = ("commerce",)
 ) -> Tenant:
-    tenant = tenant_create(slug=slug, name=slug)
-    Tenant.objects.filter(pk=tenant.pk).update(embedding_model=model)
-    tenant.refresh_from_db()
+    tenant = TenantFactory(slug=slug, embedding_model=model)
     agent = make_agent(tenant)
     for i in range(records):
         response = agent.post(
@@ -69,8 +67,7 @@ def test_a_domain_gets_an_index_when_large_and_at_most_half_of_its_tenant():
 
 def test_a_model_without_a_shared_hnsw_index_gets_none():
     # client-8 vectors are searched exactly; an HNSW index needs a fixed dimension.
-    tenant = tenant_create(slug="tiny-model", name="Tiny")
-    Tenant.objects.filter(pk=tenant.pk).update(embedding_model="client-8")
+    tenant = TenantFactory(slug="tiny-model", name="Tiny", embedding_model="client-8")
     assert all(t != tenant.pk for t, _m, _d in tenant_index_plan(minimum=1).create)
 
 

@@ -29,7 +29,6 @@ from memoryconsole_client import MemoryConsole
 from apps.records.models import MemoryRecord
 from apps.state.models import Episode, Obligation, Run
 from apps.tenancy.context import tenant_scope
-from apps.tenancy.services import tenant_create
 from examples import reference_agent
 from examples.fake_services import serve_in_thread
 from tests.agent_resume import (
@@ -42,6 +41,7 @@ from tests.agent_resume import (
     segments,
 )
 from tests.conftest import make_agent
+from tests.factories import TenantFactory
 from tests.records.factories import body as record_body
 
 from .support import audit_events
@@ -126,7 +126,7 @@ def test_it_resumes_after_sigkill_from_its_checkpoint_with_the_outcome_of_an_uni
     while kills < MIN_KILLS:
         instances += 1
         assert instances <= 3 * MIN_KILLS, f"kills do not land (seed {seed})"
-        tenant = tenant_create(slug=f"killed-{instances}")
+        tenant = TenantFactory(slug=f"killed-{instances}")
         killed = make_agent(tenant, name="killed")
         auditor = make_agent(tenant, "read,state,audit", name="auditor")
         journal = tmp_path / f"journal-{instances}.jsonl"

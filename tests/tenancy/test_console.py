@@ -13,7 +13,7 @@ from apps.audit.models import AuditEvent
 from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import AgentCredential, Membership, Role, Tenant
-from apps.tenancy.services import credential_issue, membership_set
+from tests.factories import AgentCredentialFactory, MembershipFactory, UserFactory, person
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +51,8 @@ def events_in(tenant: Tenant, action: str) -> int:
 
 
 def issue(tenant: Tenant, name: str = "bot", actions: str | None = None) -> tuple[Any, str]:
-    return credential_issue(tenant=tenant, name=name, actions=actions, actor=Actor.system("tests"))
+    credential = AgentCredentialFactory(tenant=tenant, name=name, actions=actions)
+    return credential, credential.token
 
 
 # --- sign-in, home, layout ------------------------------------------------------------------------
@@ -94,7 +95,7 @@ def test_it_signs_in_and_lands_on_the_only_tenant(client, owner, tenant):
 
 
 def test_it_lists_the_tenants_of_a_person_in_several(client, owner, tenant, other_tenant):
-    membership_set(tenant=other_tenant, user=owner, role=Role.AUDITOR, actor=Actor.system("t"))
+    MembershipFactory(tenant=other_tenant, user=owner, role=Role.AUDITOR)
     response = signed_in(client, owner).get(reverse("console:home"))
     html = response.content.decode()
     assert response.status_code == 200
@@ -103,7 +104,7 @@ def test_it_lists_the_tenants_of_a_person_in_several(client, owner, tenant, othe
 
 
 def test_it_explains_what_to_do_to_a_person_in_no_tenant(client, django_user_model):
-    lonely = django_user_model.objects.create_user("lonely", password="pw")
+    lonely = UserFactory(username="lonely")
     response = signed_in(client, lonely).get(reverse("console:home"))
     html = response.content.decode()
     assert response.status_code == 200
@@ -112,7 +113,7 @@ def test_it_explains_what_to_do_to_a_person_in_no_tenant(client, django_user_mod
 
 
 def test_it_offers_a_tenant_switcher_to_a_person_in_several(client, owner, tenant, other_tenant):
-    membership_set(tenant=other_tenant, user=owner, role=Role.AUDITOR, actor=Actor.system("t"))
+    MembershipFactory(tenant=other_tenant, user=owner, role=Role.AUDITOR)
     html = signed_in(client, owner).get(url("dashboard", tenant)).content.decode()
     switcher = html.split('aria-label="Tenants"', 1)[1].split("</nav>", 1)[0]
     assert url("dashboard", other_tenant) in switcher
@@ -283,8 +284,7 @@ def test_it_reads_the_dashboard_in_a_fixed_number_of_queries(
     client, tenant, owner, django_user_model, django_assert_max_num_queries
 ):
     for index in range(15):
-        user = django_user_model.objects.create_user(f"person{index}")
-        membership_set(tenant=tenant, user=user, role=Role.MEMBER, actor=Actor.system("t"))
+        person(tenant, f"person{index}", Role.MEMBER)
         issue(tenant, f"bot-{index}")
     signed_in(client, owner)
     with django_assert_max_num_queries(16):
@@ -505,14 +505,14 @@ def test_it_lists_members_and_roles(client, tenant, owner, member, reviewer):
 def test_it_lists_only_this_tenants_members_for_a_person_in_several(
     client, tenant, other_tenant, owner, outsider
 ):
-    membership_set(tenant=other_tenant, user=owner, role=Role.MEMBER, actor=Actor.system("t"))
+    MembershipFactory(tenant=other_tenant, user=owner, role=Role.MEMBER)
     response = signed_in(client, owner).get(url("members", tenant))
     members = response.context["members"]
     assert [(m.user.username, m.tenant_id) for m in members] == [("olivia", tenant.pk)]
 
 
 def test_it_adds_an_existing_person_with_a_role(client, tenant, owner, django_user_model):
-    django_user_model.objects.create_user("newbie")
+    UserFactory(username="newbie")
     response = signed_in(client, owner).post(
         url("members", tenant), {"username": "newbie", "role": "reviewer"}
     )
@@ -534,7 +534,7 @@ def test_it_adds_an_existing_person_with_a_role(client, tenant, owner, django_us
 def test_it_refuses_a_bad_addition_with_a_form_error(
     client, tenant, owner, django_user_model, data, error
 ):
-    django_user_model.objects.create_user("newbie")
+    UserFactory(username="newbie")
     response = signed_in(client, owner).post(url("members", tenant), data)
     assert response.status_code == 200
     assert error in response.content.decode()
@@ -544,7 +544,7 @@ def test_it_refuses_a_bad_addition_with_a_form_error(
 def test_it_answers_an_htmx_addition_with_the_members_panel(
     client, tenant, owner, django_user_model
 ):
-    django_user_model.objects.create_user("newbie")
+    UserFactory(username="newbie")
     response = signed_in(client, owner).post(
         url("members", tenant), {"username": "newbie", "role": "member"}, headers=HTMX
     )
@@ -625,8 +625,7 @@ def test_it_removes_a_member(client, tenant, owner, member):
 def test_it_lets_an_admin_leave_when_another_admin_remains(
     client, tenant, owner, django_user_model
 ):
-    second = django_user_model.objects.create_user("second")
-    membership_set(tenant=tenant, user=second, role=Role.ADMIN, actor=Actor.system("t"))
+    person(tenant, "second", Role.ADMIN)
     with tenant_scope(tenant.pk):
         membership = Membership.objects.get(user=owner)
     response = signed_in(client, owner).post(
@@ -639,8 +638,7 @@ def test_it_lets_an_admin_leave_when_another_admin_remains(
 def test_it_sends_an_admin_who_demoted_themselves_to_the_dashboard(
     client, tenant, owner, django_user_model
 ):
-    second = django_user_model.objects.create_user("second")
-    membership_set(tenant=tenant, user=second, role=Role.ADMIN, actor=Actor.system("t"))
+    person(tenant, "second", Role.ADMIN)
     with tenant_scope(tenant.pk):
         membership = Membership.objects.get(user=owner)
     response = signed_in(client, owner).post(
@@ -664,8 +662,7 @@ def test_it_lists_members_without_a_query_per_row(
     client, tenant, owner, django_user_model, django_assert_max_num_queries
 ):
     for index in range(25):
-        user = django_user_model.objects.create_user(f"person{index:02}")
-        membership_set(tenant=tenant, user=user, role=Role.MEMBER, actor=Actor.system("t"))
+        person(tenant, f"person{index:02}", Role.MEMBER)
     signed_in(client, owner)
     with django_assert_max_num_queries(16):
         response = client.get(url("members", tenant))

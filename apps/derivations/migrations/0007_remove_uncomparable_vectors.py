@@ -20,7 +20,8 @@ from typing import Any
 from django.db import migrations
 from django.utils import timezone
 
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 
 REASON = (
     "pgvector cannot compare this vector (its squared length in 32-bit floats is 0 or "

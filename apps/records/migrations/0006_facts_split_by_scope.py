@@ -26,7 +26,8 @@ from typing import Any
 from django.db import migrations
 from django.utils import timezone
 
-from apps.audit.services import Actor, audit_record
+from apps.audit.services import audit_record
+from apps.core.actors import Actor
 from apps.records.models import scope_canonical
 
 REASON = "Versions in different scopes are different facts; this pair never conflicted."
