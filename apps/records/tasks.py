@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryconsole.celery import app
+from celery import shared_task
+
+from apps.tenancy.tasks import TenantTask
 
 
-@app.task(name="records.compact_expired_all", acks_late=True, time_limit=300)
+@shared_task(name="records.compact_expired_all", acks_late=True, time_limit=300)
 def compact_expired_all() -> int:
     """Fan out: one compaction task per tenant, each carrying its tenant context."""
     return compact_expired.for_each_tenant()
 
 
-@app.task(
+@shared_task(
     name="records.compact_expired",
+    base=TenantTask,  # named so the fan-out above type-checks its for_each_tenant
     acks_late=True,
     time_limit=300,
     soft_time_limit=270,

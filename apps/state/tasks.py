@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryconsole.celery import app
+from celery import shared_task
+
+from apps.tenancy.tasks import TenantTask
 
 
-@app.task(name="state.close_idle_runs_all", acks_late=True, time_limit=300)
+@shared_task(name="state.close_idle_runs_all", acks_late=True, time_limit=300)
 def close_idle_runs_all() -> int:
     """Fan out: one idle-run sweep per tenant, each carrying its tenant context."""
     return close_idle_runs.for_each_tenant()
 
 
-@app.task(
+@shared_task(
     name="state.close_idle_runs",
+    base=TenantTask,  # named so the fan-out above type-checks its for_each_tenant
     acks_late=True,
     time_limit=300,
     soft_time_limit=270,
