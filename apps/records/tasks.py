@@ -6,7 +6,10 @@ from typing import Any
 
 from celery import shared_task
 
+from apps.api.idempotency import purge_expired
 from apps.tenancy.tasks import TenantTask
+
+from .services import records_compact_expired
 
 
 @shared_task(name="records.compact_expired_all", acks_late=True, time_limit=300)
@@ -28,9 +31,5 @@ def compact_expired_all() -> int:
 def compact_expired(**_: Any) -> int:
     """Delete the current tenant's expired facts (legal holds are kept) and stored API
     responses past their 24 hours; idempotent."""
-    from apps.api.idempotency import purge_expired
-
-    from .services import records_compact_expired
-
     purge_expired()
     return records_compact_expired()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
+
+from .tenant_indexes import tenant_indexes_sync
 
 
 # Acknowledged on receipt, not after: a build can outlast the broker's visibility timeout,
@@ -13,10 +16,6 @@ from celery import shared_task
 )
 def tenant_indexes() -> dict[str, list[str]]:
     """Build the indexes tenants grew into, drop those they left (see ``tenant_indexes``)."""
-    from django.conf import settings
-
-    from .tenant_indexes import tenant_indexes_sync
-
     plan = tenant_indexes_sync(maintenance_work_mem=settings.HNSW_BUILD_MEMORY)
     return {
         "created": plan.created,
