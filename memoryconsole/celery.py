@@ -1,110 +1,29 @@
-"""The Celery app. Tasks run in their tenant's context, carried in a message header.
-
-``TenantTask`` copies the current tenant into the ``memoryconsole_tenant`` header when a task
-is sent and, in the worker, runs the task body in one transaction with that tenant active. A
-task sent with no tenant runs with none, and so sees no tenant rows (fail-closed).
-
-``delay_on_commit`` / ``apply_async_on_commit`` capture the tenant when they are *called*, not
-when the transaction commits: by commit time the ``tenant_scope`` that wanted the task has
-usually been left, and the task would otherwise be sent without a tenant.
-
-``tests/test_celery_context.py`` proves both against a real worker.
+"""The Celery app: configured from the settings, with every task's base ``TenantTask``
+(apps/tenancy/tasks.py: a task runs in its sender's tenant, carried in a message header), and
+the broker checks the health endpoint and ``up`` use.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from celery import Celery, signals
-from celery.contrib.django.task import DjangoTask
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryconsole.settings")
-
-TENANT_HEADER = "memoryconsole_tenant"
 
 # The health endpoint must answer quickly even when the broker's host drops packets.
 BROKER_CHECK_DEADLINE = 1.0
 
 
-def _with_tenant_header(options: dict[str, Any], *, pin: bool = False) -> dict[str, Any]:
-    """``options`` with the current tenant in the headers (an explicit header wins).
-
-    The tenant counts only inside a transaction: that is where ``activate_tenant`` makes it
-    current, and a value still set after the transaction ended is stale, never to be sent.
-    ``pin`` records "no tenant" too (an empty header), so a later send cannot pick up
-    whatever tenant happens to be current then.
-    """
-    from django.db import connection
-
-    from apps.tenancy.context import current_tenant_id
-
-    tenant_id = current_tenant_id() if connection.in_atomic_block else None
-    if tenant_id is None and not pin:
-        return options
-    headers = dict(options.pop("headers", None) or {})
-    headers.setdefault(TENANT_HEADER, str(tenant_id) if tenant_id else "")
-    return {**options, "headers": headers}
-
-
-class TenantTask(DjangoTask):  # type: ignore[type-arg]
-    """Base task: carries the sender's tenant and restores it around the task body."""
-
-    def apply_async(  # type: ignore[override]
-        self, args: Any = None, kwargs: Any = None, **options: Any
-    ) -> Any:
-        return super().apply_async(args, kwargs, **_with_tenant_header(options))
-
-    # The stubs say these return an AsyncResult; Django's on_commit returns nothing.
-    def apply_async_on_commit(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        """``apply_async`` after the transaction commits, for the tenant current *now*."""
-        from django.db import transaction
-
-        call = functools.partial(self.apply_async, *args, **_with_tenant_header(kwargs, pin=True))
-        transaction.on_commit(call)
-
-    def delay_on_commit(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        """``delay`` after the transaction commits, for the tenant current *now*."""
-        self.apply_async_on_commit(args, kwargs)
-
-    def for_each_tenant(self) -> int:
-        """Send this task once per tenant, each carrying its tenant (after the fan-out's
-        commit); returns how many were sent. The periodic per-tenant sweeps start here."""
-        from apps.tenancy.context import tenant_scope
-        from apps.tenancy.models import Tenant
-
-        count = 0
-        for tenant_id in Tenant.objects.values_list("pk", flat=True):
-            with tenant_scope(tenant_id):
-                self.delay_on_commit()
-            count += 1
-        return count
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from apps.tenancy.context import tenant_scope
-
-        tenant_id = self._tenant_from_request()
-        if tenant_id is None:
-            return super().__call__(*args, **kwargs)
-        with tenant_scope(tenant_id):
-            return super().__call__(*args, **kwargs)
-
-    def _tenant_from_request(self) -> str | None:
-        request = self.request
-        if request is None:
-            return None
-        # Message protocol 2 exposes custom headers as request attributes; keep the
-        # ``headers`` mapping as a fallback (eager calls, older protocol).
-        tenant_id = request.get(TENANT_HEADER)
-        if tenant_id is None and request.headers:
-            tenant_id = request.headers.get(TENANT_HEADER)
-        return str(tenant_id) if tenant_id else None
-
-
-app = Celery("memoryconsole", task_cls=TenantTask)
+# By name: the base task lives with the tenant context it carries (apps.tenancy.tasks), and is
+# imported when the first task is defined, not when settings load this module.
+app = Celery("memoryconsole", task_cls="apps.tenancy.tasks:TenantTask")
+# The app of every thread: tasks are declared with ``shared_task`` and messages sent through
+# ``celery.current_app``, which in a thread other than this one is the default app.
+app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

@@ -7,10 +7,13 @@ from django.shortcuts import redirect
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from .health import health
+
 urlpatterns = [
     path("", lambda request: redirect("console:home"), name="root"),
     path("console/", include("apps.console.urls")),
     path("admin/", admin.site.urls),
+    path("api/v1/health", health, name="api-health"),
     path("api/v1/", include("apps.api.urls")),
     path("api/v1/", include("apps.records.urls")),
     path("api/v1/", include("apps.review.urls")),

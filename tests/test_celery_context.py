@@ -24,7 +24,8 @@ from kombu import Connection
 
 from apps.tenancy.context import activate_tenant, deactivate_tenant, tenant_scope
 from apps.tenancy.models import Tenant
-from memoryconsole.celery import TENANT_HEADER, app, broker_status, broker_transport
+from apps.tenancy.tasks import TENANT_HEADER
+from memoryconsole.celery import app, broker_status, broker_transport
 from memoryconsole.tasks import tenant_probe
 
 REDIS_URL = os.environ.get("MEMORYCONSOLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

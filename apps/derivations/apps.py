@@ -6,3 +6,14 @@ from django.apps import AppConfig
 class DerivationsConfig(AppConfig):
     name = "apps.derivations"
     label = "derivations"
+
+    def ready(self) -> None:
+        # The app registry is ready only now: the outbox imports the models.
+        from apps.core.work import EMBED_RECORD, WorkHandler, work_register
+
+        from .outbox import record_embedding_enqueue, record_embedding_message
+
+        work_register(
+            EMBED_RECORD,
+            WorkHandler(message=record_embedding_message, enqueue=record_embedding_enqueue),
+        )

@@ -39,12 +39,14 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from apps.tenancy.context import current_tenant_id, tenant_scope
+from apps.tenancy.tasks import TENANT_HEADER
 
 from .models import OutboxMessage, OutboxState
 
@@ -121,10 +123,8 @@ def _publish_after_commit(message: OutboxMessage) -> None:
 
 def publish_to_celery(message: OutboxMessage) -> None:
     """Send the row's task with its tenant in the header and ids only in the arguments."""
-    from memoryconsole.celery import TENANT_HEADER, app
-
     # By name: the publishing process (a web worker) need not have imported the task module.
-    app.send_task(
+    current_app.send_task(
         message.task_name,
         kwargs={**message.payload, "outbox_id": str(message.pk)},
         headers={TENANT_HEADER: str(message.tenant_id)},
@@ -353,9 +353,7 @@ def outbox_failed(ids: Iterable[Any], *, error: str, now: datetime) -> int:
 def embedding_wakeup_send(tenant_id: Any) -> None:
     """Send one wake-up of ``tenant_id``'s embedding drain: its tenant in the header, no
     arguments at all (the rows say what to do)."""
-    from memoryconsole.celery import TENANT_HEADER, app
-
-    app.send_task(EMBED_WAKEUP, headers={TENANT_HEADER: str(tenant_id)})
+    current_app.send_task(EMBED_WAKEUP, headers={TENANT_HEADER: str(tenant_id)})
 
 
 def embedding_wakeup_try(tenant_id: Any) -> None:

@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from celery import shared_task
 from django.db.models import F
 
 from apps.tenancy.context import tenant_scope
-from memoryconsole.celery import TenantTask, app
+from apps.tenancy.tasks import TenantTask
 
 from .models import OutboxMessage, OutboxState
 from .outbox import EMBED_RECORD, EMBED_SUMMARY, EMBED_WAKEUP
@@ -88,26 +89,26 @@ WAKEUP_OPTIONS: dict[str, Any] = {
 }
 
 
-@app.task(name=EMBED_WAKEUP, **WAKEUP_OPTIONS)
+@shared_task(name=EMBED_WAKEUP, **WAKEUP_OPTIONS)
 def embed_pending(self: WakeupTask) -> str:
     """Embed the tenant's queued records and summaries, in batches (see the module doc)."""
     return _drain(self)
 
 
-@app.task(name=EMBED_RECORD, **WAKEUP_OPTIONS)
+@shared_task(name=EMBED_RECORD, **WAKEUP_OPTIONS)
 def embed_record(self: WakeupTask, record_id: str = "", outbox_id: str | None = None) -> str:
     """A message of the one-task-per-record era, still in a broker after an upgrade: a
     wake-up like any other (its row is claimed with the rest of the tenant's)."""
     return _drain(self)
 
 
-@app.task(name=EMBED_SUMMARY, **WAKEUP_OPTIONS)
+@shared_task(name=EMBED_SUMMARY, **WAKEUP_OPTIONS)
 def embed_summary(self: WakeupTask, summary_id: str = "", outbox_id: str | None = None) -> str:
     """As :func:`embed_record`, for a summary's message."""
     return _drain(self)
 
 
-@app.task(name="derivations.outbox_relay", acks_late=True, time_limit=60, soft_time_limit=50)
+@shared_task(name="derivations.outbox_relay", acks_late=True, time_limit=60, soft_time_limit=50)
 def outbox_relay_all(limit: int = 500) -> int:
     """The beat's relay: publishes whatever an on-commit relay did not (crash, broker down)."""
     from .outbox import outbox_relay
@@ -115,7 +116,7 @@ def outbox_relay_all(limit: int = 500) -> int:
     return outbox_relay(limit)
 
 
-@app.task(name="derivations.reclaim", acks_late=True, time_limit=1800, soft_time_limit=1700)
+@shared_task(name="derivations.reclaim", acks_late=True, time_limit=1800, soft_time_limit=1700)
 def reclaim_deleted() -> int:
     """Vacuum after deletions and record on each receipt when its rows were reclaimed."""
     from .reclamation import deletions_reclaim
@@ -123,7 +124,7 @@ def reclaim_deleted() -> int:
     return deletions_reclaim()
 
 
-@app.task(name="derivations.rewrite", acks_late=True, time_limit=3600, soft_time_limit=3500)
+@shared_task(name="derivations.rewrite", acks_late=True, time_limit=3600, soft_time_limit=3500)
 def rewrite_deleted() -> int:
     """Rewrite the tables after deletions, so no data file keeps a deleted row's bytes, and
     record on each receipt when."""

@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
 from apps.derivations.outbox import outbox_finish
 from apps.derivations.tasks import OutboxTask
 from apps.tenancy.context import tenant_scope
-from memoryconsole.celery import app
 
 from .selectors import evaluation_run_get
 from .services import EVALUATION_RUN, evaluation_run_claim, evaluation_run_execute
@@ -40,7 +40,7 @@ class EvaluationRunTask(OutboxTask):
         return DjangoTask.__call__(self, *args, **kwargs)
 
 
-@app.task(
+@shared_task(
     name=EVALUATION_RUN,
     base=EvaluationRunTask,
     acks_late=True,

@@ -23,7 +23,7 @@ from apps.audit.services import audit_append, audit_event, audit_record, content
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import json_equal
-from apps.derivations.outbox import record_embedding_message
+from apps.core.work import EMBED_RECORD, work_message
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import prepared_cursor
 
@@ -350,7 +350,7 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         changes.append(insert_statement(conflict))
         outcome = "conflict"
     changes.append((FACT_ADVANCE_SQL, [fact.current_id, fact.last_version, fact.pk]))
-    changes.append(insert_statement(record_embedding_message(record)))
+    changes.append(insert_statement(work_message(EMBED_RECORD, record)))
     # Every event of one fact's change goes to the fact's lane (see audit_event).
     lane_key = str(fact.pk)
     audit_append(

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryconsole.celery import app
+from celery import shared_task
+
+from apps.api.idempotency import purge_expired
+from apps.tenancy.tasks import TenantTask
+
+from .services import records_compact_expired
 
 
-@app.task(name="records.compact_expired_all", acks_late=True, time_limit=300)
+@shared_task(name="records.compact_expired_all", acks_late=True, time_limit=300)
 def compact_expired_all() -> int:
     """Fan out: one compaction task per tenant, each carrying its tenant context."""
     return compact_expired.for_each_tenant()
 
 
-@app.task(
+@shared_task(
     name="records.compact_expired",
+    base=TenantTask,  # named so the fan-out above type-checks its for_each_tenant
     acks_late=True,
     time_limit=300,
     soft_time_limit=270,
@@ -25,9 +31,5 @@ def compact_expired_all() -> int:
 def compact_expired(**_: Any) -> int:
     """Delete the current tenant's expired facts (legal holds are kept) and stored API
     responses past their 24 hours; idempotent."""
-    from apps.api.idempotency import purge_expired
-
-    from .services import records_compact_expired
-
     purge_expired()
     return records_compact_expired()

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from memoryconsole.celery import app
+from celery import shared_task
+from django.conf import settings
+
+from .tenant_indexes import tenant_indexes_sync
 
 
 # Acknowledged on receipt, not after: a build can outlast the broker's visibility timeout,
 # and the hourly schedule (with an interrupted build's invalid index dropped and built again)
 # is the retry.
-@app.task(
+@shared_task(
     name="retrieval.tenant_indexes", acks_late=False, time_limit=2 * 3600, soft_time_limit=7000
 )
 def tenant_indexes() -> dict[str, list[str]]:
     """Build the indexes tenants grew into, drop those they left (see ``tenant_indexes``)."""
-    from django.conf import settings
-
-    from .tenant_indexes import tenant_indexes_sync
-
     plan = tenant_indexes_sync(maintenance_work_mem=settings.HNSW_BUILD_MEMORY)
     return {
         "created": plan.created,

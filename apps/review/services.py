@@ -19,7 +19,7 @@ from django.utils import timezone
 from apps.audit.services import audit_record
 from apps.core.actors import Actor, ActorType
 from apps.core.validation import canonical_json
-from apps.derivations.outbox import record_embedding_enqueue
+from apps.core.work import EMBED_RECORD, work_enqueue
 from apps.records.models import (
     Conflict,
     ConflictState,
@@ -338,7 +338,7 @@ def conflict_resolve(
         _supersede(contender, winner, now)
         if by_person:
             _promote(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
-        record_embedding_enqueue(winner)  # derivations: the corrected version gets a vector
+        work_enqueue(EMBED_RECORD, winner)  # the corrected version gets a vector
     if fact.current_id != winner.pk:
         fact.current = winner
     fact.save(update_fields=["current", "last_version"])

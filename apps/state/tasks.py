@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryconsole.celery import app
+from celery import shared_task
+
+from apps.tenancy.context import current_tenant_id
+from apps.tenancy.models import Tenant
+from apps.tenancy.tasks import TenantTask
+
+from .services import runs_close_idle
 
 
-@app.task(name="state.close_idle_runs_all", acks_late=True, time_limit=300)
+@shared_task(name="state.close_idle_runs_all", acks_late=True, time_limit=300)
 def close_idle_runs_all() -> int:
     """Fan out: one idle-run sweep per tenant, each carrying its tenant context."""
     return close_idle_runs.for_each_tenant()
 
 
-@app.task(
+@shared_task(
     name="state.close_idle_runs",
+    base=TenantTask,  # named so the fan-out above type-checks its for_each_tenant
     acks_late=True,
     time_limit=300,
     soft_time_limit=270,
@@ -25,11 +32,6 @@ def close_idle_runs_all() -> int:
 def close_idle_runs(**_: Any) -> int:
     """Close the current tenant's idle runs (``apps.state.services.runs_close_idle``);
     idempotent: a closed run is no longer idle."""
-    from apps.tenancy.context import current_tenant_id
-    from apps.tenancy.models import Tenant
-
-    from .services import runs_close_idle
-
     tenant_id = current_tenant_id()
     tenant = Tenant.objects.filter(pk=tenant_id).first() if tenant_id else None
     if tenant is None:

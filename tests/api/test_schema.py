@@ -12,7 +12,7 @@ from django.db import OperationalError
 from django.test import Client
 from django.utils import timezone
 
-from apps.api import views
+from memoryconsole import health
 
 from .support import PROBLEM, assert_problem
 
@@ -122,7 +122,7 @@ def test_it_answers_503_when_the_database_is_down(monkeypatch):
         def cursor(self):
             raise OperationalError("connection refused")
 
-    monkeypatch.setattr(views, "connection", DownConnection())
+    monkeypatch.setattr(health, "connection", DownConnection())
     body = assert_problem(Client().get("/api/v1/health"), 503)
     assert "database" in body["detail"]
 

@@ -34,7 +34,8 @@ from apps.records.models import MemoryRecord
 from apps.records.services import record_delete
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
-from memoryconsole.celery import TENANT_HEADER, app
+from apps.tenancy.tasks import TENANT_HEADER
+from memoryconsole.celery import app
 
 from .support import drain, summarise, wake_eagerly, write
 

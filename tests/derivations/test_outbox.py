@@ -21,7 +21,7 @@ from apps.derivations.outbox import (
 from apps.derivations.selectors import background_work
 from apps.records.models import MemoryRecord
 from apps.tenancy.context import tenant_scope
-from memoryconsole.celery import TENANT_HEADER
+from apps.tenancy.tasks import TENANT_HEADER
 
 from .support import SEARCH, drain, wake_eagerly, write
 

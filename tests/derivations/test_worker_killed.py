@@ -17,7 +17,8 @@ from django.db import connections
 from apps.derivations.models import Embedding, OutboxMessage, OutboxState
 from apps.derivations.outbox import EMBED_WAKEUP, outbox_relay_tenant
 from apps.tenancy.context import tenant_scope
-from memoryconsole.celery import TENANT_HEADER, app
+from apps.tenancy.tasks import TENANT_HEADER
+from memoryconsole.celery import app
 
 from .support import run_eagerly, write
 

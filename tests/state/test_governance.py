@@ -166,7 +166,7 @@ def test_the_sweep_closes_runs_idle_past_the_tenants_setting(agent, tenant):
 
 def test_the_sweep_task_runs_in_its_tenants_context(agent, tenant):
     from apps.state.tasks import close_idle_runs
-    from memoryconsole.celery import TENANT_HEADER
+    from apps.tenancy.tasks import TENANT_HEADER
 
     run = open_run(agent)
     _idle_for(run["id"], tenant, timedelta(days=8))

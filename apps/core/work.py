@@ -1,0 +1,52 @@
+"""Work a lower layer's change asks of a higher layer, queued in the change's transaction.
+
+A record write must queue the embedding of the version it wrote, in the same statement as
+the version; embeddings and their outbox are the derivations app's, above records. So the
+writer names the kind of work and the app that does it registers, in its
+``AppConfig.ready``, how a row of its outbox is made for that kind. An unregistered kind
+raises: work asked for must never be dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models
+
+# The embedding of a record version (derivations: apps/derivations/apps.py).
+EMBED_RECORD = "embed-record"
+
+
+@dataclass(frozen=True)
+class WorkHandler:
+    """How the app doing one kind of work queues it: ``message`` builds the unsaved outbox
+    row the caller inserts in its own statement; ``enqueue`` saves one itself."""
+
+    message: Callable[[Any], models.Model]
+    enqueue: Callable[[Any], models.Model]
+
+
+_handlers: dict[str, WorkHandler] = {}
+
+
+def work_register(kind: str, handler: WorkHandler) -> None:
+    _handlers[kind] = handler
+
+
+def _handler(kind: str) -> WorkHandler:
+    try:
+        return _handlers[kind]
+    except KeyError:
+        raise LookupError(f"No app does work of kind {kind!r}.") from None
+
+
+def work_message(kind: str, subject: Any) -> models.Model:
+    """The unsaved outbox row of ``kind`` about ``subject``, for the caller's statement."""
+    return _handler(kind).message(subject)
+
+
+def work_enqueue(kind: str, subject: Any) -> models.Model:
+    """Queue work of ``kind`` about ``subject`` in the caller's transaction."""
+    return _handler(kind).enqueue(subject)

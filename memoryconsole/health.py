@@ -1,0 +1,110 @@
+"""``GET /api/v1/health``: the database, the pgvector extension, the task broker and whether
+background work completes. It asks every layer (the broker is the Celery app's, the work is
+the outbox's), so it sits in the project above the apps."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.api.schema import ProblemSerializer
+from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
+from apps.derivations.selectors import BackgroundWork, background_work
+
+from .celery import broker_status
+
+
+class WorkSerializer(serializers.Serializer[dict[str, Any]]):
+    waiting = serializers.IntegerField(help_text="Committed work not finished yet.")
+    oldest_waiting_seconds = serializers.FloatField(
+        allow_null=True, help_text="Age of the oldest unfinished item; null when none waits."
+    )
+    done_last_minute = serializers.IntegerField(help_text="Items finished in the last minute.")
+    dead = serializers.IntegerField(help_text="Items whose retries ran out (see the admin).")
+
+
+class HealthSerializer(serializers.Serializer[dict[str, Any]]):
+    status = serializers.ChoiceField(
+        choices=["ok", "degraded"],
+        help_text='"degraded" when background work is not completing; see reasons.',
+    )
+    reasons = serializers.ListField(child=serializers.CharField())
+    database = serializers.CharField(help_text='"ok" when the database answers.')
+    vector = serializers.CharField(help_text="The pgvector extension's version.")
+    broker = serializers.CharField(help_text='"ok (<transport>)" or "unreachable (<transport>)".')
+    work = WorkSerializer()
+
+
+def health_reasons(broker: str, work: BackgroundWork) -> list[str]:
+    """Why the service is degraded (empty when it is not): the broker cannot be reached, or
+    committed work has waited longer than ``WORK_STALLED_AFTER`` seconds, or some has died."""
+    reasons = []
+    if not broker.startswith("ok"):
+        reasons.append(f"The task broker is {broker}.")
+    limit = settings.WORK_STALLED_AFTER
+    if work.oldest_waiting_seconds is not None and work.oldest_waiting_seconds > limit:
+        reasons.append(
+            f"Background work is not completing: {work.waiting} item(s) waiting, the oldest "
+            f"for {int(work.oldest_waiting_seconds)} s (limit {limit} s); "
+            f"{work.done_last_minute} finished in the last minute."
+        )
+    if work.dead:
+        reasons.append(f"{work.dead} background item(s) failed every retry (see the admin).")
+    return reasons
+
+
+def _unavailable(detail: str) -> Response:
+    return Response(problem_body(503, detail), status=503, content_type=PROBLEM_CONTENT_TYPE)
+
+
+# Not in the request's transaction: with the database down, ATOMIC_REQUESTS would fail before
+# the view runs, and the answer must be a 503 that says so.
+@transaction.non_atomic_requests
+@extend_schema(
+    auth=[],
+    responses={
+        200: HealthSerializer,
+        (503, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+            ProblemSerializer, description="The database or pgvector is unavailable."
+        ),
+    },
+)
+@api_view(["GET"])
+@authentication_classes([])
+@permission_classes([AllowAny])
+def health(request: Request) -> Response:
+    """Liveness of the database, the pgvector extension and the task broker, and whether
+    background work is completing (``status`` degraded, with reasons, when not). No auth."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            row = cursor.fetchone()
+    except DatabaseError:
+        return _unavailable("The database is unreachable.")
+    if row is None:
+        return _unavailable("The database lacks the 'vector' extension (pgvector).")
+    broker = broker_status()
+    try:
+        work = background_work()
+    except DatabaseError:
+        return _unavailable("The database is unreachable.")
+    reasons = health_reasons(broker, work)
+    return Response(
+        {
+            "status": "degraded" if reasons else "ok",
+            "reasons": reasons,
+            "database": "ok",
+            "vector": row[0],
+            "broker": broker,
+            "work": asdict(work),
+        }
+    )
