@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
@@ -191,31 +192,28 @@ def expired_tombstone_body(resource_id: str) -> dict[str, Any]:
     return {"id": resource_id, "status": "expired", "detail": EXPIRED_DETAIL}
 
 
+# Whether a stored response describes content that has expired since, asked of the apps
+# whose content it may be: each registers a check in its ``AppConfig.ready`` (records: a
+# version or a conflict; derivations: a summary citing an expired version). The API layer
+# sits below them and knows none of their models.
+_expiry_checks: list[Callable[[uuid.UUID], bool]] = []
+
+
+def expiry_check_register(check: Callable[[uuid.UUID], bool]) -> None:
+    """Add ``check(pk)``: whether the object ``pk`` of the current tenant has expired."""
+    if check not in _expiry_checks:
+        _expiry_checks.append(check)
+
+
 def _describes_expired(resource_id: str) -> bool:
-    """Whether a stored response describes memory content that has expired since: a record
-    past its lifetime (or its consent, or its run), a summary citing one, or a conflict
-    between versions one of which has. (Deleted ones have tombstones already.)"""
-    import uuid
-
-    from apps.derivations.models import SummarySource
-    from apps.records.models import Conflict, MemoryRecord
-    from apps.records.selectors import records_live
-
+    """Whether a stored response describes memory content that has expired since (a record
+    past its lifetime, or its consent, or its run; a summary citing one; a conflict between
+    versions one of which has). Deleted ones have tombstones already."""
     try:
         pk = uuid.UUID(resource_id)
     except ValueError:
         return False
-    live = records_live().values("pk")
-    if MemoryRecord.objects.filter(pk=pk).exclude(pk__in=live).exists():
-        return True
-    cited = SummarySource.objects.filter(summary_id=pk, source_type="record")
-    if cited.filter(source_id__in=MemoryRecord.objects.exclude(pk__in=live).values("pk")).exists():
-        return True
-    return (
-        Conflict.objects.filter(pk=pk)
-        .exclude(current_record_id__in=live, contender_id__in=live)
-        .exists()
-    )
+    return any(check(pk) for check in _expiry_checks)
 
 
 def tombstone_body(resource_id: str) -> dict[str, Any]:

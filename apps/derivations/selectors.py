@@ -10,6 +10,9 @@ from typing import Any
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
+from apps.records.models import MemoryRecord
+from apps.records.selectors import records_live
+
 from .models import Embedding, OutboxMessage, OutboxState, Summary, SummarySource
 
 
@@ -26,9 +29,6 @@ def summary_source_expired_at(summary: Summary) -> datetime | None:
     """When the first record ``summary`` cites stopped being live (expired by its lifetime,
     its revoked consent or its closed run, and held by no legal hold), or None while every
     cited record is live. Deleted sources have invalidated it already."""
-    from apps.records.models import MemoryRecord
-    from apps.records.selectors import records_live
-
     cited = SummarySource.objects.filter(summary=summary, source_type="record").values("source_id")
     stale = MemoryRecord.objects.filter(pk__in=cited).exclude(pk__in=records_live().values("pk"))
     found = stale.aggregate(first=Min("expires_at"), count=Count("pk"))
@@ -37,6 +37,14 @@ def summary_source_expired_at(summary: Summary) -> datetime | None:
     # A revoked consent's records carry the revocation's time as their expiry.
     first: datetime | None = found["first"]
     return first or timezone.now()
+
+
+def summary_cites_expired(pk: uuid.UUID) -> bool:
+    """Whether ``pk`` is a summary of the current tenant citing a version that has expired
+    (a stored API response about it is then not replayed)."""
+    expired = MemoryRecord.objects.exclude(pk__in=records_live().values("pk")).values("pk")
+    cited = SummarySource.objects.filter(summary_id=pk, source_type="record")
+    return cited.filter(source_id__in=expired).exists()
 
 
 def summaries_valid() -> QuerySet[Summary]:

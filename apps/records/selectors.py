@@ -30,6 +30,19 @@ def records_live(now: datetime | None = None) -> QuerySet[MemoryRecord]:
     return MemoryRecord.objects.filter(live_q(now))
 
 
+def expired_since(pk: uuid.UUID) -> bool:
+    """Whether ``pk`` is a version of the current tenant that has expired, or a conflict
+    one of whose versions has (a stored API response about it is then not replayed)."""
+    live = records_live().values("pk")
+    if MemoryRecord.objects.filter(pk=pk).exclude(pk__in=live).exists():
+        return True
+    return (
+        Conflict.objects.filter(pk=pk)
+        .exclude(current_record_id__in=live, contender_id__in=live)
+        .exists()
+    )
+
+
 def record_get(record_id: Any) -> MemoryRecord | None:
     """A live record by id, or None (missing, expired, deleted, or another tenant's)."""
     try:
