@@ -20,7 +20,7 @@ urlpatterns = [
     # Each area's pages live with its app; their URL names join this namespace.
     path("t/<slug:tenant_slug>/", include("apps.tenancy.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.audit.console_urls")),
-    path("t/<slug:tenant_slug>/", include("apps.records.console_memories_urls")),
+    path("t/<slug:tenant_slug>/", include("apps.console.memories_urls")),
     path("t/<slug:tenant_slug>/", include("apps.review.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.records.console_governance_urls")),
     path("t/<slug:tenant_slug>/", include("apps.derivations.console_urls")),

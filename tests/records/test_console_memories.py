@@ -12,13 +12,13 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.audit.models import AuditEvent, DeletionReceipt
+from apps.console import memories as memory_views
 from apps.core.actors import Actor
 from apps.derivations.models import Summary
 from apps.derivations.services import summary_create
 from apps.records import services
 from apps.records.models import MemoryRecord
 from apps.records.serializers import write_input
-from apps.records.views import memories as memory_views
 from apps.review import services as review_services
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant

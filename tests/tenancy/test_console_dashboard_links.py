@@ -59,7 +59,7 @@ def test_the_expiring_figures_open_the_memories_expiring_in_that_window(
 def test_an_expiry_window_lists_soonest_expiry_first_and_pages_on(
     client, tenant, reviewer, agent, monkeypatch
 ):
-    monkeypatch.setattr("apps.records.views.memories.PAGE_SIZE", 2)
+    monkeypatch.setattr("apps.console.memories.PAGE_SIZE", 2)
     days = {"user:c": 5, "user:a": 1, "user:d": 6, "user:b": 3}
     for subject, in_days in days.items():
         written = write_ok(agent, subject=subject, source={"kind": "interaction", "ref": subject})

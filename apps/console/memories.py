@@ -31,6 +31,25 @@ from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.preview import deletion_preview, receipt_of_deleted_record
 from apps.derivations.selectors import derived_from_record, receipt_get
 from apps.derivations.services import DerivationRejected, record_redact
+from apps.records.forms_memories import (
+    MemoryDeleteForm,
+    MemoryFilterForm,
+    MemoryRedactForm,
+)
+from apps.records.models import MemoryRecord
+from apps.records.redaction import WHOLE_VALUE
+from apps.records.selectors import (
+    PREVIEW_CHARACTERS,
+    open_conflict_contender_ids,
+    record_active_holds,
+    record_get,
+    record_history,
+    record_open_reviews,
+    records_page,
+    scopes_with_counts,
+    subject_facts_by_scope,
+)
+from apps.records.services import RecordError, record_delete
 from apps.retrieval.search import search_scoped
 from apps.retrieval.serializers import search_input
 from apps.tenancy.models import Tenant
@@ -43,26 +62,6 @@ from apps.tenancy.views import (
     render_page,
     tenant_view,
 )
-
-from ..forms_memories import (
-    MemoryDeleteForm,
-    MemoryFilterForm,
-    MemoryRedactForm,
-)
-from ..models import MemoryRecord
-from ..redaction import WHOLE_VALUE
-from ..selectors import (
-    PREVIEW_CHARACTERS,
-    open_conflict_contender_ids,
-    record_active_holds,
-    record_get,
-    record_history,
-    record_open_reviews,
-    records_page,
-    scopes_with_counts,
-    subject_facts_by_scope,
-)
-from ..services import RecordError, record_delete
 
 PAGE_SIZE = 50
 SEARCH_RESULTS = 50

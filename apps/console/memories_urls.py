@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from .views import memories
+from . import memories
 
 urlpatterns: list[URLPattern] = [
     path("memories/", memories.memories, name="memories"),
