@@ -9,11 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.tenancy.models import Tenant
-from apps.tenancy.prepared import prepared_cursor
 
 from .models import ActorType, AuditChainHead, AuditEvent
 
@@ -183,12 +182,14 @@ def audit_append(
     when it is false, nothing is appended and None is returned.
 
     The lane's head row stays locked until commit, so concurrent appends to one lane happen
-    in a single order; other lanes and other tenants are not blocked.
+    in a single order; other lanes and other tenants are not blocked. Returns the event as
+    stored (``event`` itself gets its place in the chain too, but stays an unsaved
+    instance).
     """
     clauses = [f"change_{n} AS ({sql})" for n, (sql, _) in enumerate(alongside, 1)]
     params = [p for _, change_params in alongside for p in change_params]
     statement = "WITH " + ",\n".join([*clauses, APPEND_TAIL.replace("CONDITION", when)])
-    with transaction.atomic(savepoint=False), prepared_cursor() as cursor:
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(statement, [*params, *_append_params(event)])
         wanted, *link = cursor.fetchone() or (False,)
         if not wanted:
@@ -204,8 +205,12 @@ def audit_append(
             )
             _, *link = cursor.fetchone()
     event.seq, event.prev_hash, event.hash = link
-    event._state.adding = False
-    return event
+    fields = AuditEvent._meta.concrete_fields
+    return AuditEvent.from_db(
+        connection.alias,
+        [f.attname for f in fields],
+        [getattr(event, f.attname) for f in fields],
+    )
 
 
 def audit_record(

@@ -27,7 +27,7 @@ from apps.records.review import (
     conflict_queue_count,
     promotion_queue_count,
 )
-from apps.records.selectors import CURRENT_VERSION, records_live
+from apps.records.selectors import records_live
 from apps.records.throughput import decisions_since
 from apps.state.models import ObligationState, RunState
 from apps.state.selectors import obligations_list, obligations_overdue, runs_list
@@ -160,7 +160,7 @@ def _counts_row(
 def _class_counts(now: datetime) -> dict[str, int]:
     """Live current memories by trust and sensitivity, and those expiring within each horizon:
     one pass over the tenant's records whatever their number."""
-    current = records_live(now).filter(CURRENT_VERSION)
+    current = records_live(now).current()
     aggregates: dict[str, Any] = {
         _class_key(trust, sensitivity): Count("pk", filter=Q(trust=trust, sensitivity=sensitivity))
         for trust in TRUST_ORDER
