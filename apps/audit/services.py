@@ -19,8 +19,8 @@ from .models import ActorType, AuditChainHead, AuditEvent
 GENESIS = "0" * 64
 # Strands of each tenant's chain (see AuditEvent). Stored per event and per head, so the
 # number can change later without breaking existing chains. A lane's head stays locked from
-# an append until its commit (WAL flush included): with 8 lanes, 8 concurrent writers of one
-# tenant collided on a head about 60% of the time; with 32, about 20%.
+# an append until its commit (WAL flush included), so concurrent writers of one tenant
+# collide on a head less often the more lanes there are (docs/performance.md).
 LANES = 32
 
 

@@ -81,6 +81,7 @@ def test_a_hold_keeps_an_expired_record_live_until_it_is_lifted(tenant) -> None:
         assert LegalHold.objects.active().covering(subject="user:held", fact=None).exists()
     assert record.pk in _sql_ids(tenant, "live", now)
     assert _sql_ids(tenant, "held", now) == {record.pk}
+    while_placed = timezone.now()
     with tenant_scope(tenant.pk):
         services.legal_hold_lift(hold=hold, actor=PERSON, reason="settled")
         assert record.pk not in _ids(MemoryRecord.objects.live(now))
@@ -88,7 +89,7 @@ def test_a_hold_keeps_an_expired_record_live_until_it_is_lifted(tenant) -> None:
         assert not LegalHold.objects.active().exists()
         assert _ids(LegalHold.objects.lifted()) == {hold.pk}
         # In force while it was placed, not after it was lifted.
-        assert LegalHold.objects.in_force_at(now).filter(pk=hold.pk).exists()
+        assert LegalHold.objects.in_force_at(while_placed).filter(pk=hold.pk).exists()
         assert not LegalHold.objects.in_force_at(timezone.now()).exists()
     assert record.pk not in _sql_ids(tenant, "live", now)
 

@@ -52,7 +52,7 @@ def test_a_record_renders_every_declared_member(tenant) -> None:
         "source": {
             "kind": "tool_call",
             "ref": "tool:1",
-            "turn_id": "t-1",
+            "turn_id": "",
             "tool_call_id": "call-9",
             "run_id": "",
         },
