@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Case, DateTimeField, Exists, F, Q, QuerySet, Value, When
+from django.db.models import Case, DateTimeField, Exists, F, Q, Value, When
 from django.utils import timezone
 
 from .models import (
     DEFAULT_RETENTION,
     MemoryRecord,
+    MemoryRecordQuerySet,
     RetentionRule,
     Trust,
     record_expired_q,
@@ -88,7 +89,7 @@ def records_shortened_by(
     provisional_max: timedelta,
     confirmed_max: timedelta | None,
     now: datetime,
-) -> QuerySet[MemoryRecord]:
+) -> MemoryRecordQuerySet:
     """The class's live versions whose lifetime the rule ``(provisional_max, confirmed_max)``
     brings forward, annotated with ``shortened_expires_at``: ``written_at`` plus the limit of
     their trust, as :func:`lifetime` computes it for a write. Only an earlier expiry counts,

@@ -17,6 +17,7 @@ from .models import (
     ConflictState,
     Fact,
     MemoryRecord,
+    MemoryRecordQuerySet,
     Observation,
     PromotionRequest,
     RecordStatus,
@@ -24,7 +25,7 @@ from .models import (
 )
 
 
-def records_live(now: datetime | None = None) -> QuerySet[MemoryRecord]:
+def records_live(now: datetime | None = None) -> MemoryRecordQuerySet:
     """Every record of the current tenant that has not expired (or is under legal hold)."""
     return MemoryRecord.objects.live(now)
 

@@ -1047,7 +1047,7 @@ def record_delete(
         .order_by("version")
         .select_for_update(of=("self",))
     )
-    if any(version.held for version in versions):
+    if any(version.held for version in versions):  # type: ignore[attr-defined]
         raise Held("A legal hold keeps this record; lift the hold before deleting it.")
     for version in versions:
         version.fact = fact
