@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from enum import Enum
 from functools import cache
 from typing import Any
 
@@ -45,7 +46,9 @@ def _compiled(name: str) -> tuple[str, tuple[Any, ...]]:
             clause += "%(now)s"
         else:
             clause += f"%(p_{name}_{len(constants)})s"
-            constants.append(value)
+            # Plain values (a choice's text, not its enum): statements are also kept apart
+            # from Django, as the retrieval benchmark's clients replay them.
+            constants.append(value.value if isinstance(value, Enum) else value)
         clause += piece
     clause = clause.replace("{", "{{").replace("}", "}}").replace(f"{table}.", "{r}.")
     return clause, tuple(constants)
