@@ -8,22 +8,21 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 # Actor is imported from here by the deletion and erasure modules until they move to
 # apps.governance; its home is apps.core.actors.
 from apps.core.actors import Actor as Actor
 from apps.tenancy.models import Tenant
-from apps.tenancy.prepared import prepared_cursor
 
 from .models import AuditChainHead, AuditEvent
 
 GENESIS = "0" * 64
 # Strands of each tenant's chain (see AuditEvent). Stored per event and per head, so the
 # number can change later without breaking existing chains. A lane's head stays locked from
-# an append until its commit (WAL flush included): with 8 lanes, 8 concurrent writers of one
-# tenant collided on a head about 60% of the time; with 32, about 20%.
+# an append until its commit (WAL flush included), so concurrent writers of one tenant
+# collide on a head less often the more lanes there are (docs/performance.md).
 LANES = 32
 
 
@@ -164,12 +163,14 @@ def audit_append(
     when it is false, nothing is appended and None is returned.
 
     The lane's head row stays locked until commit, so concurrent appends to one lane happen
-    in a single order; other lanes and other tenants are not blocked.
+    in a single order; other lanes and other tenants are not blocked. Returns the event as
+    stored (``event`` itself gets its place in the chain too, but stays an unsaved
+    instance).
     """
     clauses = [f"change_{n} AS ({sql})" for n, (sql, _) in enumerate(alongside, 1)]
     params = [p for _, change_params in alongside for p in change_params]
     statement = "WITH " + ",\n".join([*clauses, APPEND_TAIL.replace("CONDITION", when)])
-    with transaction.atomic(savepoint=False), prepared_cursor() as cursor:
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(statement, [*params, *_append_params(event)])
         wanted, *link = cursor.fetchone() or (False,)
         if not wanted:
@@ -185,8 +186,12 @@ def audit_append(
             )
             _, *link = cursor.fetchone()
     event.seq, event.prev_hash, event.hash = link
-    event._state.adding = False
-    return event
+    fields = AuditEvent._meta.concrete_fields
+    return AuditEvent.from_db(
+        connection.alias,
+        [f.attname for f in fields],
+        [getattr(event, f.attname) for f in fields],
+    )
 
 
 def audit_record(

@@ -22,7 +22,7 @@ from django.utils import timezone
 from apps.audit.models import AuditEvent
 from apps.audit.selectors import audit_event_recent
 from apps.records.models import SENSITIVITY_ORDER, Trust
-from apps.records.selectors import CURRENT_VERSION, records_live
+from apps.records.selectors import records_live
 from apps.review.queues import (
     COUNT_LIMIT,
     PromotionQueueFilters,
@@ -160,7 +160,7 @@ def _counts_row(
 def _class_counts(now: datetime) -> dict[str, int]:
     """Live current memories by trust and sensitivity, and those expiring within each horizon:
     one pass over the tenant's records whatever their number."""
-    current = records_live(now).filter(CURRENT_VERSION)
+    current = records_live(now).current()
     aggregates: dict[str, Any] = {
         _class_key(trust, sensitivity): Count("pk", filter=Q(trust=trust, sensitivity=sensitivity))
         for trust in TRUST_ORDER

@@ -36,6 +36,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from apps.records.predicates import record_predicate_sql
 from apps.tenancy.context import current_tenant_id
 
 from .models import EvaluationRun
@@ -57,9 +58,7 @@ CHANGES_SQL = """
      WHERE r.id = d.memory
        AND (r.expires_at <= %(now)s OR r.status = 'expired' OR cr.id IS NOT NULL)
        AND coalesce(least(r.expires_at, cr.revoked_at), %(now)s) > d.at
-       AND NOT EXISTS (SELECT 1 FROM records_legalhold h
-                        WHERE h.tenant_id = r.tenant_id AND h.lifted_at IS NULL
-                          AND (h.subject = r.subject OR h.fact_id = r.fact_id))
+       AND NOT RECORD_HELD
     UNION ALL
     SELECT CASE WHEN rc.kind = 'expiry' THEN 'expired' ELSE 'deleted' END, rc.deleted_at,
            jsonb_build_object('receipt', rc.id::text, 'receipt_kind', rc.kind)
@@ -207,7 +206,8 @@ def decisions_at_risk_page(
     if filters.until is not None:
         params["until"] = filters.until
         clauses.append("e.occurred_at < %(until)s")
-    sql = PAGE_SQL.replace("CHANGES", CHANGES_SQL).replace(
+    changes = CHANGES_SQL.replace("RECORD_HELD", record_predicate_sql("held", "r", params))
+    sql = PAGE_SQL.replace("CHANGES", changes).replace(
         "FILTERS", "".join(f" AND {clause}" for clause in clauses)
     )
     with connection.cursor() as cursor:

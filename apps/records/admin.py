@@ -9,14 +9,13 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
 from apps.core.actors import Actor
 from apps.tenancy.admin import TenantContextAdminMixin, admin_tenant
 
-from .models import LegalHold, RetentionRule
+from .models import LegalHold, LegalHoldQuerySet, RetentionRule
 from .services import legal_hold_lift, legal_hold_place, retention_rule_set
 
 
@@ -75,9 +74,9 @@ class LegalHoldAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignore
         return False
 
     @admin.action(description="Lift the selected holds")
-    def lift_holds(self, request: HttpRequest, queryset: QuerySet[LegalHold]) -> None:
+    def lift_holds(self, request: HttpRequest, queryset: LegalHoldQuerySet) -> None:
         actor = Actor.for_user(request.user)
-        for hold in queryset.filter(lifted_at__isnull=True):
+        for hold in queryset.active():
             # The admin's bulk action has no form to ask with; the console's lift page asks.
             legal_hold_lift(hold=hold, actor=actor, reason="lifted with the Django admin action")
         messages.success(request, "Holds lifted.")

@@ -20,6 +20,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.utils import timezone
 
 from apps.tenancy.models import TenantOwned
 
@@ -162,28 +163,119 @@ class Fact(TenantOwned):
         return f"{self.subject} {self.key}"
 
 
+class LegalHoldQuerySet(models.QuerySet["LegalHold"]):
+    """Legal holds, by the questions asked of them: in force (now, or at a moment), and
+    covering a fact (a hold names a subject, whose every fact it keeps, or one fact)."""
+
+    def active(self) -> LegalHoldQuerySet:
+        """Not lifted."""
+        return self.filter(lifted_at__isnull=True)
+
+    def lifted(self) -> LegalHoldQuerySet:
+        return self.filter(lifted_at__isnull=False)
+
+    def in_force_at(self, moment: datetime) -> LegalHoldQuerySet:
+        """Placed by ``moment`` and not lifted by then."""
+        return self.filter(placed_at__lte=moment).filter(
+            models.Q(lifted_at__isnull=True) | models.Q(lifted_at__gt=moment)
+        )
+
+    def covering(self, *, subject: Any, fact: Any) -> LegalHoldQuerySet:
+        """Holds on ``subject`` or on ``fact`` (values, a fact, or expressions such as
+        ``OuterRef``)."""
+        return self.filter(models.Q(subject=subject) | models.Q(fact=fact))
+
+    def covering_record(self) -> LegalHoldQuerySet:
+        """Holds covering the outer query's record (for ``Exists``)."""
+        return self.covering(subject=models.OuterRef("subject"), fact=models.OuterRef("fact_id"))
+
+
+class ConsentRevocationQuerySet(models.QuerySet["ConsentRevocation"]):
+    def revoking_record(self) -> ConsentRevocationQuerySet:
+        """The revocation of the consent the outer query's record was written under (for
+        ``Exists``, beside the record's own test that it names one)."""
+        return self.filter(consent_ref=models.OuterRef("consent_ref"))
+
+
+def record_held() -> models.Exists:
+    """An active legal hold covers the outer query's record."""
+    return models.Exists(LegalHold.objects.active().covering_record())
+
+
+def record_consent_revoked() -> models.Q:
+    """The outer query's record was written under a consent that has since been revoked.
+    (The record's own test first: most records name no consent, and need no lookup.)"""
+    return ~models.Q(consent_ref="") & models.Q(
+        models.Exists(ConsentRevocation.objects.revoking_record())
+    )
+
+
+def record_expired_q(now: datetime) -> models.Q:
+    """Past its lifetime, expired by status, or written under a revoked consent (whether or
+    not a hold keeps it).
+
+    The consent test is part of the predicate, not only of the revocation's bulk update:
+    a record a legal hold kept at revocation time, or one written concurrently with it,
+    expires as soon as nothing holds it.
+    """
+    return (
+        models.Q(expires_at__lte=now)
+        | models.Q(status=RecordStatus.EXPIRED)
+        | record_consent_revoked()
+    )
+
+
+def record_live_q(now: datetime) -> models.Q:
+    """Not expired, unless a legal hold keeps it: the one definition of "live"."""
+    not_expired = (
+        (models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+        & ~models.Q(status=RecordStatus.EXPIRED)
+        & ~record_consent_revoked()
+    )
+    return not_expired | models.Q(record_held())
+
+
+# The statuses of a version that can be its fact's value (a current version is one of them).
+CURRENT_STATUSES = ("active", "redacted")
+
+
 class MemoryRecordQuerySet(models.QuerySet["MemoryRecord"]):
+    def live(self, now: datetime | None = None) -> MemoryRecordQuerySet:
+        """Not expired at ``now`` (default: now), unless a legal hold keeps it. Every
+        record selector applies it, so an expired record is never returned even before the
+        compaction sweep runs."""
+        return self.filter(record_live_q(now or timezone.now()))
+
+    def expired(self, now: datetime | None = None) -> MemoryRecordQuerySet:
+        """Past their lifetime at ``now`` (see :func:`record_expired_q`), held or not."""
+        return self.filter(record_expired_q(now or timezone.now()))
+
+    def held(self) -> MemoryRecordQuerySet:
+        """Covered by an active legal hold."""
+        return self.filter(record_held())
+
+    def not_held(self) -> MemoryRecordQuerySet:
+        return self.exclude(record_held())
+
+    def current(self) -> MemoryRecordQuerySet:
+        """Each fact's value now: its current version, active or redacted. Other live
+        versions are superseded ones and the contenders of open conflicts."""
+        return self.filter(is_current=True, status__in=CURRENT_STATUSES)
+
     def held_at(self, moment: datetime) -> MemoryRecordQuerySet:
         """The versions the memory held at ``moment`` (system time): each fact's current
         version then, not expired then (or kept by a legal hold in force then). What was
         deleted since is gone; what has expired since but is still stored is included, so
         the same ``moment`` reads the same answer however late it is asked."""
-        hold_then = models.Exists(
-            LegalHold.objects.filter(placed_at__lte=moment)
-            .filter(models.Q(lifted_at__isnull=True) | models.Q(lifted_at__gt=moment))
-            .filter(
-                models.Q(subject=models.OuterRef("subject"))
-                | models.Q(fact_id=models.OuterRef("fact_id"))
+        hold_then = models.Exists(LegalHold.objects.in_force_at(moment).covering_record())
+        consent_revoked_then = ~models.Q(consent_ref="") & models.Q(
+            models.Exists(
+                ConsentRevocation.objects.revoking_record().filter(revoked_at__lte=moment)
             )
-        )
-        consent_revoked_then = models.Exists(
-            ConsentRevocation.objects.filter(
-                consent_ref=models.OuterRef("consent_ref"), revoked_at__lte=moment
-            ).exclude(consent_ref="")
         )
         not_expired_then = (
             models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=moment)
-        ) & ~models.Q(consent_revoked_then)
+        ) & ~consent_revoked_then
         return self.filter(
             models.Q(written_at__lte=moment, current_from__lte=moment)
             & (models.Q(current_until__isnull=True) | models.Q(current_until__gt=moment))
@@ -283,7 +375,7 @@ class MemoryRecord(TenantOwned):
                     "sensitivity",
                     "scope_conditions",
                 ],
-                condition=models.Q(is_current=True, status__in=["active", "redacted"]),
+                condition=models.Q(is_current=True, status__in=list(CURRENT_STATUSES)),
                 name="record_tenant_scope_live",
             ),
             # The console's memory browser: newest first under one filter, in index order,
@@ -505,6 +597,8 @@ class LegalHold(TenantOwned):
             models.Index(fields=["tenant", "subject"], name="hold_tenant_subject"),
         ]
 
+    objects = LegalHoldQuerySet.as_manager()
+
     def __str__(self) -> str:
         return f"hold on {self.subject or self.fact_id}"
 
@@ -524,6 +618,8 @@ class ConsentRevocation(TenantOwned):
         constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["tenant", "consent_ref"], name="consent_revoked_once")
         ]
+
+    objects = ConsentRevocationQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"{self.consent_ref} revoked"

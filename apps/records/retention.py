@@ -5,16 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Case, DateTimeField, Exists, F, OuterRef, Q, QuerySet, Value, When
+from django.db.models import Case, DateTimeField, Exists, F, Q, Value, When
 from django.utils import timezone
 
 from .models import (
     DEFAULT_RETENTION,
-    ConsentRevocation,
-    LegalHold,
     MemoryRecord,
+    MemoryRecordQuerySet,
     RetentionRule,
     Trust,
+    record_expired_q,
+    record_held,
+    record_live_q,
 )
 
 
@@ -66,43 +68,19 @@ def lifetime(
 
 def active_hold_for_record() -> Exists:
     """An active legal hold on the outer record's subject or fact."""
-    return Exists(
-        LegalHold.objects.filter(lifted_at__isnull=True).filter(
-            Q(subject=OuterRef("subject")) | Q(fact_id=OuterRef("fact_id"))
-        )
-    )
-
-
-def revoked_consent_for_record() -> Exists:
-    """The outer record was written under a consent that has since been revoked."""
-    return Exists(
-        ConsentRevocation.objects.filter(consent_ref=OuterRef("consent_ref")).exclude(
-            consent_ref=""
-        )
-    )
+    return record_held()
 
 
 def expired_q(now: datetime | None = None) -> Q:
-    """Past its lifetime, expired by status, or written under a revoked consent.
-
-    The consent test is part of the predicate, not only of the revocation's bulk update:
-    a record a legal hold kept at revocation time, or one written concurrently with it,
-    expires as soon as nothing holds it.
-    """
-    now = now or timezone.now()
-    return Q(expires_at__lte=now) | Q(status="expired") | Q(revoked_consent_for_record())
+    """Past its lifetime, expired by status, or written under a revoked consent
+    (:func:`~apps.records.models.record_expired_q`)."""
+    return record_expired_q(now or timezone.now())
 
 
 def live_q(now: datetime | None = None) -> Q:
-    """Not expired, unless a legal hold keeps it. Applied by every record selector, so an
-    expired record is never returned even before the compaction sweep runs."""
-    now = now or timezone.now()
-    not_expired = (
-        (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        & ~Q(status="expired")
-        & ~Q(revoked_consent_for_record())
-    )
-    return not_expired | Q(active_hold_for_record())
+    """Not expired, unless a legal hold keeps it (:func:`~apps.records.models.record_live_q`,
+    as ``MemoryRecord.objects.live`` applies it)."""
+    return record_live_q(now or timezone.now())
 
 
 def records_shortened_by(
@@ -111,7 +89,7 @@ def records_shortened_by(
     provisional_max: timedelta,
     confirmed_max: timedelta | None,
     now: datetime,
-) -> QuerySet[MemoryRecord]:
+) -> MemoryRecordQuerySet:
     """The class's live versions whose lifetime the rule ``(provisional_max, confirmed_max)``
     brings forward, annotated with ``shortened_expires_at``: ``written_at`` plus the limit of
     their trust, as :func:`lifetime` computes it for a write. Only an earlier expiry counts,
@@ -127,7 +105,8 @@ def records_shortened_by(
         output_field=DateTimeField(),
     )
     return (
-        MemoryRecord.objects.filter(live_q(now), sensitivity=sensitivity)
+        MemoryRecord.objects.live(now)
+        .filter(sensitivity=sensitivity)
         .annotate(shortened_expires_at=new_expiry)
         .filter(shortened_expires_at__isnull=False)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=F("shortened_expires_at")))

@@ -17,17 +17,17 @@ from .models import (
     ConflictState,
     Fact,
     MemoryRecord,
+    MemoryRecordQuerySet,
     Observation,
     PromotionRequest,
     RecordStatus,
     Scope,
 )
-from .retention import live_q
 
 
-def records_live(now: datetime | None = None) -> QuerySet[MemoryRecord]:
+def records_live(now: datetime | None = None) -> MemoryRecordQuerySet:
     """Every record of the current tenant that has not expired (or is under legal hold)."""
-    return MemoryRecord.objects.filter(live_q(now))
+    return MemoryRecord.objects.live(now)
 
 
 def expired_since(pk: uuid.UUID) -> bool:
@@ -60,18 +60,13 @@ def record_get(record_id: Any) -> MemoryRecord | None:
 RECORD_FILTERS = ("subject", "key", "domain", "task_type", "trust", "status", "sensitivity")
 
 
-# The version of a fact that is its value now: what the dashboard counts as a memory. Other
-# live versions are superseded ones and the contenders of open conflicts.
-CURRENT_VERSION = Q(is_current=True, status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED])
-
-
 def records_list(filters: dict[str, str]) -> QuerySet[MemoryRecord]:
     """Live records matching ``filters``; ``versions="current"`` keeps only current versions,
     ``expiring_within`` (days, as text) only those whose lifetime ends within that window."""
     now = timezone.now()
     queryset = records_live(now)
     if filters.get("versions") == "current":
-        queryset = queryset.filter(CURRENT_VERSION)
+        queryset = queryset.current()
     if (days := filters.get("expiring_within", "")).isdigit():
         queryset = queryset.filter(
             expires_at__gt=now, expires_at__lte=now + timedelta(days=int(days))
@@ -137,16 +132,7 @@ def facts_current(
     where = (scope or ScopeFilter()).q()
     order = ("key", "scope_domain", "scope_task_type", "fact_id")
     if as_of is None:
-        return list(
-            records_live()
-            .filter(
-                where,
-                subject=subject,
-                is_current=True,
-                status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED],
-            )
-            .order_by(*order)
-        )
+        return list(records_live().current().filter(where, subject=subject).order_by(*order))
     return list(MemoryRecord.objects.held_at(as_of).filter(where, subject=subject).order_by(*order))
 
 
@@ -248,14 +234,7 @@ def facts_check(items: list[tuple[uuid.UUID, int | None]]) -> list[FactCheck]:
     fact_ids = {r.fact_id for r in stored.values()} | {
         r.fact_id for r in receipt_of.values() if r.fact_id
     }
-    heads = {
-        r.fact_id: r
-        for r in records_live(now).filter(
-            fact_id__in=fact_ids,
-            is_current=True,
-            status__in=[RecordStatus.ACTIVE, RecordStatus.REDACTED],
-        )
-    }
+    heads = {r.fact_id: r for r in records_live(now).current().filter(fact_id__in=fact_ids)}
     out: list[FactCheck] = []
     for pk, version in items:
         record = stored.get(pk)
@@ -429,8 +408,8 @@ def record_active_holds(record: MemoryRecord) -> list[Any]:
     from .models import LegalHold
 
     return list(
-        LegalHold.objects.filter(lifted_at__isnull=True)
-        .filter(Q(subject=record.subject) | Q(fact_id=record.fact_id))
+        LegalHold.objects.active()
+        .covering(subject=record.subject, fact=record.fact_id)
         .order_by("placed_at")
     )
 

@@ -126,28 +126,6 @@ class RedactionSerializer(serializers.Serializer[Any]):
     fields = serializers.ListField(source="redaction_fields", child=serializers.CharField())  # type: ignore[assignment]
 
 
-_MOMENT = serializers.DateTimeField()
-
-
-def _moment(value: Any) -> Any:
-    """A timestamp exactly as a declared ``DateTimeField`` renders it."""
-    return _MOMENT.to_representation(value) if value else None
-
-
-def _optional_id(value: Any) -> str | None:
-    return str(value) if value is not None else None
-
-
-def _source(obj: Any) -> dict[str, str]:
-    return {
-        "kind": str(obj.source_kind),
-        "ref": str(obj.source_ref),
-        "turn_id": str(obj.source_turn_id),
-        "tool_call_id": str(obj.source_tool_call_id),
-        "run_id": str(obj.source_run_id),
-    }
-
-
 class RecordSerializer(serializers.Serializer[MemoryRecord]):
     """A stored record, as every endpoint returns it."""
 
@@ -177,49 +155,6 @@ class RecordSerializer(serializers.Serializer[MemoryRecord]):
 
     def get_writer(self, record: MemoryRecord) -> dict[str, str]:
         return _actor(record, "writer")
-
-    def to_representation(self, instance: MemoryRecord) -> dict[str, Any]:
-        """The declared fields, rendered directly: DRF's generic path deep-copies some forty
-        field objects per record, most of the cost of a write's response. A field added
-        above must be added here too (``tests/records/test_serializers.py`` compares the
-        two renderings)."""
-        record = instance
-        return {
-            "id": str(record.pk),
-            "version": int(record.version),
-            "key": str(record.key),
-            "subject": str(record.subject),
-            "value": record.value,
-            "content": str(record.content),
-            "source": _source(record),
-            "observed_at": _moment(record.observed_at),
-            "written_at": _moment(record.written_at),
-            "writer": self.get_writer(record),
-            "owner": str(record.owner),
-            "reason": str(record.reason),
-            "scope": {
-                "domain": str(record.scope_domain),
-                "task_type": str(record.scope_task_type),
-                "conditions": record.scope_conditions,
-            },
-            "sensitivity": str(record.sensitivity),
-            "retention": {
-                "basis": str(record.retention_basis),
-                "ttl": format_duration(record.ttl_requested),
-                "consent_ref": str(record.consent_ref),
-            },
-            "redaction": {
-                "state": str(record.redaction_state),
-                "fields": [str(name) for name in record.redaction_fields],
-            },
-            "trust": str(record.trust),
-            "status": str(record.status),
-            "expires_at": _moment(record.expires_at),
-            "supersedes": _optional_id(record.supersedes_id),
-            "superseded_by": _optional_id(record.superseded_by_id),
-            "superseded_at": _moment(record.superseded_at),
-            "conflict": self.get_conflict(record),
-        }
 
     def get_conflict(self, record: MemoryRecord) -> str | None:
         explicit = self.context.get("conflicts", {})

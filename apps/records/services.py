@@ -11,11 +11,11 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import DateTimeField, F, Q, QuerySet, Value
+from django.db.models import DateTimeField, F, Model, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -25,7 +25,6 @@ from apps.core.errors import DomainError
 from apps.core.validation import json_equal
 from apps.core.work import EMBED_RECORD, work_message
 from apps.tenancy.models import Tenant
-from apps.tenancy.prepared import prepared_cursor
 
 from .models import (
     DEFAULT_RETENTION,
@@ -42,16 +41,18 @@ from .models import (
     RecordStatus,
     Scope,
     Trust,
+    record_held,
     scope_canonical,
 )
-from .retention import Lifetime, Limits, active_hold_for_record, expired_q, lifetime
+from .retention import Lifetime, Limits, lifetime
 from .selectors import records_live
-from .statements import insert_statement
 from .validation import (
     RUN_ID_RE,
     RecordInput,
     WriteRejected,
 )
+
+M = TypeVar("M", bound=Model)
 
 
 class RecordError(DomainError):
@@ -132,9 +133,15 @@ SELECT fact.id, fact.current_id, fact.last_version, fact.created_at, fact.scope_
   FROM fact
   LEFT JOIN records_retentionrule rule ON rule.tenant_id = %s AND rule.sensitivity = %s
 """
-# The fact's pointers after a new version: its current version (unchanged beside a conflict)
-# and the last version number.
-FACT_ADVANCE_SQL = "UPDATE records_fact SET current_id = %s, last_version = %s WHERE id = %s"
+
+
+def _loaded(model: type[M], **values: Any) -> M:
+    """An instance of ``model`` as the ORM loads a row of these columns (``Model.from_db``;
+    the other fields deferred), from values read by a statement of this module."""
+    fields = [f for f in model._meta.concrete_fields if f.attname in values]
+    return model.from_db(
+        connection.alias, [f.attname for f in fields], [values[f.attname] for f in fields]
+    )
 
 
 def _lock_fact(tenant: Tenant, data: RecordInput) -> tuple[Fact, Limits]:
@@ -145,7 +152,7 @@ def _lock_fact(tenant: Tenant, data: RecordInput) -> tuple[Fact, Limits]:
     row = None
     for _attempt in range(2):
         now = timezone.now()
-        with prepared_cursor() as cursor:
+        with connection.cursor() as cursor:
             cursor.execute(
                 LOCK_FACT_SQL,
                 [
@@ -171,9 +178,10 @@ def _lock_fact(tenant: Tenant, data: RecordInput) -> tuple[Fact, Limits]:
         if row is not None:
             break
     assert row is not None, "a scope created concurrently is visible to the second statement"
-    fact = Fact(
+    fact = _loaded(
+        Fact,
         id=row[0],
-        tenant=tenant,
+        tenant_id=tenant.pk,
         subject=data.subject,
         key=data.key,
         current_id=row[1],
@@ -181,7 +189,7 @@ def _lock_fact(tenant: Tenant, data: RecordInput) -> tuple[Fact, Limits]:
         created_at=row[3],
         scope_id=row[4],
     )
-    fact._state.adding = False
+    fact.tenant = tenant
     limits = (row[6], row[7]) if row[5] else DEFAULT_RETENTION[data.sensitivity]
     return fact, limits
 
@@ -334,41 +342,31 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         **_writer_fields(actor),
     )
     # The version, its first observation, the fact's pointers, the embedding work
-    # (derivations: embedded after commit, via the outbox) and the audit event: one statement.
-    changes = [
-        insert_statement(record),
-        insert_statement(_observation(tenant, record, data, actor, now)),
-    ]
+    # (derivations: embedded after commit, via the outbox) and the audit event.
+    record.save(force_insert=True)
+    _observation(tenant, record, data, actor, now).save(force_insert=True)
     conflict = None
     if current is None:
         fact.current = record
         outcome = "created"
     else:
-        conflict = Conflict(
+        conflict = Conflict.objects.create(
             tenant=tenant, fact=fact, current_record=current, contender=record, opened_at=now
         )
-        changes.append(insert_statement(conflict))
         outcome = "conflict"
-    changes.append((FACT_ADVANCE_SQL, [fact.current_id, fact.last_version, fact.pk]))
-    changes.append(insert_statement(work_message(EMBED_RECORD, record)))
+    fact.save(update_fields=["current", "last_version"])
+    work_message(EMBED_RECORD, record).save(force_insert=True)
     # Every event of one fact's change goes to the fact's lane (see audit_event).
     lane_key = str(fact.pk)
-    audit_append(
-        audit_event(
-            tenant=tenant,
-            actor=actor,
-            action="record.write",
-            object_type="record",
-            object_id=str(record.pk),
-            digest=record_digest(record),
-            data={
-                "version": record.version,
-                "fact": str(fact.pk),
-                "sensitivity": record.sensitivity,
-            },
-            lane_key=lane_key,
-        ),
-        alongside=changes,
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="record.write",
+        object_type="record",
+        object_id=str(record.pk),
+        digest=record_digest(record),
+        data={"version": record.version, "fact": str(fact.pk), "sensitivity": record.sensitivity},
+        lane_key=lane_key,
     )
     if conflict is not None:
         audit_record(
@@ -500,18 +498,16 @@ def _observe_evidence(
     if record.observations.filter(source_ref=data.source_ref).exists():
         return WriteOutcome(record, "unchanged")
     observation = _observation(tenant, record, data, actor, now)
+    observation.save(force_insert=True)
     lane_key = str(fact.pk)
-    audit_append(
-        audit_event(
-            tenant=tenant,
-            actor=actor,
-            action="record.observe",
-            object_type="record",
-            object_id=str(record.pk),
-            data={"observation": str(observation.pk)},
-            lane_key=lane_key,
-        ),
-        alongside=[insert_statement(observation)],
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="record.observe",
+        object_type="record",
+        object_id=str(record.pk),
+        data={"observation": str(observation.pk)},
+        lane_key=lane_key,
     )
     independent = (actor.type, actor.id) != (record.writer_type, record.writer_id)
     if not independent or record.trust == Trust.CONFIRMED:
@@ -532,7 +528,7 @@ def _observe_evidence(
         return WriteOutcome(record, "observed", promoted=True)
     request = PromotionRequest.objects.filter(record=record, state=PromotionState.OPEN).first()
     if request is None:
-        request = PromotionRequest(
+        request = PromotionRequest.objects.create(
             tenant=tenant,
             record=record,
             evidence=evidence,
@@ -542,17 +538,14 @@ def _observe_evidence(
             requested_by_label=actor.label[:200],
             requested_at=now,
         )
-        audit_append(
-            audit_event(
-                tenant=tenant,
-                actor=actor,
-                action="promotion.request",
-                object_type="promotion_request",
-                object_id=str(request.pk),
-                data={"record": str(record.pk), "automatic": True},
-                lane_key=lane_key,
-            ),
-            alongside=[insert_statement(request)],
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="promotion.request",
+            object_type="promotion_request",
+            object_id=str(request.pk),
+            data={"record": str(record.pk), "automatic": True},
+            lane_key=lane_key,
         )
     else:
         request.evidence = evidence
@@ -577,7 +570,7 @@ def _promote(
     record.trust = Trust.CONFIRMED
     record.expires_at = life.expires_at
     record.save(update_fields=["trust", "expires_at"])
-    event = PromotionEvent(
+    event = PromotionEvent.objects.create(
         tenant=tenant,
         record=record,
         request=request,
@@ -587,21 +580,18 @@ def _promote(
         evidence=evidence,
         promoted_at=now,
     )
-    audit_append(
-        audit_event(
-            tenant=tenant,
-            actor=actor,
-            action="record.promote",
-            object_type="record",
-            object_id=str(record.pk),
-            data={
-                "promotion_event": str(event.pk),
-                "request": str(request.pk) if request else None,
-            },
-            # Every event of one fact's change goes to the fact's lane (see audit_event).
-            lane_key=str(record.fact_id),
-        ),
-        alongside=[insert_statement(event)],
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="record.promote",
+        object_type="record",
+        object_id=str(record.pk),
+        data={
+            "promotion_event": str(event.pk),
+            "request": str(request.pk) if request else None,
+        },
+        # Every event of one fact's change goes to the fact's lane (see audit_event).
+        lane_key=str(record.fact_id),
     )
     return event
 
@@ -626,7 +616,7 @@ def consent_revoke(
     affected = (
         MemoryRecord.objects.filter(consent_ref=consent_ref)
         .exclude(status=RecordStatus.EXPIRED)
-        .exclude(active_hold_for_record())
+        .not_held()
     )
     affected_pks = list(affected.values_list("pk", flat=True))
     count = affected.update(status=RecordStatus.EXPIRED, expires_at=now)
@@ -674,26 +664,12 @@ class DeletionResult:
 def fact_is_held(fact: Fact) -> bool:
     from .models import LegalHold
 
-    return (
-        LegalHold.objects.filter(lifted_at__isnull=True)
-        .filter(Q(subject=fact.subject) | Q(fact=fact))
-        .exists()
-    )
+    return LegalHold.objects.active().covering(subject=fact.subject, fact=fact).exists()
 
 
 LOCK_FACT_FOR_DELETE_SQL = (
     "SELECT id, tenant_id, subject, key FROM records_fact WHERE id = %s FOR UPDATE"
 )
-# Every version of the fact, locked, with whether an active legal hold covers it.
-LOCK_VERSIONS_SQL = """
-SELECT r.id, r.subject, r.key, r.value::text, r.content, r.written_at,
-       EXISTS (SELECT 1 FROM records_legalhold h
-                WHERE h.lifted_at IS NULL AND (h.subject = r.subject OR h.fact_id = r.fact_id))
-  FROM records_memoryrecord r
- WHERE r.fact_id = %s
- ORDER BY r.version
-   FOR UPDATE OF r
-"""
 
 
 def record_delete(
@@ -709,29 +685,27 @@ def record_delete(
             )
     # Lock and hold check change nothing, so a refusal (Held) leaves the caller's transaction
     # usable; from there on nothing is caught, and no savepoint is needed. Every statement
-    # here is prepared on the server: this is the hot path of deletion (its target in
-    # docs/performance.md).
-    with prepared_cursor() as cursor:
+    # here is on the hot path of deletion (its target in docs/performance.md).
+    with connection.cursor() as cursor:
         cursor.execute(LOCK_FACT_FOR_DELETE_SQL, [record.fact_id])
         row = cursor.fetchone()
         if row is None:
             raise Fact.DoesNotExist("No such fact in this tenant.")
-        fact = Fact(id=row[0], tenant_id=row[1], subject=row[2], key=row[3])
-        fact._state.adding = False
-        # After the fact's lock (a new statement, a new snapshot): a hold placed on the fact
-        # meanwhile holds a key-share lock on it until it commits, so it is seen here.
-        cursor.execute(LOCK_VERSIONS_SQL, [fact.pk])
-        rows = cursor.fetchall()
-    if any(held for *_, held in rows):
+        fact = _loaded(Fact, id=row[0], tenant_id=row[1], subject=row[2], key=row[3])
+    # After the fact's lock (a new statement, a new snapshot): a hold placed on the fact
+    # meanwhile holds a key-share lock on it until it commits, so it is seen here. Every
+    # version of the fact, locked, with whether an active legal hold covers it.
+    versions = list(
+        MemoryRecord.objects.filter(fact_id=fact.pk)
+        .annotate(held=record_held())
+        .only("id", "fact_id", "subject", "key", "value", "content", "written_at")
+        .order_by("version")
+        .select_for_update(of=("self",))
+    )
+    if any(version.held for version in versions):  # type: ignore[attr-defined]
         raise Held("A legal hold keeps this record; lift the hold before deleting it.")
-    versions = []
-    for pk, subject, key, value, content, written_at, _held in rows:
-        version = MemoryRecord(
-            id=pk, fact=fact, subject=subject, key=key, content=content, written_at=written_at
-        )
-        version.value = json.loads(value)
-        version._state.adding = False
-        versions.append(version)
+    for version in versions:
+        version.fact = fact
     with transaction.atomic(savepoint=False):
         return _versions_delete(
             fact=fact,
@@ -826,8 +800,9 @@ def _versions_delete(
             "target": {"fact": str(fact.pk), "subject": fact.subject, "key": fact.key},
         },
     )
-    # The receipt, the event, and the invalidated summaries naming the event: one statement.
-    audit_append(event, alongside=[insert_statement(receipt), *purge.stamp(event.pk)])
+    receipt.save(force_insert=True)
+    # The event, and the invalidated summaries naming the event: one statement.
+    audit_append(event, alongside=purge.stamp(event.pk))
     return DeletionResult(receipt=receipt, record_ids=record_ids)
 
 
@@ -840,7 +815,7 @@ def records_compact_expired(*, limit: int = 1000) -> int:
     cover. Returns how many facts were compacted."""
     now = timezone.now()
     actor = Actor.system("retention")
-    expired = MemoryRecord.objects.filter(expired_q(now)).exclude(active_hold_for_record())
+    expired = MemoryRecord.objects.expired(now).not_held()
     fact_ids = list(expired.order_by("fact_id").values_list("fact_id", flat=True).distinct())
     compacted = 0
     for fact in Fact.objects.select_for_update().filter(pk__in=fact_ids[:limit]).order_by("pk"):
@@ -996,9 +971,7 @@ def retention_rule_set(
         confirmed_max=confirmed_max,
         now=now,
     )
-    ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).exclude(
-        active_hold_for_record()
-    )
+    ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).not_held()
     if dry_run:
         expired_count = ending_now.count()
         return RetentionChange(

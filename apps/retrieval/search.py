@@ -40,15 +40,13 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from functools import cache, partial
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.core.cache import caches
 from django.db import connection
-from django.db.models.base import ModelState
 from django.utils import timezone
-from psycopg.types.datetime import TimestamptzLoader
 
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
@@ -59,6 +57,7 @@ from apps.derivations.vectors import (
     unit_length,
 )
 from apps.records.models import SENSITIVITY_ORDER, MemoryRecord
+from apps.records.predicates import record_predicate_sql
 from apps.tenancy.models import Tenant
 
 RRF_K = 60
@@ -132,18 +131,10 @@ class SearchResult:
     model: str
 
 
-def _expiry_sql(alias: str) -> str:
-    """The expiry predicate every selector applies: the same as
-    ``apps.records.retention.live_q`` (expired, or written under a revoked consent, unless a
-    legal hold keeps it)."""
-    r = alias
-    return (
-        f"((({r}.expires_at IS NULL OR {r}.expires_at > %(now)s) AND {r}.status <> 'expired' "
-        f"AND NOT ({r}.consent_ref <> '' AND EXISTS (SELECT 1 FROM records_consentrevocation cr "
-        f"WHERE cr.consent_ref = {r}.consent_ref))) "
-        "OR EXISTS (SELECT 1 FROM records_legalhold h WHERE h.lifted_at IS NULL "
-        f"AND (h.subject = {r}.subject OR h.fact_id = {r}.fact_id)))"
-    )
+def _expiry_sql(alias: str, params: dict[str, Any]) -> str:
+    """The expiry predicate every selector applies (``MemoryRecord.objects.live``: not
+    expired, nor written under a revoked consent, unless a legal hold keeps it)."""
+    return record_predicate_sql("live", alias, params)
 
 
 def _held_at_sql(moment: datetime, params: dict[str, Any]) -> str:
@@ -214,8 +205,8 @@ def _candidate_sql(q: SearchQuery, params: dict[str, Any]) -> str:
     """WHERE clause over ``r`` (records): everything decided before ranking."""
     clauses = ["r.tenant_id = %(tenant)s"]
     if q.as_of is None:
-        clauses.append("r.is_current AND r.status IN ('active', 'redacted')")
-        clauses.append(_expiry_sql("r"))
+        clauses.append(record_predicate_sql("current", "r", params))
+        clauses.append(_expiry_sql("r", params))
     else:
         clauses.append(_held_at_sql(q.as_of, params))
     clauses.extend(_scope_clauses(q, params, "r"))
@@ -247,7 +238,7 @@ def _summary_candidate_sql(q: SearchQuery, params: dict[str, Any]) -> str | None
         "WHERE ss.summary_id = s.id AND ss.source_type = 'record'"
     )
     scope = _scope_clauses(q, params, "sr")
-    source_ok = [_expiry_sql("sr"), *scope]
+    source_ok = [_expiry_sql("sr", params), *scope]
     clauses.append(f"NOT EXISTS (SELECT 1 {cited} AND NOT ({' AND '.join(source_ok)}))")
     if scope:
         clauses.append(f"EXISTS (SELECT 1 {cited})")
@@ -656,52 +647,18 @@ def run_search(
     return statement, rows
 
 
-@cache
-def _record_converters() -> list[tuple[int, Any, list[Any]]]:
-    """The record columns that need a database converter (JSON, say), by position."""
-    converters = []
-    for position, f in enumerate(RECORD_FIELDS):
-        found = list(f.get_db_converters(connection))  # type: ignore[attr-defined]
-        if found:
-            converters.append((position, f, found))
-    return converters
-
-
 RECORD_ATTNAMES = [f.attname for f in RECORD_FIELDS]
 
 
 def _record_from_row(values: Sequence[Any]) -> MemoryRecord:
-    """A record from its columns in ``RECORD_FIELDS`` order, converted as the ORM would.
-
-    Built as ``Model.from_db`` would build it, without ``Model.__init__``'s per-field
-    descriptor work (a quarter of a search's Python time for ten hits); records send no
-    init signals. The generated full-text column is left deferred, as a query that omits it.
-    """
-    row = list(values)
-    for position, model_field, converters in _record_converters():
-        value = row[position]
-        for converter in converters:
-            value = converter(value, model_field, connection)
-        row[position] = value
-    record = MemoryRecord.__new__(MemoryRecord)
-    record.__dict__.update(zip(RECORD_ATTNAMES, row, strict=True))
-    state = ModelState()
-    state.adding = False
-    state.db = connection.alias
-    record._state = state
-    return record
-
-
-def _compiled_timestamps(cursor: Any) -> None:
-    """Read ``timestamptz`` columns on ``cursor`` with psycopg's own loader (compiled, where
-    psycopg's binary package is installed) instead of Django's Python subclass of it.
-
-    Django's loader parses in Python, then sets its connection's time zone on the result;
-    with the session in UTC (as Django sets it, ``USE_TZ`` and no database ``TIME_ZONE``),
-    psycopg's loader gives the same value with the same ``timezone.utc``, and a search reads
-    several timestamps per hit (the cost of Django's is in docs/performance.md)."""
-    if connection.timezone is UTC and connection.timezone_name == "UTC":
-        cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+    """A record from its columns in ``RECORD_FIELDS`` order, as the ORM loads it: each
+    field's ``from_db_value`` (JSON, say), then ``Model.from_db``. The generated full-text
+    column is left deferred, as a query that omits it."""
+    row = [
+        f.from_db_value(value, None, connection) if hasattr(f, "from_db_value") else value
+        for f, value in zip(RECORD_FIELDS, values, strict=True)
+    ]
+    return MemoryRecord.from_db(connection.alias, RECORD_ATTNAMES, row)
 
 
 def search_scoped(
@@ -713,7 +670,6 @@ def search_scoped(
     embedder = get_embedder(tenant.embedding_model)
     query_vector = query_vector_for(q, embedder.name)
     with connection.cursor() as cursor:
-        _compiled_timestamps(cursor)
         statement, rows = run_search(
             cursor,
             tenant_id=tenant.pk,

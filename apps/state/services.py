@@ -296,7 +296,6 @@ def session_records_expire(*, run: Run, now: datetime) -> list[str]:
         RetentionBasis,
         Trust,
     )
-    from apps.records.retention import active_hold_for_record
 
     affected = (
         MemoryRecord.objects.filter(
@@ -306,7 +305,7 @@ def session_records_expire(*, run: Run, now: datetime) -> list[str]:
             trust=Trust.PROVISIONAL,
         )
         .exclude(status=RecordStatus.EXPIRED)
-        .exclude(active_hold_for_record())
+        .not_held()
     )
     pks = list(affected.values_list("pk", flat=True))
     if not pks:

@@ -162,7 +162,6 @@ class TenantAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return
         created = tenant_create(slug=obj.slug, name=obj.name, actor=Actor.for_user(request.user))
         obj.pk, obj.created_at = created.pk, created.created_at
-        obj._state.adding = False
 
     def has_work_in_tenant_permission(self, request: HttpRequest) -> bool:
         return bool(getattr(request.user, "is_superuser", False))
@@ -255,7 +254,6 @@ class MembershipAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignor
             tenant=tenant, user=obj.user, role=obj.role, actor=Actor.for_user(request.user)
         )
         obj.pk, obj.tenant, obj.created_at = saved.pk, tenant, saved.created_at
-        obj._state.adding = False
 
     def delete_model(self, request: HttpRequest, obj: Membership) -> None:
         membership_remove(membership=obj, actor=Actor.for_user(request.user))

@@ -32,9 +32,7 @@ def _set_local(name: str, value: str) -> None:
         raise TenantContextError(
             f"{name} can only be set inside a transaction (it is transaction-local)"
         )
-    from .prepared import prepared_cursor
-
-    with prepared_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
 
 

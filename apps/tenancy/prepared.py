@@ -1,28 +1,24 @@
-"""Server-side prepared statements for the hottest fixed statements.
+"""The one fast path kept for deletion: its statement prepared on the server, planned once.
 
 Django binds parameters on the client (``server_side_binding`` is off: much of the ORM's SQL
-is not preparable), so PostgreSQL parses and plans every statement it receives. The write
-path's few statements are fixed texts run thousands of times a minute; planning the write's
-one multi-CTE statement costs about as much as executing it. :func:`prepared_cursor` runs
-such statements through psycopg's server-side binding with ``prepare=True``: the first
-execution on a connection prepares the statement, later ones skip parsing and planning.
+is not preparable), so PostgreSQL parses and plans every statement it receives. Deletion's
+statement (``apps.derivations.purge``: many CTEs, each table with its row-level security
+policy) costs more to plan than to run for one fact. :func:`prepared_cursor` runs it through
+psycopg's server-side binding cursor (``psycopg.Cursor``) with ``prepare=True``: the first
+execution on a connection prepares it, later ones skip parsing. PostgreSQL would still plan
+that statement afresh on every execution (its generic plan's estimate, with ids bound as
+arrays of unknown length, exceeds the custom ones'), so the cursor asks for the generic plan,
+for its own transaction only (``SET LOCAL plan_cache_mode``): one plan per connection serves
+every deletion. The measurement that keeps this path is in docs/performance.md.
 
-Skipping the planning takes :func:`plan_generically`: PostgreSQL's default keeps planning a
-prepared statement afresh on every execution when its generic plan's estimate exceeds that of
-the custom ones, and the deletion statement (ids bound as arrays of unknown length) always
-fell on that side, planned anew for every deleted fact, at nearly twice the cost of running
-it with one plan (docs/performance.md). Each statement prepared here is fixed in shape, reads
-the tenant at run time and finds its rows by key, so one plan per connection serves every
-execution.
-
-The cursor is wrapped like any Django cursor, so execute wrappers, query logging and
+The psycopg cursor is wrapped like any Django cursor, so execute wrappers, query logging and
 ``CaptureQueriesContext`` see these statements too. Row-level security is unaffected: the
 policies read ``current_setting`` at execution time, never at planning time.
 
 Parameters are typed by psycopg (``uuid.UUID``, ``datetime``, ``Jsonb``...). A ``str`` is
-sent untyped, so PostgreSQL infers it from the column; where it cannot (the output list of an
-``INSERT ... SELECT``), the statement casts it. A long list of ids goes as one array literal
-(:func:`id_array`), cast by the statement (``%s::uuid[]``).
+sent untyped, so PostgreSQL infers it from the column; where it cannot, the statement casts
+it. A long list of ids goes as one array literal (:func:`id_array`), cast by the statement
+(``%s::uuid[]``).
 """
 
 from __future__ import annotations
@@ -31,14 +27,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from django.db import connection
-from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]
-    ServerBindingCursor,
-)
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 
-class _PreparingCursor(ServerBindingCursor):  # type: ignore[misc]
+class _PreparingCursor(psycopg.Cursor[Any]):
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
         kwargs.setdefault("prepare", True)
         return super().execute(query, params, **kwargs)
@@ -54,22 +48,12 @@ class _DebugWrapper(CursorDebugWrapper):
             return CursorWrapper.execute(self, sql, params)
 
 
-def plan_generically(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """``connection_created`` receiver: statements prepared on this connection are planned
-    once, generically (see module docs). It runs before the connection's first transaction,
-    so the setting holds for the whole session; the ORM's statements, never prepared, are
-    planned with their values as before."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SET plan_cache_mode = force_generic_plan")
-
-
 @contextmanager
 def prepared_cursor() -> Iterator[Any]:
-    """A Django cursor whose statements are prepared on the server (see module docs)."""
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
+    """A Django cursor whose statements are prepared on the server and planned generically
+    for the rest of the transaction (see module docs)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
     raw = _PreparingCursor(connection.connection)
     cursor = (
         _DebugWrapper(raw, connection)

@@ -27,7 +27,6 @@ from .context import (
 )
 from .models import AgentCredential, Membership, Role, Tenant
 from .permissions import ALL_PERMISSIONS
-from .prepared import prepared_cursor
 
 T = TypeVar("T")
 
@@ -64,8 +63,7 @@ def credential_for_token(token: str, *, activate: bool = False) -> AgentCredenti
     """The active credential ``token`` belongs to, or None. Must run inside a transaction.
 
     ``activate``: also make the credential's tenant the transaction's tenant, in the same
-    statement (an API request's authentication: one round trip fewer). That statement runs
-    on every API request, so it is a fixed text prepared on the server.
+    statement (an API request's authentication: one round trip fewer).
     """
     from .services import TOKEN_PREFIX, hash_token
 
@@ -76,12 +74,11 @@ def credential_for_token(token: str, *, activate: bool = False) -> AgentCredenti
         if not connection.in_atomic_block:
             raise TenantContextError("a credential is looked up inside a transaction")
         # A revoked credential's row is not returned, so its tenant is never entered. The
-        # transaction's BEGIN, the setting that lets it see this one credential and the
-        # lookup go to the server in one pipeline: one round trip instead of three.
-        with prepared_cursor() as cursor:
-            with connection.connection.pipeline():
-                cursor.execute("SELECT set_config(%s, %s, true)", [TOKEN_HASH_SETTING, digest])
-                cursor.execute(_activating_lookup_sql(), [digest])
+        # setting that lets the transaction see this one credential goes first: the lookup's
+        # row-level security policy reads it.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config(%s, %s, true)", [TOKEN_HASH_SETTING, digest])
+            cursor.execute(_activating_lookup_sql(), [digest])
             row = cursor.fetchone()
         if row is None:
             return None

@@ -236,9 +236,9 @@ def _holds_context(
     if valid:
         queryset = LegalHold.objects.select_related("fact")
         if state == "active":
-            queryset = queryset.filter(lifted_at__isnull=True)
+            queryset = queryset.active()
         elif state == "lifted":
-            queryset = queryset.filter(lifted_at__isnull=False)
+            queryset = queryset.lifted()
         cursor = filter_form.cleaned_data.get("before") if filter_form.is_bound else None
         if cursor:
             moment, pk = cursor

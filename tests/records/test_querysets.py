@@ -1,0 +1,146 @@
+"""The domain predicates, defined once on the querysets: live, expired, current, held, and
+the same predicates as the clauses hand-written statements take (apps.records.predicates)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.audit.services import Actor
+from apps.records import services
+from apps.records.models import Fact, LegalHold, MemoryRecord
+from apps.records.predicates import record_predicate_sql
+from apps.records.serializers import write_input
+from apps.tenancy.context import tenant_scope
+
+from .factories import body
+
+pytestmark = pytest.mark.django_db
+
+ACTOR = Actor("credential", "c1", "writer")
+PERSON = Actor.system("legal")
+
+
+def _write(tenant: Any, **overrides: Any) -> MemoryRecord:
+    with tenant_scope(tenant.pk):
+        return services.record_write(
+            tenant=tenant, actor=ACTOR, data=write_input(body(**overrides))
+        ).record
+
+
+def _expire_at(tenant: Any, record: MemoryRecord, moment: Any) -> None:
+    with tenant_scope(tenant.pk):
+        MemoryRecord.objects.filter(pk=record.pk).update(expires_at=moment)
+
+
+def _ids(queryset: Any) -> set[Any]:
+    return set(queryset.values_list("pk", flat=True))
+
+
+def _sql_ids(tenant: Any, name: str, now: Any) -> set[Any]:
+    params: dict[str, Any] = {"now": now}
+    clause = record_predicate_sql(name, "r", params)
+    with tenant_scope(tenant.pk), connection.cursor() as cursor:
+        cursor.execute(f"SELECT r.id FROM records_memoryrecord r WHERE {clause}", params)  # noqa: S608 (compiled predicate)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_a_record_expiring_exactly_now_is_expired_and_not_live(tenant) -> None:
+    now = timezone.now()
+    record = _write(tenant)
+    _expire_at(tenant, record, now)
+    with tenant_scope(tenant.pk):
+        assert record.pk not in _ids(MemoryRecord.objects.live(now))
+        assert record.pk in _ids(MemoryRecord.objects.expired(now))
+        # A microsecond earlier it was still live.
+        earlier = now - timedelta(microseconds=1)
+        assert record.pk in _ids(MemoryRecord.objects.live(earlier))
+        assert record.pk not in _ids(MemoryRecord.objects.expired(earlier))
+    assert record.pk not in _sql_ids(tenant, "live", now)
+    assert record.pk in _sql_ids(tenant, "live", earlier)
+
+
+def test_a_hold_keeps_an_expired_record_live_until_it_is_lifted(tenant) -> None:
+    record = _write(tenant, subject="user:held")
+    other = _write(tenant, subject="user:free")
+    now = timezone.now()
+    for r in (record, other):
+        _expire_at(tenant, r, now - timedelta(minutes=1))
+    with tenant_scope(tenant.pk):
+        hold = services.legal_hold_place(
+            tenant=tenant, actor=PERSON, reason="litigation", subject="user:held"
+        )
+        assert _ids(MemoryRecord.objects.live(now)) >= {record.pk}
+        assert other.pk not in _ids(MemoryRecord.objects.live(now))
+        assert _ids(MemoryRecord.objects.held()) == {record.pk}
+        assert record.pk not in _ids(MemoryRecord.objects.expired(now).not_held())
+        assert LegalHold.objects.active().covering(subject="user:held", fact=None).exists()
+    assert record.pk in _sql_ids(tenant, "live", now)
+    assert _sql_ids(tenant, "held", now) == {record.pk}
+    while_placed = timezone.now()
+    with tenant_scope(tenant.pk):
+        services.legal_hold_lift(hold=hold, actor=PERSON, reason="settled")
+        assert record.pk not in _ids(MemoryRecord.objects.live(now))
+        assert not MemoryRecord.objects.held().exists()
+        assert not LegalHold.objects.active().exists()
+        assert _ids(LegalHold.objects.lifted()) == {hold.pk}
+        # In force while it was placed, not after it was lifted.
+        assert LegalHold.objects.in_force_at(while_placed).filter(pk=hold.pk).exists()
+        assert not LegalHold.objects.in_force_at(timezone.now()).exists()
+    assert record.pk not in _sql_ids(tenant, "live", now)
+
+
+def test_a_hold_on_one_fact_covers_its_versions_only(tenant) -> None:
+    record = _write(tenant, subject="user:both", key="a.key")
+    sibling = _write(tenant, subject="user:both", key="b.key")
+    with tenant_scope(tenant.pk):
+        fact = Fact.objects.get(pk=record.fact_id)
+        services.legal_hold_place(tenant=tenant, actor=PERSON, reason="one fact", fact=fact)
+        assert _ids(MemoryRecord.objects.held()) == {record.pk}
+        assert LegalHold.objects.active().covering(subject="user:none", fact=fact).exists()
+        assert not (
+            LegalHold.objects.active().covering(subject="user:none", fact=sibling.fact_id).exists()
+        )
+
+
+def test_another_tenants_hold_covers_nothing_here(tenant, other_tenant) -> None:
+    record = _write(tenant, subject="user:shared")
+    now = timezone.now()
+    _expire_at(tenant, record, now - timedelta(minutes=1))
+    with tenant_scope(other_tenant.pk):
+        services.legal_hold_place(
+            tenant=other_tenant, actor=PERSON, reason="theirs", subject="user:shared"
+        )
+    with tenant_scope(tenant.pk):
+        assert not MemoryRecord.objects.held().exists()
+        assert record.pk not in _ids(MemoryRecord.objects.live(now))
+        assert not LegalHold.objects.active().exists()
+    assert record.pk not in _sql_ids(tenant, "live", now)
+
+
+def test_current_is_each_facts_value_now(tenant) -> None:
+    first = _write(tenant, subject="user:c", value="one")
+    contender = _write(tenant, subject="user:c", value="two", source__ref="interaction:2")
+    with tenant_scope(tenant.pk):
+        assert _ids(MemoryRecord.objects.current()) == {first.pk}
+        assert contender.pk in _ids(MemoryRecord.objects.live())
+    assert _sql_ids(tenant, "current", timezone.now()) == {first.pk}
+
+
+def test_a_revoked_consent_ends_a_record_unless_held(tenant) -> None:
+    retention = {"basis": "consent", "consent_ref": "consent:7", "ttl": "P30D"}
+    record = _write(tenant, subject="user:consent", retention=retention)
+    with tenant_scope(tenant.pk):
+        services.consent_revoke(tenant=tenant, consent_ref="consent:7", actor=PERSON, reason="r")
+        # The revocation's own update aside, the predicate reads the revocation itself.
+        MemoryRecord.objects.filter(pk=record.pk).update(
+            status="active", expires_at=timezone.now() + timedelta(days=1)
+        )
+        now = timezone.now()
+        assert record.pk in _ids(MemoryRecord.objects.expired(now))
+        assert record.pk not in _ids(MemoryRecord.objects.live(now))
+    assert record.pk not in _sql_ids(tenant, "live", now)
