@@ -1,6 +1,6 @@
 """Work a lower layer's change asks of a higher layer, queued in the change's transaction.
 
-A record write must queue the embedding of the version it wrote, in the same statement as
+A record write must queue the embedding of the version it wrote, in the same transaction as
 the version; embeddings and their outbox are the derivations app's, above records. So the
 writer names the kind of work and the app that does it registers, in its
 ``AppConfig.ready``, how a row of its outbox is made for that kind. An unregistered kind
@@ -22,7 +22,7 @@ EMBED_RECORD = "embed-record"
 @dataclass(frozen=True)
 class WorkHandler:
     """How the app doing one kind of work queues it: ``message`` builds the unsaved outbox
-    row the caller inserts in its own statement; ``enqueue`` saves one itself."""
+    row the caller inserts (nothing looked up: a new object has no pending work); ``enqueue`` saves one itself."""
 
     message: Callable[[Any], models.Model]
     enqueue: Callable[[Any], models.Model]
@@ -43,7 +43,7 @@ def _handler(kind: str) -> WorkHandler:
 
 
 def work_message(kind: str, subject: Any) -> models.Model:
-    """The unsaved outbox row of ``kind`` about ``subject``, for the caller's statement."""
+    """The unsaved outbox row of ``kind`` about a new ``subject``, for the caller to insert."""
     return _handler(kind).message(subject)
 
 
