@@ -15,12 +15,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import DateTimeField, F, Q, QuerySet, Value
+from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.audit.models import ActorType
 from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
+from apps.core import deletion
 from apps.derivations.outbox import record_embedding_enqueue, record_embedding_message
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import prepared_cursor
@@ -961,7 +962,6 @@ def consent_revoke(
 ) -> ConsentRevocation:
     """Expire everything written under ``consent_ref`` (except what a legal hold keeps) and
     refuse new writes citing it. Revoking twice is harmless."""
-    from apps.api.idempotency import purge_responses_about
     from apps.derivations.propagation import deletion_propagate
 
     existing = ConsentRevocation.objects.filter(consent_ref=consent_ref).first()
@@ -975,9 +975,8 @@ def consent_revoke(
     )
     affected_pks = list(affected.values_list("pk", flat=True))
     count = affected.update(status=RecordStatus.EXPIRED, expires_at=now)
-    # A replayed write must not hand back what the consent no longer covers.
-    purge_responses_about(_ids_about(affected_pks))
-    # Expired sources take their derived artifacts with them now, not at compaction.
+    # Expired sources take their derived artifacts with them now, not at compaction, and a
+    # replayed write must not hand back what the consent no longer covers.
     derived = deletion_propagate(record_ids=affected_pks, reason="source consent revoked")
     revocation = ConsentRevocation.objects.create(
         tenant=tenant,
@@ -1090,23 +1089,6 @@ def record_delete(
         )
 
 
-def _conflicts_about(record_pks: list[Any]) -> QuerySet[Conflict]:
-    return Conflict.objects.filter(
-        Q(current_record_id__in=record_pks) | Q(contender_id__in=record_pks)
-    )
-
-
-def _ids_about(record_pks: list[Any]) -> list[str]:
-    """The records' ids and those of their promotion requests and conflicts: every object a
-    stored API response about them may describe (see :mod:`apps.api.idempotency`)."""
-    requests = PromotionRequest.objects.filter(record_id__in=record_pks)
-    return (
-        [str(pk) for pk in record_pks]
-        + [str(pk) for pk in requests.values_list("pk", flat=True)]
-        + [str(pk) for pk in _conflicts_about(record_pks).values_list("pk", flat=True)]
-    )
-
-
 def _versions_delete(
     *,
     fact: Fact,
@@ -1119,14 +1101,12 @@ def _versions_delete(
     audited_record: MemoryRecord,
 ) -> DeletionResult:
     """Delete ``versions`` (locked) of the locked ``fact`` (the fact itself with
-    ``whole_fact``), with what hangs off them: observations, promotion requests and events,
-    the conflicts they take part in, embeddings, citing summaries (invalidated), queued work
-    and stored responses about any of these, in one statement
-    (:func:`apps.derivations.purge.versions_purge`). Receipt and audit keep ids, counts and a
-    digest."""
+    ``whole_fact``) with everything the deletion definition (:mod:`apps.core.deletion`) says
+    goes with them (observations, promotion history, conflicts, embeddings, citing summaries
+    invalidated, queued work and stored responses), in one statement. Receipt and audit keep
+    ids, counts and a digest."""
     from apps.audit.models import DeletionReceipt
     from apps.audit.services import subject_digest
-    from apps.derivations.purge import versions_purge
 
     pks = [v.pk for v in versions]
     record_ids = [str(pk) for pk in pks]
@@ -1138,7 +1118,7 @@ def _versions_delete(
         reason=f"source {kind}: {reason}",
         now=now,
     )
-    counts = purge.counts
+    counts = purge.counts()
     receipt = DeletionReceipt(
         tenant_id=fact.tenant_id,
         kind=kind,
@@ -1172,8 +1152,30 @@ def _versions_delete(
         },
     )
     # The receipt, the event, and the invalidated summaries naming the event: one statement.
-    audit_append(event, alongside=[insert_statement(receipt), *purge.stamp(event.pk)])
+    audit_append(event, alongside=[insert_statement(receipt), *purge.stamp_statements(event.pk)])
     return DeletionResult(receipt=receipt, record_ids=record_ids)
+
+
+def versions_purge(
+    *, record_ids: list[Any], fact_ids: list[Any], reason: str, now: datetime
+) -> deletion.Outcome:
+    """Delete the (locked) versions ``record_ids`` and the whole facts ``fact_ids`` with
+    everything the deletion definition says, in the current tenant: the one statement every
+    deletion path runs (``record_delete``, expiry compaction, erasure batches), prepared on
+    the server and planned once per database session (:mod:`apps.tenancy.prepared`: the
+    policies read the tenant at run time, so one plan serves every tenant, for one fact or an
+    erasure's batch). ``reason`` is written on the summaries it invalidates.
+
+    The caller locks the versions first (``FOR UPDATE``): a summary being written about one
+    of them locks its sources, so it either commits before the statement's snapshot (and is
+    invalidated) or waits and then finds its source gone."""
+    with prepared_cursor() as cursor:
+        return deletion.run(
+            deleted={MemoryRecord: record_ids, Fact: fact_ids},
+            now=now,
+            reason=reason,
+            cursor=cursor,
+        )
 
 
 @transaction.atomic
@@ -1316,7 +1318,6 @@ def retention_rule_set(
     A change that ends or shortens existing records needs a ``reason``. ``dry_run`` counts
     what the change would do and changes nothing. One audit event holds the old and new
     rule, the counts and the reason."""
-    from apps.api.idempotency import purge_responses_about
     from apps.derivations.propagation import deletion_propagate
 
     from .models import RetentionRule, Sensitivity
@@ -1370,7 +1371,6 @@ def retention_rule_set(
                 expires_at=F("written_at") + limit
             )
     # Expired now, like a revoked consent's records: nothing may replay or cite them.
-    purge_responses_about(_ids_about(expired_pks))
     derived = deletion_propagate(
         record_ids=expired_pks, reason="source expired: retention rule shortened"
     )
