@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "apps.derivations",
     "apps.retrieval",
     "apps.state",
+    "apps.governance",
     "apps.api",
     "apps.evaluation",
 ]

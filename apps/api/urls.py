@@ -17,5 +17,6 @@ urlpatterns = [
     path("", include("apps.derivations.urls")),
     path("", include("apps.retrieval.urls")),
     path("", include("apps.state.urls")),
+    path("", include("apps.governance.urls")),
     path("", include("apps.evaluation.urls")),
 ]

@@ -10,7 +10,6 @@ from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from drf_spectacular.utils import (
-    OpenApiParameter,
     OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
@@ -18,7 +17,7 @@ from drf_spectacular.utils import (
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.contract import NON_BLANK_PATTERN, ContractView, InputRejected
+from apps.api.contract import ContractView, InputRejected
 from apps.api.idempotency import idempotent
 from apps.api.pagination import CursorPage
 from apps.api.problems import PROBLEM_CONTENT_TYPE, Problem, problem_body
@@ -36,7 +35,6 @@ from .models import (
     PromotionRequest,
 )
 from .responses import (
-    ConsentRevocationSerializer,
     DeletionPreviewSerializer,
     DeletionReceiptSerializer,
     FactCheckResponse,
@@ -57,7 +55,6 @@ from .serializers import (
     PromotionListQuery,
     PromotionRequestInput,
     PromotionRequestSerializer,
-    ReasonInput,
     RecordDeleteQuery,
     RecordListQuery,
     RecordSerializer,
@@ -256,8 +253,8 @@ class RecordDetailView(ContractView):
         },
     )
     def delete(self, request: Request, record_id: str) -> Response:
-        from apps.derivations.api import deletion_preview_body
-        from apps.derivations.preview import deletion_preview
+        from apps.governance.api import deletion_preview_body
+        from apps.governance.preview import deletion_preview
 
         record = _record_or_404(record_id)
         if self.params.get("dry_run"):
@@ -511,42 +508,3 @@ class FactCheckView(ContractView):
             for check in checks
         ]
         return Response({"facts": results, "stale": sum(1 for r in results if r["stale"])})
-
-
-class ConsentRevokeView(ContractView):
-    """Revoke a consent: everything written under it expires at once."""
-
-    required_action = "erase"
-    body_input = {"POST": ReasonInput}
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "consent_ref",
-                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NON_BLANK_PATTERN},
-                OpenApiParameter.PATH,
-                description="The consent reference records were written under (1 to 200 "
-                "characters, not only spaces; a URL holding NUL is refused whole).",
-            )
-        ],
-        responses=ConsentRevocationSerializer,
-    )
-    @idempotent(resource_id=lambda response: "")
-    def post(self, request: Request, consent_ref: str) -> Response:
-        credential = request.auth
-        assert isinstance(credential, AgentCredential)
-        if not consent_ref.strip() or len(consent_ref) > 200:
-            raise Problem("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
-        revocation = services.consent_revoke(
-            tenant=credential.tenant,
-            consent_ref=consent_ref,
-            actor=_actor(request),
-            reason=self.body.get("reason", ""),
-        )
-        return Response(
-            {
-                "consent_ref": revocation.consent_ref,
-                "revoked_at": revocation.revoked_at,
-                "records_expired": revocation.records_expired,
-            }
-        )

@@ -44,8 +44,7 @@ urlpatterns = [
     # Each area's pages live with its app; their URL names join this namespace.
     path("t/<slug:tenant_slug>/", include("apps.records.console_memories_urls")),
     path("t/<slug:tenant_slug>/", include("apps.records.console_review_urls")),
-    path("t/<slug:tenant_slug>/", include("apps.records.console_governance_urls")),
-    path("t/<slug:tenant_slug>/", include("apps.derivations.console_urls")),
+    path("t/<slug:tenant_slug>/", include("apps.governance.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.state.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.evaluation.console_urls")),
 ]

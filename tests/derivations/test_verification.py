@@ -100,7 +100,7 @@ def test_the_mention_check_scales_to_a_large_erasure(admin_agent, tenant):
     from django.utils import timezone
 
     from apps.api.models import IdempotencyKey
-    from apps.derivations.verification import UUID_PATTERN, _rows_mentioning
+    from apps.governance.verification import UUID_PATTERN, _rows_mentioning
 
     ids = [str(uuid.uuid4()) for _ in range(100_000)]
     with tenant_scope(tenant.pk):

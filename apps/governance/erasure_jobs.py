@@ -28,14 +28,13 @@ from django.utils import timezone
 
 from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor, audit_record, content_digest
+from apps.derivations.models import ErasureJob, ErasureJobState, OutboxState
+from apps.derivations.outbox import outbox_enqueue, outbox_finish
+from apps.derivations.services import DerivationRejected
+from apps.derivations.tasks import OutboxTask
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from memoryconsole.celery import app
-
-from .models import ErasureJob, ErasureJobState, OutboxState
-from .outbox import outbox_enqueue, outbox_finish
-from .services import DerivationRejected
-from .tasks import OutboxTask
 
 logger = logging.getLogger(__name__)
 

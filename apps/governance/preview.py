@@ -7,7 +7,7 @@ It reads the rows the deletion definition reaches (:mod:`apps.core.deletion`: th
 deletion carries out), in a fixed number of queries whatever their count.
 
 A legal hold makes the deletion impossible; the preview says so, and by which hold. The same
-reading over many facts is an erasure's dry run (``apps.derivations.erasure.erasure_preview``).
+reading over many facts is an erasure's dry run (``apps.governance.erasure.erasure_preview``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from apps.core import deletion
-
-from .models import Embedding, Summary
+from apps.derivations.models import Embedding, Summary
 
 # Listed one by one on the confirmation page; beyond this, a count says how many more.
 LISTED_AT_MOST = 50

@@ -26,19 +26,19 @@ from django.utils import timezone
 from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
 from apps.core import deletion
+from apps.derivations.services import DerivationRejected
 from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.records.services import versions_purge
-from apps.state.erasure import STATE_TOTALS
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import id_array, prepared_cursor
 
 from .preview import DeletionPreview, facts_deletion_preview
-from .services import DerivationRejected
+from .state_erasure import STATE_TOTALS
 
 BATCH_FACTS = 5000
 SELECTORS = ("subject", "owner", "consent_ref")
 # The facts erased, then what the deletion definition counts (versions are called records
-# here), the state layer's (apps.state.erasure) among them.
+# here), the state layer's (apps.governance.state_erasure) among them.
 TOTALS = (
     "facts",
     *dict.fromkeys(
@@ -114,7 +114,7 @@ def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
     the same facts (held ones set aside) read as :func:`facts_deletion_preview` reads them."""
     if selector not in SELECTORS:
         raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
-    from apps.state.erasure import state_erasure_counts
+    from apps.governance.state_erasure import state_erasure_counts
 
     matching = _matching_facts(selector, value)
     held = matching.filter(_held_q())
@@ -241,7 +241,7 @@ def erasure_run(
             "selector": selector,
             **totals,
             "audit_event": str(event.pk),
-            # What verify-erasure looks for again (ids only; apps.state.erasure).
+            # What verify-erasure looks for again (ids only; apps.governance.state_erasure).
             "state_erased": {
                 "runs": state_erased.run_ids,
                 "obligations": state_erased.obligation_ids,
@@ -253,7 +253,7 @@ def erasure_run(
 
 
 def _state_erase(selector: str, value: str, reason: str) -> Any:
-    from apps.state.erasure import state_erase
+    from apps.governance.state_erasure import state_erase
 
     with transaction.atomic():
         return state_erase(selector=selector, value=value, reason=reason)

@@ -11,7 +11,7 @@ a content-bearing member counts as a residue). The receipt's content digest is l
 where a digest could leak content's identity outside the audit chain: embeddings and stored
 responses. An erasure's state (runs, their episodes and checkpoints, obligation payloads) is
 looked for by the ids its receipt keeps and, for runs and obligations about the erased subject
-or owner, by the receipt's digest (``apps.state.erasure.state_residues``).
+or owner, by the receipt's digest (``apps.governance.state_erasure.state_residues``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from django.db import connection
 
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.core import deletion
-
-from .models import Embedding
+from apps.derivations.models import Embedding
 
 CHUNK = 2000
 CONTENT_MEMBERS = ("value", "content", "text", "response_body")
@@ -160,9 +159,9 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
 
 
 def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
-    """The state an erasure removed (apps.state.erasure): by the ids its receipt keeps, and
-    runs or obligations about the erased subject or owner by its content digest."""
-    from apps.state.erasure import state_residues
+    """The state an erasure removed (apps.governance.state_erasure): by the ids its receipt
+    keeps, and runs or obligations about the erased subject or owner by its content digest."""
+    from apps.governance.state_erasure import state_residues
 
     counts = receipt.counts if isinstance(receipt.counts, dict) else {}
     if receipt.kind != "erasure":

@@ -1,5 +1,5 @@
 """What an erasure by subject or owner does to the state layer (called by
-``apps.derivations.erasure.erasure_run``, in its transaction).
+``apps.governance.erasure.erasure_run``, in its transaction).
 
 * Runs about the subject (``Run.subject``), or owned by the owner, go with their episodes and
   checkpoints; summaries citing those episodes become invalid, as when a run closes.
@@ -22,8 +22,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.core import deletion
-
-from .models import Checkpoint, Episode, Obligation, Run
+from apps.state.models import Checkpoint, Episode, Obligation, Run
 
 # The totals an erasure reports for the state layer, under the definition's names.
 STATE_TOTALS = tuple(
