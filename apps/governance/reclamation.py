@@ -27,6 +27,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.core import deletion
+from apps.core.database import owner_connection
 from apps.tenancy.context import current_tenant_id, tenant_scope
 
 logger = logging.getLogger(__name__)
@@ -37,21 +38,6 @@ RECLAIMED_TABLES = deletion.definition().tables()
 # VACUUM FULL rewrites a table and all its indexes under an exclusive lock (reads and writes
 # of that table wait), one table at a time: hence its own, rarer schedule (settings).
 REWRITE_SQL = "VACUUM (FULL, ANALYZE) {}"
-
-
-def owner_connection() -> Any:
-    import psycopg
-
-    owner = settings.DATABASE_OWNER
-    return psycopg.connect(
-        host=owner.get("HOST") or None,
-        port=owner.get("PORT") or None,
-        user=owner["USER"],
-        password=owner.get("PASSWORD") or None,
-        # The database this process uses (the test database under pytest).
-        dbname=connection.settings_dict["NAME"],
-        autocommit=True,
-    )
 
 
 @dataclass(frozen=True)
