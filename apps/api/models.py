@@ -55,7 +55,17 @@ class IdempotencyKey(TenantOwned):
                     },
                     pending={"tombstone": False},
                 ),
-                to=deletion.ANY,
+                # What a stored response may describe: the objects the API's POSTs create.
+                to=(
+                    "records.MemoryRecord",
+                    "records.PromotionRequest",
+                    "records.Conflict",
+                    "derivations.Summary",
+                    "state.Run",
+                    "state.Episode",
+                    "state.Checkpoint",
+                    "state.Obligation",
+                ),
                 text=True,
             ),
         ),

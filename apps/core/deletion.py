@@ -109,13 +109,13 @@ WITHDRAWN = _Sentinel("WITHDRAWN")
 @dataclass(frozen=True)
 class Reference:
     """A column naming rows of other models without a foreign key (or, on a foreign key, an
-    effect on top of its ``on_delete``). ``to`` is a model label, a mapping from the values of
-    ``kind`` (another column of the row) to model labels, or :data:`ANY`; ``text`` when the
-    column holds the id as text."""
+    effect on top of its ``on_delete``). ``to`` is a model label or a tuple of them, a mapping
+    from the values of ``kind`` (another column of the row) to model labels, or :data:`ANY`;
+    ``text`` when the column holds the id as text."""
 
     field: str
     effect: Any
-    to: str | Mapping[str, str] | _Sentinel | None = None
+    to: str | tuple[str, ...] | Mapping[str, str] | _Sentinel | None = None
     kind: str = ""
     text: bool = False
 
@@ -169,6 +169,13 @@ class Edge:
     kind: tuple[str, str] | None = None
     text: bool = False
     fk: bool = False
+    cascades: bool = False  # declared on a foreign key whose on_delete deletes the row anyway
+
+    def applies(self, kind: str) -> bool:
+        """Whether the edge acts when its target's rows are deleted (``kind="delete"``) or
+        withdrawn: a foreign key's on_delete only on deletion (a withdrawn row stays), a
+        declaration on a cascading foreign key only on withdrawal (the row goes anyway)."""
+        return not (kind == "withdraw" and self.fk) and not (kind == "delete" and self.cascades)
 
     def q(self, ids: Any) -> Q:
         condition = Q(**{f"{self.field}__in": ids})
@@ -186,7 +193,7 @@ class Edge:
 
     def leads_to(self, kind: str) -> Node | None:
         """The node this edge adds rows to when its target's rows are deleted or withdrawn."""
-        if kind == "withdraw" and self.fk:
+        if not self.applies(kind):
             return None
         if self.effect is DELETE:
             return ("delete", self.holder)
@@ -298,6 +305,8 @@ def edges_of(model: type[models.Model]) -> Iterable[Edge]:
                 targets = [(None, None)]
             elif isinstance(reference.to, str):
                 targets = [(registry.get_model(reference.to), None)]
+            elif isinstance(reference.to, tuple):
+                targets = [(registry.get_model(label), None) for label in reference.to]
             else:
                 targets = [
                     (registry.get_model(label), (reference.kind, value))
@@ -305,6 +314,9 @@ def edges_of(model: type[models.Model]) -> Iterable[Edge]:
                 ]
         except (FieldDoesNotExist, LookupError):
             continue  # a declaration naming nothing: definition_problems reports it
+        cascades = column.is_relation and (
+            column.remote_field.on_delete is models.CASCADE  # type: ignore[union-attr]
+        )
         for target, kind in targets:
             yield Edge(
                 model,
@@ -314,6 +326,7 @@ def edges_of(model: type[models.Model]) -> Iterable[Edge]:
                 reference.effect,
                 kind=kind,
                 text=reference.text,
+                cascades=cascades,
             )
 
 
@@ -471,8 +484,8 @@ class Plan:
         rows = self.rows(node)
         literal = self.literal.get(node)
         for edge in self.definition.edges_into(model):
-            if kind == "withdraw" and edge.fk:
-                continue  # a withdrawn row stays: foreign keys to it hold
+            if not edge.applies(kind):
+                continue
             reached = edge.q(_ids_for(edge, rows))
             if literal:
                 reached |= edge.q([str(pk) for pk in literal] if edge.text else literal)
@@ -842,7 +855,7 @@ def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ())
                 f" WHERE {where}{lock})"
             )
         for edge in defn.edges_into(model):
-            if kind == "withdraw" and edge.fk:
+            if not edge.applies(kind):
                 continue
             condition = edge.sql(ids_of(node, text=edge.text))
             if edge.effect is DELETE:
@@ -930,6 +943,24 @@ def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ())
         f"ARRAY(SELECT id FROM {_cte('sw', registry.get_model(label))})"
         for label in withdrawn_labels
     ]
+    # A model whose ids nothing else reads is deleted in one pass, not selected then deleted.
+    for kind, model in order:
+        name = _cte("sd", model)
+        if kind != "delete" or any(
+            f"FROM {name})" in cte
+            for cte in (*selections, *changes, *selects)
+            if not cte.startswith((f"{name} ", f"{_cte('xd', model)} "))
+        ):
+            continue
+        selection = next(cte for cte in selections if cte.startswith(f"{name} "))
+        where = selection.split(" WHERE ", 1)[1][: -len(")")]
+        selections.remove(selection)
+        changes = [
+            f"{_cte('xd', model)} AS (DELETE FROM {model._meta.db_table} WHERE {where} RETURNING 1)"
+            if cte.startswith(f"{_cte('xd', model)} ")
+            else cte
+            for cte in changes
+        ]
     sql = "WITH\n" + ",\n".join(selections + changes) + "\nSELECT " + ",\n       ".join(selects)
     return Statement(
         sql=sql,
@@ -1100,6 +1131,8 @@ def _reference_problems(model: type[models.Model], reference: Reference) -> list
     labels: list[str] = []
     if isinstance(reference.to, str):
         labels = [reference.to]
+    elif isinstance(reference.to, tuple):
+        labels = list(reference.to)
     elif isinstance(reference.to, Mapping):
         labels = list(reference.to.values())
         try:

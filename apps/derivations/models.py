@@ -223,7 +223,18 @@ class OutboxMessage(TenantOwned):
     # Work about a row that went (or was withdrawn) has nothing left to do.
     deletion_rules = deletion.Rules(
         counted_as="outbox",
-        references=(deletion.Reference("object_id", deletion.DELETE, to=deletion.ANY),),
+        references=(
+            deletion.Reference(
+                "object_id",
+                deletion.DELETE,
+                to=(
+                    "records.MemoryRecord",
+                    "derivations.Summary",
+                    "derivations.ErasureJob",
+                    "evaluation.EvaluationRun",
+                ),
+            ),
+        ),
     )
 
     class Meta:
