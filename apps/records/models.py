@@ -70,18 +70,16 @@ class RecordStatus(models.TextChoices):
 
 def version_pointer(to: Any) -> models.ForeignKey[Any, Any]:
     """A pointer between versions (a fact's current one, supersedes, superseded_by, a
-    conflict's resolved record), without a database constraint: the write path sets it and
-    every deletion path clears it in the statement that deletes its target (the deletion
-    definition, :mod:`apps.core.deletion`, reads its ``SET_NULL``). A constraint would only
-    add a check per deleted version at commit, which is what bounded an erasure's throughput.
-    Relations that say where a row belongs (fact, record, tenant) keep theirs."""
+    conflict's resolved record): unlinked when its target is deleted (the deletion definition,
+    :mod:`apps.core.deletion`, reads its ``SET_NULL`` and clears it in the statement that
+    deletes the target), and checked by the database at commit like every other foreign key
+    (docs/performance.md measures what the checks cost an erasure)."""
     return models.ForeignKey(
         to,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
-        db_constraint=False,
     )
 
 
