@@ -153,6 +153,23 @@ ON_DELETE = {
 }
 
 Node = tuple[str, type[models.Model]]  # ("delete" | "withdraw", model)
+# A condition of the generated statement: (a kind clause or "", a column, an SQL array).
+Part = tuple[str, str, str]
+
+
+def _where(parts: Iterable[Part]) -> str:
+    """The parts as one condition: those on one column (and kind) as one ``= ANY`` of their
+    arrays concatenated, which the planner reads as one index scan."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for kind, column, array in parts:
+        arrays = grouped.setdefault((kind, column), [])
+        if array not in arrays:
+            arrays.append(array)
+    conditions = []
+    for (kind, column), arrays in grouped.items():
+        condition = f"{column} = ANY({' || '.join(arrays)})"
+        conditions.append(f"({kind} AND {condition})" if kind else condition)
+    return " OR ".join(conditions) or "false"
 
 
 @dataclass(frozen=True)
@@ -190,6 +207,13 @@ class Edge:
             kind_column = _column(self.holder, self.kind[0])
             condition = f"({kind_column} = {_quote(self.kind[1])} AND {condition})"
         return condition
+
+    def sql_part(self, array: str) -> Part:
+        """The condition as a :data:`Part`, for :func:`_where` to combine with others."""
+        kind = ""
+        if self.kind is not None:
+            kind = f"{_column(self.holder, self.kind[0])} = {_quote(self.kind[1])}"
+        return (kind, self.column, array)
 
     def leads_to(self, kind: str) -> Node | None:
         """The node this edge adds rows to when its target's rows are deleted or withdrawn."""
@@ -816,19 +840,19 @@ def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ())
     root_nodes += [("withdraw", registry.get_model(label)) for label in withdrawn_roots]
     order = _order(defn, root_nodes)
     in_order = set(order)
-    conditions: dict[Node, list[str]] = defaultdict(list)
+    conditions: dict[Node, list[Part]] = defaultdict(list)
     for label in roots:
         model = registry.get_model(label)
         conditions[("delete", model)].append(
-            f"{model._meta.pk.column} = ANY(%({_param(label)})s::{_pk_type(model)}[])"
+            ("", model._meta.pk.column, f"%({_param(label)})s::{_pk_type(model)}[]")
         )
     for label in withdrawn_roots:
         model = registry.get_model(label)
         conditions[("withdraw", model)].append(
-            f"{model._meta.pk.column} = ANY(%({_param(label, 'w')})s::{_pk_type(model)}[])"
+            ("", model._meta.pk.column, f"%({_param(label, 'w')})s::{_pk_type(model)}[]")
         )
-    rewrites: dict[type[models.Model], list[tuple[str, Rewrite]]] = defaultdict(list)
-    unlinks: dict[type[models.Model], list[tuple[str, str]]] = defaultdict(list)
+    rewrites: dict[type[models.Model], list[tuple[Part, Rewrite]]] = defaultdict(list)
+    unlinks: dict[type[models.Model], list[Part]] = defaultdict(list)
     refusals: list[str] = []
 
     def ids_of(node: Node, *, text: bool = False) -> str:
@@ -839,7 +863,7 @@ def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ())
     for node in order:
         kind, model = node
         table, pk = model._meta.db_table, model._meta.pk.column
-        where = " OR ".join(dict.fromkeys(conditions[node]))
+        where = _where(conditions[node])
         if kind == "delete":
             selections.append(
                 f"{_cte('sd', model)} AS (SELECT {pk} AS id FROM {table} WHERE {where})"
@@ -858,25 +882,29 @@ def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ())
             if not edge.applies(kind):
                 continue
             condition = edge.sql(ids_of(node, text=edge.text))
+            part = edge.sql_part(ids_of(node, text=edge.text))
             if edge.effect is DELETE:
-                conditions[("delete", edge.holder)].append(condition)
+                conditions[("delete", edge.holder)].append(part)
             elif edge.effect is WITHDRAWN:
-                conditions[("withdraw", edge.holder)].append(condition)
+                conditions[("withdraw", edge.holder)].append(part)
             elif edge.effect == "unlink":
-                unlinks[edge.holder].append((edge.column, condition))
+                unlinks[edge.holder].append(part)
             elif edge.effect == "refuse":
                 refusals.append(
                     f"(SELECT {_quote(edge.holder._meta.label + '.' + edge.field)}::text"
                     f" FROM {edge.holder._meta.db_table} WHERE {condition} LIMIT 1)"
                 )
             elif isinstance(edge.effect, Rewrite):
-                rewrites[edge.holder].append((condition, edge.effect))
+                rewrites[edge.holder].append((part, edge.effect))
             elif isinstance(edge.effect, Withdraw):
                 target = _related(edge.holder, edge.effect.via)
                 via = _column(edge.holder, edge.effect.via)
                 conditions[("withdraw", target)].append(
-                    f"{target._meta.pk.column} = ANY(ARRAY(SELECT {via}"
-                    f" FROM {edge.holder._meta.db_table} WHERE {condition}))"
+                    (
+                        "",
+                        target._meta.pk.column,
+                        f"ARRAY(SELECT {via} FROM {edge.holder._meta.db_table} WHERE {condition})",
+                    )
                 )
     changes: list[str] = []
     counts: dict[type[models.Model], str] = {}
@@ -906,14 +934,14 @@ def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ())
         table, pk = model._meta.db_table, model._meta.pk.column
         if model in rewrites:
             raise DefinitionError(f"{model._meta.label}: rows both unlinked and rewritten")
-        by_column: dict[str, list[str]] = defaultdict(list)
-        for column, condition in pairs:
-            by_column[column].append(condition)
+        by_column: dict[str, list[Part]] = defaultdict(list)
+        for part in pairs:
+            by_column[part[1]].append(part)
         sets = ", ".join(
-            f"{column} = CASE WHEN {' OR '.join(conds)} THEN NULL ELSE {column} END"
-            for column, conds in by_column.items()
+            f"{column} = CASE WHEN {_where(parts)} THEN NULL ELSE {column} END"
+            for column, parts in by_column.items()
         )
-        where = " OR ".join(c for conds in by_column.values() for c in conds)
+        where = _where(pairs)
         if ("delete", model) in in_order:
             where = f"({where}) AND NOT ({pk} = ANY({ids_of(('delete', model))}))"
         changes.append(
@@ -924,7 +952,7 @@ def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ())
         their = declared[0][1]
         if any(other != their for _c, other in declared):
             raise DefinitionError(f"{model._meta.label}: references with different rewrites")
-        where = " OR ".join(dict.fromkeys(condition for condition, _r in declared))
+        where = _where(part for part, _r in declared)
         if their.pending:
             where = f"({where}) AND {_sql_match(model, their.pending)}"
         if ("delete", model) in in_order:
