@@ -168,7 +168,7 @@ def main() -> None:
         from django.urls import reverse
 
         from apps.core.actors import Actor
-        from apps.derivations.reclamation import owner_connection
+        from apps.governance.reclamation import owner_connection
         from apps.records.models import MemoryRecord
         from apps.tenancy.context import tenant_scope
         from apps.tenancy.models import Role, Tenant

@@ -17,6 +17,11 @@ Prints, from one run on the embedded database:
   a concurrent rebuild of the HNSW index alone with reclamation's budget (no parallel
   workers), which is the part of reclamation that takes the time.
 
+``--paths`` times the deletion through each way of carrying it out (``apps.core.deletion``):
+``statement`` (the one generated statement, what the product runs) and ``orm`` (querysets,
+``QuerySet.delete()`` and ``update()``), in one run; ``--no-reclaim`` leaves out the
+reclamation part.
+
 Targets: single delete p95 < 10 ms; erasure >= 5,000 records/s; reclamation no slower than
 the index rebuild, with no search p95 regression meanwhile.
 """
@@ -120,7 +125,76 @@ def build_facts(tenant: Any, actor: Any, count: int, prefix: str) -> list[dict[s
     return facts
 
 
-def run_propagating(tenant: Any, actor: Any, facts: list[dict[str, Any]]) -> Timing:
+PATHS = ("statement", "orm")
+
+
+def use_path(path: str) -> None:
+    """Carry deletions out through ``path`` from now on (record_delete, compaction, erasure)."""
+    from apps.core import deletion
+    from apps.governance import erasure
+    from apps.records import services
+    from apps.records.models import Fact, MemoryRecord
+
+    purge: Any
+    if path == "orm":
+
+        def purge(*, record_ids: Any, fact_ids: Any, reason: str, now: Any) -> Any:
+            return deletion.run(
+                deleted={MemoryRecord: record_ids, Fact: fact_ids}, now=now, reason=reason
+            )
+
+    else:
+        purge = PRODUCT_PURGE
+    services.versions_purge = purge  # type: ignore[assignment]
+    erasure.versions_purge = purge  # type: ignore[assignment]
+
+
+PRODUCT_PURGE: Any = None
+
+
+def version_pointers() -> list[tuple[str, str]]:
+    """(table, column) of the pointers to versions that a deletion unlinks (``SET_NULL``)."""
+    from django.apps import apps
+    from django.db import models
+
+    from apps.records.models import MemoryRecord
+
+    return [
+        (model._meta.db_table, field.column)
+        for model in apps.get_models()
+        for field in model._meta.concrete_fields
+        if field.is_relation
+        and field.related_model is MemoryRecord
+        and field.remote_field.on_delete is models.SET_NULL
+    ]
+
+
+def set_pointer_constraints(constrained: bool) -> None:
+    """Add or drop the pointers' foreign-key constraints (to time erasure with and without)."""
+    from apps.governance.reclamation import owner_connection
+
+    with owner_connection() as owner:
+        for table, column in version_pointers():
+            name = f"bench_{table}_{column}_fk"
+            found = owner.execute(
+                "SELECT conname FROM pg_constraint WHERE contype = 'f'"
+                " AND conrelid = %s::regclass AND conkey = ARRAY["
+                "(SELECT attnum FROM pg_attribute WHERE attrelid = %s::regclass"
+                " AND attname = %s)]",
+                [table, table, column],
+            ).fetchall()
+            for (existing,) in found:
+                owner.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{existing}"')
+            if constrained:
+                owner.execute(
+                    f'ALTER TABLE {table} ADD CONSTRAINT "{name}" FOREIGN KEY ({column})'
+                    " REFERENCES records_memoryrecord (id) DEFERRABLE INITIALLY DEFERRED"
+                )
+
+
+def run_propagating(
+    tenant: Any, actor: Any, facts: list[dict[str, Any]], label: str = "record_delete"
+) -> Timing:
     from apps.records.services import record_delete
     from apps.tenancy.context import tenant_scope
 
@@ -129,7 +203,7 @@ def run_propagating(tenant: Any, actor: Any, facts: list[dict[str, Any]]) -> Tim
             result = record_delete(record=facts[i]["record"], actor=actor, reason="benchmark")
             assert result.receipt.counts["summaries_invalidated"] == 10
 
-    return measure("record_delete (propagating)", len(facts), delete)
+    return measure(f"{label} (propagating)", len(facts), delete)
 
 
 def run_raw(tenant: Any, facts: list[dict[str, Any]]) -> Timing:
@@ -217,7 +291,7 @@ def bulk_records(tenant: Any, count: int, subject: str) -> None:
 
 
 def run_erasure(tenant: Any, actor: Any, count: int) -> tuple[float, int]:
-    from apps.derivations.erasure import erasure_run
+    from apps.governance.erasure import erasure_run
 
     subject = f"user:erase-{count}-{uuid.uuid4().hex[:6]}"
     bulk_records(tenant, count, subject)
@@ -279,7 +353,7 @@ def under_search_load(tenant: Any, actor: Any, job: Any, label: str) -> tuple[fl
 
 def owner_seconds(statement: str, *settings: str) -> float:
     """Seconds ``statement`` takes as the owner, after the ``SET`` statements ``settings``."""
-    from apps.derivations.reclamation import owner_connection
+    from apps.governance.reclamation import owner_connection
 
     with owner_connection() as owner:
         for setting in settings:
@@ -294,8 +368,16 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=100, help="facts deleted per path")
     parser.add_argument("--erasures", default="10000,100000", help="erasure sizes")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument("--paths", default="statement", help=f"deletion paths: {PATHS}")
+    parser.add_argument("--no-reclaim", action="store_true", help="leave reclamation out")
+    parser.add_argument(
+        "--pointers",
+        default="constrained",
+        help="erasure with the version pointers' constraints and/or without: constrained,dropped",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.erasures.split(",") if s]
+    paths = [p for p in args.paths.split(",") if p]
 
     with bench_database("derived", keep=args.keep):
         setup_django()
@@ -308,17 +390,37 @@ def main() -> None:
         tenant = tenant_create(slug="bench", name="Benchmark")
         actor = Actor.system("benchmark")
 
-        propagating_facts = build_facts(tenant, actor, args.count + 10, "prop")
+        global PRODUCT_PURGE
+        from apps.records import services
+
+        PRODUCT_PURGE = services.versions_purge
+        timings = []
+        for path in paths:
+            use_path(path)
+            facts = build_facts(tenant, actor, args.count + 10, f"prop-{path}")
+            run_propagating(tenant, actor, facts[:10], path)  # warm-up
+            timings.append(run_propagating(tenant, actor, facts[10:], path))
+        use_path("statement")
+        propagating = timings[0]
         raw_facts = build_facts(tenant, actor, args.count + 10, "raw")
-        run_propagating(tenant, actor, propagating_facts[:10])  # warm-up
         run_raw(tenant, raw_facts[:10])
-        propagating = run_propagating(tenant, actor, propagating_facts[10:])
         raw = run_raw(tenant, raw_facts[10:])
 
         erasures = []
-        for size in sizes:
-            elapsed, erased = run_erasure(tenant, actor, size)
-            erasures.append([size, erased, elapsed, erased / elapsed])
+        for pointers in [p for p in args.pointers.split(",") if p]:
+            set_pointer_constraints(pointers == "constrained")
+            for size in sizes:
+                for path in paths:
+                    use_path(path)
+                    elapsed, erased = run_erasure(tenant, actor, size)
+                    erasures.append(
+                        [f"{path}, pointers {pointers}", size, erased, elapsed, erased / elapsed]
+                    )
+        set_pointer_constraints(True)
+        use_path("statement")
+        if args.no_reclaim:
+            print_deletes(timings, raw, erasures)
+            return
 
         # Reclamation: a corpus to search, an erasure, then reclamation beside an index rebuild.
         bulk_records(tenant, 20_000, "user:corpus")
@@ -328,7 +430,7 @@ def main() -> None:
         owner_seconds(f"VACUUM (ANALYZE) {', '.join(BULK_TABLES)}")
         baseline = search_timing(tenant, actor, 100, "search before reclamation")
         invisible_started = time.perf_counter()
-        from apps.derivations.erasure import erasure_run
+        from apps.governance.erasure import erasure_run
         from apps.tenancy.context import tenant_scope
 
         with tenant_scope(tenant.pk):
@@ -342,7 +444,7 @@ def main() -> None:
         invisible = time.perf_counter() - invisible_started
 
         def reclaim() -> None:
-            from apps.derivations.reclamation import deletions_reclaim
+            from apps.governance.reclamation import deletions_reclaim
 
             deletions_reclaim()
 
@@ -350,7 +452,7 @@ def main() -> None:
             owner_seconds("REINDEX TABLE derivations_embedding")
 
         def rebuild_hnsw_one_core() -> None:
-            from apps.derivations.reclamation import RECLAIM_PARALLEL_WORKERS
+            from apps.governance.reclamation import RECLAIM_PARALLEL_WORKERS
 
             owner_seconds(
                 "REINDEX INDEX CONCURRENTLY embedding_hnsw_hashing_256",
@@ -367,18 +469,7 @@ def main() -> None:
             tenant, actor, rebuild_hnsw_one_core, "search during the one-core HNSW rebuild"
         )
 
-    print("\nDelete one fact (3 versions, 10 citing summaries, 13 embeddings)\n")
-    print(
-        table(
-            ["path", "deletes", "p50 ms", "p95 ms", "p95 vs raw"],
-            [
-                [t.label, t.count, t.p50_ms, t.p95_ms, f"{t.p95_ms / raw.p95_ms:.1f}x"]
-                for t in (propagating, raw)
-            ],
-        )
-    )
-    print("\nErasure (set-based, batches of 5,000 facts, a receipt per fact)\n")
-    print(table(["records", "erased", "seconds", "records/s"], erasures))
+    print_deletes(timings, raw, erasures)
     print("\nInvisible vs reclaimed (20,000 erased records among 20,000 kept)\n")
     print(
         table(
@@ -406,7 +497,7 @@ def main() -> None:
     )
     checks = [
         ("single delete p95 < 10 ms", propagating.p95_ms < 10),
-        ("erasure >= 5,000 records/s", all(row[3] >= 5000 for row in erasures)),
+        ("erasure >= 5,000 records/s", all(row[4] >= 5000 for row in erasures)),
         ("reclamation no slower than index rebuild", reclaimed <= rebuild),
         (
             "no search p95 regression during reclamation (within 1.5x)",
@@ -416,6 +507,21 @@ def main() -> None:
     print("\nTargets")
     for label, ok in checks:
         print(f"  [{'PASS' if ok else 'FAIL'}] {label}")
+
+
+def print_deletes(timings: list[Timing], raw: Timing, erasures: list[list[Any]]) -> None:
+    print("\nDelete one fact (3 versions, 10 citing summaries, 13 embeddings)\n")
+    print(
+        table(
+            ["path", "deletes", "p50 ms", "p95 ms", "p95 vs raw"],
+            [
+                [t.label, t.count, t.p50_ms, t.p95_ms, f"{t.p95_ms / raw.p95_ms:.1f}x"]
+                for t in (*timings, raw)
+            ],
+        )
+    )
+    print("\nErasure (set-based, batches of 5,000 facts, a receipt per fact)\n")
+    print(table(["path", "records", "erased", "seconds", "records/s"], erasures))
 
 
 if __name__ == "__main__":

@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "apps.derivations",
     "apps.retrieval",
     "apps.state",
+    "apps.governance",
     "apps.api",
     "apps.evaluation",
     "apps.console",

@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/v1/", include("apps.derivations.urls")),
     path("api/v1/", include("apps.retrieval.urls")),
     path("api/v1/", include("apps.state.urls")),
+    path("api/v1/", include("apps.governance.urls")),
     path("api/v1/", include("apps.evaluation.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),

@@ -37,13 +37,9 @@ from apps.core.errors import DomainError, Invalid, Unprocessable
 from apps.core.validation import canonical_json
 from apps.tenancy.models import AgentCredential
 
-from .models import IdempotencyKey
+from .models import TOMBSTONE_DETAIL, IdempotencyKey
 
 HEADER = "Idempotency-Key"
-TOMBSTONE_DETAIL = (
-    "The request with this Idempotency-Key succeeded; what it created or described has "
-    "since been deleted (see the deletion receipts). Nothing was written again."
-)
 RETENTION = timedelta(hours=24)
 MAX_KEY_LENGTH = 200
 # Set on a decorated handler: the OpenAPI schema documents the header (and its 409 and 422)
@@ -219,22 +215,6 @@ def _describes_expired(resource_id: str) -> bool:
 def tombstone_body(resource_id: str) -> dict[str, Any]:
     """What a retry of a request whose object was deleted since receives: no content."""
     return {"id": resource_id, "status": "deleted", "detail": TOMBSTONE_DETAIL}
-
-
-def purge_responses_about(resource_ids: list[str]) -> int:
-    """Replace the stored responses describing deleted objects with tombstones (current
-    tenant); returns how many. The deletion's SQL statement (``apps.derivations.purge``)
-    writes the same tombstone."""
-    if not resource_ids:
-        return 0
-    stored = IdempotencyKey.objects.filter(resource_id__in=resource_ids, tombstone=False)
-    replaced = 0
-    for row in stored.only("pk", "resource_id"):
-        IdempotencyKey.objects.filter(pk=row.pk).update(
-            response_body=tombstone_body(row.resource_id), tombstone=True
-        )
-        replaced += 1
-    return replaced
 
 
 def purge_expired() -> int:

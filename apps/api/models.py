@@ -7,7 +7,13 @@ from typing import ClassVar
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
+from apps.core import deletion
 from apps.tenancy.models import TenantOwned
+
+TOMBSTONE_DETAIL = (
+    "The request with this Idempotency-Key succeeded; what it created or described has "
+    "since been deleted (see the deletion receipts). Nothing was written again."
+)
 
 
 class IdempotencyKey(TenantOwned):
@@ -28,6 +34,43 @@ class IdempotencyKey(TenantOwned):
     resource_id = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField()
     tombstone = models.BooleanField(default=False, db_default=False)
+
+    # A response describing a row that went (or was withdrawn) becomes a content-free
+    # tombstone: a retry replays that outcome, never writes it again.
+    deletion_rules = deletion.Rules(
+        counted_as="stored_responses",
+        references=(
+            deletion.Reference(
+                "resource_id",
+                deletion.Rewrite(
+                    values={
+                        "tombstone": True,
+                        "response_body": deletion.JsonObject(
+                            {
+                                "id": deletion.Column("resource_id"),
+                                "status": "deleted",
+                                "detail": TOMBSTONE_DETAIL,
+                            }
+                        ),
+                    },
+                    pending={"tombstone": False},
+                ),
+                # What a stored response may describe: the objects the API's POSTs create.
+                to=(
+                    "records.MemoryRecord",
+                    "records.PromotionRequest",
+                    "records.Conflict",
+                    "derivations.Summary",
+                    "state.Run",
+                    "state.Episode",
+                    "state.Checkpoint",
+                    "state.Obligation",
+                ),
+                text=True,
+            ),
+        ),
+        unrelated={"credential_id": "the agent credential the response was given to"},
+    )
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [

@@ -9,6 +9,7 @@ from typing import ClassVar
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 
+from apps.core import deletion
 from apps.core.actors import ActorType
 from apps.tenancy.models import Tenant, TenantOwned
 
@@ -44,6 +45,10 @@ class AuditEvent(TenantOwned):
     data = models.JSONField(default=dict, blank=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
+
+    deletion_rules = deletion.Rules(
+        unrelated={"object_id": "what the event is about: the audit log is never deleted"}
+    )
 
     class Meta:
         ordering = ["-seq"]
@@ -105,6 +110,10 @@ class DeletionReceipt(TenantOwned):
     rewritten_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+
+    deletion_rules = deletion.Rules(
+        unrelated={"fact_id": "a receipt keeps the ids it proves deleted (never their content)"}
     )
 
     class Meta:

@@ -28,9 +28,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 from apps.api.contract import InputRejected
 from apps.core.actors import Actor
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
-from apps.derivations.preview import deletion_preview, receipt_of_deleted_record
 from apps.derivations.selectors import derived_from_record, receipt_get
 from apps.derivations.services import DerivationRejected, record_redact
+from apps.governance.preview import deletion_preview, receipt_of_deleted_record
 from apps.records.forms_memories import (
     MemoryDeleteForm,
     MemoryFilterForm,

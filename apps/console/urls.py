@@ -22,8 +22,7 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/", include("apps.audit.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.console.memories_urls")),
     path("t/<slug:tenant_slug>/", include("apps.review.console_urls")),
-    path("t/<slug:tenant_slug>/", include("apps.records.console_governance_urls")),
-    path("t/<slug:tenant_slug>/", include("apps.derivations.console_urls")),
+    path("t/<slug:tenant_slug>/", include("apps.governance.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.state.console_urls")),
     path("t/<slug:tenant_slug>/", include("apps.evaluation.console_urls")),
 ]

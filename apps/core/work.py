@@ -22,7 +22,8 @@ EMBED_RECORD = "embed-record"
 @dataclass(frozen=True)
 class WorkHandler:
     """How the app doing one kind of work queues it: ``message`` builds the unsaved outbox
-    row the caller inserts (nothing looked up: a new object has no pending work); ``enqueue`` saves one itself."""
+    row the caller inserts (nothing is looked up: a new object has no pending work);
+    ``enqueue`` saves one itself."""
 
     message: Callable[[Any], models.Model]
     enqueue: Callable[[Any], models.Model]

@@ -13,6 +13,7 @@ from django.db import models
 from pgvector.django import VectorField
 
 from apps.audit.models import DeletionReceipt
+from apps.core import deletion
 from apps.records.models import Fact, MemoryRecord, Sensitivity
 from apps.tenancy.models import TenantOwned
 
@@ -37,6 +38,21 @@ class Summary(TenantOwned):
         null=True, blank=True, help_text="The audit event of the change that invalidated it."
     )
 
+    # Withdrawn (a source went): invalid, says when and why (the first time), and by which
+    # audit event; its text goes, and with it (their references) its embeddings, queued work
+    # and stored responses.
+    deletion_rules = deletion.Rules(
+        subject_data=True,
+        counted_as="summaries_invalidated",
+        withdrawal=deletion.Rewrite(
+            values={"valid": False, "text": ""},
+            first={"invalidated_at": deletion.NOW, "invalidated_reason": deletion.REASON},
+            pending={"valid": True},
+            stamp="invalidated_by",
+        ),
+        unrelated={"invalidated_by": "an audit event (the audit log is never deleted)"},
+    )
+
     class Meta:
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["tenant", "valid", "created_at"], name="summary_tenant_valid"),
@@ -56,6 +72,20 @@ class SummarySource(TenantOwned):
     # For a record source: its fact, so deleting any version of the fact finds the summary.
     fact = models.ForeignKey(
         Fact, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    # A summary that loses a source (the version or episode it cites, or the fact of a cited
+    # version) is withdrawn; the pointer stays, naming what it was made from.
+    deletion_rules = deletion.Rules(
+        references=(
+            deletion.Reference(
+                "source_id",
+                deletion.Withdraw("summary"),
+                kind="source_type",
+                to={"record": "records.MemoryRecord", "episode": "state.Episode"},
+            ),
+            deletion.Reference("fact", deletion.Withdraw("summary")),
+        ),
     )
 
     class Meta:
@@ -96,6 +126,16 @@ class Embedding(TenantOwned):
     # summary's vector.
     scope_domain = models.CharField(max_length=100, blank=True, default="", editable=False)
     scope_task_type = models.CharField(max_length=100, blank=True, default="", editable=False)
+
+    # Derived from its source's content: it goes when the source is withdrawn, as when it is
+    # deleted.
+    deletion_rules = deletion.Rules(
+        counted_as="embeddings",
+        references=(
+            deletion.Reference("record", deletion.DELETE),
+            deletion.Reference("summary", deletion.DELETE),
+        ),
+    )
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
@@ -180,6 +220,23 @@ class OutboxMessage(TenantOwned):
     # locked by another transaction waits a moment instead of being claimed again at once.
     available_at = models.DateTimeField(null=True, blank=True)
 
+    # Work about a row that went (or was withdrawn) has nothing left to do.
+    deletion_rules = deletion.Rules(
+        counted_as="outbox",
+        references=(
+            deletion.Reference(
+                "object_id",
+                deletion.DELETE,
+                to=(
+                    "records.MemoryRecord",
+                    "derivations.Summary",
+                    "derivations.ErasureJob",
+                    "evaluation.EvaluationRun",
+                ),
+            ),
+        ),
+    )
+
     class Meta:
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["tenant", "state", "created_at"], name="outbox_tenant_state"),
@@ -227,6 +284,9 @@ class ErasureJob(TenantOwned):
         DeletionReceipt, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     error = models.TextField(blank=True)
+
+    # It holds the identifier erased by until the erasure commits (then only its digest).
+    deletion_rules = deletion.Rules(subject_data=True)
 
     class Meta:
         indexes: ClassVar[list[models.Index]] = [

@@ -1,17 +1,17 @@
 """What a source's deletion, redaction or expiry does to what was derived from it.
 
 Called inside the transaction of the change (consent revocation, ``record_redact``, a run's
-close, which discards its episodes and expires its session records), so the
-change and its propagation commit or roll back together. Deletions (``record_delete`` and
-everything built on it: the API, the console, erasure, expiry compaction) do the same in one
-set-based statement with the deletion itself (``apps.derivations.purge``):
+close, which discards its episodes and expires its session records), so the change and its
+propagation commit or roll back together. What goes is the deletion definition's
+(:mod:`apps.core.deletion`): an expired source is *withdrawn* (it stays until compaction
+deletes it, what was derived from it goes now), a discarded episode is deleted:
 
 * the embeddings of the affected record versions are deleted;
-* every summary citing any of them (or, when a whole fact goes, any version of that fact)
-  becomes invalid, says why and by which audit event, loses its text and its embedding, and
-  so is never retrieved again;
+* every summary citing any of them becomes invalid, says why and by which audit event, loses
+  its text and its embedding, and so is never retrieved again;
 * queued work about any of them is dropped from the outbox, and stored API responses
-  describing those summaries are forgotten.
+  describing them (or their promotion requests and conflicts, or those summaries) become
+  tombstones.
 
 Re-summarisation is not queued: no summariser is configured, so an invalid summary stays
 invalid, visibly so.
@@ -20,29 +20,16 @@ invalid, visibly so.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from .models import Embedding, Summary, SummarySource
-from .outbox import outbox_forget
+from apps.core import deletion
+from apps.records.models import MemoryRecord
+from apps.state.models import Episode
 
-
-@dataclass
-class Propagation:
-    """What the propagation touched; ``stamp`` names the audit event once it exists."""
-
-    summary_ids: list[Any] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def stamp(self, event_id: Any) -> None:
-        """Record ``event_id`` (the deletion's or redaction's audit event) on the summaries."""
-        if self.summary_ids:
-            Summary.objects.filter(pk__in=self.summary_ids, invalidated_by__isnull=True).update(
-                invalidated_by=event_id
-            )
+from .models import Summary, SummarySource
 
 
 def summaries_citing(
@@ -64,53 +51,21 @@ def summaries_citing(
     return list(SummarySource.objects.filter(condition).values_list("summary_id", flat=True))
 
 
-def summaries_invalidate(summary_ids: list[Any], *, reason: str) -> tuple[int, int]:
-    """Invalidate ``summary_ids``: text and embeddings go. Returns (invalidated, embeddings)."""
-    from apps.api.idempotency import purge_responses_about
-
-    if not summary_ids:
-        return 0, 0
-    embeddings, _ = Embedding.objects.filter(summary_id__in=summary_ids).delete()
-    invalidated = Summary.objects.filter(pk__in=summary_ids, valid=True).update(
-        valid=False, invalidated_at=timezone.now(), invalidated_reason=reason
-    )
-    # The text was derived from the source that went: it goes too (invalid or not).
-    Summary.objects.filter(pk__in=summary_ids).exclude(text="").update(text="")
-    outbox_forget(summary_ids)
-    purge_responses_about([str(pk) for pk in summary_ids])
-    return invalidated, embeddings
+def summaries_invalidate(summary_ids: list[Any], *, reason: str) -> deletion.Outcome:
+    """Withdraw ``summary_ids``: they become invalid, their text and embeddings go, queued
+    work and stored responses about them are forgotten."""
+    return deletion.run(withdrawn={Summary: summary_ids}, now=timezone.now(), reason=reason)
 
 
-def deletion_propagate(
-    *, record_ids: list[Any], fact_ids: Iterable[Any] = (), reason: str
-) -> Propagation:
-    """Remove what was derived from ``record_ids`` (about to be deleted); see the module doc."""
-    from apps.records.models import MemoryRecord
-
+def deletion_propagate(*, record_ids: list[Any], reason: str) -> deletion.Outcome:
+    """Withdraw the versions ``record_ids`` (expired, still stored): see the module doc."""
     # Lock the versions first: a summary being written about one of them (it locks its
     # sources) commits before the queries below run, so they see it and invalidate it.
     list(MemoryRecord.objects.select_for_update().filter(pk__in=record_ids).values_list("pk"))
-    record_embeddings, _ = Embedding.objects.filter(record_id__in=record_ids).delete()
-    outbox = outbox_forget(record_ids)
-    summary_ids = list(dict.fromkeys(summaries_citing(record_ids, fact_ids)))
-    invalidated, summary_embeddings = summaries_invalidate(summary_ids, reason=reason)
-    return Propagation(
-        summary_ids=summary_ids,
-        counts={
-            "embeddings": record_embeddings + summary_embeddings,
-            "summaries_invalidated": invalidated,
-            "outbox": outbox,
-        },
-    )
+    return deletion.run(withdrawn={MemoryRecord: record_ids}, now=timezone.now(), reason=reason)
 
 
-def episodes_discard_propagate(*, episode_ids: list[Any], reason: str) -> Propagation:
-    """Invalidate every summary citing ``episode_ids`` (discarded with their run), as a
-    deletion does: text and embeddings go, queued work and stored responses are forgotten.
-    Episodes have no embeddings of their own."""
-    summary_ids = list(dict.fromkeys(summaries_citing((), episode_ids=episode_ids)))
-    invalidated, embeddings = summaries_invalidate(summary_ids, reason=reason)
-    return Propagation(
-        summary_ids=summary_ids,
-        counts={"embeddings": embeddings, "summaries_invalidated": invalidated},
-    )
+def episodes_discard(*, episode_ids: list[Any], reason: str) -> deletion.Outcome:
+    """Delete the episodes ``episode_ids`` (their run closed) with what the definition says:
+    summaries citing them invalidated, stored responses describing them forgotten."""
+    return deletion.run(deleted={Episode: episode_ids}, now=timezone.now(), reason=reason)

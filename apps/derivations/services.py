@@ -172,13 +172,11 @@ def record_redact(
     citing it become invalid; stored API responses showing the old value are forgotten. The
     audit event names the fields, never their content.
     """
-    from apps.api.idempotency import purge_responses_about
     from apps.records.models import Fact, MemoryRecord, RecordStatus, RedactionState
     from apps.records.services import Held, fact_is_held
 
-    from .models import Embedding
     from .outbox import record_embedding_enqueue
-    from .propagation import Propagation, summaries_citing, summaries_invalidate
+    from .propagation import deletion_propagate
 
     errors: dict[str, list[str]] = {}
     fact = Fact.objects.select_for_update().get(pk=record.fact_id)
@@ -206,16 +204,14 @@ def record_redact(
         record.status = RecordStatus.REDACTED
         update.append("status")
     record.save(update_fields=update)
-    embeddings, _ = Embedding.objects.filter(record_id=record.pk).delete()
-    summary_ids = list(dict.fromkeys(summaries_citing([record.pk])))
-    invalidated, summary_embeddings = summaries_invalidate(
-        summary_ids, reason=f"source redacted: {reason}"
-    )
-    purge_responses_about([str(record.pk)])
+    # What was derived from the old content goes (the record is withdrawn, then embedded
+    # anew): embeddings, citing summaries, queued work and stored responses.
+    derived = deletion_propagate(record_ids=[record.pk], reason=f"source redacted: {reason}")
     record_embedding_enqueue(record)
+    withdrawn = derived.counts()
     counts = {
-        "embeddings": embeddings + summary_embeddings,
-        "summaries_invalidated": invalidated,
+        "embeddings": withdrawn.get("embeddings", 0),
+        "summaries_invalidated": withdrawn.get("summaries_invalidated", 0),
     }
     event = audit_record(
         tenant=record.tenant_id,
@@ -231,5 +227,5 @@ def record_redact(
             "target": {"record": str(record.pk), "fact": str(fact.pk), "subject": fact.subject},
         },
     )
-    Propagation(summary_ids=summary_ids).stamp(event.pk)
+    derived.stamp(event.pk)
     return RedactionResult(record=record, fields=paths, counts=counts)

@@ -114,24 +114,3 @@ def outbox_relay_all(limit: int = 500) -> int:
     from .outbox import outbox_relay
 
     return outbox_relay(limit)
-
-
-@shared_task(name="derivations.reclaim", acks_late=True, time_limit=1800, soft_time_limit=1700)
-def reclaim_deleted() -> int:
-    """Vacuum after deletions and record on each receipt when its rows were reclaimed."""
-    from .reclamation import deletions_reclaim
-
-    return deletions_reclaim()
-
-
-@shared_task(name="derivations.rewrite", acks_late=True, time_limit=3600, soft_time_limit=3500)
-def rewrite_deleted() -> int:
-    """Rewrite the tables after deletions, so no data file keeps a deleted row's bytes, and
-    record on each receipt when."""
-    from .reclamation import deletions_rewrite
-
-    return deletions_rewrite()
-
-
-# Registers the console's erasure task (``derivations.erasure_job``) wherever tasks load.
-from . import erasure_jobs as _erasure_jobs  # noqa: E402, F401

@@ -7,14 +7,6 @@ from django.urls import path
 from . import api
 
 urlpatterns = [
-    path("erasures", api.ErasureView.as_view(), name="api-erasures"),
-    path("erasures/<str:job_id>", api.ErasureJobView.as_view(), name="api-erasure"),
-    path("deletion-receipts", api.DeletionReceiptListView.as_view(), name="api-receipts"),
-    path(
-        "deletion-receipts/<str:receipt_id>",
-        api.DeletionReceiptDetailView.as_view(),
-        name="api-receipt",
-    ),
     path("summaries", api.SummaryCreateView.as_view(), name="api-summaries"),
     path("summaries/<str:summary_id>", api.SummaryDetailView.as_view(), name="api-summary"),
     path(

@@ -28,8 +28,8 @@ from django.db import connections, transaction
 from django.test import Client
 
 from apps.core.actors import Actor
+from apps.governance.services import retention_rule_set
 from apps.records.models import RetentionRule
-from apps.records.services import retention_rule_set
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from apps.tenancy.services import credential_issue, tenant_create

@@ -9,7 +9,6 @@ from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from drf_spectacular.utils import (
-    OpenApiParameter,
     OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
@@ -17,12 +16,12 @@ from drf_spectacular.utils import (
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.contract import NON_BLANK_PATTERN, ContractView, InputRejected
+from apps.api.contract import ContractView, InputRejected
 from apps.api.idempotency import idempotent
 from apps.api.schema import ProblemSerializer
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
-from apps.core.errors import Invalid, NotFound
+from apps.core.errors import NotFound
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.derivations.embeddings import VECTOR_FIELD, client_vector_store
@@ -36,7 +35,6 @@ from .models import (
     PromotionEvent,
 )
 from .responses import (
-    ConsentRevocationSerializer,
     DeletionPreviewSerializer,
     DeletionReceiptSerializer,
     FactCheckResponse,
@@ -50,7 +48,6 @@ from .serializers import (
     FactsQuery,
     ObservationSerializer,
     PromotionEventSerializer,
-    ReasonInput,
     RecordDeleteQuery,
     RecordListQuery,
     RecordSerializer,
@@ -227,8 +224,8 @@ class RecordDetailView(ContractView):
         },
     )
     def delete(self, request: Request, record_id: str) -> Response:
-        from apps.derivations.api import deletion_preview_body
-        from apps.derivations.preview import deletion_preview
+        from apps.governance.api import deletion_preview_body
+        from apps.governance.preview import deletion_preview
 
         record = record_or_404(record_id)
         if self.params.get("dry_run"):
@@ -330,42 +327,3 @@ class FactCheckView(ContractView):
             for check in checks
         ]
         return Response({"facts": results, "stale": sum(1 for r in results if r["stale"])})
-
-
-class ConsentRevokeView(ContractView):
-    """Revoke a consent: everything written under it expires at once."""
-
-    required_action = "erase"
-    body_input = {"POST": ReasonInput}
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "consent_ref",
-                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NON_BLANK_PATTERN},
-                OpenApiParameter.PATH,
-                description="The consent reference records were written under (1 to 200 "
-                "characters, not only spaces; a URL holding NUL is refused whole).",
-            )
-        ],
-        responses=ConsentRevocationSerializer,
-    )
-    @idempotent(resource_id=lambda response: "")
-    def post(self, request: Request, consent_ref: str) -> Response:
-        credential = request.auth
-        assert isinstance(credential, AgentCredential)
-        if not consent_ref.strip() or len(consent_ref) > 200:
-            raise Invalid("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
-        revocation = services.consent_revoke(
-            tenant=credential.tenant,
-            consent_ref=consent_ref,
-            actor=request_actor(request),
-            reason=self.body.get("reason", ""),
-        )
-        return Response(
-            {
-                "consent_ref": revocation.consent_ref,
-                "revoked_at": revocation.revoked_at,
-                "records_expired": revocation.records_expired,
-            }
-        )

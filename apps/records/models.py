@@ -22,6 +22,7 @@ from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
 
+from apps.core import deletion
 from apps.tenancy.models import TenantOwned
 
 
@@ -70,18 +71,16 @@ class RecordStatus(models.TextChoices):
 
 def version_pointer(to: Any) -> models.ForeignKey[Any, Any]:
     """A pointer between versions (a fact's current one, supersedes, superseded_by, a
-    conflict's resolved record), without a database constraint: the write path sets it and
-    every deletion path clears it in the statement that deletes its target
-    (apps.derivations.purge). A constraint would only add a check per deleted version at
-    commit, which is what bounded an erasure's throughput. Relations that say where a row
-    belongs (fact, record, tenant) keep theirs."""
+    conflict's resolved record): unlinked when its target is deleted (the deletion definition,
+    :mod:`apps.core.deletion`, reads its ``SET_NULL`` and clears it in the statement that
+    deletes the target), and checked by the database at commit like every other foreign key
+    (docs/performance.md measures what the checks cost an erasure)."""
     return models.ForeignKey(
         to,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
-        db_constraint=False,
     )
 
 
@@ -151,6 +150,8 @@ class Fact(TenantOwned):
     current = version_pointer("MemoryRecord")
     last_version = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    deletion_rules = deletion.Rules(subject_data=True)
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
@@ -349,6 +350,20 @@ class MemoryRecord(TenantOwned):
 
     objects = MemoryRecordQuerySet.as_manager()
 
+    deletion_rules = deletion.Rules(
+        subject_data=True,
+        counted_as="versions",
+        unrelated={
+            "source_turn_id": "a turn of the agent's conversation, outside this database",
+            "source_tool_call_id": "a tool call of the agent, outside this database",
+            "source_run_id": (
+                "the run that wrote it, as the agent named it: a run's erasure or close leaves "
+                "the records (session ones expire with the close)"
+            ),
+            "writer_id": "the credential or person that wrote it",
+        },
+    )
+
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["fact", "version"], name="record_version_per_fact")
@@ -421,6 +436,18 @@ class Observation(TenantOwned):
     writer_label = models.CharField(max_length=200)
     reason = models.TextField(blank=True)
 
+    deletion_rules = deletion.Rules(
+        counted_as="observations",
+        unrelated={
+            "source_turn_id": "a turn of the agent's conversation, outside this database",
+            "source_tool_call_id": "a tool call of the agent, outside this database",
+            "source_run_id": (
+                "the run that wrote it, as the agent named it: a run's erasure or close leaves "
+                "the records (session ones expire with the close)"
+            ),
+        },
+    )
+
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["record", "source_ref"], name="observation_source_once")
@@ -470,6 +497,16 @@ class Conflict(TenantOwned):
     reason = models.TextField(blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
 
+    # A conflict between versions one of which expires is withdrawn with it: what describes
+    # the conflict (a stored response) goes, the conflict stays until compaction deletes it.
+    deletion_rules = deletion.Rules(
+        counted_as="conflicts",
+        references=(
+            deletion.Reference("current_record", deletion.WITHDRAWN),
+            deletion.Reference("contender", deletion.WITHDRAWN),
+        ),
+    )
+
     class Meta:
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["tenant", "state", "opened_at"], name="conflict_tenant_state")
@@ -507,6 +544,11 @@ class PromotionRequest(TenantOwned):
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_reason = models.TextField(blank=True)
 
+    deletion_rules = deletion.Rules(
+        counted_as="promotion_requests",
+        references=(deletion.Reference("record", deletion.WITHDRAWN),),
+    )
+
     class Meta:
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["tenant", "state", "requested_at"], name="promotion_tenant_state")
@@ -531,6 +573,8 @@ class PromotionEvent(TenantOwned):
     promoted_by_label = models.CharField(max_length=200, blank=True)
     evidence = models.JSONField(default=dict, blank=True)
     promoted_at = models.DateTimeField()
+
+    deletion_rules = deletion.Rules(counted_as="promotion_events")
 
     def __str__(self) -> str:
         return f"promotion of {self.record_id} at {self.promoted_at:%Y-%m-%d}"
@@ -641,6 +685,8 @@ class ReviewClaim(TenantOwned):
     holder_label = models.CharField(max_length=200)
     claimed_at = models.DateTimeField()
     expires_at = models.DateTimeField()
+
+    deletion_rules = deletion.Rules(unrelated={"holder_id": "the person holding the claim"})
 
     class Meta:
         indexes: ClassVar[list[models.Index]] = [

@@ -10,21 +10,22 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
-from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import DateTimeField, F, Model, Q, QuerySet, Value
+from django.db.models import DateTimeField, F, Model, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.audit.services import audit_append, audit_event, audit_record, content_digest
+from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import json_equal
 from apps.core.work import EMBED_RECORD, work_message
 from apps.tenancy.models import Tenant
+from apps.tenancy.prepared import prepared_cursor
 
 from .models import (
     DEFAULT_RETENTION,
@@ -600,55 +601,6 @@ def _sensitivity_rank(value: str) -> int:
     return SENSITIVITY_ORDER.index(value)
 
 
-@transaction.atomic
-def consent_revoke(
-    *, tenant: Tenant, consent_ref: str, actor: Actor, reason: str
-) -> ConsentRevocation:
-    """Expire everything written under ``consent_ref`` (except what a legal hold keeps) and
-    refuse new writes citing it. Revoking twice is harmless."""
-    from apps.api.idempotency import purge_responses_about
-    from apps.derivations.propagation import deletion_propagate
-
-    existing = ConsentRevocation.objects.filter(consent_ref=consent_ref).first()
-    if existing is not None:
-        return existing
-    now = timezone.now()
-    affected = (
-        MemoryRecord.objects.filter(consent_ref=consent_ref)
-        .exclude(status=RecordStatus.EXPIRED)
-        .not_held()
-    )
-    affected_pks = list(affected.values_list("pk", flat=True))
-    count = affected.update(status=RecordStatus.EXPIRED, expires_at=now)
-    # A replayed write must not hand back what the consent no longer covers.
-    purge_responses_about(_ids_about(affected_pks))
-    # Expired sources take their derived artifacts with them now, not at compaction.
-    derived = deletion_propagate(record_ids=affected_pks, reason="source consent revoked")
-    revocation = ConsentRevocation.objects.create(
-        tenant=tenant,
-        consent_ref=consent_ref,
-        revoked_at=now,
-        revoked_by_label=actor.label[:200],
-        reason=reason,
-        records_expired=count,
-    )
-    event = audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="consent.revoke",
-        object_type="consent",
-        object_id=str(revocation.pk),
-        digest=content_digest({"consent_ref": consent_ref}),
-        data={
-            "records_expired": count,
-            "reason": reason,
-            "target": {"consent_ref": consent_ref},
-        },
-    )
-    derived.stamp(event.pk)
-    return revocation
-
-
 class Held(RecordError):
     """A legal hold keeps the record; it cannot be deleted or expire until the hold is lifted."""
 
@@ -719,23 +671,6 @@ def record_delete(
         )
 
 
-def _conflicts_about(record_pks: list[Any]) -> QuerySet[Conflict]:
-    return Conflict.objects.filter(
-        Q(current_record_id__in=record_pks) | Q(contender_id__in=record_pks)
-    )
-
-
-def _ids_about(record_pks: list[Any]) -> list[str]:
-    """The records' ids and those of their promotion requests and conflicts: every object a
-    stored API response about them may describe (see :mod:`apps.api.idempotency`)."""
-    requests = PromotionRequest.objects.filter(record_id__in=record_pks)
-    return (
-        [str(pk) for pk in record_pks]
-        + [str(pk) for pk in requests.values_list("pk", flat=True)]
-        + [str(pk) for pk in _conflicts_about(record_pks).values_list("pk", flat=True)]
-    )
-
-
 def _versions_delete(
     *,
     fact: Fact,
@@ -748,14 +683,12 @@ def _versions_delete(
     audited_record: MemoryRecord,
 ) -> DeletionResult:
     """Delete ``versions`` (locked) of the locked ``fact`` (the fact itself with
-    ``whole_fact``), with what hangs off them: observations, promotion requests and events,
-    the conflicts they take part in, embeddings, citing summaries (invalidated), queued work
-    and stored responses about any of these, in one statement
-    (:func:`apps.derivations.purge.versions_purge`). Receipt and audit keep ids, counts and a
-    digest."""
+    ``whole_fact``) with everything the deletion definition (:mod:`apps.core.deletion`) says
+    goes with them (observations, promotion history, conflicts, embeddings, citing summaries
+    invalidated, queued work and stored responses), in one statement. Receipt and audit keep
+    ids, counts and a digest."""
     from apps.audit.models import DeletionReceipt
     from apps.audit.services import subject_digest
-    from apps.derivations.purge import versions_purge
 
     pks = [v.pk for v in versions]
     record_ids = [str(pk) for pk in pks]
@@ -767,7 +700,7 @@ def _versions_delete(
         reason=f"source {kind}: {reason}",
         now=now,
     )
-    counts = purge.counts
+    counts = purge.counts()
     receipt = DeletionReceipt(
         tenant_id=fact.tenant_id,
         kind=kind,
@@ -802,8 +735,30 @@ def _versions_delete(
     )
     receipt.save(force_insert=True)
     # The event, and the invalidated summaries naming the event: one statement.
-    audit_append(event, alongside=purge.stamp(event.pk))
+    audit_append(event, alongside=purge.stamp_statements(event.pk))
     return DeletionResult(receipt=receipt, record_ids=record_ids)
+
+
+def versions_purge(
+    *, record_ids: list[Any], fact_ids: list[Any], reason: str, now: datetime
+) -> deletion.Outcome:
+    """Delete the (locked) versions ``record_ids`` and the whole facts ``fact_ids`` with
+    everything the deletion definition says, in the current tenant: the one statement every
+    deletion path runs (``record_delete``, expiry compaction, erasure batches), prepared on
+    the server and planned once per database session (:mod:`apps.tenancy.prepared`: the
+    policies read the tenant at run time, so one plan serves every tenant, for one fact or an
+    erasure's batch). ``reason`` is written on the summaries it invalidates.
+
+    The caller locks the versions first (``FOR UPDATE``): a summary being written about one
+    of them locks its sources, so it either commits before the statement's snapshot (and is
+    invalidated) or waits and then finds its source gone."""
+    with prepared_cursor() as cursor:
+        return deletion.run(
+            deleted={MemoryRecord: record_ids, Fact: fact_ids},
+            now=now,
+            reason=reason,
+            cursor=cursor,
+        )
 
 
 @transaction.atomic
@@ -842,201 +797,3 @@ def records_compact_expired(*, limit: int = 1000) -> int:
         )
         compacted += 1
     return compacted
-
-
-@transaction.atomic
-def legal_hold_place(
-    *, tenant: Tenant, actor: Actor, reason: str, subject: str = "", fact: Fact | None = None
-) -> Any:
-    from .models import LegalHold
-
-    if not reason.strip():
-        raise RecordError("A legal hold needs a reason.", status=400, field="reason")
-    if not subject and fact is None:
-        raise RecordError("A legal hold needs a subject or a record.", status=400)
-    hold = LegalHold.objects.create(
-        tenant=tenant,
-        subject=subject,
-        fact=fact,
-        reason=reason,
-        placed_by_label=actor.label[:200],
-        placed_at=timezone.now(),
-    )
-    audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="legal_hold.place",
-        object_type="legal_hold",
-        object_id=str(hold.pk),
-        data={
-            "fact": str(fact.pk) if fact else None,
-            "on_subject": bool(subject),
-            "reason": reason,
-            "target": _hold_target(hold),
-        },
-    )
-    return hold
-
-
-def _hold_target(hold: Any) -> dict[str, str | None]:
-    return {"subject": hold.subject or None, "fact": str(hold.fact_id) if hold.fact_id else None}
-
-
-@transaction.atomic
-def legal_hold_lift(*, hold: Any, actor: Actor, reason: str) -> Any:
-    """Lift a hold, for a non-empty ``reason``: its facts follow their retention again.
-    Lifting a lifted hold changes nothing."""
-    if not isinstance(reason, str) or not reason.strip():
-        raise RecordError("Lifting a legal hold needs a reason.", status=400, field="reason")
-    if hold.lifted_at is None:
-        hold.lifted_at = timezone.now()
-        hold.lifted_by_label = actor.label[:200]
-        hold.save(update_fields=["lifted_at", "lifted_by_label"])
-        audit_record(
-            tenant=hold.tenant_id,
-            actor=actor,
-            action="legal_hold.lift",
-            object_type="legal_hold",
-            object_id=str(hold.pk),
-            data={"reason": reason, "target": _hold_target(hold)},
-        )
-    return hold
-
-
-@dataclass(frozen=True)
-class RetentionChange:
-    """What setting a class's rule does to the records already written: ``expired`` live
-    versions end now (legal holds keep theirs), ``shortened`` others will end sooner."""
-
-    sensitivity: str
-    previous: Limits
-    provisional_max: timedelta
-    confirmed_max: timedelta | None
-    expired: int
-    shortened: int
-    applied: bool
-    rule: Any = None
-
-    @property
-    def affects_existing(self) -> bool:
-        return bool(self.expired or self.shortened)
-
-
-def _days(value: timedelta | None) -> float | None:
-    return value.total_seconds() / 86400 if value is not None else None
-
-
-@transaction.atomic
-def retention_rule_set(
-    *,
-    tenant: Tenant,
-    sensitivity: str,
-    provisional_max: timedelta,
-    confirmed_max: timedelta | None,
-    actor: Actor,
-    reason: str = "",
-    dry_run: bool = False,
-) -> RetentionChange:
-    """Set the longest lifetimes of one sensitivity class, for new writes and promotions and
-    for the class's live records: each one's expiry becomes the earlier of its own and
-    ``written_at`` plus the new limit of its trust (never later than it was). Versions that
-    this ends now expire as any expiry does: their derived summaries are invalidated and
-    their embeddings removed, in this transaction.
-
-    A change that ends or shortens existing records needs a ``reason``. ``dry_run`` counts
-    what the change would do and changes nothing. One audit event holds the old and new
-    rule, the counts and the reason."""
-    from apps.api.idempotency import purge_responses_about
-    from apps.derivations.propagation import deletion_propagate
-
-    from .models import RetentionRule, Sensitivity
-    from .retention import class_limits, records_shortened_by
-
-    errors: dict[str, list[str]] = {}
-    if sensitivity not in Sensitivity.values:
-        errors["sensitivity"] = [f"One of: {', '.join(Sensitivity.values)}."]
-    if provisional_max <= timedelta(0):
-        errors["provisional_max"] = ["Must be longer than zero."]
-    if confirmed_max is not None and confirmed_max < provisional_max:
-        errors["confirmed_max"] = ["Confirmed records may not expire before provisional ones."]
-    if errors:
-        raise ValidationError(errors)
-    now = timezone.now()
-    # Two changes of one class queue here; the second counts what the first left.
-    list(RetentionRule.objects.select_for_update().filter(sensitivity=sensitivity))
-    previous = class_limits(sensitivity)
-    shortened = records_shortened_by(
-        sensitivity=sensitivity,
-        provisional_max=provisional_max,
-        confirmed_max=confirmed_max,
-        now=now,
-    )
-    ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).not_held()
-    if dry_run:
-        expired_count = ending_now.count()
-        return RetentionChange(
-            sensitivity=sensitivity,
-            previous=previous,
-            provisional_max=provisional_max,
-            confirmed_max=confirmed_max,
-            expired=expired_count,
-            shortened=shortened.count() - expired_count,
-            applied=False,
-        )
-    # Lock what changes, then decide on the locked rows (a write's promotion waits here and
-    # reads the new rule after commit).
-    shortened_pks = list(shortened.select_for_update(of=("self",)).values_list("pk", flat=True))
-    expired_pks = list(ending_now.filter(pk__in=shortened_pks).values_list("pk", flat=True))
-    if shortened_pks and not reason.strip():
-        raise ValidationError(
-            {"reason": ["Say why: this change shortens the lifetime of existing records."]}
-        )
-    # Only earlier expiries were selected, so the new limit is each one's minimum.
-    for trust, limit in ((Trust.PROVISIONAL, provisional_max), (Trust.CONFIRMED, confirmed_max)):
-        if limit is not None:
-            MemoryRecord.objects.filter(pk__in=shortened_pks, trust=trust).update(
-                expires_at=F("written_at") + limit
-            )
-    # Expired now, like a revoked consent's records: nothing may replay or cite them.
-    purge_responses_about(_ids_about(expired_pks))
-    derived = deletion_propagate(
-        record_ids=expired_pks, reason="source expired: retention rule shortened"
-    )
-    rule, _ = RetentionRule.objects.update_or_create(
-        sensitivity=sensitivity,
-        defaults={
-            "tenant": tenant,
-            "provisional_max": provisional_max,
-            "confirmed_max": confirmed_max,
-        },
-    )
-    event = audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="retention.set",
-        object_type="retention_rule",
-        object_id=str(rule.pk),
-        data={
-            "sensitivity": sensitivity,
-            "provisional_max_days": _days(provisional_max),
-            "confirmed_max_days": _days(confirmed_max),
-            "previous": {
-                "provisional_max_days": _days(previous[0]),
-                "confirmed_max_days": _days(previous[1]),
-            },
-            "records_expired": len(expired_pks),
-            "records_shortened": len(shortened_pks) - len(expired_pks),
-            "reason": reason,
-        },
-    )
-    derived.stamp(event.pk)
-    return RetentionChange(
-        sensitivity=sensitivity,
-        previous=previous,
-        provisional_max=provisional_max,
-        confirmed_max=confirmed_max,
-        expired=len(expired_pks),
-        shortened=len(shortened_pks) - len(expired_pks),
-        applied=True,
-        rule=rule,
-    )

@@ -16,9 +16,4 @@ urlpatterns = [
     ),
     path("facts", api.FactsView.as_view(), name="api-facts"),
     path("facts/check", api.FactCheckView.as_view(), name="api-facts-check"),
-    path(
-        "consents/<str:consent_ref>/revoke",
-        api.ConsentRevokeView.as_view(),
-        name="api-consent-revoke",
-    ),
 ]

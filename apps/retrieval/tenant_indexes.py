@@ -43,7 +43,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from apps.derivations.reclamation import owner_connection
+from apps.core.database import owner_connection
 from apps.tenancy.context import current_tenant_id, tenant_scope
 
 from .search import HNSW_INDEXED

@@ -19,6 +19,7 @@ from typing import ClassVar
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from apps.core import deletion
 from apps.tenancy.models import TenantOwned
 
 
@@ -50,6 +51,12 @@ class Run(TenantOwned):
     episodes_discarded = models.IntegerField(default=0)
     records_expired = models.IntegerField(default=0)
 
+    deletion_rules = deletion.Rules(
+        subject_data=True,
+        counted_as="runs",
+        unrelated={"task_id": "the agent's task, as the agent names it"},
+    )
+
     class Meta:
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["tenant", "task_id", "opened_at"], name="run_tenant_task"),
@@ -78,6 +85,8 @@ class Episode(TenantOwned):
     content_ref = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField()
 
+    deletion_rules = deletion.Rules(subject_data=True, counted_as="episodes")
+
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["tenant", "run", "seq"], name="episode_seq_per_run")
@@ -99,6 +108,8 @@ class Checkpoint(TenantOwned):
     state = models.JSONField()
     state_digest = models.CharField(max_length=64)
     created_at = models.DateTimeField()
+
+    deletion_rules = deletion.Rules(subject_data=True, counted_as="checkpoints")
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
@@ -157,6 +168,18 @@ class Obligation(TenantOwned):
     ended_by_id = models.CharField(max_length=64, blank=True)
     ended_by_label = models.CharField(max_length=200, blank=True)
     end_reason = models.TextField(blank=True)
+
+    # An erasure withdraws an obligation about its subject: payload and result go, key and
+    # state stay (the work is still done exactly once).
+    deletion_rules = deletion.Rules(
+        subject_data=True,
+        counted_as="obligations_stripped",
+        withdrawal=deletion.Rewrite(values={"payload": {}, "result": None}),
+        unrelated={
+            "task_id": "the agent's task, as the agent names it",
+            "depends_on": "obligations of the same tenant, which an erasure strips, never deletes",
+        },
+    )
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [

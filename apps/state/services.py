@@ -197,21 +197,19 @@ def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
 
     Checkpoints stay: they are the run's ledger (what it did), not its traces.
     """
-    from apps.api.idempotency import purge_responses_about
-    from apps.derivations.propagation import deletion_propagate, episodes_discard_propagate
+    from apps.derivations.propagation import deletion_propagate, episodes_discard
 
     locked = _lock_run(run)
     if locked.state == RunState.CLOSED:
         return locked
     now = timezone.now()
-    episodes = Episode.objects.filter(run=locked)
-    episode_ids = [str(pk) for pk in episodes.values_list("pk", flat=True)]
-    episodes.delete()
-    # A replayed POST .../episodes must not hand back what the close discarded.
-    purge_responses_about(episode_ids)
+    episode_ids = [
+        str(pk) for pk in Episode.objects.filter(run=locked).values_list("pk", flat=True)
+    ]
+    # Derived artifacts inherit their sources' fate (principle 3), in this transaction, and a
+    # replayed POST .../episodes must not hand back what the close discarded.
+    discarded = episodes_discard(episode_ids=episode_ids, reason="source run closed")
     expired = session_records_expire(run=locked, now=now)
-    # Derived artifacts inherit their sources' fate (principle 3), in this transaction.
-    discarded = episodes_discard_propagate(episode_ids=episode_ids, reason="source run closed")
     derived = deletion_propagate(
         record_ids=expired, reason="source expired: its session's run closed"
     )
@@ -226,9 +224,10 @@ def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
         "episodes_discarded": len(episode_ids),
         "records_expired": len(expired),
         "records": expired[:100],
-        "summaries_invalidated": discarded.counts["summaries_invalidated"]
-        + derived.counts["summaries_invalidated"],
-        "embeddings": discarded.counts["embeddings"] + derived.counts["embeddings"],
+        "summaries_invalidated": discarded.counts().get("summaries_invalidated", 0)
+        + derived.counts().get("summaries_invalidated", 0),
+        "embeddings": discarded.counts().get("embeddings", 0)
+        + derived.counts().get("embeddings", 0),
     }
     if reason:
         data["reason"] = reason
@@ -280,18 +279,16 @@ def session_records_expire(*, run: Run, now: datetime) -> list[str]:
     This writes to the records app's table from here on purpose: closing a run is this app's
     event, and it must happen in the close's transaction. It mirrors
     ``apps.records.services.consent_revoke``: ``status=expired, expires_at=now`` (the read-time
-    predicate hides them at once; compaction later deletes them with a receipt), legal holds
-    keep what they cover, and stored API responses describing them are purged.
+    predicate hides them at once; compaction later deletes them with a receipt) and legal
+    holds keep what they cover; the caller withdraws them (stored API responses describing
+    them become tombstones, what was derived from them goes).
 
     A record belongs to the run when its ``source.run_id`` is the run's id. Only provisional
     records expire: a confirmed one was promoted by an explicit, recorded review, and API.md
     says promoted facts stay when the run closes.
     """
-    from apps.api.idempotency import purge_responses_about
     from apps.records.models import (
-        Conflict,
         MemoryRecord,
-        PromotionRequest,
         RecordStatus,
         RetentionBasis,
         Trust,
@@ -311,19 +308,6 @@ def session_records_expire(*, run: Run, now: datetime) -> list[str]:
     if not pks:
         return []
     MemoryRecord.objects.filter(pk__in=pks).update(status=RecordStatus.EXPIRED, expires_at=now)
-    about = [str(pk) for pk in pks]
-    about += [
-        str(pk)
-        for pk in PromotionRequest.objects.filter(record_id__in=pks).values_list("pk", flat=True)
-    ]
-    about += [
-        str(pk)
-        for pk in Conflict.objects.filter(current_record_id__in=pks).values_list("pk", flat=True)
-    ]
-    about += [
-        str(pk) for pk in Conflict.objects.filter(contender_id__in=pks).values_list("pk", flat=True)
-    ]
-    purge_responses_about(about)
     return [str(pk) for pk in pks]
 
 

@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from apps.audit.models import AuditEvent
 from apps.core.actors import Actor
-from apps.derivations.erasure_jobs import erasure_job_enqueue
+from apps.governance.erasure_jobs import erasure_job_enqueue
+from apps.governance.services import legal_hold_place
 from apps.records.models import LegalHold
-from apps.records.services import legal_hold_place
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import AgentCredential
 from tests.conftest import make_agent

@@ -217,8 +217,8 @@ def test_the_item_pages_have_no_axe_violations(
     (lifting a hold, revoking a credential, removing a member); the sign-in page too."""
     from apps.core.actors import Actor
     from apps.derivations.models import DeletionReceipt
+    from apps.governance.services import legal_hold_place
     from apps.records.models import Conflict, MemoryRecord, PromotionRequest
-    from apps.records.services import legal_hold_place
     from apps.tenancy.context import tenant_scope
     from apps.tenancy.models import Membership
     from tests.conftest import make_agent

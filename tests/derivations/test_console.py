@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.core.actors import Actor
-from apps.derivations.erasure_jobs import ERASURE_JOB, erasure_job_run
 from apps.derivations.models import ErasureJob, ErasureJobState, OutboxMessage
+from apps.governance.erasure_jobs import ERASURE_JOB, erasure_job_run
+from apps.governance.services import legal_hold_place
 from apps.records.models import Fact, MemoryRecord
-from apps.records.services import legal_hold_place
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from tests.factories import DeletionReceiptFactory, ErasureJobFactory, bulk_save
@@ -201,7 +201,7 @@ def test_a_check_that_fails_in_the_database_says_so(client, tenant, owner, monke
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1 / 0")
 
-    monkeypatch.setattr("apps.derivations.views.erasure_verify", failing_check)
+    monkeypatch.setattr("apps.governance.views.erasure_verify", failing_check)
     client.force_login(owner)
     response = client.get(url(tenant, "deletion-verify", receipt_id=receipt.pk), headers=HTMX)
     assert response.status_code == 200

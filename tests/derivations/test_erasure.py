@@ -8,10 +8,11 @@ import pytest
 
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.core.actors import Actor
-from apps.derivations.erasure import erasure_run
 from apps.derivations.models import Embedding, Summary
+from apps.governance.erasure import erasure_run
+from apps.governance.services import legal_hold_place
 from apps.records.models import Fact, MemoryRecord, Observation
-from apps.records.services import legal_hold_place, scope_for
+from apps.records.services import scope_for
 from apps.tenancy.context import tenant_scope
 from tests.factories import FactFactory, MemoryRecordFactory, bulk_save
 

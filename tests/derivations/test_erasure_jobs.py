@@ -128,8 +128,8 @@ def test_jobs_kept_in_outbox_payloads_are_migrated(admin_agent, tenant):
     from django.db import connection
     from django.utils import timezone
 
-    from apps.derivations.erasure_jobs import ERASURE_JOB
     from apps.derivations.models import ErasureJob, OutboxMessage, OutboxState
+    from apps.governance.erasure_jobs import ERASURE_JOB
 
     migration = importlib.import_module("apps.derivations.migrations.0006_erasure_job")
     write(admin_agent, subject="user:7")

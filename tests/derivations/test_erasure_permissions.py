@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.derivations.erasure_jobs import ERASURE_JOB
 from apps.derivations.models import OutboxMessage
+from apps.governance.erasure_jobs import ERASURE_JOB
 from apps.tenancy.context import tenant_scope
 from tests.conftest import make_agent
 

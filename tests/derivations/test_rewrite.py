@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 
 from apps.audit.models import DeletionReceipt
-from apps.derivations.reclamation import (
+from apps.governance.reclamation import (
     RECLAIMED_TABLES,
     deletions_reclaim,
     deletions_rewrite,

@@ -81,7 +81,7 @@ def test_the_mention_check_scales_to_a_large_erasure(admin_agent, tenant):
     """One pass over the stored JSON, whatever the number of ids (100k here)."""
     import uuid
 
-    from apps.derivations.verification import UUID_PATTERN, _rows_mentioning
+    from apps.governance.verification import UUID_PATTERN, _rows_mentioning
 
     ids = [str(uuid.uuid4()) for _ in range(100_000)]
     stored = IdempotencyKeyFactory(

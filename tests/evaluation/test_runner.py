@@ -80,7 +80,7 @@ def test_a_sandbox_copies_the_tenants_configuration_not_its_data(tenant):
     from datetime import timedelta
 
     from apps.core.actors import Actor
-    from apps.records.services import retention_rule_set
+    from apps.governance.services import retention_rule_set
     from apps.tenancy.context import tenant_scope
 
     Tenant.objects.filter(pk=tenant.pk).update(embedding_model="client-384")

@@ -12,7 +12,7 @@ from django.utils import timezone
 from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
-from apps.records import services
+from apps.governance import services as governance
 from apps.records.models import (
     Conflict,
     ConsentRevocation,
@@ -706,7 +706,7 @@ def test_it_shows_an_expired_record_under_legal_hold(agent, delete_agent, tenant
     record = write_ok(agent)
     expire(tenant, record["id"])
     with tenant_scope(tenant.pk):
-        services.legal_hold_place(
+        governance.legal_hold_place(
             tenant=tenant, actor=Actor.system("legal"), reason="litigation", subject="user:8812"
         )
     assert _record(agent, record["id"])["id"] == record["id"]
@@ -719,7 +719,9 @@ def test_it_blocks_deletion_of_a_live_record_under_a_fact_hold(agent, delete_age
     record = write_ok(agent)
     with tenant_scope(tenant.pk):
         fact = Fact.objects.get()
-        services.legal_hold_place(tenant=tenant, actor=Actor.system("legal"), reason="x", fact=fact)
+        governance.legal_hold_place(
+            tenant=tenant, actor=Actor.system("legal"), reason="x", fact=fact
+        )
     assert_problem(delete_agent.delete(f"{RECORDS}/{record['id']}"), 409)
     assert _record(agent, record["id"])["status"] == "active"
 
@@ -728,10 +730,10 @@ def test_it_hides_an_expired_record_again_once_the_hold_is_lifted(agent, tenant)
     record = write_ok(agent)
     expire(tenant, record["id"])
     with tenant_scope(tenant.pk):
-        hold = services.legal_hold_place(
+        hold = governance.legal_hold_place(
             tenant=tenant, actor=Actor.system("legal"), reason="x", subject="user:8812"
         )
-        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"), reason="case closed")
+        governance.legal_hold_lift(hold=hold, actor=Actor.system("legal"), reason="case closed")
     assert_problem(agent.get(f"{RECORDS}/{record['id']}"), 404)
 
 
@@ -789,7 +791,7 @@ def test_it_forbids_revoking_a_consent_without_the_erase_action(agent):
 def test_it_keeps_a_held_record_when_its_consent_is_revoked(agent, erase_agent, tenant):
     record = _consent_write(agent)
     with tenant_scope(tenant.pk):
-        services.legal_hold_place(
+        governance.legal_hold_place(
             tenant=tenant, actor=Actor.system("legal"), reason="x", subject="user:8812"
         )
     response = erase_agent.post("/api/v1/consents/consent:77/revoke", {})
@@ -802,12 +804,12 @@ def test_it_expires_a_held_record_of_a_revoked_consent_once_the_hold_lifts(
 ):
     record = _consent_write(agent)
     with tenant_scope(tenant.pk):
-        hold = services.legal_hold_place(
+        hold = governance.legal_hold_place(
             tenant=tenant, actor=Actor.system("legal"), reason="x", subject="user:8812"
         )
     erase_agent.post("/api/v1/consents/consent:77/revoke", {})
     with tenant_scope(tenant.pk):
-        services.legal_hold_lift(hold=hold, actor=Actor.system("legal"), reason="case closed")
+        governance.legal_hold_lift(hold=hold, actor=Actor.system("legal"), reason="case closed")
     assert_problem(agent.get(f"{RECORDS}/{record['id']}"), 404)
 
 
@@ -1013,7 +1015,7 @@ def test_it_keeps_one_current_version_per_key_after_the_old_one_expired(agent, t
     expire(tenant, first["id"])
     again = write_ok(agent, value="carrier_b", source__ref="interaction:7000")
     with tenant_scope(tenant.pk):
-        services.legal_hold_place(
+        governance.legal_hold_place(
             tenant=tenant, actor=Actor.system("legal"), reason="x", subject="user:8812"
         )
     response = agent.get(FACTS, {"subject": "user:8812"})

@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from apps.audit.models import AuditEvent
 from apps.core.actors import Actor
+from apps.governance.services import legal_hold_place, retention_rule_set
 from apps.records.models import Fact, LegalHold, RetentionRule
-from apps.records.services import legal_hold_place, retention_rule_set
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from tests.factories import LegalHoldFactory, bulk_save
@@ -330,7 +330,7 @@ def test_the_list_shows_active_or_lifted_holds(client, tenant, owner):
     active = place(tenant, subject="user:1")
     lifted = place(tenant, subject="user:2")
     with tenant_scope(tenant.pk):
-        from apps.records.services import legal_hold_lift
+        from apps.governance.services import legal_hold_lift
 
         legal_hold_lift(hold=lifted, actor=Actor.system("tests"), reason="case closed")
     client.force_login(owner)

@@ -16,6 +16,7 @@ from apps.console import memories as memory_views
 from apps.core.actors import Actor
 from apps.derivations.models import Summary
 from apps.derivations.services import summary_create
+from apps.governance import services as governance
 from apps.records import services
 from apps.records.models import MemoryRecord
 from apps.records.serializers import write_input
@@ -95,7 +96,7 @@ def summarise(tenant: Tenant, *records: MemoryRecord) -> Summary:
 
 def hold(tenant: Tenant, subject: str) -> None:
     with tenant_scope(tenant.pk):
-        services.legal_hold_place(
+        governance.legal_hold_place(
             tenant=tenant, actor=WRITER, reason="litigation 42", subject=subject
         )
 

@@ -11,6 +11,7 @@ from django.utils import timezone
 from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
+from apps.governance import services as governance
 from apps.records import services
 from apps.records.models import (
     Conflict,
@@ -53,7 +54,9 @@ def _exists(tenant, record_id):
 
 def _hold(tenant, **target):
     with tenant_scope(tenant.pk):
-        return services.legal_hold_place(tenant=tenant, actor=LEGAL, reason="litigation", **target)
+        return governance.legal_hold_place(
+            tenant=tenant, actor=LEGAL, reason="litigation", **target
+        )
 
 
 # --- lifetimes --------------------------------------------------------------------------------
@@ -185,7 +188,7 @@ def test_it_compacts_a_fact_once_its_hold_is_lifted(tenant, agent):
     expire(tenant, record["id"])
     hold = _hold(tenant, subject="user:8812")
     with tenant_scope(tenant.pk):
-        services.legal_hold_lift(hold=hold, actor=LEGAL, reason="case closed")
+        governance.legal_hold_lift(hold=hold, actor=LEGAL, reason="case closed")
     assert _compact(tenant) == 1
     assert not _exists(tenant, record["id"])
 
@@ -224,7 +227,7 @@ def test_it_compacts_an_expired_superseded_version_of_a_live_fact(tenant, agent,
 def test_it_compacts_records_of_a_revoked_consent(tenant, agent):
     record = write_ok(agent, retention__basis="consent", retention__consent_ref="consent:1")
     with tenant_scope(tenant.pk):
-        services.consent_revoke(tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason="x")
+        governance.consent_revoke(tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason="x")
     assert _compact(tenant) == 1
     assert not _exists(tenant, record["id"])
 
@@ -261,7 +264,7 @@ def test_it_compacts_from_the_celery_task_in_tenant_context(tenant, agent):
 
 def test_it_refuses_a_hold_without_a_reason(tenant):
     with tenant_scope(tenant.pk), pytest.raises(services.RecordError):
-        services.legal_hold_place(tenant=tenant, actor=LEGAL, reason=" ", subject="user:1")
+        governance.legal_hold_place(tenant=tenant, actor=LEGAL, reason=" ", subject="user:1")
 
 
 def test_it_refuses_to_delete_a_held_record_in_the_service(tenant, agent):
@@ -283,8 +286,8 @@ def test_it_holds_only_the_subject_named(tenant, agent, delete_agent):
 def test_it_audits_placing_and_lifting_a_hold(tenant):
     hold = _hold(tenant, subject="user:8812")
     with tenant_scope(tenant.pk):
-        services.legal_hold_lift(hold=hold, actor=LEGAL, reason="case closed")
-        services.legal_hold_lift(
+        governance.legal_hold_lift(hold=hold, actor=LEGAL, reason="case closed")
+        governance.legal_hold_lift(
             hold=hold, actor=LEGAL, reason="case closed"
         )  # lifting twice changes nothing
     assert [e.action for e in audit_events(tenant) if e.action.startswith("legal_hold")] == [
@@ -299,10 +302,10 @@ def test_it_audits_placing_and_lifting_a_hold(tenant):
 def test_it_revokes_a_consent_idempotently_in_the_service(tenant, agent):
     write_ok(agent, retention__basis="consent", retention__consent_ref="consent:1")
     with tenant_scope(tenant.pk):
-        first = services.consent_revoke(
+        first = governance.consent_revoke(
             tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason=""
         )
-        second = services.consent_revoke(
+        second = governance.consent_revoke(
             tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason=""
         )
         assert ConsentRevocation.objects.count() == 1
@@ -322,7 +325,7 @@ def test_it_tombstones_stored_responses_about_records_of_a_revoked_consent(tenan
     data = body(retention={"basis": "consent", "consent_ref": "consent:1"})
     agent.post(RECORDS, data, headers={"Idempotency-Key": "k-consent"})
     with tenant_scope(tenant.pk):
-        services.consent_revoke(tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason="")
+        governance.consent_revoke(tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason="")
         # Only a content-free tombstone is left, so a retry replays "deleted".
         assert not IdempotencyKey.objects.filter(tombstone=False).exists()
     replay = agent.post(RECORDS, data, headers={"Idempotency-Key": "k-consent"})
@@ -349,8 +352,8 @@ def test_it_sets_a_retention_rule_through_the_service_and_audits_it(tenant):
 
     from apps.audit.models import AuditEvent
     from apps.core.actors import Actor
+    from apps.governance.services import retention_rule_set
     from apps.records.retention import class_limits
-    from apps.records.services import retention_rule_set
     from apps.tenancy.context import tenant_scope
 
     with tenant_scope(tenant.pk):
@@ -371,7 +374,7 @@ def test_it_refuses_a_confirmed_lifetime_shorter_than_the_provisional_one(tenant
     from django.core.exceptions import ValidationError
 
     from apps.core.actors import Actor
-    from apps.records.services import retention_rule_set
+    from apps.governance.services import retention_rule_set
     from apps.tenancy.context import tenant_scope
 
     with tenant_scope(tenant.pk):

@@ -12,8 +12,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from apps.core.actors import Actor
+from apps.governance.services import retention_rule_set
 from apps.records.models import MemoryRecord
-from apps.records.services import retention_rule_set
 from apps.tenancy.context import tenant_scope
 from tests.api.support import assert_problem
 from tests.records.factories import body as record_body

@@ -11,7 +11,7 @@ from django import forms
 from django.http import QueryDict
 from django.utils.dateparse import parse_datetime, parse_duration
 
-from .models import DEFAULT_RETENTION, Sensitivity
+from apps.records.models import DEFAULT_RETENTION, Sensitivity
 
 NO_LIMIT_WORDS = {"", "none", "no limit", "never"}
 _SHORT_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(d|day|days|h|hour|hours|w|week|weeks)?$")

@@ -3,11 +3,11 @@
 The console shows this before a person confirms a deletion, so they see the cost of it: every
 version of the fact, its observations, promotion requests and conflicts (open ones named),
 the embeddings that go and the summaries that become invalid, and the queued work dropped.
-It reads the same rows the deletion path touches (``apps.records.services._versions_delete``
-and :mod:`apps.derivations.propagation`), in a fixed number of queries whatever their count.
+It reads the rows the deletion definition reaches (:mod:`apps.core.deletion`: the plan the
+deletion carries out), in a fixed number of queries whatever their count.
 
 A legal hold makes the deletion impossible; the preview says so, and by which hold. The same
-reading over many facts is an erasure's dry run (``apps.derivations.erasure.erasure_preview``).
+reading over many facts is an erasure's dry run (``apps.governance.erasure.erasure_preview``).
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from .models import Embedding, OutboxMessage, Summary
-from .propagation import summaries_citing
+from apps.core import deletion
+from apps.derivations.models import Embedding, Summary
 
 # Listed one by one on the confirmation page; beyond this, a count says how many more.
 LISTED_AT_MOST = 50
@@ -71,7 +70,7 @@ class DeletionPreview:
         return sum(group.count for group in self.record_embeddings) + self.summary_embeddings
 
     def counts(self) -> dict[str, int]:
-        """The counts under the names a deletion receipt's counts use (``versions_purge``)."""
+        """The counts under the names a deletion receipt's counts use (the definition's)."""
         return {
             "versions": self.version_count,
             "observations": self.observations,
@@ -110,14 +109,6 @@ def deletion_preview(record: Any) -> DeletionPreview:
     return preview
 
 
-def _as_text(queryset: QuerySet[Any]) -> QuerySet[Any]:
-    """The ids of ``queryset`` as text: how stored API responses name what they describe."""
-    texts: QuerySet[Any] = queryset.annotate(id_text=Cast("pk", output_field=TextField())).values(
-        "id_text"
-    )
-    return texts
-
-
 def _listed(queryset: QuerySet[Any], listed: int) -> tuple[list[Any], int]:
     """The first ``listed`` rows and the count of all (counted only when there are more)."""
     rows = list(queryset[: listed + 1])
@@ -136,89 +127,70 @@ def _listed_open(queryset: QuerySet[Any], open_state: str, listed: int) -> tuple
 
 def facts_deletion_preview(facts: QuerySet[Any] | list[Any], *, listed: int) -> DeletionPreview:
     """What deleting the whole facts ``facts`` (ids, or a queryset of facts) would do now: the
-    rows :func:`apps.derivations.purge.versions_purge` would touch, counted in a fixed number
-    of queries whatever their number; ``listed`` bounds each list of ids."""
-    from apps.api.models import IdempotencyKey
+    rows the deletion definition reaches (:class:`apps.core.deletion.Plan`, the plan
+    ``record_delete`` and erasure carry out), counted in a fixed number of queries whatever
+    their number; ``listed`` bounds each list of ids."""
     from apps.records.models import (
         Conflict,
         ConflictState,
         Fact,
         MemoryRecord,
-        Observation,
-        PromotionEvent,
         PromotionRequest,
         PromotionState,
     )
 
     fact_set = Fact.objects.filter(pk__in=facts)
+    versions = MemoryRecord.objects.filter(fact_id__in=fact_set.values("pk"))
+    plan = deletion.Plan(deleted={Fact: fact_set.values("pk"), MemoryRecord: versions.values("pk")})
+    counts = plan.counts()
     preview = DeletionPreview()
     preview.fact_ids, preview.facts = _listed(
         fact_set.order_by("pk").values_list("pk", flat=True), listed
     )
-    versions = MemoryRecord.objects.filter(fact_id__in=fact_set.values("pk"))
     preview.versions, preview.version_count = _listed(
         versions.order_by("fact_id", "version").only(
             "id", "fact_id", "version", "status", "trust", "written_at", "expires_at"
         ),
         listed,
     )
-    version_ids = versions.values("pk")
-    preview.observations = Observation.objects.filter(record_id__in=version_ids).count()
-    preview.promotion_events = PromotionEvent.objects.filter(record_id__in=version_ids).count()
-
-    requests = PromotionRequest.objects.filter(record_id__in=version_ids)
+    preview.observations = counts.get("observations", 0)
+    preview.promotion_events = counts.get("promotion_events", 0)
     preview.open_promotion_requests, preview.promotion_requests = _listed_open(
-        requests.order_by("-requested_at").only(
-            "id", "record_id", "state", "requested_at", "requested_by_label"
-        ),
+        PromotionRequest.objects.filter(pk__in=plan.deleted(PromotionRequest))
+        .order_by("-requested_at")
+        .only("id", "record_id", "state", "requested_at", "requested_by_label"),
         PromotionState.OPEN,
         listed,
     )
-
-    conflicts = Conflict.objects.filter(
-        Q(fact_id__in=fact_set.values("pk"))
-        | Q(current_record_id__in=version_ids)
-        | Q(contender_id__in=version_ids)
-    )
     preview.open_conflicts, preview.conflicts = _listed_open(
-        conflicts.order_by("-opened_at").only(
-            "id", "state", "opened_at", "current_record_id", "contender_id"
-        ),
+        Conflict.objects.filter(pk__in=plan.deleted(Conflict))
+        .order_by("-opened_at")
+        .only("id", "state", "opened_at", "current_record_id", "contender_id"),
         ConflictState.OPEN,
         listed,
     )
-
+    record_embeddings = Embedding.objects.filter(pk__in=plan.deleted(Embedding)).exclude(
+        record_id=None
+    )
     preview.record_embeddings = [
         EmbeddingGroup(row["model"], row["dimension"], row["count"])
-        for row in Embedding.objects.filter(record_id__in=version_ids)
-        .values("model", "dimension")
+        for row in record_embeddings.values("model", "dimension")
         .annotate(count=Count("id"))
         .order_by("model")
     ]
-
-    summary_ids = list(dict.fromkeys(summaries_citing(version_ids, fact_set.values("pk"))))
-    citing = Summary.objects.filter(pk__in=summary_ids)
-    counts = citing.aggregate(
-        still_valid=Count("id", filter=Q(valid=True)),
-        already_invalid=Count("id", filter=Q(valid=False)),
+    preview.summary_embeddings = counts.get("embeddings", 0) - sum(
+        group.count for group in preview.record_embeddings
     )
-    preview.summaries_to_invalidate_count = counts["still_valid"] or 0
-    preview.summaries_already_invalid = counts["already_invalid"] or 0
+    citing = Summary.objects.filter(pk__in=plan.withdrawn(Summary))
+    preview.summaries_to_invalidate_count = counts.get("summaries_invalidated", 0)
+    preview.summaries_already_invalid = citing.filter(valid=False).count()
     preview.summaries_to_invalidate = list(
         citing.filter(valid=True)
         .order_by("-created_at")
         .only("id", "created_at", "reason", "sensitivity", "writer_label")[:listed]
     )
-    preview.summary_embeddings = Embedding.objects.filter(summary_id__in=summary_ids).count()
-    preview.queued_work = OutboxMessage.objects.filter(
-        Q(object_id__in=version_ids) | Q(object_id__in=summary_ids)
-    ).count()
-    preview.stored_responses = IdempotencyKey.objects.filter(
-        Q(resource_id__in=_as_text(versions))
-        | Q(resource_id__in=_as_text(requests))
-        | Q(resource_id__in=_as_text(conflicts))
-        | Q(resource_id__in=[str(pk) for pk in summary_ids])
-    ).count()
+    preview.queued_work = counts.get("outbox", 0)
+    preview.stored_responses = counts.get("stored_responses", 0)
     return preview
 
 

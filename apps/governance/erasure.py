@@ -1,9 +1,9 @@
 """Erasure by subject, owner or consent: set-based, in batches, with a receipt per fact.
 
 Every batch of facts goes through the statement ``record_delete`` uses
-(:func:`apps.derivations.purge.versions_purge`: one SQL statement for every table, each
-batch bound once as an array), so erasure keeps the same guarantees at any size, and its
-receipts are inserted with one more statement.
+(:func:`apps.records.services.versions_purge`, generated from the deletion definition: one
+SQL statement for every table, each batch bound once as an array), so erasure keeps the same
+guarantees at any size, and its receipts are inserted with one more statement.
 
 A whole fact goes when any of its versions matches (its versions form one chain; keeping the
 rest would keep the history of what was erased). Facts under an active legal hold are
@@ -25,33 +25,26 @@ from django.utils import timezone
 
 from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
+from apps.core import deletion
+from apps.derivations.services import DerivationRejected
 from apps.records.models import Fact, LegalHold, MemoryRecord
+from apps.records.services import versions_purge
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import id_array, prepared_cursor
 
 from .preview import DeletionPreview, facts_deletion_preview
-from .purge import versions_purge
-from .services import DerivationRejected
+from .state_erasure import STATE_TOTALS
 
 BATCH_FACTS = 5000
 SELECTORS = ("subject", "owner", "consent_ref")
+# The facts erased, then what the deletion definition counts (versions are called records
+# here), the state layer's (apps.governance.state_erasure) among them.
 TOTALS = (
     "facts",
-    "records",
-    "observations",
-    "promotion_events",
-    "promotion_requests",
-    "conflicts",
-    "stored_responses",
-    "embeddings",
-    "summaries_invalidated",
-    "outbox",
-    # The state layer (apps.state.erasure): runs with their episodes and checkpoints, and
-    # obligations whose payload and result were stripped.
-    "runs",
-    "episodes",
-    "checkpoints",
-    "obligations_stripped",
+    *dict.fromkeys(
+        "records" if name == "versions" else name
+        for name in (*deletion.definition().counted_names(), *STATE_TOTALS)
+    ),
 )
 
 
@@ -121,7 +114,7 @@ def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
     the same facts (held ones set aside) read as :func:`facts_deletion_preview` reads them."""
     if selector not in SELECTORS:
         raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
-    from apps.state.erasure import state_erasure_counts
+    from apps.governance.state_erasure import state_erasure_counts
 
     matching = _matching_facts(selector, value)
     held = matching.filter(_held_q())
@@ -248,7 +241,7 @@ def erasure_run(
             "selector": selector,
             **totals,
             "audit_event": str(event.pk),
-            # What verify-erasure looks for again (ids only; apps.state.erasure).
+            # What verify-erasure looks for again (ids only; apps.governance.state_erasure).
             "state_erased": {
                 "runs": state_erased.run_ids,
                 "obligations": state_erased.obligation_ids,
@@ -260,7 +253,7 @@ def erasure_run(
 
 
 def _state_erase(selector: str, value: str, reason: str) -> Any:
-    from apps.state.erasure import state_erase
+    from apps.governance.state_erasure import state_erase
 
     with transaction.atomic():
         return state_erase(selector=selector, value=value, reason=reason)
@@ -345,8 +338,8 @@ def _erase_batch(
         },
     )
     # The event, and the invalidated summaries naming it, in one statement.
-    audit_append(event, alongside=purge.stamp(event.pk))
-    counts = dict(purge.counts)
+    audit_append(event, alongside=purge.stamp_statements(event.pk))
+    counts = purge.counts()
     counts["records"] = counts.pop("versions")
     return {
         **counts,

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from apps.derivations.reclamation import deletions_reclaim, deletions_rewrite, reclamation_plan
+from apps.governance.reclamation import deletions_reclaim, deletions_rewrite, reclamation_plan
 
 
 class Command(BaseCommand):

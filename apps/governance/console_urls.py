@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from . import views
+from . import views, views_policies
 
 urlpatterns: list[URLPattern] = [
+    path("retention/", views_policies.retention, name="retention"),
+    path("holds/", views_policies.holds, name="holds"),
+    path("holds/<uuid:hold_id>/lift/", views_policies.hold_lift, name="hold-lift"),
     path("deletions/", views.deletions, name="deletions"),
     path("deletions/<uuid:receipt_id>/", views.deletion, name="deletion"),
     path("deletions/<uuid:receipt_id>/verify/", views.deletion_verify, name="deletion-verify"),

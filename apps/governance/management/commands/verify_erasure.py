@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.audit.models import DeletionReceipt
-from apps.derivations.verification import erasure_verify
+from apps.governance.verification import erasure_verify
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 

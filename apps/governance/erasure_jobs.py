@@ -24,18 +24,18 @@ import logging
 import uuid
 from typing import Any
 
+from celery import shared_task
 from django.utils import timezone
 
 from apps.audit.models import DeletionReceipt
-from apps.audit.services import Actor, audit_record, content_digest
+from apps.audit.services import audit_record, content_digest
+from apps.core.actors import Actor
+from apps.derivations.models import ErasureJob, ErasureJobState, OutboxState
+from apps.derivations.outbox import outbox_enqueue, outbox_finish
+from apps.derivations.services import DerivationRejected
+from apps.derivations.tasks import OutboxTask
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
-from memoryconsole.celery import app
-
-from .models import ErasureJob, ErasureJobState, OutboxState
-from .outbox import outbox_enqueue, outbox_finish
-from .services import DerivationRejected
-from .tasks import OutboxTask
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class ErasureJobTask(OutboxTask):
                 logger.exception("could not record the failure of erasure %s", job_id)
 
 
-@app.task(
+@shared_task(
     name=ERASURE_JOB,
     base=ErasureJobTask,
     acks_late=True,

@@ -1,16 +1,17 @@
 """Check that a deletion left nothing behind: every store is searched for the deleted ids.
 
-Looked at, in the receipt's tenant: records and their versions, facts, embeddings (of the
-records, and of valid summaries citing them), valid summaries citing them, the full-text
-column (it lives in the records table, so a remaining row is the only way to be found),
-outbox rows, stored API responses (by resource and by any mention of an id), the SQL broker's
+Looked at, in the receipt's tenant: every row the deletion definition says a deletion of the
+versions and facts removes, rewrites or withdraws (:meth:`apps.core.deletion.Plan.residues`:
+the versions themselves, with their full-text entries, embeddings, summaries citing them,
+outbox rows, stored API responses, pointers), then stored API responses and outbox payloads
+by any mention of an id, the SQL broker's
 undelivered messages (their decoded bodies, by id and digest), and audit
 events about the records (they may name ids and digests, never hold content: a payload with
 a content-bearing member counts as a residue). The receipt's content digest is looked for
 where a digest could leak content's identity outside the audit chain: embeddings and stored
 responses. An erasure's state (runs, their episodes and checkpoints, obligation payloads) is
 looked for by the ids its receipt keeps and, for runs and obligations about the erased subject
-or owner, by the receipt's digest (``apps.state.erasure.state_residues``).
+or owner, by the receipt's digest (``apps.governance.state_erasure.state_residues``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 from django.db import connection
 
 from apps.audit.models import AuditEvent, DeletionReceipt
+from apps.core import deletion
+from apps.derivations.models import Embedding
 
 CHUNK = 2000
 CONTENT_MEMBERS = ("value", "content", "text", "response_body")
@@ -93,10 +96,7 @@ def _content_members(data: Any) -> list[str]:
 
 def erasure_verify(receipt: DeletionReceipt) -> Verification:
     """Search every store of the current tenant for what ``receipt`` says was deleted."""
-    from apps.api.models import IdempotencyKey
     from apps.records.models import Fact, MemoryRecord
-
-    from .models import Embedding, OutboxMessage, SummarySource
 
     receipts = [receipt, *DeletionReceipt.objects.filter(parent=receipt)]
     record_ids = sorted({rid for r in receipts for rid in r.record_ids})
@@ -108,28 +108,12 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
         result.residues.append(Residue(store, detail))
 
     for ids in _chunks(record_ids):
-        for record_pk in MemoryRecord.objects.filter(pk__in=ids).values_list("pk", flat=True):
-            found("records (and their full-text entries)", f"record {record_pk} still exists")
-        for row in Embedding.objects.filter(record_id__in=ids).values_list("pk", "record_id"):
-            found("embeddings", f"embedding {row[0]} of record {row[1]}")
-        citing = SummarySource.objects.filter(
-            source_type="record", source_id__in=ids, summary__valid=True
-        )
-        for sid, source in citing.values_list("summary_id", "source_id"):
-            found("summaries", f"valid summary {sid} cites record {source}")
-        for embedding_pk in Embedding.objects.filter(
-            summary_id__in=SummarySource.objects.filter(source_id__in=ids).values("summary_id")
-        ).values_list("pk", flat=True):
-            found("embeddings", f"embedding {embedding_pk} of a summary citing a deleted record")
-        for outbox_pk in OutboxMessage.objects.filter(object_id__in=ids).values_list(
-            "pk", flat=True
-        ):
-            found("outbox", f"outbox row {outbox_pk}")
-        # A tombstone (the id and "deleted", no content) is what deletion leaves on purpose.
-        for key_pk in IdempotencyKey.objects.filter(
-            resource_id__in=ids, tombstone=False
-        ).values_list("pk", flat=True):
-            found("idempotency responses", f"stored response {key_pk} describes a deleted record")
+        # Whatever the deletion definition says goes with these versions and is still there:
+        # the versions themselves (their full-text entries live in their rows), embeddings,
+        # valid summaries citing them (and their embeddings), queued work, stored responses
+        # not yet tombstones, pointers to them.
+        for store, detail in deletion.Plan(deleted={MemoryRecord: ids}).residues():
+            found(store, detail)
         for event in AuditEvent.objects.filter(object_id__in=ids).only("seq", "data"):
             members = _content_members(event.data)
             if members:
@@ -152,9 +136,14 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
         "broker messages",
     ]
     for ids in _chunks(fact_ids):
-        for pk in Fact.objects.filter(pk__in=ids).values_list("pk", flat=True):
-            if not MemoryRecord.objects.filter(fact_id=pk).exists() or receipt.kind != "expiry":
-                found("records and versions", f"fact {pk} still exists")
+        # An expiry may leave a fact with versions that did not expire: it stays then.
+        gone = [
+            pk
+            for pk in ids
+            if receipt.kind != "expiry" or not MemoryRecord.objects.filter(fact_id=pk).exists()
+        ]
+        for store, detail in deletion.Plan(deleted={Fact: gone}).residues():
+            found(store, detail)
     result.checked.append("facts")
     for chunk in _chunks(digests):
         for digest in Embedding.objects.filter(content_digest__in=chunk).values_list(
@@ -170,9 +159,9 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
 
 
 def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
-    """The state an erasure removed (apps.state.erasure): by the ids its receipt keeps, and
-    runs or obligations about the erased subject or owner by its content digest."""
-    from apps.state.erasure import state_residues
+    """The state an erasure removed (apps.governance.state_erasure): by the ids its receipt
+    keeps, and runs or obligations about the erased subject or owner by its content digest."""
+    from apps.governance.state_erasure import state_residues
 
     counts = receipt.counts if isinstance(receipt.counts, dict) else {}
     if receipt.kind != "erasure":

@@ -1,6 +1,6 @@
 """Retention rules and legal holds in the Django admin, inside the admin's working tenant.
 
-Both go through the records services, so every change is validated and audited.
+Both go through the governance services, so every change is validated and audited.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 
 from apps.core.actors import Actor
+from apps.governance.services import legal_hold_lift, legal_hold_place, retention_rule_set
+from apps.records.models import LegalHold, LegalHoldQuerySet, RetentionRule
 from apps.tenancy.admin import TenantContextAdminMixin, admin_tenant
-
-from .models import LegalHold, LegalHoldQuerySet, RetentionRule
-from .services import legal_hold_lift, legal_hold_place, retention_rule_set
 
 
 @admin.register(RetentionRule)

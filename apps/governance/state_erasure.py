@@ -1,5 +1,5 @@
 """What an erasure by subject or owner does to the state layer (called by
-``apps.derivations.erasure.erasure_run``, in its transaction).
+``apps.governance.erasure.erasure_run``, in its transaction).
 
 * Runs about the subject (``Run.subject``), or owned by the owner, go with their episodes and
   checkpoints; summaries citing those episodes become invalid, as when a run closes.
@@ -8,7 +8,9 @@
   obligation and a second commit is still refused, so the work stays done exactly once.
 * Stored API responses describing any of these are forgotten (they repeat their content).
 
-An erasure by consent reference touches no state: runs and obligations name no consent.
+What goes with a run and what stripping an obligation means are the deletion definition's
+(:mod:`apps.core.deletion`: runs are deleted, obligations withdrawn). An erasure by consent
+reference touches no state: runs and obligations name no consent.
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
-from .models import Checkpoint, Episode, Obligation, Run
+from apps.core import deletion
+from apps.state.models import Checkpoint, Episode, Obligation, Run
 
-STATE_TOTALS = ("runs", "episodes", "checkpoints", "obligations_stripped")
+# The totals an erasure reports for the state layer, under the definition's names.
+STATE_TOTALS = tuple(
+    deletion.rules_of(model).counted_as for model in (Run, Episode, Checkpoint, Obligation)
+)
 
 
 @dataclass
@@ -46,53 +53,39 @@ def obligations_matching(selector: str, value: str) -> QuerySet[Obligation]:
     return Obligation.objects.none()
 
 
+def _plan(runs: Any, obligations: Any) -> deletion.Plan:
+    return deletion.Plan(deleted={Run: runs}, withdrawn={Obligation: obligations})
+
+
 def state_erasure_counts(*, selector: str, value: str) -> dict[str, int]:
     """What :func:`state_erase` would remove now (a dry run: nothing changes)."""
-    runs = runs_matching(selector, value).values("pk")
-    return {
-        "runs": runs.count(),
-        "episodes": Episode.objects.filter(run_id__in=runs).count(),
-        "checkpoints": Checkpoint.objects.filter(run_id__in=runs).count(),
-        "obligations_stripped": obligations_matching(selector, value).count(),
-    }
+    counts = _plan(
+        runs_matching(selector, value).values("pk"),
+        obligations_matching(selector, value).values("pk"),
+    ).counts()
+    return {name: counts.get(name, 0) for name in STATE_TOTALS}
 
 
 def state_erase(*, selector: str, value: str, reason: str) -> StateErasure:
     """Erase the state matching ``selector = value`` (see the module doc), in the caller's
     transaction, locking what it changes. Returns the counts (summaries and embeddings it
     invalidated included) and the ids of the runs and obligations."""
-    from apps.api.idempotency import purge_responses_about
-    from apps.derivations.propagation import summaries_citing, summaries_invalidate
-
     run_ids = list(runs_matching(selector, value).select_for_update().values_list("pk", flat=True))
-    episode_ids = list(Episode.objects.filter(run_id__in=run_ids).values_list("pk", flat=True))
-    checkpoint_ids = list(
-        Checkpoint.objects.filter(run_id__in=run_ids).values_list("pk", flat=True)
-    )
-    summary_ids = list(dict.fromkeys(summaries_citing([], episode_ids=episode_ids)))
-    invalidated, embeddings = summaries_invalidate(summary_ids, reason=f"source erased: {reason}")
-    Episode.objects.filter(pk__in=episode_ids).delete()
-    Checkpoint.objects.filter(pk__in=checkpoint_ids).delete()
-    Run.objects.filter(pk__in=run_ids).delete()
-
     obligation_ids = list(
         obligations_matching(selector, value)
         .select_for_update(no_key=True)
         .values_list("pk", flat=True)
     )
-    Obligation.objects.filter(pk__in=obligation_ids).update(payload={}, result=None)
-    responses = purge_responses_about(
-        [str(pk) for pk in [*run_ids, *episode_ids, *checkpoint_ids, *obligation_ids]]
+    outcome = _plan(run_ids, obligation_ids).execute(
+        now=timezone.now(), reason=f"source erased: {reason}"
     )
+    counts = outcome.counts()
     return StateErasure(
         counts={
-            "runs": len(run_ids),
-            "episodes": len(episode_ids),
-            "checkpoints": len(checkpoint_ids),
-            "obligations_stripped": len(obligation_ids),
-            "summaries_invalidated": invalidated,
-            "embeddings": embeddings,
-            "stored_responses": responses,
+            **{name: counts.get(name, 0) for name in STATE_TOTALS},
+            "summaries_invalidated": counts.get("summaries_invalidated", 0),
+            "embeddings": counts.get("embeddings", 0),
+            "stored_responses": counts.get("stored_responses", 0),
         },
         run_ids=[str(pk) for pk in run_ids],
         obligation_ids=[str(pk) for pk in obligation_ids],
@@ -103,23 +96,13 @@ def state_residues(
     *, run_ids: list[str], obligation_ids: list[str], digest: str, selector: str
 ) -> list[tuple[str, str]]:
     """``(store, detail)`` for each piece of state an erasure should have removed and did not:
-    a run (or its episodes and checkpoints) it erased, an obligation it stripped that holds
-    a payload or result again, and any run or obligation whose subject (or a run whose owner)
-    has the erasure's content digest (``content_digest({selector: value})``)."""
+    whatever the deletion of the runs it erased and the withdrawal of the obligations it
+    stripped would still change (:meth:`apps.core.deletion.Plan.residues`), and any run or
+    obligation whose subject (or a run whose owner) has the erasure's content digest
+    (``content_digest({selector: value})``)."""
     from apps.audit.services import content_digest
 
-    found: list[tuple[str, str]] = []
-    for pk in Run.objects.filter(pk__in=run_ids).values_list("pk", flat=True):
-        found.append(("runs", f"run {pk} still exists"))
-    for run_id, count in _per_run(Episode.objects.filter(run_id__in=run_ids)):
-        found.append(("episodes", f"{count} episode(s) of erased run {run_id}"))
-    for run_id, count in _per_run(Checkpoint.objects.filter(run_id__in=run_ids)):
-        found.append(("checkpoints", f"{count} checkpoint(s) of erased run {run_id}"))
-    refilled = Obligation.objects.filter(pk__in=obligation_ids).exclude(
-        payload={}, result__isnull=True
-    )
-    for pk in refilled.values_list("pk", flat=True):
-        found.append(("obligations", f"obligation {pk} holds a payload or result again"))
+    found = _plan(run_ids, obligation_ids).residues()
     if not digest or selector not in {"subject", "owner"}:
         return found
     stores: list[tuple[str, QuerySet[Any]]] = [("runs", Run.objects.exclude(**{selector: ""}))]
@@ -137,12 +120,3 @@ def state_residues(
         for pk in rows.filter(**{f"{selector}__in": erased}).values_list("pk", flat=True):
             found.append((store, f"{store[:-1]} {pk} is about the erased {selector}"))
     return found
-
-
-def _per_run(queryset: QuerySet[Any]) -> list[tuple[Any, int]]:
-    from django.db.models import Count
-
-    return [
-        (row["run_id"], row["count"])
-        for row in queryset.values("run_id").annotate(count=Count("id")).order_by("run_id")
-    ]

@@ -21,6 +21,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from apps.audit.services import Actor
+from apps.records.models import DEFAULT_RETENTION, SENSITIVITY_ORDER, LegalHold, RetentionRule
+from apps.records.selectors import record_get
+from apps.records.services import RecordError
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import MANAGE_RETENTION, VIEW_AUDIT, VIEW_MEMORIES
 from apps.tenancy.views import (
@@ -31,7 +34,7 @@ from apps.tenancy.views import (
     tenant_view,
 )
 
-from ..forms_governance import (
+from .forms_policies import (
     LegalHoldFilterForm,
     LegalHoldLiftForm,
     LegalHoldPlaceForm,
@@ -39,15 +42,7 @@ from ..forms_governance import (
     duration_text,
     duration_words,
 )
-from ..models import DEFAULT_RETENTION, SENSITIVITY_ORDER, LegalHold, RetentionRule
-from ..selectors import record_get
-from ..services import (
-    RecordError,
-    RetentionChange,
-    legal_hold_lift,
-    legal_hold_place,
-    retention_rule_set,
-)
+from .services import RetentionChange, legal_hold_lift, legal_hold_place, retention_rule_set
 
 HOLDS_PAGE_SIZE = 50
 

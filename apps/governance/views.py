@@ -24,6 +24,9 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
+from apps.derivations import selectors
+from apps.derivations.models import ErasureJob
+from apps.derivations.services import DerivationRejected
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import ERASE_MEMORIES, VIEW_AUDIT
 from apps.tenancy.views import (
@@ -34,7 +37,6 @@ from apps.tenancy.views import (
     tenant_view,
 )
 
-from . import selectors
 from .erasure import erasure_preview
 from .erasure_jobs import (
     erasure_job_enqueue,
@@ -43,8 +45,6 @@ from .erasure_jobs import (
     erasure_receipt_for,
 )
 from .forms import DeletionFilterForm, ErasureConfirmForm, ErasureForm, receipt_cursor
-from .models import ErasureJob
-from .services import DerivationRejected
 from .verification import erasure_verify
 
 logger = logging.getLogger(__name__)

@@ -26,46 +26,18 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from apps.core import deletion
+from apps.core.database import owner_connection
 from apps.tenancy.context import current_tenant_id, tenant_scope
 
 logger = logging.getLogger(__name__)
 
-RECLAIMED_TABLES = (
-    "records_memoryrecord",
-    "records_fact",
-    "records_observation",
-    "records_conflict",
-    "records_promotionrequest",
-    "records_promotionevent",
-    "derivations_embedding",
-    "derivations_summary",
-    "derivations_summarysource",
-    "derivations_outboxmessage",
-    "derivations_erasurejob",
-    "api_idempotencykey",
-    "state_run",
-    "state_episode",
-    "state_checkpoint",
-    "state_obligation",
-)
+# The tables of every model holding subject data or changed by its deletion, as the deletion
+# definition finds them from the model relations (apps.core.deletion).
+RECLAIMED_TABLES = deletion.definition().tables()
 # VACUUM FULL rewrites a table and all its indexes under an exclusive lock (reads and writes
 # of that table wait), one table at a time: hence its own, rarer schedule (settings).
 REWRITE_SQL = "VACUUM (FULL, ANALYZE) {}"
-
-
-def owner_connection() -> Any:
-    import psycopg
-
-    owner = settings.DATABASE_OWNER
-    return psycopg.connect(
-        host=owner.get("HOST") or None,
-        port=owner.get("PORT") or None,
-        user=owner["USER"],
-        password=owner.get("PASSWORD") or None,
-        # The database this process uses (the test database under pytest).
-        dbname=connection.settings_dict["NAME"],
-        autocommit=True,
-    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1185 @@
+"""What deleting a row of subject data removes: one definition, read from the models.
+
+Foreign keys say it with ``on_delete``: ``CASCADE`` (the referring rows go too), ``SET_NULL``
+(their pointer is unlinked), ``PROTECT``/``RESTRICT`` (the deletion is refused). Columns that
+name a row without a foreign key (a summary's sources, an outbox row's object, a stored
+response's resource) are declared on the model holding them, as its ``deletion_rules``
+(:class:`Rules`), with what the referring row undergoes when the named row goes:
+
+* :data:`DELETE`: it goes too;
+* :class:`Rewrite`: it stays, rewritten (a stored response becomes a content-free tombstone);
+* :class:`Withdraw`: the row it belongs to is *withdrawn* (a summary citing a deleted source
+  becomes invalid);
+* :data:`KEEP`: it stays as it is, on purpose (a receipt keeps the ids it proves deleted).
+
+A model's :class:`Withdrawal` says what withdrawing one of its rows means: the row stays,
+its content goes (``rewrite``), rows derived from it go (``removes``: its embeddings), and
+rows hanging off it are withdrawn with it (``withdraws``). Withdrawal is also what expiry
+does to a record before compaction deletes it (a revoked consent, a shortened retention, a
+closed run): the row stays, what was derived from it goes at once.
+
+The engine discovers every model through the app registry, so it imports no domain app.
+Every path reads it: the deletion of versions and facts, the discard of a closed run's
+episodes, an erasure's totals, a deletion's preview, the verification of an erasure (a row
+still referring to a deleted id is a residue), the tables reclamation vacuums, and stored
+responses' tombstones. :func:`definition_problems` lists every relation of an installed model
+to subject data that the definition does not cover (a test keeps the list empty).
+
+Two ways to run a deletion, with the same outcome: :meth:`Plan.execute` (the ORM: querysets
+of the ids, ``QuerySet.delete()`` applying ``on_delete``, ``update()`` for the declared
+rules) and :meth:`Plan.statement` (one SQL statement generated from the same graph: one round
+trip, which an erasure's throughput needs; ``docs/performance.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.apps import apps as registry
+from django.core.exceptions import FieldDoesNotExist
+from django.db import models
+from django.db.models import F, Q, QuerySet, TextField, Value
+from django.db.models.functions import Cast, JSONObject
+
+# --- the declarative form ----------------------------------------------------------------------
+
+
+class _Sentinel:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+DELETE = _Sentinel("DELETE")
+KEEP = _Sentinel("KEEP")
+#: A reference whose target may be a row of any model with a UUID primary key.
+ANY = _Sentinel("ANY")
+#: Values a rewrite may set: the time of the deletion and its reason.
+NOW = _Sentinel("NOW")
+REASON = _Sentinel("REASON")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A rewrite's value read from another column of the same row."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class JsonObject:
+    """A rewrite's JSON object value, its members constants or :class:`Column`."""
+
+    members: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Rows that stay, rewritten. ``pending`` (field: value) picks the rows not yet rewritten
+    (only those are counted, and a rewritten row left pending is a residue); ``first`` values
+    are set only on rows that are pending (when they were first invalidated, say), the others
+    keep theirs; ``stamp`` names the field that records the change's audit event, set once
+    the event exists (:meth:`Outcome.stamp`)."""
+
+    values: Mapping[str, Any]
+    first: Mapping[str, Any] = field(default_factory=dict)
+    pending: Mapping[str, Any] = field(default_factory=dict)
+    stamp: str = ""
+
+
+@dataclass(frozen=True)
+class Withdraw:
+    """The referring row's ``via`` (a foreign key) target is withdrawn."""
+
+    via: str
+
+
+#: The referring row is withdrawn with the row it names (it stays; what refers to it reacts).
+WITHDRAWN = _Sentinel("WITHDRAWN")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A column naming rows of other models without a foreign key (or, on a foreign key, an
+    effect on top of its ``on_delete``). ``to`` is a model label or a tuple of them, a mapping
+    from the values of ``kind`` (another column of the row) to model labels, or :data:`ANY`;
+    ``text`` when the column holds the id as text."""
+
+    field: str
+    effect: Any
+    to: str | tuple[str, ...] | Mapping[str, str] | _Sentinel | None = None
+    kind: str = ""
+    text: bool = False
+
+
+@dataclass(frozen=True)
+class Rules:
+    """A model's part of the definition (module doc): whether its rows are ``subject_data``
+    (what a deletion or an erasure is about); its declared ``references``; the columns that
+    look like references but name no subject data (``unrelated``: column -> why); what
+    withdrawing one of its rows rewrites (``withdrawal``); and the name its rows are counted
+    under in receipts, totals, previews and residues."""
+
+    subject_data: bool = False
+    references: tuple[Reference, ...] = ()
+    unrelated: Mapping[str, str] = field(default_factory=dict)
+    withdrawal: Rewrite | None = None
+    counted_as: str = ""
+
+    def name(self, model: type[models.Model]) -> str:
+        return self.counted_as or model._meta.model_name or model.__name__
+
+
+def rules_of(model: type[models.Model]) -> Rules:
+    rules = model.__dict__.get("deletion_rules")
+    return rules if isinstance(rules, Rules) else Rules()
+
+
+# --- the graph -------------------------------------------------------------------------------
+
+ON_DELETE = {
+    models.CASCADE: DELETE,
+    models.SET_NULL: "unlink",
+    models.PROTECT: "refuse",
+    models.RESTRICT: "refuse",
+}
+
+Node = tuple[str, type[models.Model]]  # ("delete" | "withdraw", model)
+# A condition of the generated statement: (a kind clause or "", a column, an SQL array).
+Part = tuple[str, str, str]
+
+
+def _where(parts: Iterable[Part]) -> str:
+    """The parts as one condition: those on one column (and kind) as one ``= ANY`` of their
+    arrays concatenated, which the planner reads as one index scan."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for kind, column, array in parts:
+        arrays = grouped.setdefault((kind, column), [])
+        if array not in arrays:
+            arrays.append(array)
+    conditions = []
+    for (kind, column), arrays in grouped.items():
+        condition = f"{column} = ANY({' || '.join(arrays)})"
+        conditions.append(f"({kind} AND {condition})" if kind else condition)
+    return " OR ".join(conditions) or "false"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Rows of ``holder`` whose ``column`` names a row of ``target`` (with ``kind`` = value,
+    when given), and what they undergo when it goes (``effect``); ``fk`` for a foreign key's
+    own ``on_delete``, which applies to deletions only (a withdrawn row stays)."""
+
+    holder: type[models.Model]
+    target: type[models.Model] | None  # None: ANY
+    field: str
+    column: str
+    effect: Any
+    kind: tuple[str, str] | None = None
+    text: bool = False
+    fk: bool = False
+    cascades: bool = False  # declared on a foreign key whose on_delete deletes the row anyway
+
+    def applies(self, kind: str) -> bool:
+        """Whether the edge acts when its target's rows are deleted (``kind="delete"``) or
+        withdrawn: a foreign key's on_delete only on deletion (a withdrawn row stays), a
+        declaration on a cascading foreign key only on withdrawal (the row goes anyway)."""
+        return not (kind == "withdraw" and self.fk) and not (kind == "delete" and self.cascades)
+
+    def q(self, ids: Any) -> Q:
+        condition = Q(**{f"{self.field}__in": ids})
+        if self.kind is not None:
+            condition &= Q(**{self.kind[0]: self.kind[1]})
+        return condition
+
+    def sql(self, array: str) -> str:
+        """The condition on ``holder``'s table, for ids given as the SQL array ``array``."""
+        condition = f"{self.column} = ANY({array})"
+        if self.kind is not None:
+            kind_column = _column(self.holder, self.kind[0])
+            condition = f"({kind_column} = {_quote(self.kind[1])} AND {condition})"
+        return condition
+
+    def sql_part(self, array: str) -> Part:
+        """The condition as a :data:`Part`, for :func:`_where` to combine with others."""
+        kind = ""
+        if self.kind is not None:
+            kind = f"{_column(self.holder, self.kind[0])} = {_quote(self.kind[1])}"
+        return (kind, self.column, array)
+
+    def leads_to(self, kind: str) -> Node | None:
+        """The node this edge adds rows to when its target's rows are deleted or withdrawn."""
+        if not self.applies(kind):
+            return None
+        if self.effect is DELETE:
+            return ("delete", self.holder)
+        if self.effect is WITHDRAWN:
+            return ("withdraw", self.holder)
+        if isinstance(self.effect, Withdraw):
+            return ("withdraw", _related(self.holder, self.effect.via))
+        return None
+
+
+def _column(model: type[models.Model], name: str) -> str:
+    return str(model._meta.get_field(name).column)  # type: ignore[union-attr]
+
+
+def _related(model: type[models.Model], name: str) -> type[models.Model]:
+    related = model._meta.get_field(name).related_model
+    assert isinstance(related, type)
+    return related
+
+
+class DefinitionError(Exception):
+    """The models declare something the engine cannot carry out."""
+
+
+def _is_uuid_pk(model: type[models.Model]) -> bool:
+    return isinstance(model._meta.pk, models.UUIDField)
+
+
+@functools.cache
+def definition() -> Definition:
+    """The definition for the installed models (built once per process)."""
+    return Definition(registry.get_models())
+
+
+class Definition:
+    def __init__(self, installed: Iterable[type[models.Model]]) -> None:
+        self.models = list(installed)
+        self.incoming: dict[type[models.Model], list[Edge]] = defaultdict(list)
+        self.any_edges: list[Edge] = []
+        for model in self.models:
+            for edge in edges_of(model):
+                if edge.target is None:
+                    self.any_edges.append(edge)
+                else:
+                    self.incoming[edge.target].append(edge)
+
+    def edges_into(self, model: type[models.Model]) -> list[Edge]:
+        edges = list(self.incoming.get(model, ()))
+        if _is_uuid_pk(model):
+            edges += [
+                Edge(e.holder, model, e.field, e.column, e.effect, e.kind, e.text)
+                for e in self.any_edges
+                if e.holder is not model  # queued work names other rows, not queued work
+            ]
+        return edges
+
+    def subject_models(self) -> list[type[models.Model]]:
+        return [m for m in self.models if rules_of(m).subject_data]
+
+    def counted_names(self) -> list[str]:
+        """Every name a deletion's counts use, in the registry's order."""
+        return [rules_of(m).counted_as for m in self.models if rules_of(m).counted_as]
+
+    def reached_from(self, roots: Iterable[type[models.Model]]) -> list[type[models.Model]]:
+        """Every model a deletion or withdrawal of rows of ``roots`` may change, ``roots``
+        first, then in the order the relations reach them."""
+        seen: list[type[models.Model]] = []
+        todo = list(roots)
+        while todo:
+            model = todo.pop(0)
+            if model in seen:
+                continue
+            seen.append(model)
+            for edge in self.edges_into(model):
+                if edge.effect is not KEEP and edge.effect != "refuse":
+                    todo.append(edge.holder)
+                if isinstance(edge.effect, Withdraw):
+                    todo.append(_related(edge.holder, edge.effect.via))
+        return seen
+
+    def tables(self) -> tuple[str, ...]:
+        """The tables of every model holding subject data or changed by its deletion."""
+        return tuple(m._meta.db_table for m in self.reached_from(self.subject_models()))
+
+
+def edges_of(model: type[models.Model]) -> Iterable[Edge]:
+    """The relations ``model`` holds: its foreign keys' ``on_delete`` and its declared
+    references."""
+    for fk in model._meta.concrete_fields:
+        if fk.is_relation and (fk.many_to_one or fk.one_to_one):
+            effect = ON_DELETE.get(fk.remote_field.on_delete)  # type: ignore[union-attr]
+            if effect is not None:
+                yield Edge(
+                    model,
+                    fk.related_model,  # type: ignore[arg-type]
+                    fk.name,
+                    fk.column,
+                    effect,
+                    fk=True,
+                )
+    for reference in rules_of(model).references:
+        try:
+            column = model._meta.get_field(reference.field)
+            if isinstance(reference.effect, Withdraw):
+                model._meta.get_field(reference.effect.via)
+            if reference.to is None:
+                targets: list[tuple[Any, tuple[str, str] | None]] = [(column.related_model, None)]
+            elif reference.to is ANY:
+                targets = [(None, None)]
+            elif isinstance(reference.to, str):
+                targets = [(registry.get_model(reference.to), None)]
+            elif isinstance(reference.to, tuple):
+                targets = [(registry.get_model(label), None) for label in reference.to]
+            else:
+                targets = [
+                    (registry.get_model(label), (reference.kind, value))
+                    for value, label in reference.to.items()  # type: ignore[union-attr]
+                ]
+        except (FieldDoesNotExist, LookupError):
+            continue  # a declaration naming nothing: definition_problems reports it
+        cascades = column.is_relation and (
+            column.remote_field.on_delete is models.CASCADE  # type: ignore[union-attr]
+        )
+        for target, kind in targets:
+            yield Edge(
+                model,
+                target,
+                column.name,
+                str(column.column),  # type: ignore[union-attr]
+                reference.effect,
+                kind=kind,
+                text=reference.text,
+                cascades=cascades,
+            )
+
+
+# --- a plan: what one deletion reaches -------------------------------------------------------
+
+
+class Refused(Exception):
+    """A ``PROTECT`` or ``RESTRICT`` relation keeps a row the deletion would remove."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"{what} keeps a row the deletion would remove")
+
+
+@dataclass
+class Outcome:
+    """What a deletion changed: rows per model label (deleted, rewritten, or withdrawn from
+    pending), and the ids of the rows it withdrew that carry a stamp."""
+
+    changed: dict[str, int] = field(default_factory=dict)
+    withdrawn: dict[str, list[Any]] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        """The counts under their declared names (:attr:`Rules.counted_as`), for the models
+        the deletion reached."""
+        names = {}
+        for model in definition().models:
+            name = rules_of(model).counted_as
+            if name and model._meta.label in self.changed:
+                names[name] = self.changed[model._meta.label]
+        return names
+
+    def withdrawn_ids(self, model: type[models.Model]) -> list[Any]:
+        return self.withdrawn.get(model._meta.label, [])
+
+    def stamp_statements(self, event_id: Any) -> list[tuple[str, list[Any]]]:
+        """Statements naming the change's audit event on the rows it withdrew (to run with the
+        event: ``apps.audit.services.audit_append``)."""
+        statements = []
+        for label, ids in self.withdrawn.items():
+            model = registry.get_model(label)
+            rewrite = rules_of(model).withdrawal
+            if ids and rewrite is not None and rewrite.stamp:
+                column = _column(model, rewrite.stamp)
+                statements.append(
+                    (
+                        f"UPDATE {model._meta.db_table} SET {column} = %s"
+                        f" WHERE {model._meta.pk.column} = ANY(%s::{_pk_type(model)}[])"
+                        f" AND {column} IS NULL",
+                        [event_id, _array(ids)],
+                    )
+                )
+        return statements
+
+    def stamp(self, event_id: Any) -> None:
+        """Name the change's audit event on the rows it withdrew, through the ORM."""
+        for label, ids in self.withdrawn.items():
+            model = registry.get_model(label)
+            rewrite = rules_of(model).withdrawal
+            if ids and rewrite is not None and rewrite.stamp:
+                model._default_manager.filter(
+                    pk__in=ids, **{f"{rewrite.stamp}__isnull": True}
+                ).update(**{rewrite.stamp: event_id})
+
+
+def _node_key(node: Node) -> tuple[str, str]:
+    return node[0], node[1]._meta.label
+
+
+def _order(definition: Definition, roots: Iterable[Node]) -> list[Node]:
+    """Every node ``roots`` reach, each after every node leading to it (a cascade cycle is a
+    definition error: the generated statement selects each model's rows once)."""
+    before: dict[Node, set[Node]] = defaultdict(set)
+    seen: set[Node] = set()
+    todo = list(roots)
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        kind, model = node
+        for edge in definition.edges_into(model):
+            reached = edge.leads_to(kind)
+            if reached is not None:
+                before[reached].add(node)
+                todo.append(reached)
+    for kind, model in list(seen):
+        # A withdrawal leaves out the rows that are deleted: it comes after their selection.
+        if kind == "withdraw" and ("delete", model) in seen:
+            before[("withdraw", model)].add(("delete", model))
+    ordered: list[Node] = []
+    marks: dict[Node, str] = {}
+
+    def visit(node: Node) -> None:
+        if marks.get(node) == "done":
+            return
+        if marks.get(node) == "open":
+            raise DefinitionError(f"a cycle of relations through {node[1]._meta.label}")
+        marks[node] = "open"
+        for earlier in sorted(before.get(node, ()), key=_node_key):
+            visit(earlier)
+        marks[node] = "done"
+        ordered.append(node)
+
+    for node in sorted(seen, key=_node_key):
+        visit(node)
+    return ordered
+
+
+class Plan:
+    """Deleting the rows ``deleted`` and withdrawing the rows ``withdrawn`` (model: a list or
+    a queryset of primary keys), with everything the definition says goes with them.
+
+    Each model's rows are a queryset (subqueries on the roots), so a preview counts them
+    without reading an id; :meth:`execute` reads them before changing anything."""
+
+    def __init__(
+        self,
+        *,
+        deleted: Mapping[type[models.Model], Any] | None = None,
+        withdrawn: Mapping[type[models.Model], Any] | None = None,
+        definition_: Definition | None = None,
+    ) -> None:
+        self.definition = definition_ or definition()
+        self.roots = dict(deleted or {})
+        self.withdrawn_roots = dict(withdrawn or {})
+        self.conditions: dict[Node, Q] = {}
+        self.rewrites: dict[type[models.Model], list[tuple[Rewrite, Q]]] = defaultdict(list)
+        self.unlinks: dict[type[models.Model], list[tuple[str, Q]]] = defaultdict(list)
+        self.refusals: list[tuple[str, type[models.Model], Q]] = []
+        # Ids given as lists are also matched as such: rows still naming an id whose row has
+        # gone are found too (a residue, after the deletion).
+        self.literal: dict[Node, list[Any]] = {}
+        for kind, given in (("delete", self.roots), ("withdraw", self.withdrawn_roots)):
+            for model, ids in given.items():
+                if not isinstance(ids, QuerySet):
+                    self.literal[(kind, model)] = list(ids)
+        for model, ids in self.roots.items():
+            self._grow(("delete", model), Q(pk__in=ids))
+        for model, ids in self.withdrawn_roots.items():
+            self._grow(("withdraw", model), Q(pk__in=ids))
+        self.order = _order(
+            self.definition,
+            [("delete", m) for m in self.roots] + [("withdraw", m) for m in self.withdrawn_roots],
+        )
+        for node in self.order:
+            self._follow(node)
+
+    def _grow(self, node: Node, condition: Q) -> None:
+        known = self.conditions.get(node)
+        self.conditions[node] = condition if known is None else known | condition
+
+    def _follow(self, node: Node) -> None:
+        kind, model = node
+        rows = self.rows(node)
+        literal = self.literal.get(node)
+        for edge in self.definition.edges_into(model):
+            if not edge.applies(kind):
+                continue
+            reached = edge.q(_ids_for(edge, rows))
+            if literal:
+                reached |= edge.q([str(pk) for pk in literal] if edge.text else literal)
+            if edge.effect is DELETE:
+                self._grow(("delete", edge.holder), reached)
+            elif edge.effect is WITHDRAWN:
+                self._grow(("withdraw", edge.holder), reached)
+            elif edge.effect == "unlink":
+                self.unlinks[edge.holder].append((edge.field, reached))
+            elif edge.effect == "refuse":
+                self.refusals.append(
+                    (f"{edge.holder._meta.label}.{edge.field}", edge.holder, reached)
+                )
+            elif isinstance(edge.effect, Rewrite):
+                self.rewrites[edge.holder].append((edge.effect, reached))
+            elif isinstance(edge.effect, Withdraw):
+                via = edge.holder._meta.get_field(edge.effect.via)
+                referring = edge.holder._default_manager.filter(reached).values(via.attname)  # type: ignore[union-attr]
+                self._grow(
+                    ("withdraw", _related(edge.holder, edge.effect.via)), Q(pk__in=referring)
+                )
+
+    def rows(self, node: Node) -> QuerySet[Any]:
+        """The primary keys of the rows of ``node``'s model it deletes or withdraws."""
+        kind, model = node
+        rows = model._default_manager.filter(self.conditions[node])
+        if kind == "withdraw" and ("delete", model) in self.conditions:
+            rows = rows.exclude(self.conditions[("delete", model)])
+        return rows.values("pk")
+
+    def deleted(self, model: type[models.Model]) -> QuerySet[Any]:
+        return (
+            self.rows(("delete", model)) if ("delete", model) in self.conditions else _none(model)
+        )
+
+    def withdrawn(self, model: type[models.Model]) -> QuerySet[Any]:
+        node = ("withdraw", model)
+        return self.rows(node) if node in self.conditions else _none(model)
+
+    def pending(self, model: type[models.Model]) -> QuerySet[Any]:
+        """The rows the plan withdraws that are not withdrawn yet."""
+        rows = model._default_manager.filter(pk__in=self.withdrawn(model))
+        rewrite = rules_of(model).withdrawal
+        return rows.filter(**rewrite.pending) if rewrite and rewrite.pending else rows
+
+    def rewritten(self, model: type[models.Model]) -> QuerySet[Any]:
+        """The rows the plan rewrites (through a declared reference) that are still pending."""
+        condition = Q()
+        for _rewrite, reached in self.rewrites[model]:
+            condition |= reached
+        rows = model._default_manager.filter(condition)
+        rewrite = self._rewrite_of(model)
+        if rewrite.pending:
+            rows = rows.filter(**rewrite.pending)
+        if ("delete", model) in self.conditions:
+            rows = rows.exclude(self.conditions[("delete", model)])
+        return rows
+
+    def _rewrite_of(self, model: type[models.Model]) -> Rewrite:
+        rewrites = [rewrite for rewrite, _q in self.rewrites[model]]
+        if any(other != rewrites[0] for other in rewrites):
+            raise DefinitionError(f"{model._meta.label}: references with different rewrites")
+        return rewrites[0]
+
+    def reached(self) -> list[type[models.Model]]:
+        models_ = [m for _k, m in self.order]
+        models_ += [m for m in (*self.rewrites, *self.unlinks) if m not in models_]
+        return models_
+
+    def counts(self) -> dict[str, int]:
+        """What :meth:`execute` would count now, changing nothing (a preview)."""
+        changed = {m._meta.label: self._count(m) for m in self.reached() if rules_of(m).counted_as}
+        return Outcome(changed=changed).counts()
+
+    def _count(self, model: type[models.Model]) -> int:
+        if ("delete", model) in self.conditions:
+            return self.deleted(model).count()
+        if ("withdraw", model) in self.conditions and rules_of(model).withdrawal:
+            return self.pending(model).count()
+        if model in self.rewrites:
+            return self.rewritten(model).count()
+        return 0
+
+    def residues(self) -> list[tuple[str, str]]:
+        """``(store, detail)`` for each row the plan would still change: after the deletion it
+        describes was carried out, a row still referring to what went."""
+        found = []
+        for model in self.reached():
+            name = rules_of(model).name(model)
+            if ("delete", model) in self.conditions:
+                for pk in self.deleted(model).values_list("pk", flat=True)[:100]:
+                    found.append((name, f"{model._meta.verbose_name} {pk} still exists"))
+            if ("withdraw", model) in self.conditions and rules_of(model).withdrawal:
+                rewrite = rules_of(model).withdrawal
+                assert rewrite is not None
+                done = Q()
+                for key, value in rewrite.values.items():
+                    if value is None:
+                        done &= Q(**{f"{key}__isnull": True})
+                    elif _plain(value):
+                        done &= Q(**{key: value})
+                left = model._default_manager.filter(pk__in=self.withdrawn(model)).exclude(done)
+                for pk in left.values_list("pk", flat=True)[:100]:
+                    found.append((name, f"{model._meta.verbose_name} {pk} was not withdrawn"))
+            if model in self.rewrites:
+                for pk in self.rewritten(model).values_list("pk", flat=True)[:100]:
+                    found.append((name, f"{model._meta.verbose_name} {pk} still describes it"))
+            for field_name, reached in self.unlinks.get(model, ()):
+                rows = model._default_manager.filter(reached)
+                for pk in rows.values_list("pk", flat=True)[:100]:
+                    found.append((name, f"{model._meta.verbose_name} {pk}.{field_name} names it"))
+        return found
+
+    # --- the ORM path -------------------------------------------------------------------------
+
+    def execute(self, *, now: datetime, reason: str) -> Outcome:
+        """Carry the plan out through the ORM, in the caller's transaction."""
+        for what, holder, reached in self.refusals:
+            if holder._default_manager.filter(reached).exists():
+                raise Refused(what)
+        # Every set of ids is read before anything changes: each is a subquery on the roots.
+        deleted = {
+            model: list(self.rows(node).values_list("pk", flat=True))
+            for node in self.order
+            if (model := node[1]) and node[0] == "delete"
+        }
+        withdrawn = {}
+        for kind, model in self.order:
+            if kind == "withdraw":
+                rows = model._default_manager.filter(pk__in=self.rows((kind, model)))
+                if rules_of(model).withdrawal is not None:
+                    rows = rows.select_for_update()
+                withdrawn[model] = list(rows.values_list("pk", flat=True))
+        rewritten = {m: list(self.rewritten(m).values_list("pk", flat=True)) for m in self.rewrites}
+        changed: dict[str, int] = {
+            m._meta.label: 0 for m in self.reached() if rules_of(m).counted_as
+        }
+        outcome = Outcome(changed=changed)
+        for model, ids in rewritten.items():
+            values = _orm_values(self._rewrite_of(model).values, now, reason)
+            changed[model._meta.label] = model._default_manager.filter(pk__in=ids).update(**values)
+        for model, ids in withdrawn.items():
+            rewrite = rules_of(model).withdrawal
+            if rewrite is None:
+                continue
+            rows = model._default_manager.filter(pk__in=ids)
+            first = _orm_values({**rewrite.values, **rewrite.first}, now, reason)
+            if rewrite.pending:
+                changed[model._meta.label] = rows.filter(**rewrite.pending).update(**first)
+                rows.update(**_orm_values(rewrite.values, now, reason))
+            else:
+                changed[model._meta.label] = rows.update(**first)
+            outcome.withdrawn[model._meta.label] = ids
+        # Django applies the foreign keys' on_delete (a row reached through a cascade goes with
+        # its parent's delete() and is counted there; its own delete() then finds nothing).
+        for model, ids in deleted.items():
+            if ids:
+                _total, per_model = model._default_manager.filter(pk__in=ids).delete()
+                for label, count in per_model.items():
+                    if label in changed:
+                        changed[label] += count
+        return outcome
+
+    # --- the generated statement ----------------------------------------------------------------
+
+    def statement(self) -> Statement:
+        """The plan's shape as one SQL statement (:func:`statement_for`)."""
+        return statement_for(
+            tuple(m._meta.label for m in self.roots),
+            tuple(m._meta.label for m in self.withdrawn_roots),
+        )
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, str, int, dict, list))
+
+
+def _none(model: type[models.Model]) -> QuerySet[Any]:
+    return model._default_manager.none().values("pk")
+
+
+def _ids_for(edge: Edge, rows: QuerySet[Any]) -> QuerySet[Any]:
+    if edge.text:
+        texts: QuerySet[Any] = rows.annotate(id_text=Cast("pk", output_field=TextField())).values(
+            "id_text"
+        )
+        return texts
+    return rows
+
+
+def _orm_values(values: Mapping[str, Any], now: datetime, reason: str) -> dict[str, Any]:
+    def render(value: Any) -> Any:
+        if value is NOW:
+            return Value(now)
+        if value is REASON:
+            return Value(reason)
+        if isinstance(value, Column):
+            return F(value.name)
+        if isinstance(value, JsonObject):
+            return JSONObject(
+                **{
+                    key: Value(member) if isinstance(member, str) else render(member)
+                    for key, member in value.members.items()
+                }
+            )
+        return value
+
+    return {name: render(value) for name, value in values.items()}
+
+
+def run(
+    *,
+    deleted: Mapping[type[models.Model], Sequence[Any]] | None = None,
+    withdrawn: Mapping[type[models.Model], Sequence[Any]] | None = None,
+    now: datetime,
+    reason: str,
+    cursor: Any = None,
+) -> Outcome:
+    """Delete ``deleted`` and withdraw ``withdrawn`` (model: ids) with everything the definition
+    says, in the caller's transaction (the caller locks the roots first). With ``cursor``, as
+    one generated statement on it (the fast path: one round trip); without, through the ORM.
+    Both give the same outcome (a test holds them to it)."""
+    plan = Plan(deleted=deleted, withdrawn=withdrawn)
+    if cursor is None:
+        return plan.execute(now=now, reason=reason)
+    return plan.statement().run(
+        cursor,
+        deleted={m._meta.label: ids for m, ids in (deleted or {}).items()},
+        withdrawn={m._meta.label: ids for m, ids in (withdrawn or {}).items()},
+        now=now,
+        reason=reason,
+    )
+
+
+# --- the generated statement ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One SQL statement of data-modifying CTEs for a plan's shape (which models are roots),
+    generated from the definition; the ids of each root model are bound once, as an array.
+
+    Every CTE sees the statement's snapshot, so no row may be changed by two of them
+    (PostgreSQL leaves that outcome undefined): rows that go are deleted, rows that stay and
+    refer to them are unlinked or rewritten, each by one CTE that leaves out the rows that go.
+    Foreign keys are checked at commit (Django creates them deferred), so the order of the
+    deletes does not matter. Row-level security applies as to any query."""
+
+    sql: str
+    roots: tuple[str, ...]
+    withdrawn_roots: tuple[str, ...]
+    counted: tuple[str, ...]  # labels, in the order of the counts selected
+    withdrawn: tuple[str, ...]  # labels whose withdrawn ids are selected after the counts
+    refuses: bool = False
+
+    def params(
+        self,
+        *,
+        deleted: Mapping[str, Sequence[Any]] | None,
+        withdrawn: Mapping[str, Sequence[Any]] | None,
+        now: datetime,
+        reason: str,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"now": now, "reason": reason}
+        for label in self.roots:
+            params[_param(label)] = _array((deleted or {}).get(label, ()))
+        for label in self.withdrawn_roots:
+            params[_param(label, "w")] = _array((withdrawn or {}).get(label, ()))
+        return params
+
+    def run(
+        self,
+        cursor: Any,
+        *,
+        deleted: Mapping[str, Sequence[Any]] | None = None,
+        withdrawn: Mapping[str, Sequence[Any]] | None = None,
+        now: datetime,
+        reason: str,
+    ) -> Outcome:
+        """Execute on ``cursor`` (a Django cursor; prepared on the server where the caller
+        wants one plan per session)."""
+        cursor.execute(
+            self.sql, self.params(deleted=deleted, withdrawn=withdrawn, now=now, reason=reason)
+        )
+        row = cursor.fetchone()
+        assert row is not None
+        values = list(row)
+        if self.refuses:
+            refused = values.pop(0)
+            if refused:
+                raise Refused(refused)
+        outcome = Outcome()
+        for label in self.counted:
+            outcome.changed[label] = values.pop(0)
+        for label in self.withdrawn:
+            outcome.withdrawn[label] = list(values.pop(0))
+        return outcome
+
+
+def _array(ids: Iterable[Any]) -> str:
+    """Ids as one array literal: one parameter, cast by the statement (UUIDs and integers
+    hold nothing that needs quoting, and the cast refuses anything else)."""
+    return "{" + ",".join(map(str, ids)) + "}"
+
+
+def _param(label: str, prefix: str = "d") -> str:
+    return f"{prefix}_{label.replace('.', '_').lower()}"
+
+
+def _cte(prefix: str, model: type[models.Model]) -> str:
+    return f"{prefix}_{model._meta.db_table}"
+
+
+def _pk_type(model: type[models.Model]) -> str:
+    from django.db import connection
+
+    return str(model._meta.pk.db_type(connection))
+
+
+@functools.cache
+def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ()) -> Statement:
+    """The statement deleting rows of the models ``roots`` and withdrawing rows of
+    ``withdrawn_roots`` (labels), with everything the definition says (one per shape)."""
+    from django.db import connection
+
+    defn = definition()
+    root_nodes = [("delete", registry.get_model(label)) for label in roots]
+    root_nodes += [("withdraw", registry.get_model(label)) for label in withdrawn_roots]
+    order = _order(defn, root_nodes)
+    in_order = set(order)
+    conditions: dict[Node, list[Part]] = defaultdict(list)
+    for label in roots:
+        model = registry.get_model(label)
+        conditions[("delete", model)].append(
+            ("", model._meta.pk.column, f"%({_param(label)})s::{_pk_type(model)}[]")
+        )
+    for label in withdrawn_roots:
+        model = registry.get_model(label)
+        conditions[("withdraw", model)].append(
+            ("", model._meta.pk.column, f"%({_param(label, 'w')})s::{_pk_type(model)}[]")
+        )
+    rewrites: dict[type[models.Model], list[tuple[Part, Rewrite]]] = defaultdict(list)
+    unlinks: dict[type[models.Model], list[Part]] = defaultdict(list)
+    refusals: list[str] = []
+
+    def ids_of(node: Node, *, text: bool = False) -> str:
+        pk = "id::text" if text else "id"
+        return f"ARRAY(SELECT {pk} FROM {_cte('s' + node[0][0], node[1])})"
+
+    selections: list[str] = []
+    for node in order:
+        kind, model = node
+        table, pk = model._meta.db_table, model._meta.pk.column
+        where = _where(conditions[node])
+        if kind == "delete":
+            selections.append(
+                f"{_cte('sd', model)} AS (SELECT {pk} AS id FROM {table} WHERE {where})"
+            )
+        else:
+            rewrite = rules_of(model).withdrawal
+            flag = _sql_match(model, rewrite.pending) if rewrite and rewrite.pending else "true"
+            if ("delete", model) in in_order:
+                where = f"({where}) AND NOT ({pk} = ANY({ids_of(('delete', model))}))"
+            lock = " FOR UPDATE" if rewrite is not None else ""
+            selections.append(
+                f"{_cte('sw', model)} AS (SELECT {pk} AS id, {flag} AS pending FROM {table}"
+                f" WHERE {where}{lock})"
+            )
+        for edge in defn.edges_into(model):
+            if not edge.applies(kind):
+                continue
+            condition = edge.sql(ids_of(node, text=edge.text))
+            part = edge.sql_part(ids_of(node, text=edge.text))
+            if edge.effect is DELETE:
+                conditions[("delete", edge.holder)].append(part)
+            elif edge.effect is WITHDRAWN:
+                conditions[("withdraw", edge.holder)].append(part)
+            elif edge.effect == "unlink":
+                unlinks[edge.holder].append(part)
+            elif edge.effect == "refuse":
+                refusals.append(
+                    f"(SELECT {_quote(edge.holder._meta.label + '.' + edge.field)}::text"
+                    f" FROM {edge.holder._meta.db_table} WHERE {condition} LIMIT 1)"
+                )
+            elif isinstance(edge.effect, Rewrite):
+                rewrites[edge.holder].append((part, edge.effect))
+            elif isinstance(edge.effect, Withdraw):
+                target = _related(edge.holder, edge.effect.via)
+                via = _column(edge.holder, edge.effect.via)
+                conditions[("withdraw", target)].append(
+                    (
+                        "",
+                        target._meta.pk.column,
+                        f"ARRAY(SELECT {via} FROM {edge.holder._meta.db_table} WHERE {condition})",
+                    )
+                )
+    changes: list[str] = []
+    counts: dict[type[models.Model], str] = {}
+    withdrawn_labels: list[str] = []
+    for kind, model in order:
+        table, pk = model._meta.db_table, model._meta.pk.column
+        if kind == "delete":
+            changes.append(
+                f"{_cte('xd', model)} AS (DELETE FROM {table}"
+                f" WHERE {pk} = ANY({ids_of(('delete', model))}) RETURNING 1)"
+            )
+            counts[model] = f"(SELECT count(*) FROM {_cte('xd', model)})"
+            continue
+        rewrite = rules_of(model).withdrawal
+        if rewrite is None:
+            continue
+        if model in rewrites or model in unlinks:
+            raise DefinitionError(f"{model._meta.label}: rows both withdrawn and rewritten")
+        sets = _sql_sets(model, rewrite, connection, flag=f"{_cte('sw', model)}.pending")
+        changes.append(
+            f"{_cte('xw', model)} AS (UPDATE {table} SET {sets} FROM {_cte('sw', model)}"
+            f" WHERE {table}.{pk} = {_cte('sw', model)}.id RETURNING 1)"
+        )
+        counts[model] = f"(SELECT count(*) FROM {_cte('sw', model)} WHERE pending)"
+        withdrawn_labels.append(model._meta.label)
+    for model, pairs in unlinks.items():
+        table, pk = model._meta.db_table, model._meta.pk.column
+        if model in rewrites:
+            raise DefinitionError(f"{model._meta.label}: rows both unlinked and rewritten")
+        by_column: dict[str, list[Part]] = defaultdict(list)
+        for part in pairs:
+            by_column[part[1]].append(part)
+        sets = ", ".join(
+            f"{column} = CASE WHEN {_where(parts)} THEN NULL ELSE {column} END"
+            for column, parts in by_column.items()
+        )
+        where = _where(pairs)
+        if ("delete", model) in in_order:
+            where = f"({where}) AND NOT ({pk} = ANY({ids_of(('delete', model))}))"
+        changes.append(
+            f"{_cte('xu', model)} AS (UPDATE {table} SET {sets} WHERE {where} RETURNING 1)"
+        )
+    for model, declared in rewrites.items():
+        table, pk = model._meta.db_table, model._meta.pk.column
+        their = declared[0][1]
+        if any(other != their for _c, other in declared):
+            raise DefinitionError(f"{model._meta.label}: references with different rewrites")
+        where = _where(part for part, _r in declared)
+        if their.pending:
+            where = f"({where}) AND {_sql_match(model, their.pending)}"
+        if ("delete", model) in in_order:
+            where += f" AND NOT ({pk} = ANY({ids_of(('delete', model))}))"
+        sets = _sql_sets(model, their, connection, flag="true")
+        changes.append(
+            f"{_cte('xr', model)} AS (UPDATE {table} SET {sets} WHERE {where} RETURNING 1)"
+        )
+        counts[model] = f"(SELECT count(*) FROM {_cte('xr', model)})"
+    selects: list[str] = []
+    if refusals:
+        selects.append(f"coalesce({', '.join(refusals)})")
+    counted = [m for m in defn.models if rules_of(m).counted_as and m in counts]
+    selects += [counts[m] for m in counted]
+    selects += [
+        f"ARRAY(SELECT id FROM {_cte('sw', registry.get_model(label))})"
+        for label in withdrawn_labels
+    ]
+    # A model whose ids nothing else reads is deleted in one pass, not selected then deleted.
+    for kind, model in order:
+        name = _cte("sd", model)
+        if kind != "delete" or any(
+            f"FROM {name})" in cte
+            for cte in (*selections, *changes, *selects)
+            if not cte.startswith((f"{name} ", f"{_cte('xd', model)} "))
+        ):
+            continue
+        selection = next(cte for cte in selections if cte.startswith(f"{name} "))
+        where = selection.split(" WHERE ", 1)[1][: -len(")")]
+        selections.remove(selection)
+        changes = [
+            f"{_cte('xd', model)} AS (DELETE FROM {model._meta.db_table} WHERE {where} RETURNING 1)"
+            if cte.startswith(f"{_cte('xd', model)} ")
+            else cte
+            for cte in changes
+        ]
+    sql = "WITH\n" + ",\n".join(selections + changes) + "\nSELECT " + ",\n       ".join(selects)
+    return Statement(
+        sql=sql,
+        roots=roots,
+        withdrawn_roots=withdrawn_roots,
+        counted=tuple(m._meta.label for m in counted),
+        withdrawn=tuple(withdrawn_labels),
+        refuses=bool(refusals),
+    )
+
+
+def _sql_match(model: type[models.Model], values: Mapping[str, Any]) -> str:
+    parts = []
+    for name, value in values.items():
+        if not isinstance(value, bool):
+            raise DefinitionError(f"{model._meta.label}.{name}: a match on booleans only")
+        parts.append(f"{_column(model, name)} = {'true' if value else 'false'}")
+    return "(" + " AND ".join(parts) + ")"
+
+
+def _sql_sets(model: type[models.Model], rewrite: Rewrite, connection: Any, *, flag: str) -> str:
+    table = model._meta.db_table
+    sets = {}
+    for name, value in rewrite.values.items():
+        sets[_column(model, name)] = _sql_value(model, name, value, connection)
+    for name, value in rewrite.first.items():
+        column = _column(model, name)
+        sets[column] = (
+            f"CASE WHEN {flag} THEN {_sql_value(model, name, value, connection)}"
+            f" ELSE {table}.{column} END"
+        )
+    return ", ".join(f"{column} = {value}" for column, value in sets.items())
+
+
+def _sql_value(model: type[models.Model], name: str, value: Any, connection: Any) -> str:
+    db_type = model._meta.get_field(name).db_type(connection)  # type: ignore[union-attr]
+    if value is NOW:
+        return f"%(now)s::{db_type}"
+    if value is REASON:
+        return f"%(reason)s::{db_type}"
+    if isinstance(value, Column):
+        return f"{model._meta.db_table}.{_column(model, value.name)}"
+    if isinstance(value, JsonObject):
+        members = []
+        for key, member in value.members.items():
+            if isinstance(member, Column):
+                rendered = f"{model._meta.db_table}.{_column(model, member.name)}"
+            elif isinstance(member, str):
+                rendered = f"{_quote(member)}::text"
+            else:
+                rendered = f"{_quote(json.dumps(member))}::jsonb"
+            members.append(f"{_quote(key)}, {rendered}")
+        return f"jsonb_build_object({', '.join(members)})"
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return f"{_quote(json.dumps(value))}::jsonb"
+    if isinstance(value, str):
+        return f"{_quote(value)}::{db_type}"
+    raise DefinitionError(f"{model._meta.label}.{name}: no SQL for {value!r}")
+
+
+def _quote(text: str) -> str:
+    """A constant of the definition as an SQL string literal (``%`` doubled: the statement
+    goes through the driver's parameter substitution)."""
+    return "'" + text.replace("'", "''").replace("%", "%%") + "'"
+
+
+# --- coverage: every relation to subject data is in the definition -----------------------------
+
+
+def _project_model(model: type[models.Model]) -> bool:
+    return model._meta.app_config is not None and model._meta.app_config.name.startswith("apps.")
+
+
+def _looks_like_reference(model: type[models.Model], column: models.Field[Any, Any]) -> bool:
+    """A column that may name a row without a foreign key: a UUID (or an array of them), or a
+    text column named ``*_id`` that is not the id of an actor (``<role>_type/_id/_label``)."""
+    from django.contrib.postgres.fields import ArrayField
+
+    if isinstance(column, models.UUIDField):
+        return True
+    if isinstance(column, ArrayField) and isinstance(column.base_field, models.UUIDField):
+        return True
+    if isinstance(column, (models.CharField, models.TextField)) and column.name.endswith("_id"):
+        role = column.name[: -len("_id")]
+        names = {f.name for f in model._meta.concrete_fields}
+        return not {f"{role}_type", f"{role}_label"} <= names
+    return False
+
+
+def definition_problems(installed: Iterable[type[models.Model]] | None = None) -> list[str]:
+    """What the definition does not cover among ``installed`` (default: every installed
+    model): a foreign key into what a deletion reaches whose ``on_delete`` the engine does not
+    carry out (``DO_NOTHING``, ``SET_DEFAULT``, ``SET(...)``) or a many-to-many relation to it
+    (its rows would go unseen); a column of the project's models that may name a row without a
+    foreign key and is neither a declared reference nor declared unrelated; a declaration that
+    names no field or model; a cycle of cascades. Empty when everything is covered."""
+    candidates = list(registry.get_models() if installed is None else installed)
+    defn = Definition(candidates)
+    subject = defn.subject_models()
+    problems: list[str] = []
+    if not subject:
+        problems.append("no model declares subject data (Rules(subject_data=True))")
+    reached = set(defn.reached_from(subject))
+    for model in candidates:
+        label = model._meta.label
+        rules = rules_of(model)
+        for relation in model._meta.get_fields():
+            if not relation.is_relation or not relation.concrete:
+                continue  # reverse relations are checked on the model holding them
+            target = relation.related_model
+            if target not in reached:
+                continue
+            if relation.many_to_many:
+                problems.append(
+                    f"{label}.{relation.name}: a many-to-many relation to {target._meta.label}"  # type: ignore[union-attr]
+                    " (give it a through model with foreign keys)"
+                )
+            elif relation.remote_field.on_delete not in ON_DELETE:  # type: ignore[union-attr]
+                problems.append(
+                    f"{label}.{relation.name}: on_delete="
+                    f"{getattr(relation.remote_field.on_delete, '__name__', '?')}"  # type: ignore[union-attr]
+                    f" to {target._meta.label}, which a deletion removes"  # type: ignore[union-attr]
+                )
+        declared = {reference.field for reference in rules.references} | set(rules.unrelated)
+        if _project_model(model):
+            for column in model._meta.concrete_fields:
+                if column.primary_key or column.is_relation or column.name in declared:
+                    continue
+                if _looks_like_reference(model, column):
+                    problems.append(
+                        f"{label}.{column.name}: may name a row without a foreign key; declare"
+                        " it in deletion_rules (a Reference, or unrelated with why)"
+                    )
+        for name in declared:
+            try:
+                model._meta.get_field(name)
+            except FieldDoesNotExist:
+                problems.append(f"{label}.deletion_rules: no field {name!r}")
+        for reference in rules.references:
+            problems += _reference_problems(model, reference)
+        rewrite = rules.withdrawal
+        for name in (*rewrite.values, *rewrite.first, *rewrite.pending) if rewrite else ():
+            try:
+                model._meta.get_field(name)
+            except FieldDoesNotExist:
+                problems.append(f"{label}.deletion_rules.withdrawal: no field {name!r}")
+    for model in subject:
+        try:
+            _order(defn, [("delete", model), ("withdraw", model)])
+        except DefinitionError as error:
+            problems.append(f"{model._meta.label}: {error}")
+    return problems
+
+
+def _reference_problems(model: type[models.Model], reference: Reference) -> list[str]:
+    label = f"{model._meta.label}.{reference.field}"
+    try:
+        column = model._meta.get_field(reference.field)
+    except FieldDoesNotExist:
+        return []  # reported with the declared names
+    problems = []
+    if reference.to is None and not column.is_relation:
+        problems.append(f"{label}: a reference that is not a foreign key names its targets")
+    labels: list[str] = []
+    if isinstance(reference.to, str):
+        labels = [reference.to]
+    elif isinstance(reference.to, tuple):
+        labels = list(reference.to)
+    elif isinstance(reference.to, Mapping):
+        labels = list(reference.to.values())
+        try:
+            model._meta.get_field(reference.kind)
+        except FieldDoesNotExist:
+            problems.append(f"{label}: no kind field {reference.kind!r}")
+    for target in labels:
+        try:
+            registry.get_model(target)
+        except LookupError:
+            problems.append(f"{label}: no model {target}")
+    effect = reference.effect
+    if isinstance(effect, Withdraw):
+        try:
+            via = model._meta.get_field(effect.via)
+        except FieldDoesNotExist:
+            via = None
+        if via is None or not via.many_to_one:
+            problems.append(f"{label}: Withdraw({effect.via!r}) names no foreign key")
+    elif not (effect in (DELETE, KEEP, WITHDRAWN) or isinstance(effect, Rewrite)):
+        problems.append(f"{label}: an effect the engine does not know: {effect!r}")
+    return problems

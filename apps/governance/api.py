@@ -1,0 +1,325 @@
+"""The governance API: erasures (run in the request or as a job), deletion receipts, and
+consent revocation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from django.conf import settings
+from django.urls import reverse
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.api.contract import (
+    IDENTIFIER_CHARS,
+    REASON_CHARS,
+    ContractView,
+    PageQuery,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictSerializer,
+    StrictUUIDField,
+)
+from apps.api.idempotency import idempotent
+from apps.core.errors import Invalid, NotFound
+from apps.core.pagination import CursorPage
+from apps.derivations import selectors
+from apps.derivations.api import _actor
+from apps.derivations.models import ErasureJob, ErasureJobState
+from apps.derivations.responses import (
+    ErasureJobSerializer,
+    ErasurePreviewSerializer,
+    ErasureResultSerializer,
+    ReceiptDetailSerializer,
+    ReceiptSerializer,
+)
+from apps.tenancy.models import AgentCredential
+
+from .preview import DeletionPreview
+
+if TYPE_CHECKING:
+    from .erasure import ErasurePreview
+
+
+from drf_spectacular.utils import OpenApiParameter
+
+from apps.api.contract import NON_BLANK_PATTERN
+from apps.records.responses import ConsentRevocationSerializer
+from apps.records.serializers import ReasonInput
+
+from . import services as governance_services
+
+
+class ErasureInput(StrictSerializer):
+    """Exactly one of ``subject``, ``owner`` or ``consent_ref``, and a reason."""
+
+    subject = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
+    owner = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
+    consent_ref = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
+    reason = StrictCharField(max_length=REASON_CHARS)
+    dry_run = StrictBooleanField(
+        required=False,
+        help_text="A JSON boolean (true or false, never a string). true: the totals and ids the "
+        "erasure would remove now; nothing is changed and no receipt is written.",
+    )
+
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {"required": [name], "properties": {name: {"type": "string"}}}
+            for name in ("subject", "owner", "consent_ref")
+        ]
+    }
+
+    def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
+        from .erasure import SELECTORS
+
+        given = [name for name in SELECTORS if data.get(name) not in (None, "")]
+        if len(given) != 1:
+            return {
+                name: ["Give exactly one of subject, owner or consent_ref."] for name in SELECTORS
+            }
+        return {}
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        from .erasure import SELECTORS
+
+        selector = next(name for name in SELECTORS if attrs.get(name))
+        return {
+            "selector": selector,
+            "value": attrs[selector],
+            "reason": attrs["reason"],
+            "dry_run": attrs.get("dry_run", False),
+        }
+
+
+def deletion_preview_body(preview: DeletionPreview) -> dict[str, Any]:
+    """A deletion's dry run as the API shows it: counts, and the ids of what would go."""
+    return {
+        "dry_run": True,
+        "record": str(preview.record_id) if preview.record_id else None,
+        "fact": str(preview.fact_id) if preview.fact_id else None,
+        "held": preview.held,
+        "holds": [str(hold.pk) for hold in preview.holds],
+        "counts": preview.counts(),
+        "record_ids": [str(version.pk) for version in preview.versions],
+        "summaries_invalidated": [str(s.pk) for s in preview.summaries_to_invalidate],
+        "open_promotion_requests": [str(r.pk) for r in preview.open_promotion_requests],
+        "open_conflicts": [str(c.pk) for c in preview.open_conflicts],
+    }
+
+
+def erasure_preview_body(preview: ErasurePreview) -> dict[str, Any]:
+    """An erasure's dry run: the totals it would report, and the ids of what would go."""
+    removal = preview.removal
+    return {
+        "dry_run": True,
+        "totals": preview.totals(),
+        "fact_ids": [str(pk) for pk in removal.fact_ids],
+        "record_ids": [str(version.pk) for version in removal.versions],
+        "summaries_invalidated": [str(s.pk) for s in removal.summaries_to_invalidate],
+        "ids_truncated": removal.facts > len(removal.fact_ids)
+        or removal.version_count > len(removal.versions)
+        or removal.summaries_to_invalidate_count > len(removal.summaries_to_invalidate),
+    }
+
+
+class ErasureView(ContractView):
+    """Erase everything matching a subject, an owner or a consent, with propagation."""
+
+    required_action = "erase"
+    body_input = {"POST": ErasureInput}
+
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    "ErasureOutcome",
+                    serializers=[ErasureResultSerializer, ErasurePreviewSerializer],
+                    resource_type_field_name=None,
+                    many=False,
+                ),
+                description="The erasure, done; or with `dry_run: true`, what it would remove.",
+            ),
+            202: OpenApiResponse(
+                ErasureJobSerializer,
+                description="More records than ERASURE_JOB_THRESHOLD_RECORDS match: the "
+                "erasure is a job; its URL is in Location and in `url`.",
+            ),
+        },
+    )
+    @idempotent()
+    def post(self, request: Request) -> Response:
+        from .erasure import erasure_preview, erasure_records_matching, erasure_run
+        from .erasure_jobs import erasure_job_enqueue
+
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        selector, value, reason = self.body["selector"], self.body["value"], self.body["reason"]
+        if self.body["dry_run"]:
+            return Response(erasure_preview_body(erasure_preview(selector=selector, value=value)))
+        matched = erasure_records_matching(selector=selector, value=value)
+        actor = _actor(request)
+        if matched > settings.ERASURE_JOB_THRESHOLD_RECORDS:
+            job = erasure_job_enqueue(
+                tenant=credential.tenant,
+                actor=actor,
+                selector=selector,
+                value=value,
+                reason=reason,
+                records=matched,
+            )
+            body = erasure_job_body(job)
+            return Response(body, status=202, headers={"Location": body["url"]})
+        result = erasure_run(
+            tenant=credential.tenant, actor=actor, selector=selector, value=value, reason=reason
+        )
+        return Response(
+            {
+                "id": str(result.receipt.pk),
+                "receipt": receipt_body(result.receipt),
+                "totals": result.totals,
+                "receipts": result.receipt_ids,
+                "receipts_truncated": result.totals.get("facts", 0) > len(result.receipt_ids),
+            }
+        )
+
+
+def erasure_job_body(job: ErasureJob) -> dict[str, Any]:
+    """An erasure job: its state and progress; once done, its totals and summary receipt."""
+    return {
+        "id": str(job.pk),
+        "url": reverse("api-erasure", kwargs={"job_id": job.pk}),
+        "state": job.state,
+        "selector": job.selector,
+        "reason": job.reason,
+        "requested_by": {
+            "type": job.requested_by_type,
+            "id": job.requested_by_id,
+            "label": job.requested_by_label,
+        },
+        "requested_at": job.requested_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "progress": {"records_matched": job.records_matched, "records_erased": job.records_erased},
+        "totals": job.totals if job.state == ErasureJobState.DONE else None,
+        "receipt": receipt_body(job.receipt) if job.receipt is not None else None,
+        "error": job.error or None,
+    }
+
+
+class ErasureJobView(ContractView):
+    """An erasure job of the credential's tenant (asked for through the API or the console)."""
+
+    # Either action reads it: the eraser follows its job, an auditor the deletion history.
+    required_action = ("erase", "audit")
+
+    @extend_schema(responses=ErasureJobSerializer)
+    def get(self, request: Request, job_id: str) -> Response:
+        from .erasure_jobs import erasure_job_get
+
+        job = erasure_job_get(job_id)
+        if job is None:
+            raise NotFound("No such erasure job.")
+        return Response(erasure_job_body(job))
+
+
+def receipt_body(receipt: Any) -> dict[str, Any]:
+    from apps.records.api import receipt_representation
+
+    body = receipt_representation(receipt)
+    body["parent"] = str(receipt.parent_id) if receipt.parent_id else None
+    return body
+
+
+class ReceiptPagination(CursorPage):
+    ordering = ("-deleted_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+RECEIPT_KINDS = ["record", "erasure", "expiry"]
+
+
+class DeletionReceiptQuery(PageQuery):
+    parent = StrictUUIDField(  # type: ignore[assignment]
+        required=False, help_text="An erasure's receipt: its per-fact ones."
+    )
+    kind = StrictChoiceField(choices=RECEIPT_KINDS, required=False)
+
+
+class DeletionReceiptListView(ContractView):
+    """Deletion receipts, newest first (``?parent=<id>`` lists an erasure's receipts)."""
+
+    required_action = "audit"
+    query_input = {"GET": DeletionReceiptQuery}
+    pagination_class = ReceiptPagination
+
+    @extend_schema(operation_id="v1_deletion_receipts_list", responses=ReceiptSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        parent = self.params.get("parent")
+        queryset = selectors.receipts(
+            parent=str(parent) if parent else "", kind=self.params.get("kind", "")
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response([receipt_body(r) for r in page or []])
+
+
+class DeletionReceiptDetailView(ContractView):
+    required_action = "audit"
+
+    @extend_schema(responses=ReceiptDetailSerializer)
+    def get(self, request: Request, receipt_id: str) -> Response:
+        receipt = selectors.receipt_get(receipt_id)
+        if receipt is None:
+            raise NotFound("No such deletion receipt.")
+        body = receipt_body(receipt)
+        body["children"] = receipt.children.count()
+        return Response(body)
+
+
+class ConsentRevokeView(ContractView):
+    """Revoke a consent: everything written under it expires at once."""
+
+    required_action = "erase"
+    body_input = {"POST": ReasonInput}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "consent_ref",
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NON_BLANK_PATTERN},
+                OpenApiParameter.PATH,
+                description="The consent reference records were written under (1 to 200 "
+                "characters, not only spaces; a URL holding NUL is refused whole).",
+            )
+        ],
+        responses=ConsentRevocationSerializer,
+    )
+    @idempotent(resource_id=lambda response: "")
+    def post(self, request: Request, consent_ref: str) -> Response:
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        if not consent_ref.strip() or len(consent_ref) > 200:
+            raise Invalid("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
+        revocation = governance_services.consent_revoke(
+            tenant=credential.tenant,
+            consent_ref=consent_ref,
+            actor=_actor(request),
+            reason=self.body.get("reason", ""),
+        )
+        return Response(
+            {
+                "consent_ref": revocation.consent_ref,
+                "revoked_at": revocation.revoked_at,
+                "records_expired": revocation.records_expired,
+            }
+        )

@@ -1,0 +1,275 @@
+"""Governance of what the memory keeps: consent revocations, legal holds, retention rules.
+
+Each is a keyword-only service the API and the console both call, in one transaction with its
+audit event. What an expiry does to what was derived from the records it ends is the deletion
+definition's withdrawal (:mod:`apps.core.deletion`, through
+:func:`apps.derivations.propagation.deletion_propagate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apps.audit.services import Actor, audit_record, content_digest
+from apps.derivations.propagation import deletion_propagate
+from apps.records.models import (
+    ConsentRevocation,
+    Fact,
+    LegalHold,
+    MemoryRecord,
+    RecordStatus,
+    RetentionRule,
+    Sensitivity,
+    Trust,
+)
+from apps.records.retention import (
+    Limits,
+    active_hold_for_record,
+    class_limits,
+    records_shortened_by,
+)
+from apps.records.services import RecordError
+from apps.tenancy.models import Tenant
+
+
+@transaction.atomic
+def consent_revoke(
+    *, tenant: Tenant, consent_ref: str, actor: Actor, reason: str
+) -> ConsentRevocation:
+    """Expire everything written under ``consent_ref`` (except what a legal hold keeps) and
+    refuse new writes citing it. Revoking twice is harmless."""
+    existing = ConsentRevocation.objects.filter(consent_ref=consent_ref).first()
+    if existing is not None:
+        return existing
+    now = timezone.now()
+    affected = (
+        MemoryRecord.objects.filter(consent_ref=consent_ref)
+        .exclude(status=RecordStatus.EXPIRED)
+        .exclude(active_hold_for_record())
+    )
+    affected_pks = list(affected.values_list("pk", flat=True))
+    count = affected.update(status=RecordStatus.EXPIRED, expires_at=now)
+    # Expired sources take their derived artifacts with them now, not at compaction, and a
+    # replayed write must not hand back what the consent no longer covers.
+    derived = deletion_propagate(record_ids=affected_pks, reason="source consent revoked")
+    revocation = ConsentRevocation.objects.create(
+        tenant=tenant,
+        consent_ref=consent_ref,
+        revoked_at=now,
+        revoked_by_label=actor.label[:200],
+        reason=reason,
+        records_expired=count,
+    )
+    event = audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="consent.revoke",
+        object_type="consent",
+        object_id=str(revocation.pk),
+        digest=content_digest({"consent_ref": consent_ref}),
+        data={
+            "records_expired": count,
+            "reason": reason,
+            "target": {"consent_ref": consent_ref},
+        },
+    )
+    derived.stamp(event.pk)
+    return revocation
+
+
+@transaction.atomic
+def legal_hold_place(
+    *, tenant: Tenant, actor: Actor, reason: str, subject: str = "", fact: Fact | None = None
+) -> Any:
+    if not reason.strip():
+        raise RecordError("A legal hold needs a reason.", status=400, field="reason")
+    if not subject and fact is None:
+        raise RecordError("A legal hold needs a subject or a record.", status=400)
+    hold = LegalHold.objects.create(
+        tenant=tenant,
+        subject=subject,
+        fact=fact,
+        reason=reason,
+        placed_by_label=actor.label[:200],
+        placed_at=timezone.now(),
+    )
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="legal_hold.place",
+        object_type="legal_hold",
+        object_id=str(hold.pk),
+        data={
+            "fact": str(fact.pk) if fact else None,
+            "on_subject": bool(subject),
+            "reason": reason,
+            "target": _hold_target(hold),
+        },
+    )
+    return hold
+
+
+def _hold_target(hold: Any) -> dict[str, str | None]:
+    return {"subject": hold.subject or None, "fact": str(hold.fact_id) if hold.fact_id else None}
+
+
+@transaction.atomic
+def legal_hold_lift(*, hold: Any, actor: Actor, reason: str) -> Any:
+    """Lift a hold, for a non-empty ``reason``: its facts follow their retention again.
+    Lifting a lifted hold changes nothing."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise RecordError("Lifting a legal hold needs a reason.", status=400, field="reason")
+    if hold.lifted_at is None:
+        hold.lifted_at = timezone.now()
+        hold.lifted_by_label = actor.label[:200]
+        hold.save(update_fields=["lifted_at", "lifted_by_label"])
+        audit_record(
+            tenant=hold.tenant_id,
+            actor=actor,
+            action="legal_hold.lift",
+            object_type="legal_hold",
+            object_id=str(hold.pk),
+            data={"reason": reason, "target": _hold_target(hold)},
+        )
+    return hold
+
+
+@dataclass(frozen=True)
+class RetentionChange:
+    """What setting a class's rule does to the records already written: ``expired`` live
+    versions end now (legal holds keep theirs), ``shortened`` others will end sooner."""
+
+    sensitivity: str
+    previous: Limits
+    provisional_max: timedelta
+    confirmed_max: timedelta | None
+    expired: int
+    shortened: int
+    applied: bool
+    rule: Any = None
+
+    @property
+    def affects_existing(self) -> bool:
+        return bool(self.expired or self.shortened)
+
+
+def _days(value: timedelta | None) -> float | None:
+    return value.total_seconds() / 86400 if value is not None else None
+
+
+@transaction.atomic
+def retention_rule_set(
+    *,
+    tenant: Tenant,
+    sensitivity: str,
+    provisional_max: timedelta,
+    confirmed_max: timedelta | None,
+    actor: Actor,
+    reason: str = "",
+    dry_run: bool = False,
+) -> RetentionChange:
+    """Set the longest lifetimes of one sensitivity class, for new writes and promotions and
+    for the class's live records: each one's expiry becomes the earlier of its own and
+    ``written_at`` plus the new limit of its trust (never later than it was). Versions that
+    this ends now expire as any expiry does: their derived summaries are invalidated and
+    their embeddings removed, in this transaction.
+
+    A change that ends or shortens existing records needs a ``reason``. ``dry_run`` counts
+    what the change would do and changes nothing. One audit event holds the old and new
+    rule, the counts and the reason."""
+    errors: dict[str, list[str]] = {}
+    if sensitivity not in Sensitivity.values:
+        errors["sensitivity"] = [f"One of: {', '.join(Sensitivity.values)}."]
+    if provisional_max <= timedelta(0):
+        errors["provisional_max"] = ["Must be longer than zero."]
+    if confirmed_max is not None and confirmed_max < provisional_max:
+        errors["confirmed_max"] = ["Confirmed records may not expire before provisional ones."]
+    if errors:
+        raise ValidationError(errors)
+    now = timezone.now()
+    # Two changes of one class queue here; the second counts what the first left.
+    list(RetentionRule.objects.select_for_update().filter(sensitivity=sensitivity))
+    previous = class_limits(sensitivity)
+    shortened = records_shortened_by(
+        sensitivity=sensitivity,
+        provisional_max=provisional_max,
+        confirmed_max=confirmed_max,
+        now=now,
+    )
+    ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).exclude(
+        active_hold_for_record()
+    )
+    if dry_run:
+        expired_count = ending_now.count()
+        return RetentionChange(
+            sensitivity=sensitivity,
+            previous=previous,
+            provisional_max=provisional_max,
+            confirmed_max=confirmed_max,
+            expired=expired_count,
+            shortened=shortened.count() - expired_count,
+            applied=False,
+        )
+    # Lock what changes, then decide on the locked rows (a write's promotion waits here and
+    # reads the new rule after commit).
+    shortened_pks = list(shortened.select_for_update(of=("self",)).values_list("pk", flat=True))
+    expired_pks = list(ending_now.filter(pk__in=shortened_pks).values_list("pk", flat=True))
+    if shortened_pks and not reason.strip():
+        raise ValidationError(
+            {"reason": ["Say why: this change shortens the lifetime of existing records."]}
+        )
+    # Only earlier expiries were selected, so the new limit is each one's minimum.
+    for trust, limit in ((Trust.PROVISIONAL, provisional_max), (Trust.CONFIRMED, confirmed_max)):
+        if limit is not None:
+            MemoryRecord.objects.filter(pk__in=shortened_pks, trust=trust).update(
+                expires_at=F("written_at") + limit
+            )
+    # Expired now, like a revoked consent's records: nothing may replay or cite them.
+    derived = deletion_propagate(
+        record_ids=expired_pks, reason="source expired: retention rule shortened"
+    )
+    rule, _ = RetentionRule.objects.update_or_create(
+        sensitivity=sensitivity,
+        defaults={
+            "tenant": tenant,
+            "provisional_max": provisional_max,
+            "confirmed_max": confirmed_max,
+        },
+    )
+    event = audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="retention.set",
+        object_type="retention_rule",
+        object_id=str(rule.pk),
+        data={
+            "sensitivity": sensitivity,
+            "provisional_max_days": _days(provisional_max),
+            "confirmed_max_days": _days(confirmed_max),
+            "previous": {
+                "provisional_max_days": _days(previous[0]),
+                "confirmed_max_days": _days(previous[1]),
+            },
+            "records_expired": len(expired_pks),
+            "records_shortened": len(shortened_pks) - len(expired_pks),
+            "reason": reason,
+        },
+    )
+    derived.stamp(event.pk)
+    return RetentionChange(
+        sensitivity=sensitivity,
+        previous=previous,
+        provisional_max=provisional_max,
+        confirmed_max=confirmed_max,
+        expired=len(expired_pks),
+        shortened=len(shortened_pks) - len(expired_pks),
+        applied=True,
+        rule=rule,
+    )

@@ -1,0 +1,23 @@
+"""Routes of the governance app under ``/api/v1/``."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from . import api
+
+urlpatterns = [
+    path("erasures", api.ErasureView.as_view(), name="api-erasures"),
+    path("erasures/<str:job_id>", api.ErasureJobView.as_view(), name="api-erasure"),
+    path("deletion-receipts", api.DeletionReceiptListView.as_view(), name="api-receipts"),
+    path(
+        "deletion-receipts/<str:receipt_id>",
+        api.DeletionReceiptDetailView.as_view(),
+        name="api-receipt",
+    ),
+    path(
+        "consents/<str:consent_ref>/revoke",
+        api.ConsentRevokeView.as_view(),
+        name="api-consent-revoke",
+    ),
+]
