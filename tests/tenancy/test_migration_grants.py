@@ -14,7 +14,7 @@ from guardian.models import UserObjectPermission
 from apps.tenancy.migration_grants import grant_to_role
 from apps.tenancy.models import Role
 from apps.tenancy.services import tenant_create
-from tests.conftest import _person
+from tests.factories import person
 
 PERMISSIONS = ("erase_memories", "run_evaluations", "manage_review")
 
@@ -26,11 +26,11 @@ def _granted(user: Any, tenant: Any) -> set[str]:
 
 @pytest.mark.django_db
 def test_each_admin_of_every_tenant_gets_the_new_permission_and_no_one_else(
-    django_user_model: Any, tenant: Any, owner: Any, member: Any
+    tenant: Any, owner: Any, member: Any
 ) -> None:
     other = tenant_create(slug="initech", name="Initech")
-    other_admin = _person(django_user_model, "otto", other, Role.ADMIN)
-    reviewer_there = _person(django_user_model, "rita", other, Role.REVIEWER)
+    other_admin = person(other, "otto", Role.ADMIN)
+    reviewer_there = person(other, "rita", Role.REVIEWER)
     UserObjectPermission.objects.filter(permission__codename__in=PERMISSIONS).delete()
     assert _granted(owner, tenant) == set()
 
