@@ -47,6 +47,8 @@ from django.db import models
 from django.db.models import F, Q, QuerySet, TextField, Value
 from django.db.models.functions import Cast, JSONObject
 
+from apps.core.errors import DomainError
+
 # --- the declarative form ----------------------------------------------------------------------
 
 
@@ -357,12 +359,12 @@ def edges_of(model: type[models.Model]) -> Iterable[Edge]:
 # --- a plan: what one deletion reaches -------------------------------------------------------
 
 
-class Refused(Exception):
-    """A ``PROTECT`` or ``RESTRICT`` relation keeps a row the deletion would remove."""
+class Refused(DomainError):
+    """A ``PROTECT`` or ``RESTRICT`` relation keeps a row the deletion would remove (409)."""
 
     def __init__(self, what: str) -> None:
         self.what = what
-        super().__init__(f"{what} keeps a row the deletion would remove")
+        super().__init__(f"{what} keeps a row the deletion would remove.")
 
 
 @dataclass
