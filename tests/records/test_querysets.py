@@ -11,6 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.audit.services import Actor
+from apps.governance import services as governance_services
 from apps.records import services
 from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.records.predicates import record_predicate_sql
@@ -71,7 +72,7 @@ def test_a_hold_keeps_an_expired_record_live_until_it_is_lifted(tenant) -> None:
     for r in (record, other):
         _expire_at(tenant, r, now - timedelta(minutes=1))
     with tenant_scope(tenant.pk):
-        hold = services.legal_hold_place(
+        hold = governance_services.legal_hold_place(
             tenant=tenant, actor=PERSON, reason="litigation", subject="user:held"
         )
         assert _ids(MemoryRecord.objects.live(now)) >= {record.pk}
@@ -83,7 +84,7 @@ def test_a_hold_keeps_an_expired_record_live_until_it_is_lifted(tenant) -> None:
     assert _sql_ids(tenant, "held", now) == {record.pk}
     while_placed = timezone.now()
     with tenant_scope(tenant.pk):
-        services.legal_hold_lift(hold=hold, actor=PERSON, reason="settled")
+        governance_services.legal_hold_lift(hold=hold, actor=PERSON, reason="settled")
         assert record.pk not in _ids(MemoryRecord.objects.live(now))
         assert not MemoryRecord.objects.held().exists()
         assert not LegalHold.objects.active().exists()
@@ -99,7 +100,9 @@ def test_a_hold_on_one_fact_covers_its_versions_only(tenant) -> None:
     sibling = _write(tenant, subject="user:both", key="b.key")
     with tenant_scope(tenant.pk):
         fact = Fact.objects.get(pk=record.fact_id)
-        services.legal_hold_place(tenant=tenant, actor=PERSON, reason="one fact", fact=fact)
+        governance_services.legal_hold_place(
+            tenant=tenant, actor=PERSON, reason="one fact", fact=fact
+        )
         assert _ids(MemoryRecord.objects.held()) == {record.pk}
         assert LegalHold.objects.active().covering(subject="user:none", fact=fact).exists()
         assert not (
@@ -112,7 +115,7 @@ def test_another_tenants_hold_covers_nothing_here(tenant, other_tenant) -> None:
     now = timezone.now()
     _expire_at(tenant, record, now - timedelta(minutes=1))
     with tenant_scope(other_tenant.pk):
-        services.legal_hold_place(
+        governance_services.legal_hold_place(
             tenant=other_tenant, actor=PERSON, reason="theirs", subject="user:shared"
         )
     with tenant_scope(tenant.pk):
@@ -135,7 +138,9 @@ def test_a_revoked_consent_ends_a_record_unless_held(tenant) -> None:
     retention = {"basis": "consent", "consent_ref": "consent:7", "ttl": "P30D"}
     record = _write(tenant, subject="user:consent", retention=retention)
     with tenant_scope(tenant.pk):
-        services.consent_revoke(tenant=tenant, consent_ref="consent:7", actor=PERSON, reason="r")
+        governance_services.consent_revoke(
+            tenant=tenant, consent_ref="consent:7", actor=PERSON, reason="r"
+        )
         # The revocation's own update aside, the predicate reads the revocation itself.
         MemoryRecord.objects.filter(pk=record.pk).update(
             status="active", expires_at=timezone.now() + timedelta(days=1)
