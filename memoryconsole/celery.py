@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, signals
@@ -155,39 +155,3 @@ def broker_delivered_purge() -> int:
         finally:
             channel.close()
     return deleted
-
-
-def broker_messages_mentioning(needles: Iterable[str]) -> list[str]:
-    """The ids of the SQL broker's stored messages whose body names any of ``needles``.
-
-    kombu stores each message as a JSON envelope with its body base64-encoded, so a body is
-    decoded before it is searched. Other transports keep no inspectable store: nothing to
-    report. After :func:`broker_delivered_purge` the table holds undelivered messages only.
-    """
-    import base64
-    import json
-
-    wanted = [needle for needle in needles if needle]
-    url = str(app.conf.broker_url)
-    if not wanted or broker_transport(url) not in {"sqla", "sqlalchemy"}:
-        return []
-    found: list[str] = []
-    with app.connection_for_write(url) as conn:
-        channel: Any = conn.channel()
-        try:
-            message = channel.message_cls
-            for pk, payload in channel.session.query(message.id, message.payload):
-                text = str(payload)
-                try:
-                    envelope = json.loads(text)
-                    body = envelope.get("body", "")
-                    if envelope.get("properties", {}).get("body_encoding") == "base64":
-                        body = base64.b64decode(body).decode("utf-8", "replace")
-                    text = f"{text}\n{body}"
-                except (ValueError, AttributeError, TypeError):
-                    text = str(payload)  # not kombu's envelope: searched as stored
-                if any(needle in text for needle in wanted):
-                    found.append(str(pk))
-        finally:
-            channel.close()
-    return found

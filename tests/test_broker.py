@@ -34,7 +34,7 @@ def test_it_removes_delivered_messages_and_keeps_waiting_ones() -> None:
 
 
 def test_it_finds_a_message_whose_body_names_an_id() -> None:
-    from memoryconsole.celery import broker_messages_mentioning
+    from apps.governance.verification import broker_messages_mentioning
 
     url = str(app.conf.broker_url)
     needle = str(uuid.uuid4())

@@ -11,12 +11,14 @@ class DerivationsConfig(AppConfig):
         # The app registry is ready only now: the outbox imports the models.
         from apps.api.idempotency import expiry_check_register
         from apps.core.work import EMBED_RECORD, WorkHandler, work_register
+        from apps.records.selectors import derived_artifacts_register
 
         from .outbox import record_embedding_enqueue, record_embedding_message
-        from .selectors import summary_cites_expired
+        from .selectors import derived_from_record, summary_cites_expired
 
         work_register(
             EMBED_RECORD,
             WorkHandler(message=record_embedding_message, enqueue=record_embedding_enqueue),
         )
         expiry_check_register(summary_cites_expired)
+        derived_artifacts_register(derived_from_record)

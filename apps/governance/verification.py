@@ -16,10 +16,13 @@ or owner, by the receipt's digest (``apps.governance.state_erasure.state_residue
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import base64
+import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from celery import current_app
 from django.db import connection
 
 from apps.audit.models import AuditEvent, DeletionReceipt
@@ -121,8 +124,6 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     for store, table, column, what in MENTION_STORES:
         for pk in _rows_mentioning(table, column, UUID_PATTERN, record_ids):
             found(store, f"{what} {pk} names a deleted id")
-    from memoryconsole.celery import broker_messages_mentioning
-
     for pk in broker_messages_mentioning([*record_ids, *digests]):
         found("broker messages", f"broker message {pk} names a deleted id or digest")
     result.checked += [
@@ -176,3 +177,39 @@ def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
         selector=str(counts.get("selector", "")),
     ):
         found(store, detail)
+
+
+def broker_messages_mentioning(needles: Iterable[str]) -> list[str]:
+    """The ids of the SQL broker's stored messages whose body names any of ``needles``.
+
+    The broker is the current Celery app's (the project's app is every thread's default).
+    kombu stores each message as a JSON envelope with its body base64-encoded, so a body is
+    decoded before it is searched. Other transports keep no inspectable store: nothing to
+    report. After the delivered messages are purged (``memoryconsole.celery``) the table
+    holds undelivered messages only.
+    """
+    wanted = [needle for needle in needles if needle]
+    url = str(current_app.conf.broker_url)
+    transport = url.split("://", 1)[0].split("+", 1)[0]
+    if not wanted or transport not in {"sqla", "sqlalchemy"}:
+        return []
+    found: list[str] = []
+    with current_app.connection_for_write(url) as conn:
+        channel: Any = conn.channel()
+        try:
+            message = channel.message_cls
+            for pk, payload in channel.session.query(message.id, message.payload):
+                text = str(payload)
+                try:
+                    envelope = json.loads(text)
+                    body = envelope.get("body", "")
+                    if envelope.get("properties", {}).get("body_encoding") == "base64":
+                        body = base64.b64decode(body).decode("utf-8", "replace")
+                    text = f"{text}\n{body}"
+                except (ValueError, AttributeError, TypeError):
+                    text = str(payload)  # not kombu's envelope: searched as stored
+                if any(needle in text for needle in wanted):
+                    found.append(str(pk))
+        finally:
+            channel.close()
+    return found

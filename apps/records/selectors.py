@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -311,11 +312,23 @@ def conflicts(state: str | None) -> QuerySet[Conflict]:
     return queryset.order_by("-opened_at", "-id")
 
 
-def derived_artifacts(record: MemoryRecord) -> dict[str, list[Any]]:
-    """Summaries and embeddings derived from the record (filled in by the derivations app)."""
-    from apps.derivations.selectors import derived_from_record
+# What was derived from a version (the summaries citing it, its embeddings) is the derivations
+# app's, above records: it registers how to describe it in its ``AppConfig.ready``
+# (apps/derivations/apps.py). A record detail with nothing registered raises rather than
+# showing a version as if nothing had been derived from it.
+_derived_describe: list[Callable[[MemoryRecord], dict[str, list[Any]]]] = []
 
-    return derived_from_record(record)
+
+def derived_artifacts_register(describe: Callable[[MemoryRecord], dict[str, list[Any]]]) -> None:
+    """Set ``describe(record)``: the artifacts derived from ``record``, by kind."""
+    _derived_describe[:] = [describe]
+
+
+def derived_artifacts(record: MemoryRecord) -> dict[str, list[Any]]:
+    """Summaries and embeddings derived from the record (described by the derivations app)."""
+    if not _derived_describe:
+        raise LookupError("No app describes derived artifacts: apps.derivations is not installed.")
+    return _derived_describe[0](record)
 
 
 # --- console: the memory browser's keyset pages --------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -242,6 +243,19 @@ def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOut
     raise refusal
 
 
+# Whether a run id names an open run of a tenant, locking the run until the caller's
+# transaction ends: runs are the state app's, above records, so it registers the check in its
+# ``AppConfig.ready`` (apps/state/apps.py). A session write with no check registered raises:
+# the refusal must never be skipped.
+_session_run_open: list[Callable[[Tenant, uuid.UUID], bool]] = []
+
+
+def session_run_check_register(check: Callable[[Tenant, uuid.UUID], bool]) -> None:
+    """Set ``check(tenant, run_id)``: whether ``run_id`` is an open run of ``tenant``, the run
+    then locked (``FOR NO KEY UPDATE``) until the caller's transaction ends."""
+    _session_run_open[:] = [check]
+
+
 def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> WriteRejected | None:
     """Why a ``session``-retained write may not name ``source.run_id`` (None when it may):
     400 for what is not a run id at all, 422 for an id that names no open run of ``tenant``.
@@ -251,8 +265,6 @@ def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> WriteRejected |
     about other tenants. The run stays locked until the write commits (a close locks it
     too), so the close that expires the run's session records cannot miss this one.
     """
-    from apps.state.models import Run, RunState
-
     from .models import RetentionBasis
 
     if data.retention_basis != RetentionBasis.SESSION:
@@ -265,13 +277,9 @@ def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> WriteRejected |
         return WriteRejected(
             {"source.run_id": ["Not a run id: name the run POST /api/v1/runs returned."]}
         )
-    state = (
-        Run.objects.select_for_update(no_key=True)
-        .filter(tenant=tenant, pk=run_id)
-        .values_list("state", flat=True)
-        .first()
-    )
-    if state != RunState.OPEN:
+    if not _session_run_open:
+        raise LookupError("No app checks session runs: apps.state is not installed.")
+    if not _session_run_open[0](tenant, run_id):
         return WriteRejected(
             {
                 "source.run_id": [

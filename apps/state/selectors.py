@@ -3,6 +3,7 @@ tenant; ids that do not parse are simply not found)."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,6 +13,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from apps.tenancy.models import Tenant
 from apps.tenancy.selectors import parse_uuid
 
 from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunState
@@ -20,6 +22,19 @@ from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunSt
 def run_get(run_id: Any) -> Run | None:
     pk = parse_uuid(run_id)
     return Run.objects.filter(pk=pk).first() if pk else None
+
+
+def run_open_locked(tenant: Tenant, run_id: uuid.UUID) -> bool:
+    """Whether ``run_id`` is an open run of ``tenant``; the run, if any, stays locked until
+    the caller's transaction ends (a close locks it too). The records write path asks this of
+    a ``session``-retained write (registered in apps/state/apps.py)."""
+    state = (
+        Run.objects.select_for_update(no_key=True)
+        .filter(tenant=tenant, pk=run_id)
+        .values_list("state", flat=True)
+        .first()
+    )
+    return state == RunState.OPEN
 
 
 def runs_list(*, task_id: str = "", state: str = "") -> QuerySet[Run]:

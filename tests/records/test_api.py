@@ -13,6 +13,7 @@ from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
 from apps.governance import services as governance
+from apps.records import selectors
 from apps.records.models import (
     Conflict,
     ConsentRevocation,
@@ -240,6 +241,18 @@ def test_it_shows_provenance_observations_and_versions_in_detail(agent, second_a
     ]
     assert [v["version"] for v in detail["versions"]] == [1]
     assert detail["derived"] == {"summaries": [], "embeddings": []}
+
+
+def test_a_record_detail_fails_loudly_when_no_app_describes_derived_artifacts(
+    agent, monkeypatch, caplog
+):
+    # The derivations app registers the description (apps/derivations/apps.py); without one
+    # the detail must not claim that nothing was derived.
+    record = write_ok(agent)
+    monkeypatch.setattr(selectors, "_derived_describe", [])
+    assert_problem(agent.get(f"{RECORDS}/{record['id']}"), 500)
+    logged = [r.exc_info[1] for r in caplog.records if r.exc_info]
+    assert any(isinstance(e, LookupError) for e in logged), "logged as the error it is"
 
 
 # --- lifetimes --------------------------------------------------------------------------------

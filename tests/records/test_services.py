@@ -3,6 +3,7 @@ retention arithmetic, compaction, legal holds, consent revocation."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -114,6 +115,17 @@ def test_it_gives_confirmed_public_records_no_end_without_a_ttl(tenant):
 
 
 # --- the write service ------------------------------------------------------------------------
+
+
+def test_a_session_write_fails_loudly_when_no_app_checks_its_run(tenant, agent, monkeypatch):
+    # The state app registers the check (apps/state/apps.py); without one, a session write
+    # must not pass unchecked.
+    monkeypatch.setattr(services, "_session_run_open", [])
+    actor = Actor.for_credential(agent.credential)
+    with pytest.raises(LookupError, match="session runs"):
+        _write(tenant, actor, retention={"basis": "session"}, source__run_id=str(uuid.uuid4()))
+    with tenant_scope(tenant.pk):
+        assert not MemoryRecord.objects.exists()
 
 
 def test_it_numbers_versions_per_fact(tenant, agent):
