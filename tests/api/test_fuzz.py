@@ -25,13 +25,13 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from apps.api import views
 from apps.api.problems import reject_unusable_charsets, unusable_charset
 from apps.audit.models import AuditEvent
 from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from apps.tenancy.services import credential_revoke
+from memoryconsole import health
 from tests.conftest import make_agent
 from tests.records.factories import BASE
 
@@ -241,7 +241,7 @@ def authorizations(tokens: dict[str, str]) -> st.SearchStrategy[str | None]:
 def world(tenant, other_tenant, monkeypatch) -> dict[str, Any]:
     """Credentials of every kind, and ids of real objects in both tenants."""
     # The broker check opens a connection each time; it is not what this test is about.
-    monkeypatch.setattr(views, "broker_status", lambda: "ok (stub)")
+    monkeypatch.setattr(health, "broker_status", lambda: "ok (stub)")
     full = make_agent(tenant, ALL_ACTIONS, name="fuzz-full")
     minimal = make_agent(tenant, "read", name="fuzz-read")
     foreign = make_agent(other_tenant, ALL_ACTIONS, name="fuzz-foreign")

@@ -454,7 +454,9 @@ def test_it_previews_a_deletion_in_a_bounded_number_of_queries(
     summarise(tenant, record)
     signed_in(client, member)
     client.get(url("memory-delete", tenant, record_id=record.pk))
-    with django_assert_max_num_queries(30) as few:
+    # The preview reads each relation of the deletion definition (apps.core.deletion) once;
+    # what matters is that more versions add none.
+    with django_assert_max_num_queries(40) as few:
         client.get(url("memory-delete", tenant, record_id=record.pk))
     for n in range(4):
         version = write(tenant, subject="user:110", value=f"v{n}", source__ref=f"r:{n + 1}")

@@ -112,6 +112,7 @@ def test_the_command_refuses_a_minimum_below_one():
 def test_the_worker_runs_the_sync_hourly(monkeypatch):
     from django.conf import settings
 
+    from apps.retrieval import tasks
     from apps.retrieval import tenant_indexes as module
     from apps.retrieval.tasks import tenant_indexes
     from memoryconsole.celery import app
@@ -127,7 +128,7 @@ def test_the_worker_runs_the_sync_hourly(monkeypatch):
         calls.append(kwargs)
         return module.TenantIndexPlan(create=[(tenant.pk, "hashing-256", 256)], drop=["old"])
 
-    monkeypatch.setattr(module, "tenant_indexes_sync", sync)
+    monkeypatch.setattr(tasks, "tenant_indexes_sync", sync)
     assert tenant_indexes() == {
         "created": [index_name(tenant.pk, "hashing-256")],
         "dropped": ["old"],
