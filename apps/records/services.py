@@ -23,6 +23,7 @@ from apps.audit.models import ActorType
 from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
 from apps.derivations.outbox import record_embedding_enqueue, record_embedding_message
 from apps.tenancy.models import Tenant
+from apps.tenancy.prepared import prepared_cursor
 
 from .claims import claim_end, claim_holder_is, claims_active
 from .models import (
@@ -201,7 +202,7 @@ def _lock_fact(tenant: Tenant, data: RecordInput) -> tuple[Fact, Limits]:
     row = None
     for _attempt in range(2):
         now = timezone.now()
-        with connection.cursor() as cursor:
+        with prepared_cursor(generic_plan=False) as cursor:
             cursor.execute(
                 LOCK_FACT_SQL,
                 [
@@ -427,6 +428,7 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
             lane_key=lane_key,
         ),
         alongside=changes,
+        prepared=True,
     )
     record = stored(record)
     record.fact = fact
