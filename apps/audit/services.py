@@ -6,6 +6,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from django.db import connection, transaction
@@ -15,6 +16,7 @@ from django.utils import timezone
 # apps.governance; its home is apps.core.actors.
 from apps.core.actors import Actor as Actor
 from apps.tenancy.models import Tenant
+from apps.tenancy.prepared import prepared_cursor
 
 from .models import AuditChainHead, AuditEvent
 
@@ -152,6 +154,7 @@ def audit_append(
     *,
     alongside: Sequence[tuple[str, Sequence[Any]]] = (),
     when: str = "TRUE",
+    prepared: bool = False,
 ) -> AuditEvent | None:
     """Append ``event`` to its tenant's chain, in the caller's transaction, in one statement
     together with the ``alongside`` statements (INSERT, UPDATE or DELETE, as ``(sql,
@@ -163,14 +166,17 @@ def audit_append(
     when it is false, nothing is appended and None is returned.
 
     The lane's head row stays locked until commit, so concurrent appends to one lane happen
-    in a single order; other lanes and other tenants are not blocked. Returns the event as
+    in a single order; other lanes and other tenants are not blocked. ``prepared``: the
+    statement is prepared on the server (the write path's, a fixed text;
+    :func:`apps.tenancy.prepared.prepared_cursor`). Returns the event as
     stored (``event`` itself gets its place in the chain too, but stays an unsaved
     instance).
     """
     clauses = [f"change_{n} AS ({sql})" for n, (sql, _) in enumerate(alongside, 1)]
     params = [p for _, change_params in alongside for p in change_params]
     statement = "WITH " + ",\n".join([*clauses, APPEND_TAIL.replace("CONDITION", when)])
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+    cursor_for = partial(prepared_cursor, generic_plan=False) if prepared else connection.cursor
+    with transaction.atomic(savepoint=False), cursor_for() as cursor:
         cursor.execute(statement, [*params, *_append_params(event)])
         wanted, *link = cursor.fetchone() or (False,)
         if not wanted:

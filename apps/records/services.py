@@ -160,7 +160,7 @@ def _lock_fact(tenant: Tenant, data: RecordInput) -> tuple[Fact, Limits]:
     row = None
     for _attempt in range(2):
         now = timezone.now()
-        with connection.cursor() as cursor:
+        with prepared_cursor(generic_plan=False) as cursor:
             cursor.execute(
                 LOCK_FACT_SQL,
                 [
@@ -393,6 +393,7 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
             lane_key=lane_key,
         ),
         alongside=changes,
+        prepared=True,
     )
     record = stored(record)
     record.fact = fact

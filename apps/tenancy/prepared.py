@@ -1,4 +1,4 @@
-"""The one fast path kept for deletion: its statement prepared on the server, planned once.
+"""The one fast path kept: fixed statements prepared on the server (deletion's, the write's).
 
 Django binds parameters on the client (``server_side_binding`` is off: much of the ORM's SQL
 is not preparable), so PostgreSQL parses and plans every statement it receives. Deletion's
@@ -9,7 +9,9 @@ execution on a connection prepares it, later ones skip parsing. PostgreSQL would
 that statement afresh on every execution (its generic plan's estimate, with ids bound as
 arrays of unknown length, exceeds the custom ones'), so the cursor asks for the generic plan,
 for its own transaction only (``SET LOCAL plan_cache_mode``): one plan per connection serves
-every deletion. The measurement that keeps this path is in docs/performance.md.
+every deletion. The write path's two statements (``apps.records.statements``) are prepared
+the same way, leaving the plan to PostgreSQL. The measurements that keep this path are in
+docs/performance.md.
 
 The psycopg cursor is wrapped like any Django cursor, so execute wrappers, query logging and
 ``CaptureQueriesContext`` see these statements too. Row-level security is unaffected: the
@@ -49,11 +51,13 @@ class _DebugWrapper(CursorDebugWrapper):
 
 
 @contextmanager
-def prepared_cursor() -> Iterator[Any]:
-    """A Django cursor whose statements are prepared on the server and planned generically
-    for the rest of the transaction (see module docs)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+def prepared_cursor(*, generic_plan: bool = True) -> Iterator[Any]:
+    """A Django cursor whose statements are prepared on the server and, with
+    ``generic_plan``, planned generically for the rest of the transaction (see module
+    docs); without it PostgreSQL chooses, as for any prepared statement."""
+    if generic_plan:
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
     raw = _PreparingCursor(connection.connection)
     cursor = (
         _DebugWrapper(raw, connection)
