@@ -24,8 +24,13 @@ REDIS_URL = os.environ.get("MEMORYCONSOLE_TEST_REDIS_URL", "redis://127.0.0.1:63
 
 def pytest_configure(config: pytest.Config) -> None:
     """The test session is an entry point: it prepares the instance and holds the embedded
-    PostgreSQL (the settings, imported before this, only computed where it listens)."""
+    PostgreSQL (the settings, imported before this, only computed where it listens).
+
+    Passwords are hashed with a fast hasher here: the product's PBKDF2 costs most of a
+    second a hash on this hardware, and every persona and sign-in would pay it. What a
+    hasher does is Django's to test; processes the tests start (``up``) keep the product's."""
     instance.setup()
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -34,13 +34,6 @@ def _screenshot_path(node: pytest.Item) -> Path:
     return SCREENSHOTS / f"{name}.png"
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings: Any) -> None:
-    """Every test creates people with passwords; the production hasher's deliberate slowness
-    would dominate the suite's time and proves nothing here."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     """One headless Chromium for this package's tests, closed when they are done.
