@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 from drf_spectacular.utils import (
@@ -38,9 +38,6 @@ from .responses import (
     SummarySerializer,
 )
 from .services import MAX_SOURCES, MAX_SUMMARY_CHARS
-
-if TYPE_CHECKING:
-    pass
 
 
 class SummarySourceInput(StrictSerializer):
