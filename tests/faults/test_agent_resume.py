@@ -198,12 +198,12 @@ def test_a_killed_agent_resumes_from_its_checkpoint_while_worker_and_database_di
                     (s for p in journal_processes(journal) for s in p.steps("checkpoint")),
                     default=0,
                 )
-                # After the first 4 points of traffic (finding the run and its checkpoint), a
-                # step takes 4 (found committed: open, checkpoint) to 10 (open, act, commit,
-                # trace, checkpoint): a point the work left is sure to reach.
-                # With every step checkpointed already (a worker or database fault can let a
-                # run finish early), the point may lie past the end: the agent then finishes.
-                die_at = {"REFERENCE_AGENT_DIE_AT": str(rng.randrange(4, 4 + 4 * max(1, left)))}
+                # Points 0-3 find the run and its checkpoint; a step left takes 4 (found
+                # committed: open, checkpoint) to 10 (open, act, commit, trace, checkpoint);
+                # closing the run takes the last 2. So every point below 4 + 4 * left + 2 is
+                # reached, even with every step checkpointed already (left 0: a worker or
+                # database fault can let a run get that far), and the attempt is a kill.
+                die_at = {"REFERENCE_AGENT_DIE_AT": str(rng.randrange(4, 6 + 4 * left))}
                 process = _agent(
                     up,
                     agent_token,
