@@ -16,10 +16,10 @@ from django.db import connections
 
 from apps.tenancy.models import Role, Tenant
 from memoryconsole import instance
+from tests.brokers import redis_url
 from tests.factories import AgentCredentialFactory, TenantFactory, person
 
 ROLE_KEYS = ("USER", "PASSWORD")
-REDIS_URL = os.environ.get("MEMORYCONSOLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -40,11 +40,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     import redis
 
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
+    client = redis.Redis.from_url(redis_url(), socket_connect_timeout=1)
     try:
         client.ping()
     except redis.RedisError as exc:
-        message = f"no Redis at {REDIS_URL} ({exc})"
+        message = f"no Redis at {redis_url()} ({exc})"
         if os.environ.get("MEMORYCONSOLE_TEST_REDIS_REQUIRED"):
             pytest.fail(message + "; MEMORYCONSOLE_TEST_REDIS_REQUIRED is set", pytrace=False)
         pytest.skip(message)
@@ -67,8 +67,11 @@ def django_db_setup(
 ) -> Iterator[None]:
     from django.test.utils import setup_databases, teardown_databases
 
-    # Parallel runs on one machine (several checkouts, one embedded server) set a suffix.
+    # Parallel runs on one machine (several checkouts, one embedded server) set a suffix;
+    # each pytest-xdist worker of a run has a database of its own.
     suffix = os.environ.get("MEMORYCONSOLE_TEST_DB_SUFFIX", "")
+    if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+        suffix += f"_{worker}"
     test_settings = connections["default"].settings_dict.setdefault("TEST", {})
     test_settings["NAME"] = f"test_memoryconsole{suffix}"
     with django_db_blocker.unblock():

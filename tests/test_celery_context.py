@@ -8,7 +8,6 @@ this machine cannot take its messages.
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -27,8 +26,9 @@ from apps.tenancy.models import Tenant
 from apps.tenancy.tasks import TENANT_HEADER
 from memoryconsole.celery import app, broker_status, broker_transport
 from memoryconsole.tasks import tenant_probe
+from tests.brokers import redis_url
 
-REDIS_URL = os.environ.get("MEMORYCONSOLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = redis_url()
 
 pytestmark = pytest.mark.slow
 # The worker thread must see what the test wrote: real commits, not a test transaction.
@@ -230,7 +230,7 @@ def test_it_reports_the_configured_sql_broker_ok() -> None:
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        pytest.param(REDIS_URL, "ok (redis)", marks=pytest.mark.redis),
+        pytest.param("{redis}", "ok (redis)", marks=pytest.mark.redis),
         ("redis://127.0.0.1:{port}/0", "unreachable (redis)"),
         ("sqla+postgresql+psycopg://nobody@127.0.0.1:{port}/nothing", "unreachable (sqla)"),
     ],
@@ -238,7 +238,7 @@ def test_it_reports_the_configured_sql_broker_ok() -> None:
 def test_it_checks_the_broker_for_real_and_quickly(
     monkeypatch: pytest.MonkeyPatch, url: str, expected: str
 ) -> None:
-    monkeypatch.setattr(app.conf, "broker_url", url.format(port=_closed_port()))
+    monkeypatch.setattr(app.conf, "broker_url", url.format(port=_closed_port(), redis=REDIS_URL))
     started = time.monotonic()
     assert broker_status() == expected
     assert time.monotonic() - started < 3

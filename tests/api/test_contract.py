@@ -8,6 +8,7 @@ anything up, so the paths below name random ids: a refused request never reaches
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from typing import Any
 from urllib.parse import urlencode
@@ -31,8 +32,13 @@ def every_action(tenant):
     return make_agent(tenant, ALL_ACTIONS, name="contract")
 
 
+# Ids nobody has, the same in every process that collects this module (pytest-xdist's
+# workers must collect the same test ids).
+_IDS = random.Random("contract")
+
+
 def _id() -> str:
-    return str(uuid.uuid4())
+    return str(uuid.UUID(int=_IDS.getrandbits(128), version=4))
 
 
 def _send(agent: Any, method: str, path: str, payload: Any) -> Any:

@@ -19,10 +19,11 @@ from apps.derivations.outbox import EMBED_WAKEUP, outbox_relay_tenant
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.tasks import TENANT_HEADER
 from memoryconsole.celery import app
+from tests.brokers import redis_url
 
 from .support import run_eagerly, write
 
-REDIS_URL = os.environ.get("MEMORYCONSOLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = redis_url()
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
