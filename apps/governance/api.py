@@ -4,11 +4,12 @@ consent revocation."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.utils import (
+    OpenApiParameter,
     OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
@@ -18,6 +19,7 @@ from rest_framework.response import Response
 
 from apps.api.contract import (
     IDENTIFIER_CHARS,
+    NON_BLANK_PATTERN,
     REASON_CHARS,
     ContractView,
     PageQuery,
@@ -28,8 +30,10 @@ from apps.api.contract import (
     StrictUUIDField,
 )
 from apps.api.idempotency import idempotent
+from apps.api.schema import ProblemSerializer
 from apps.core.errors import Invalid, NotFound
 from apps.core.pagination import CursorPage
+from apps.core.problems import PROBLEM_CONTENT_TYPE
 from apps.derivations import selectors
 from apps.derivations.api import _actor
 from apps.derivations.models import ErasureJob, ErasureJobState
@@ -40,21 +44,79 @@ from apps.derivations.responses import (
     ReceiptDetailSerializer,
     ReceiptSerializer,
 )
+from apps.records import services as record_services
+from apps.records.api import RecordDetailView, record_or_404, request_actor
+from apps.records.responses import (
+    ConsentRevocationSerializer,
+    DeletionPreviewSerializer,
+    DeletionReceiptSerializer,
+)
+from apps.records.serializers import ReasonInput, RecordDeleteQuery
 from apps.tenancy.models import AgentCredential
 
-from .preview import DeletionPreview
-
-if TYPE_CHECKING:
-    from .erasure import ErasurePreview
-
-
-from drf_spectacular.utils import OpenApiParameter
-
-from apps.api.contract import NON_BLANK_PATTERN
-from apps.records.responses import ConsentRevocationSerializer
-from apps.records.serializers import ReasonInput
-
 from . import services as governance_services
+from .erasure import (
+    SELECTORS,
+    ErasurePreview,
+    erasure_preview,
+    erasure_records_matching,
+    erasure_run,
+)
+from .erasure_jobs import erasure_job_enqueue, erasure_job_get
+from .preview import DeletionPreview, deletion_preview
+
+
+# ``/records/{id}``: reading the record is the records app's; its deletion is governance's
+# (a dry run previews what would go; else the fact goes with everything derived from it and
+# a receipt is returned). The docstring is the operations' description in the schema.
+class RecordView(RecordDetailView):
+    """A record with its provenance, observations, version chain and derived artifacts."""
+
+    required_actions = {**RecordDetailView.required_actions, "DELETE": "delete"}
+    query_input = {**RecordDetailView.query_input, "DELETE": RecordDeleteQuery}
+
+    @extend_schema(
+        responses={
+            200: PolymorphicProxySerializer(
+                "DeletionOutcome",
+                serializers=[DeletionReceiptSerializer, DeletionPreviewSerializer],
+                resource_type_field_name=None,
+                many=False,
+            ),
+            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer, description="A legal hold keeps the record."
+            ),
+        },
+    )
+    def delete(self, request: Request, record_id: str) -> Response:
+        record = record_or_404(record_id)
+        if self.params.get("dry_run"):
+            return Response(deletion_preview_body(deletion_preview(record)))
+        reason = self.params.get("reason") or "deleted through the API"
+        result = record_services.record_delete(
+            record=record, actor=request_actor(request), reason=reason
+        )
+        return Response(receipt_representation(result.receipt))
+
+
+def receipt_representation(receipt: Any) -> dict[str, Any]:
+    return {
+        "id": str(receipt.pk),
+        "kind": receipt.kind,
+        "deleted_at": receipt.deleted_at,
+        "requested_by": {
+            "type": receipt.requested_by_type,
+            "id": receipt.requested_by_id,
+            "label": receipt.requested_by_label,
+        },
+        "reason": receipt.reason,
+        "fact": str(receipt.fact_id) if receipt.fact_id else None,
+        "records": receipt.record_ids,
+        "counts": receipt.counts,
+        "content_digest": receipt.content_digest,
+        "reclaimed_at": receipt.storage_reclaimed_at,
+        "rewritten_at": receipt.storage_rewritten_at,
+    }
 
 
 class ErasureInput(StrictSerializer):
@@ -78,8 +140,6 @@ class ErasureInput(StrictSerializer):
     }
 
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
-        from .erasure import SELECTORS
-
         given = [name for name in SELECTORS if data.get(name) not in (None, "")]
         if len(given) != 1:
             return {
@@ -88,8 +148,6 @@ class ErasureInput(StrictSerializer):
         return {}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        from .erasure import SELECTORS
-
         selector = next(name for name in SELECTORS if attrs.get(name))
         return {
             "selector": selector,
@@ -156,8 +214,6 @@ class ErasureView(ContractView):
     )
     @idempotent()
     def post(self, request: Request) -> Response:
-        from .erasure import erasure_preview, erasure_records_matching, erasure_run
-        from .erasure_jobs import erasure_job_enqueue
 
         credential = request.auth
         assert isinstance(credential, AgentCredential)
@@ -222,8 +278,6 @@ class ErasureJobView(ContractView):
 
     @extend_schema(responses=ErasureJobSerializer)
     def get(self, request: Request, job_id: str) -> Response:
-        from .erasure_jobs import erasure_job_get
-
         job = erasure_job_get(job_id)
         if job is None:
             raise NotFound("No such erasure job.")
@@ -231,8 +285,6 @@ class ErasureJobView(ContractView):
 
 
 def receipt_body(receipt: Any) -> dict[str, Any]:
-    from apps.records.api import receipt_representation
-
     body = receipt_representation(receipt)
     body["parent"] = str(receipt.parent_id) if receipt.parent_id else None
     return body

@@ -7,6 +7,7 @@ from django.urls import path
 from . import api
 
 urlpatterns = [
+    path("records/<str:record_id>", api.RecordView.as_view(), name="api-record"),
     path("erasures", api.ErasureView.as_view(), name="api-erasures"),
     path("erasures/<str:job_id>", api.ErasureJobView.as_view(), name="api-erasure"),
     path("deletion-receipts", api.DeletionReceiptListView.as_view(), name="api-receipts"),

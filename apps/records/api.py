@@ -5,12 +5,11 @@ Views parse input, fetch through tenant-scoped selectors, call one service and s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from drf_spectacular.utils import (
     OpenApiResponse,
-    PolymorphicProxySerializer,
     extend_schema,
 )
 from rest_framework.request import Request
@@ -35,8 +34,6 @@ from .models import (
     PromotionEvent,
 )
 from .responses import (
-    DeletionPreviewSerializer,
-    DeletionReceiptSerializer,
     FactCheckResponse,
     FactsResponse,
     HistoryResponse,
@@ -48,7 +45,6 @@ from .serializers import (
     FactsQuery,
     ObservationSerializer,
     PromotionEventSerializer,
-    RecordDeleteQuery,
     RecordListQuery,
     RecordSerializer,
     RecordWriteInput,
@@ -183,8 +179,11 @@ class RecordListCreateView(ContractView):
 class RecordDetailView(ContractView):
     """A record with its provenance, observations, version chain and derived artifacts."""
 
-    required_actions = {"GET": "read", "DELETE": "delete"}
-    query_input = {"DELETE": RecordDeleteQuery}
+    # ``/records/{id}`` routes to governance's subclass (apps/governance/api.py), which adds
+    # the record's deletion.
+
+    required_actions: ClassVar[dict[str, str]] = {"GET": "read"}
+    query_input: ClassVar[dict[str, Any]] = {}
 
     @extend_schema(responses=RecordDetail)
     def get(self, request: Request, record_id: str) -> Response:
@@ -209,50 +208,6 @@ class RecordDetailView(ContractView):
         body["versions"] = serialize_many(VersionSerializer, selectors.record_history(record))
         body["derived"] = selectors.derived_artifacts(record)
         return Response(body)
-
-    @extend_schema(
-        responses={
-            200: PolymorphicProxySerializer(
-                "DeletionOutcome",
-                serializers=[DeletionReceiptSerializer, DeletionPreviewSerializer],
-                resource_type_field_name=None,
-                many=False,
-            ),
-            (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer, description="A legal hold keeps the record."
-            ),
-        },
-    )
-    def delete(self, request: Request, record_id: str) -> Response:
-        from apps.governance.api import deletion_preview_body
-        from apps.governance.preview import deletion_preview
-
-        record = record_or_404(record_id)
-        if self.params.get("dry_run"):
-            return Response(deletion_preview_body(deletion_preview(record)))
-        reason = self.params.get("reason") or "deleted through the API"
-        result = services.record_delete(record=record, actor=request_actor(request), reason=reason)
-        return Response(receipt_representation(result.receipt))
-
-
-def receipt_representation(receipt: Any) -> dict[str, Any]:
-    return {
-        "id": str(receipt.pk),
-        "kind": receipt.kind,
-        "deleted_at": receipt.deleted_at,
-        "requested_by": {
-            "type": receipt.requested_by_type,
-            "id": receipt.requested_by_id,
-            "label": receipt.requested_by_label,
-        },
-        "reason": receipt.reason,
-        "fact": str(receipt.fact_id) if receipt.fact_id else None,
-        "records": receipt.record_ids,
-        "counts": receipt.counts,
-        "content_digest": receipt.content_digest,
-        "reclaimed_at": receipt.storage_reclaimed_at,
-        "rewritten_at": receipt.storage_rewritten_at,
-    }
 
 
 class RecordHistoryView(ContractView):

@@ -8,7 +8,7 @@ from . import api
 
 urlpatterns = [
     path("records", api.RecordListCreateView.as_view(), name="api-records"),
-    path("records/<str:record_id>", api.RecordDetailView.as_view(), name="api-record"),
+    # records/<id> (read and delete) is routed by governance, which owns deletion.
     path(
         "records/<str:record_id>/history",
         api.RecordHistoryView.as_view(),
