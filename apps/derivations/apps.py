@@ -12,8 +12,10 @@ class DerivationsConfig(AppConfig):
         from apps.api.idempotency import expiry_check_register
         from apps.core.work import EMBED_RECORD, WorkHandler, work_register
         from apps.records.selectors import derived_artifacts_register
+        from apps.records.services import derived_class_raise_register
 
         from .outbox import record_embedding_enqueue, record_embedding_message
+        from .propagation import summaries_class_raise
         from .selectors import derived_from_record, summary_cites_expired
 
         work_register(
@@ -22,3 +24,4 @@ class DerivationsConfig(AppConfig):
         )
         expiry_check_register(summary_cites_expired)
         derived_artifacts_register(derived_from_record)
+        derived_class_raise_register(summaries_class_raise)

@@ -1,10 +1,11 @@
-"""What a source's deletion, redaction or expiry does to what was derived from it.
+"""What a source's deletion, redaction, expiry or raised class does to what was derived from it.
 
-Called inside the transaction of the change (consent revocation, ``record_redact``, a run's
-close, which discards its episodes and expires its session records), so the change and its
-propagation commit or roll back together. What goes is the deletion definition's
-(:mod:`apps.core.deletion`): an expired source is *withdrawn* (it stays until compaction
-deletes it, what was derived from it goes now), a discarded episode is deleted:
+A withdrawn source (``apps.records.services.deletion_propagate``: consent revocation,
+``record_redact``, a run's close expiring its session records) and a discarded episode
+(``apps.state.services.episodes_discard``) take what the deletion definition says
+(:mod:`apps.core.deletion`), inside the transaction of the change, so the change and its
+propagation commit or roll back together. An expired source is *withdrawn* (it stays until
+compaction deletes it, what was derived from it goes now), a discarded episode is deleted:
 
 * the embeddings of the affected record versions are deleted;
 * every summary citing any of them becomes invalid, says why and by which audit event, loses
@@ -14,7 +15,8 @@ deletes it, what was derived from it goes now), a discarded episode is deleted:
   tombstones.
 
 Re-summarisation is not queued: no summariser is configured, so an invalid summary stays
-invalid, visibly so.
+invalid, visibly so. A record re-observed at a higher class raises the class of the summaries
+citing it (``summaries_class_raise``).
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from apps.core import deletion
-from apps.records.models import MemoryRecord
-from apps.state.models import Episode
+from apps.records.models import SENSITIVITY_ORDER
 
 from .models import Summary, SummarySource
 
@@ -57,15 +58,12 @@ def summaries_invalidate(summary_ids: list[Any], *, reason: str) -> deletion.Out
     return deletion.run(withdrawn={Summary: summary_ids}, now=timezone.now(), reason=reason)
 
 
-def deletion_propagate(*, record_ids: list[Any], reason: str) -> deletion.Outcome:
-    """Withdraw the versions ``record_ids`` (expired, still stored): see the module doc."""
-    # Lock the versions first: a summary being written about one of them (it locks its
-    # sources) commits before the queries below run, so they see it and invalidate it.
-    list(MemoryRecord.objects.select_for_update().filter(pk__in=record_ids).values_list("pk"))
-    return deletion.run(withdrawn={MemoryRecord: record_ids}, now=timezone.now(), reason=reason)
-
-
-def episodes_discard(*, episode_ids: list[Any], reason: str) -> deletion.Outcome:
-    """Delete the episodes ``episode_ids`` (their run closed) with what the definition says:
-    summaries citing them invalidated, stored responses describing them forgotten."""
-    return deletion.run(deleted={Episode: episode_ids}, now=timezone.now(), reason=reason)
+def summaries_class_raise(record_id: Any, sensitivity: str) -> int:
+    """Raise every summary citing the version ``record_id`` to ``sensitivity`` where it is
+    lower (a summary is as sensitive as the most sensitive thing it cites); returns how many.
+    Registered with the records app, which calls it when a re-observation raises a record's
+    class (apps/derivations/apps.py)."""
+    lower = SENSITIVITY_ORDER[: SENSITIVITY_ORDER.index(sensitivity)]
+    return Summary.objects.filter(
+        pk__in=summaries_citing([record_id]), sensitivity__in=lower
+    ).update(sensitivity=sensitivity)

@@ -17,13 +17,15 @@ from django.utils import timezone
 from apps.audit.services import audit_record, content_digest
 from apps.core.actors import Actor
 from apps.core.errors import Invalid
-from apps.records.models import SENSITIVITY_ORDER
+from apps.records.models import SENSITIVITY_ORDER, Fact, MemoryRecord, RecordStatus, RedactionState
 from apps.records.redaction import MISSING, part_at, redaction_apply, redaction_path_name
 from apps.records.selectors import records_live
+from apps.records.services import Held, deletion_propagate, fact_is_held
+from apps.state.models import Episode
 from apps.tenancy.models import Tenant
 
 from .models import Summary, SummarySource
-from .outbox import summary_embedding_enqueue
+from .outbox import record_embedding_enqueue, summary_embedding_enqueue
 
 MAX_SUMMARY_CHARS = 20_000
 MAX_SOURCES = 200
@@ -53,15 +55,6 @@ class SourceRef:
     id: uuid.UUID
 
 
-def _episode_model() -> Any:
-    """The state app's Episode, if that app provides one (imported lazily)."""
-    try:
-        from apps.state.models import Episode
-    except ImportError:
-        return None
-    return Episode
-
-
 def _source_refs(sources: Sequence[Mapping[str, Any]]) -> list[SourceRef]:
     """The validated sources (``apps.derivations.api.SummaryInput``) as references."""
     return [SourceRef(str(item["type"]), uuid.UUID(str(item["id"]))) for item in sources]
@@ -86,13 +79,12 @@ def summary_create(
         r.pk: r for r in records_live().filter(pk__in=record_ids).select_for_update(of=("self",))
     }
     episode_ids: set[uuid.UUID] = set()
-    episode_model = _episode_model()
     wanted_episodes = [r.id for r in refs if r.type == "episode"]
-    if wanted_episodes and episode_model is not None:
+    if wanted_episodes:
         # Locked like the records: a run's close (which deletes its episodes, then invalidates
         # the summaries citing them) either finishes first or waits for this summary.
         episode_ids = set(
-            episode_model.objects.filter(pk__in=wanted_episodes)
+            Episode.objects.filter(pk__in=wanted_episodes)
             .select_for_update(no_key=True)
             .values_list("pk", flat=True)
         )
@@ -172,12 +164,6 @@ def record_redact(
     citing it become invalid; stored API responses showing the old value are forgotten. The
     audit event names the fields, never their content.
     """
-    from apps.records.models import Fact, MemoryRecord, RecordStatus, RedactionState
-    from apps.records.services import Held, fact_is_held
-
-    from .outbox import record_embedding_enqueue
-    from .propagation import deletion_propagate
-
     errors: dict[str, list[str]] = {}
     fact = Fact.objects.select_for_update().get(pk=record.fact_id)
     if fact_is_held(fact):

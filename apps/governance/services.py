@@ -3,7 +3,7 @@
 Each is a keyword-only service the API and the console both call, in one transaction with its
 audit event. What an expiry does to what was derived from the records it ends is the deletion
 definition's withdrawal (:mod:`apps.core.deletion`, through
-:func:`apps.derivations.propagation.deletion_propagate`).
+:func:`apps.records.services.deletion_propagate`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.audit.services import Actor, audit_record, content_digest
-from apps.derivations.propagation import deletion_propagate
 from apps.records.models import (
     ConsentRevocation,
     Fact,
@@ -35,7 +34,7 @@ from apps.records.retention import (
     class_limits,
     records_shortened_by,
 )
-from apps.records.services import RecordError
+from apps.records.services import RecordError, deletion_propagate
 from apps.tenancy.models import Tenant
 
 

@@ -256,6 +256,36 @@ def session_run_check_register(check: Callable[[Tenant, uuid.UUID], bool]) -> No
     _session_run_open[:] = [check]
 
 
+# What was derived from a record (summaries citing it) follows its class up: derived data is
+# the derivations app's, above records, so it registers how in its ``AppConfig.ready``
+# (apps/derivations/apps.py). A raise with nothing registered raises: a summary must never
+# keep a lower class than what it cites.
+_derived_class_raise: list[Callable[[uuid.UUID, str], int]] = []
+
+
+def derived_class_raise_register(raise_class: Callable[[uuid.UUID, str], int]) -> None:
+    """Set ``raise_class(record_id, sensitivity)``: raise what was derived from the version
+    ``record_id`` to ``sensitivity`` where it is lower, returning how many artifacts."""
+    _derived_class_raise[:] = [raise_class]
+
+
+def derived_class_raise(record_id: uuid.UUID, sensitivity: str) -> int:
+    if not _derived_class_raise:
+        raise LookupError("No app raises derived artifacts: apps.derivations is not installed.")
+    return _derived_class_raise[0](record_id, sensitivity)
+
+
+def deletion_propagate(*, record_ids: list[Any], reason: str) -> deletion.Outcome:
+    """Withdraw the versions ``record_ids`` (expired, still stored) inside the caller's
+    transaction: what the deletion definition derives from them goes now (embeddings deleted,
+    citing summaries invalidated, queued work and stored responses forgotten), the versions
+    stay until compaction (apps/derivations/propagation.py says what goes)."""
+    # Lock the versions first: a summary being written about one of them (it locks its
+    # sources) commits before the deletion's queries run, so they see it and invalidate it.
+    list(MemoryRecord.objects.select_for_update().filter(pk__in=record_ids).values_list("pk"))
+    return deletion.run(withdrawn={MemoryRecord: record_ids}, now=timezone.now(), reason=reason)
+
+
 def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> WriteRejected | None:
     """Why a ``session``-retained write may not name ``source.run_id`` (None when it may):
     400 for what is not a run id at all, 422 for an id that names no open run of ``tenant``.
@@ -443,9 +473,6 @@ def _class_raise(
     """Apply the sensitivity of a re-observation of ``record`` (its fact locked): a higher
     class raises the record's class and shortens its lifetime to that class's rule (never
     lengthens it); a lower one changes nothing. Returns the notices saying which."""
-    from apps.derivations.models import Summary
-    from apps.derivations.propagation import summaries_citing
-
     held, observed = _sensitivity_rank(record.sensitivity), _sensitivity_rank(data.sensitivity)
     if observed < held:
         return [
@@ -469,10 +496,7 @@ def _class_raise(
     record.expires_at = expires_at
     record.save(update_fields=["sensitivity", "expires_at"])
     # A summary is as sensitive as the most sensitive thing it cites.
-    summaries = Summary.objects.filter(
-        pk__in=summaries_citing([record.pk]),
-        sensitivity__in=SENSITIVITY_ORDER[:observed],
-    ).update(sensitivity=data.sensitivity)
+    summaries = derived_class_raise(record.pk, data.sensitivity)
     audit_record(
         tenant=tenant,
         actor=actor,

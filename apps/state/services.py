@@ -23,8 +23,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.audit.services import audit_append, audit_event, audit_record, content_digest
+from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
+from apps.records.services import deletion_propagate
 from apps.tenancy.models import Tenant
 
 from .models import (
@@ -187,6 +189,13 @@ def checkpoint_write(*, run: Run, step: int, state: Any, actor: Actor) -> Checkp
     return CheckpointOutcome(checkpoint, created=True)
 
 
+def episodes_discard(*, episode_ids: list[Any], reason: str) -> deletion.Outcome:
+    """Delete the episodes ``episode_ids`` (their run closed) with what the deletion
+    definition says: summaries citing them invalidated, stored responses describing them
+    forgotten."""
+    return deletion.run(deleted={Episode: episode_ids}, now=timezone.now(), reason=reason)
+
+
 @transaction.atomic
 def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
     """Close the run: delete its episodes, and expire the records written in it with retention
@@ -197,8 +206,6 @@ def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
 
     Checkpoints stay: they are the run's ledger (what it did), not its traces.
     """
-    from apps.derivations.propagation import deletion_propagate, episodes_discard
-
     locked = _lock_run(run)
     if locked.state == RunState.CLOSED:
         return locked
