@@ -7,6 +7,7 @@ The test database is created and migrated as the **owner** role, then every test
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,6 +60,36 @@ def _use_role(entry: dict[str, Any]) -> None:
         connection.settings_dict[key] = entry.get(key)
 
 
+def _others_gone(*, timeout: float) -> None:
+    """Before the test database is dropped: wait for the sessions other threads still hold
+    on it (a live server's request thread can outlive a client killed mid-request by a few
+    seconds), then end what remains. They are the application role's, and a role may end
+    its own sessions, so this connects as that role."""
+    import psycopg
+
+    connection = connections["default"]
+    app = settings.DATABASE_APP
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(
+        host=app.get("HOST") or None,
+        port=app.get("PORT") or None,
+        user=app["USER"],
+        password=app.get("PASSWORD") or None,
+        dbname=connection.settings_dict["NAME"],
+        autocommit=True,
+    ) as conn:
+        others = (
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        while conn.execute(others).fetchone() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname ="
+            " current_database() AND pid <> pg_backend_pid() AND usename = current_user"
+        )
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(
     request: pytest.FixtureRequest,
@@ -81,6 +112,7 @@ def django_db_setup(
     yield
     with django_db_blocker.unblock():
         _use_role(settings.DATABASE_OWNER)
+        _others_gone(timeout=10.0)
         teardown_databases(db_cfg, verbosity=0)
 
 
