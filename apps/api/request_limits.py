@@ -14,6 +14,8 @@ from urllib.parse import quote
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
+
 MAX_URL_BYTES = 8000
 
 
@@ -44,8 +46,6 @@ class UrlLengthMiddleware:
             "inputs in a request body."
         )
         if request.path_info.startswith("/api/"):
-            from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
-
             response: HttpResponse = JsonResponse(
                 problem_body(414, detail), status=414, content_type=PROBLEM_CONTENT_TYPE
             )

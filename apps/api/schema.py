@@ -31,6 +31,7 @@ from rest_framework import serializers
 
 from apps.core.problems import DATABASE_RETRY_AFTER, PROBLEM_CONTENT_TYPE
 
+from .contract import ContractMixin, QueryJSONObjectField, serializer_for
 from .idempotency import HEADER as IDEMPOTENCY_HEADER
 from .idempotency import MAX_KEY_LENGTH, honours_key
 from .permissions import required_actions
@@ -141,15 +142,11 @@ class ProblemAutoSchema(AutoSchema):
     """drf-spectacular's schema, plus what every operation takes, needs and can answer."""
 
     def _contract(self, kind: str) -> Any:
-        from .contract import ContractMixin, serializer_for
-
         if not isinstance(self.view, ContractMixin):
             return None
         return serializer_for(self.view, self.method, kind)
 
     def get_request_serializer(self) -> Any:
-        from .contract import ContractMixin
-
         if isinstance(self.view, ContractMixin):
             return self._contract("body")
         return super().get_request_serializer()
@@ -162,8 +159,6 @@ class ProblemAutoSchema(AutoSchema):
         return parameters
 
     def _json_query_parameters(self) -> set[str]:
-        from .contract import QueryJSONObjectField
-
         query = self._contract("query")
         if query is None:
             return set()
@@ -227,7 +222,6 @@ class ProblemAutoSchema(AutoSchema):
             operation["parameters"] = [*parameters, IDEMPOTENCY_PARAMETER]
 
         responses: dict[str, Any] = operation.setdefault("responses", {})
-        from .contract import ContractMixin
 
         # A contract view refuses a query parameter it does not declare, on every method.
         checks_input = isinstance(self.view, ContractMixin) or any(

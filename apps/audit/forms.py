@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.http import QueryDict
 
 
 class AuditFilterForm(forms.Form):
@@ -47,7 +48,6 @@ class AuditFilterForm(forms.Form):
 
     def query_for(self, **cursor: int) -> str:
         """The query string of these filters with another cursor (for the pager links)."""
-        from django.http import QueryDict
 
         query = QueryDict(mutable=True)
         if self.is_bound:

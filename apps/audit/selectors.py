@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from apps.tenancy.models import Tenant
 
-from .models import AuditEvent
+from .models import AuditChainHead, AuditEvent
 from .services import GENESIS, event_hash
 
 
@@ -29,7 +29,6 @@ def audit_chain_verify() -> ChainCheck:
     of a lane is caught as well as rewriting or removing one in the middle. Heads are read
     first: events appended meanwhile only extend lanes past their heads, which is fine.
     """
-    from .models import AuditChainHead
 
     heads = {head.lane: head for head in AuditChainHead.objects.all()}
     last: dict[int, str] = {}

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from apps.audit.models import AuditEvent
 from apps.audit.selectors import audit_event_recent
+from apps.console.context_processors import NAVIGATION
 from apps.records.models import SENSITIVITY_ORDER, Trust
 from apps.records.selectors import records_live
 from apps.review.queues import (
@@ -320,7 +321,6 @@ def console_url(
 ) -> str | None:
     """The console page ``url_name`` with ``query``, or None when the person may not open it
     or it is not routed (yet): a figure then shows as plain text instead of a dead link."""
-    from apps.console.context_processors import NAVIGATION
 
     needed = next((perm for _, _, name, perm in NAVIGATION if name == url_name), None)
     if needed is not None and needed not in perms:

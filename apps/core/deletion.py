@@ -42,8 +42,9 @@ from datetime import datetime
 from typing import Any
 
 from django.apps import apps as registry
+from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import FieldDoesNotExist
-from django.db import models
+from django.db import connection, models
 from django.db.models import F, Q, QuerySet, TextField, Value
 from django.db.models.functions import Cast, JSONObject
 
@@ -826,8 +827,6 @@ def _cte(prefix: str, model: type[models.Model]) -> str:
 
 
 def _pk_type(model: type[models.Model]) -> str:
-    from django.db import connection
-
     return str(model._meta.pk.db_type(connection))
 
 
@@ -835,7 +834,6 @@ def _pk_type(model: type[models.Model]) -> str:
 def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ()) -> Statement:
     """The statement deleting rows of the models ``roots`` and withdrawing rows of
     ``withdrawn_roots`` (labels), with everything the definition says (one per shape)."""
-    from django.db import connection
 
     defn = definition()
     root_nodes = [("delete", registry.get_model(label)) for label in roots]
@@ -1071,7 +1069,6 @@ def _project_model(model: type[models.Model]) -> bool:
 def _looks_like_reference(model: type[models.Model], column: models.Field[Any, Any]) -> bool:
     """A column that may name a row without a foreign key: a UUID (or an array of them), or a
     text column named ``*_id`` that is not the id of an actor (``<role>_type/_id/_label``)."""
-    from django.contrib.postgres.fields import ArrayField
 
     if isinstance(column, models.UUIDField):
         return True

@@ -27,7 +27,10 @@ from apps.api.schema import ProblemSerializer
 from apps.core.actors import Actor
 from apps.core.errors import NotFound
 from apps.core.problems import PROBLEM_CONTENT_TYPE
-from apps.records.serializers import VectorField
+from apps.records import api as records_api
+from apps.records.models import MemoryRecord
+from apps.records.selectors import record_get
+from apps.records.serializers import RecordSerializer, VectorField
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
@@ -196,11 +199,6 @@ class RecordRedactView(ContractView):
     )
     @idempotent()
     def post(self, request: Request, record_id: str) -> Response:
-        from apps.records import api as records_api
-        from apps.records.models import MemoryRecord
-        from apps.records.selectors import record_get
-        from apps.records.serializers import RecordSerializer
-
         record = record_get(record_id)
         if record is None:
             raise NotFound("No such record.")

@@ -11,10 +11,23 @@ from typing import Any
 
 from django.utils import timezone
 
+from apps.audit.services import content_digest
+from apps.records.models import MemoryRecord
+from apps.records.services import record_digest
+from apps.tenancy.context import current_tenant_id, tenant_scope
 from apps.tenancy.models import Tenant
 
 from .embedders import Embedder, get_embedder
-from .models import Embedding
+from .models import Embedding, Summary
+from .outbox import (
+    EMBED_RECORD,
+    EMBED_SUMMARY,
+    EMBED_TASKS,
+    outbox_claim,
+    outbox_defer,
+    outbox_done,
+    outbox_failed,
+)
 from .vectors import VectorRejected, vector_checked, vector_storable
 
 logger = logging.getLogger(__name__)
@@ -62,8 +75,6 @@ def embedding_upsert(
 
 
 def _tenant() -> Tenant:
-    from apps.tenancy.context import current_tenant_id
-
     tenant_id = current_tenant_id()
     if tenant_id is None:
         raise RuntimeError("embedding needs a tenant scope")
@@ -137,14 +148,10 @@ def sources_store(
 
 
 def _record_source(record: Any) -> Source:
-    from apps.records.services import record_digest
-
     return Source(record.pk, record.content, record_digest(record))
 
 
 def _summary_source(summary: Any) -> Source:
-    from apps.audit.services import content_digest
-
     return Source(summary.pk, summary.text, content_digest({"summary": summary.text}))
 
 
@@ -158,7 +165,6 @@ def record_embed(record_id: Any) -> str:
     The record row is locked, so a delete waits for the embedding (and then removes it) or the
     embedding waits for the delete (and finds nothing): no vector outlives its record.
     """
-    from apps.records.models import MemoryRecord
 
     record = MemoryRecord.objects.select_for_update().only(*RECORD_FIELDS).filter(pk=record_id)
     found = record.first()
@@ -178,7 +184,6 @@ def record_embed(record_id: Any) -> str:
 
 def summary_embed(summary_id: Any) -> str:
     """Embed one valid summary (current tenant); an invalid one keeps no embedding."""
-    from .models import Summary
 
     summary = Summary.objects.select_for_update().filter(pk=summary_id).first()
     if summary is None:
@@ -241,17 +246,6 @@ def embeddings_batch(
     either committed before the lock (the source is gone) or waits for this batch and then
     removes what it wrote.
     """
-    from apps.records.models import MemoryRecord
-
-    from .models import Summary
-    from .outbox import (
-        EMBED_RECORD,
-        EMBED_SUMMARY,
-        EMBED_TASKS,
-        outbox_claim,
-        outbox_defer,
-        outbox_done,
-    )
 
     now = timezone.now()
     rows = outbox_claim(EMBED_TASKS, limit=limit, retried=retried, now=now)
@@ -326,9 +320,6 @@ def embeddings_drain(
     ``wake`` (a worker passes its broker's) is called to let another worker thread help when
     a batch comes back full, and to continue later when the budget ran out with work left.
     """
-    from apps.tenancy.context import tenant_scope
-
-    from .outbox import outbox_failed
 
     deadline = time.monotonic() + budget
     total = BatchOutcome()
@@ -410,8 +401,6 @@ def client_vector_store(
     ``record`` or ``summary``, in the caller's transaction (one INSERT). A source that already
     has a vector of the model keeps it: a repeated write of the same value returns the stored
     version, whose vector was sent with its first write."""
-    from apps.audit.services import content_digest
-    from apps.records.services import record_digest
 
     if record is not None:
         digest = record_digest(record)

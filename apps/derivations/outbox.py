@@ -46,6 +46,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.tenancy.context import current_tenant_id, tenant_scope
+from apps.tenancy.models import Tenant
 from apps.tenancy.tasks import TENANT_HEADER
 
 from .models import OutboxMessage, OutboxState
@@ -201,7 +202,6 @@ def outbox_relay(
     limit: int = 500, *, publish: Publisher | None = None, wake: Waker | None = None
 ) -> int:
     """Offer due rows of every tenant (each inside its own tenant scope)."""
-    from apps.tenancy.models import Tenant
 
     if current_tenant_id() is not None:
         raise RuntimeError("outbox_relay runs across tenants; call it outside a tenant scope")

@@ -23,6 +23,9 @@ from typing import Any
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
+from apps.audit.services import content_digest
+from apps.records.selectors import records_live
+from apps.records.services import record_digest
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 
@@ -64,8 +67,6 @@ def reembed_embedder(model: str) -> Embedder:
 
 
 def _pending_records(model: str) -> QuerySet[Any]:
-    from apps.records.selectors import records_live
-
     embedded = Embedding.objects.filter(record_id=OuterRef("pk"), model=model)
     return records_live().exclude(Exists(embedded))
 
@@ -132,9 +133,6 @@ def _embed_pass(
     progress: Progress | None,
     total: int,
 ) -> None:
-    from apps.audit.services import content_digest
-    from apps.records.services import record_digest
-
     def records(batch: list[Any]) -> None:
         result.records += _store(
             tenant,

@@ -10,8 +10,11 @@ from typing import Any
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
+from apps.audit.models import DeletionReceipt
 from apps.records.models import MemoryRecord
 from apps.records.selectors import records_live
+from apps.tenancy.context import tenant_scope
+from apps.tenancy.models import Tenant
 
 from .models import Embedding, OutboxMessage, OutboxState, Summary, SummarySource
 
@@ -79,7 +82,6 @@ def derived_from_record(record: Any) -> dict[str, list[Any]]:
 
 def receipts(*, parent: str = "", kind: str = "") -> QuerySet[Any]:
     """The tenant's deletion receipts, optionally one erasure's or one kind's."""
-    from apps.audit.models import DeletionReceipt
 
     # A per-fact receipt shows its erasure's reclamation stamp (storage_reclaimed_at).
     queryset = DeletionReceipt.objects.select_related("parent")
@@ -94,8 +96,6 @@ def receipts(*, parent: str = "", kind: str = "") -> QuerySet[Any]:
 
 
 def receipt_get(receipt_id: Any) -> Any:
-    from apps.audit.models import DeletionReceipt
-
     try:
         pk = uuid.UUID(str(receipt_id))
     except (ValueError, TypeError):
@@ -116,8 +116,6 @@ class BackgroundWork:
 def background_work(now: datetime | None = None) -> BackgroundWork:
     """Figures of the outbox across tenants, read one tenant at a time under its own scope
     (outbox rows are tenant rows: there is no tenant-less way to see them)."""
-    from apps.tenancy.context import tenant_scope
-    from apps.tenancy.models import Tenant
 
     now = now or timezone.now()
     waiting = done = dead = 0

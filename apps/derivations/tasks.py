@@ -22,8 +22,9 @@ from django.db.models import F
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.tasks import TenantTask
 
+from .embeddings import embeddings_drain
 from .models import OutboxMessage, OutboxState
-from .outbox import EMBED_RECORD, EMBED_SUMMARY, EMBED_WAKEUP
+from .outbox import EMBED_RECORD, EMBED_SUMMARY, EMBED_WAKEUP, embedding_wakeup_try, outbox_relay
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +67,6 @@ class WakeupTask(TenantTask):
 
 
 def _drain(task: WakeupTask) -> str:
-    from .embeddings import embeddings_drain
-    from .outbox import embedding_wakeup_try
-
     tenant_id = task._tenant_from_request()
     if tenant_id is None:
         return "no tenant"  # fail-closed: nothing of any tenant is visible without one
@@ -111,6 +109,5 @@ def embed_summary(self: WakeupTask, summary_id: str = "", outbox_id: str | None 
 @shared_task(name="derivations.outbox_relay", acks_late=True, time_limit=60, soft_time_limit=50)
 def outbox_relay_all(limit: int = 500) -> int:
     """The beat's relay: publishes whatever an on-commit relay did not (crash, broker down)."""
-    from .outbox import outbox_relay
 
     return outbox_relay(limit)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from django.db import models
 from django.utils import timezone
 
 from apps.tenancy.models import TenantOwned
+
+# A run whose progress has not moved for this long lost its worker; a later delivery of its
+# message starts it again (its sandbox went with the dead worker's connection).
+STALLED_AFTER = timedelta(minutes=10)
 
 
 class EvaluationRunState(models.TextChoices):
@@ -64,7 +69,6 @@ class EvaluationRun(TenantOwned):
     @property
     def stalled(self) -> bool:
         """Running, but no progress for a while: the worker running it has stopped."""
-        from .services import STALLED_AFTER
 
         last = self.updated_at or self.started_at or self.requested_at
         return (

@@ -31,7 +31,16 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
+from apps.api.models import IdempotencyKey
+from apps.audit.models import AuditEvent
 from apps.derivations.embedders import get_embedder
+from apps.derivations.embeddings import record_embed, summary_embed
+from apps.derivations.models import Embedding, OutboxMessage, OutboxState, Summary
+from apps.derivations.outbox import EMBED_RECORD, EMBED_SUMMARY, outbox_finish
+from apps.records.models import MemoryRecord
+from apps.records.services import records_compact_expired
+from apps.records.validation import ttl_parse
+from apps.state.models import Checkpoint, Episode, Obligation
 
 from .cache import NearestNeighbourCache
 from .metrics import (
@@ -58,8 +67,6 @@ def _when(raw: Any) -> str:
 
 
 def _ttl_seconds(retention: dict[str, Any]) -> float:
-    from apps.records.validation import ttl_parse
-
     raw = retention.get("ttl")
     ttl = ttl_parse(raw)[0] if isinstance(raw, str) else None
     return ttl.total_seconds() if ttl is not None else 0.0
@@ -185,9 +192,6 @@ class RecordConfiguration:
 
     def drain_embeddings(self) -> int:
         """Do the queued embedding work as the worker does it (the same task bodies)."""
-        from apps.derivations.embeddings import record_embed, summary_embed
-        from apps.derivations.models import OutboxMessage, OutboxState
-        from apps.derivations.outbox import EMBED_RECORD, EMBED_SUMMARY, outbox_finish
 
         done = 0
         with self.sandbox.scope():
@@ -212,7 +216,6 @@ class RecordConfiguration:
 
     def sweep_expired(self) -> int:
         """The expiry sweep beat runs every 15 minutes, now."""
-        from apps.records.services import records_compact_expired
 
         with self.sandbox.scope():
             return records_compact_expired()
@@ -434,7 +437,6 @@ class RecordCanaries:
     def note_embeddings(self) -> None:
         """What each canary was embedded as, to tell a vector of its content from a later one
         of its redacted text."""
-        from apps.derivations.models import Embedding
 
         with self.configuration.sandbox.scope():
             for item in self.items:
@@ -504,11 +506,6 @@ class RecordCanaries:
     def probe_stored(self, item: RecordCanary) -> dict[str, bool]:
         """Every table an operator can read (the admin, the database): rows holding the token,
         and vectors computed from the canary's content."""
-        from apps.api.models import IdempotencyKey
-        from apps.audit.models import AuditEvent
-        from apps.derivations.models import Embedding, OutboxMessage, Summary
-        from apps.records.models import MemoryRecord
-        from apps.state.models import Checkpoint, Episode, Obligation
 
         token = item.canary.token
 

@@ -28,6 +28,7 @@ from django.db import connections, transaction
 from django.test import Client
 
 from apps.core.actors import Actor
+from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.governance.services import retention_rule_set
 from apps.records.models import RetentionRule
 from apps.tenancy.context import tenant_scope
@@ -68,7 +69,6 @@ class TenantPolicy:
     @classmethod
     def of(cls, tenant: Tenant) -> TenantPolicy:
         """Read inside ``tenant``'s scope (retention rules are tenant rows)."""
-        from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 
         with tenant_scope(tenant.pk):
             rules = tuple(

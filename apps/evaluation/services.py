@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -26,7 +25,7 @@ from apps.derivations.outbox import outbox_enqueue
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 
-from .models import EvaluationRun, EvaluationRunState
+from .models import STALLED_AFTER, EvaluationRun, EvaluationRunState
 from .runner import evaluate
 from .sandbox import EvaluationFailed, TenantPolicy
 from .scenarios import ScenarioError, ScenarioSet, scenarios_load
@@ -37,9 +36,6 @@ logger = logging.getLogger(__name__)
 EVALUATION_RUN = "evaluation.run"
 # Progress is written at most this often (each write is a committed UPDATE).
 PROGRESS_EVERY = 1.0
-# A run whose progress has not moved for this long lost its worker; a later delivery of its
-# message starts it again (its sandbox went with the dead worker's connection).
-STALLED_AFTER = timedelta(minutes=10)
 
 Progress = Callable[[str, int, int], None]
 

@@ -27,6 +27,7 @@ from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
 from apps.core import deletion
 from apps.derivations.services import DerivationRejected
+from apps.governance.state_erasure import state_erase, state_erasure_counts
 from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.records.services import versions_purge
 from apps.tenancy.models import Tenant
@@ -114,7 +115,6 @@ def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
     the same facts (held ones set aside) read as :func:`facts_deletion_preview` reads them."""
     if selector not in SELECTORS:
         raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
-    from apps.governance.state_erasure import state_erasure_counts
 
     matching = _matching_facts(selector, value)
     held = matching.filter(_held_q())
@@ -253,8 +253,6 @@ def erasure_run(
 
 
 def _state_erase(selector: str, value: str, reason: str) -> Any:
-    from apps.governance.state_erasure import state_erase
-
     with transaction.atomic():
         return state_erase(selector=selector, value=value, reason=reason)
 

@@ -37,6 +37,8 @@ from apps.derivations.tasks import OutboxTask
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 
+from .erasure import SELECTORS, erasure_run
+
 logger = logging.getLogger(__name__)
 
 ERASURE_JOB = "derivations.erasure_job"
@@ -54,7 +56,6 @@ def erasure_job_enqueue(
     work while it runs). Validates like ``erasure_run``, so a queued job cannot be refused
     later for its input.
     """
-    from .erasure import SELECTORS
 
     if selector not in SELECTORS:
         raise DerivationRejected({"selector": ["Give one of subject, owner or consent_ref."]})
@@ -173,7 +174,6 @@ def erasure_job_run(job_id: str = "", outbox_id: str | None = None, **_ignored: 
     """Run one queued erasure; a copy delivered again after it finished does nothing.
 
     (A job moved out of an outbox payload by migration 0006 has its outbox row's id.)"""
-    from .erasure import erasure_run
 
     job_id = job_id or outbox_id or ""
     if not job_id:

@@ -20,8 +20,18 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.core import deletion
 from apps.derivations.models import Embedding, Summary
+from apps.records.models import (
+    Conflict,
+    ConflictState,
+    Fact,
+    LegalHold,
+    MemoryRecord,
+    PromotionRequest,
+    PromotionState,
+)
 
 # Listed one by one on the confirmation page; beyond this, a count says how many more.
 LISTED_AT_MOST = 50
@@ -95,7 +105,6 @@ def deletion_preview(record: Any) -> DeletionPreview:
     Every version of the record's fact counts, expired or superseded ones included, because
     the deletion takes the whole fact.
     """
-    from apps.records.models import LegalHold
 
     preview = facts_deletion_preview([record.fact_id], listed=LISTED_AT_MOST)
     preview.record_id = record.pk
@@ -130,14 +139,6 @@ def facts_deletion_preview(facts: QuerySet[Any] | list[Any], *, listed: int) -> 
     rows the deletion definition reaches (:class:`apps.core.deletion.Plan`, the plan
     ``record_delete`` and erasure carry out), counted in a fixed number of queries whatever
     their number; ``listed`` bounds each list of ids."""
-    from apps.records.models import (
-        Conflict,
-        ConflictState,
-        Fact,
-        MemoryRecord,
-        PromotionRequest,
-        PromotionState,
-    )
 
     fact_set = Fact.objects.filter(pk__in=facts)
     versions = MemoryRecord.objects.filter(fact_id__in=fact_set.values("pk"))
@@ -205,7 +206,6 @@ def receipt_of_deleted_record(record_id: uuid.UUID) -> Any:
     First by the deletion's audit event (indexed by object id: the record that was asked
     for), then among the last day's receipts (any version of the deleted fact).
     """
-    from apps.audit.models import AuditEvent, DeletionReceipt
 
     event = (
         AuditEvent.objects.filter(object_id=str(record_id), action="record.delete")

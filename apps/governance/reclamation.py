@@ -26,9 +26,12 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from apps.audit.models import DeletionReceipt
 from apps.core import deletion
 from apps.core.database import owner_connection
+from apps.retrieval.tenant_indexes import index_tenant
 from apps.tenancy.context import current_tenant_id, tenant_scope
+from apps.tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +71,6 @@ SELECT count(*), coalesce(sum((counts->>'embeddings')::bigint), 0),
 
 def pending_tenants() -> dict[Any, PendingTenant]:
     """Every tenant with receipts awaiting reclamation (read tenant by tenant, under RLS)."""
-    from apps.tenancy.models import Tenant
 
     pending = {}
     for tenant_id in Tenant.objects.values_list("pk", flat=True):
@@ -130,7 +132,6 @@ def hnsw_rebuild_plan(owner: Any, pending: dict[Any, PendingTenant] | None) -> l
     never rebuilds another tenant's graph. ``pending=None`` (a forced vacuum with no receipts
     to go by) decides every index by the table's share.
     """
-    from apps.retrieval.tenant_indexes import index_tenant
 
     # The statistics of this backend's and others' recent deletes, as of now.
     owner.execute("SELECT pg_stat_clear_snapshot()")
@@ -207,7 +208,6 @@ def deletions_reclaim(*, force: bool = False, progress: Callable[[str], None] | 
     Returns how many receipts were stamped: top-level ones (an erasure's per-fact receipts
     follow their erasure's).
     """
-    from apps.audit.models import DeletionReceipt
 
     if current_tenant_id() is not None:
         raise RuntimeError("deletions_reclaim runs across tenants; call it outside a scope")
@@ -246,8 +246,6 @@ def deletions_rewrite(*, progress: Callable[[str], None] | None = None) -> int:
     """Rewrite the tables if a receipt awaits it; stamp ``rewritten_at`` (and, where still
     empty, ``reclaimed_at``) on the top-level receipts deleted before the rewrite began.
     Returns how many receipts were stamped."""
-    from apps.audit.models import DeletionReceipt
-    from apps.tenancy.models import Tenant
 
     if current_tenant_id() is not None:
         raise RuntimeError("deletions_rewrite runs across tenants; call it outside a scope")

@@ -21,6 +21,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from apps.audit.services import content_digest
 from apps.core import deletion
 from apps.state.models import Checkpoint, Episode, Obligation, Run
 
@@ -100,7 +101,6 @@ def state_residues(
     stripped would still change (:meth:`apps.core.deletion.Plan.residues`), and any run or
     obligation whose subject (or a run whose owner) has the erasure's content digest
     (``content_digest({selector: value})``)."""
-    from apps.audit.services import content_digest
 
     found = _plan(run_ids, obligation_ids).residues()
     if not digest or selector not in {"subject", "owner"}:

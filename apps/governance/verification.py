@@ -28,6 +28,8 @@ from django.db import connection
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.core import deletion
 from apps.derivations.models import Embedding
+from apps.governance.state_erasure import state_residues
+from apps.records.models import Fact, MemoryRecord
 
 CHUNK = 2000
 CONTENT_MEMBERS = ("value", "content", "text", "response_body")
@@ -99,7 +101,6 @@ def _content_members(data: Any) -> list[str]:
 
 def erasure_verify(receipt: DeletionReceipt) -> Verification:
     """Search every store of the current tenant for what ``receipt`` says was deleted."""
-    from apps.records.models import Fact, MemoryRecord
 
     receipts = [receipt, *DeletionReceipt.objects.filter(parent=receipt)]
     record_ids = sorted({rid for r in receipts for rid in r.record_ids})
@@ -162,7 +163,6 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
 def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
     """The state an erasure removed (apps.governance.state_erasure): by the ids its receipt
     keeps, and runs or obligations about the erased subject or owner by its content digest."""
-    from apps.governance.state_erasure import state_residues
 
     counts = receipt.counts if isinstance(receipt.counts, dict) else {}
     if receipt.kind != "erasure":

@@ -12,6 +12,8 @@ import copy
 import json
 from typing import Any
 
+from apps.core.validation import canonical_json
+
 REDACTION_MARKER = "[REDACTED]"
 WHOLE_VALUE = "value"
 
@@ -70,8 +72,6 @@ def renderings_of(part: Any) -> list[str]:
     elif isinstance(part, int | float):
         found = [str(part)]
     else:
-        from apps.core.validation import canonical_json
-
         found = [canonical_json(part), json.dumps(part)]
         items = part.values() if isinstance(part, dict) else part
         for item in items:

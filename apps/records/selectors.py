@@ -9,18 +9,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models.functions import Substr
 from django.utils import timezone
 
+from apps.audit.models import DeletionReceipt
+from apps.audit.services import subject_digest
 from apps.core.pagination import Cursor
 
 from .models import (
     Conflict,
     ConflictState,
     Fact,
+    LegalHold,
     MemoryRecord,
     MemoryRecordQuerySet,
     Observation,
     PromotionRequest,
+    PromotionState,
     RecordStatus,
     Scope,
 )
@@ -171,8 +176,6 @@ def deletions_covering(subject: str, as_of: datetime) -> list[str]:
     """Ids of the deletion receipts of ``subject`` made after ``as_of`` that took versions
     written by then: what the memory held at ``as_of`` but no longer can show. An erasure of
     the subject is named by its own receipt."""
-    from apps.audit.models import DeletionReceipt
-    from apps.audit.services import subject_digest
 
     digest = subject_digest(subject)
     receipts = DeletionReceipt.objects.filter(deleted_at__gt=as_of).filter(
@@ -216,7 +219,6 @@ def facts_check(items: list[tuple[uuid.UUID, int | None]]) -> list[FactCheck]:
 
     A deleted version is told from one that never existed by the deletion receipts (ids
     only). RLS shows this tenant's rows alone, so another tenant's id reads as unknown."""
-    from apps.audit.models import DeletionReceipt
 
     ids = [pk for pk, _ in items]
     now = timezone.now()
@@ -381,7 +383,6 @@ def records_page(
     unbounded. The range condition on ``written_at`` alone lets the (tenant, written_at)
     index start at the cursor, so a deep page costs what the first one does.
     """
-    from django.db.models.functions import Substr
 
     queryset = (
         records_list(filters)
@@ -418,7 +419,6 @@ def records_page(
 
 def record_active_holds(record: MemoryRecord) -> list[Any]:
     """The legal holds keeping ``record``'s fact (on its subject or on the fact itself)."""
-    from .models import LegalHold
 
     return list(
         LegalHold.objects.active()
@@ -429,7 +429,6 @@ def record_active_holds(record: MemoryRecord) -> list[Any]:
 
 def record_open_reviews(record: MemoryRecord) -> tuple[list[Conflict], list[PromotionRequest]]:
     """The open conflicts ``record`` takes part in and its open promotion requests."""
-    from .models import PromotionState
 
     open_conflicts = list(
         Conflict.objects.filter(state=ConflictState.OPEN)

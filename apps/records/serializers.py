@@ -38,6 +38,7 @@ from apps.api.contract import (
 )
 from apps.core.problems import flatten_errors
 from apps.core.validation import DURATION_RE, LONGEST_DURATION, format_duration
+from apps.derivations.embeddings import VECTOR_FIELD, client_vector_split
 
 from .models import (
     Conflict,
@@ -454,8 +455,6 @@ class VectorField(serializers.Field):  # type: ignore[type-arg]
     the embeddings' own rule (``client_vector_split``)."""
 
     def to_internal_value(self, data: Any) -> list[float]:
-        from apps.derivations.embeddings import VECTOR_FIELD, client_vector_split
-
         tenant = self.context.get("tenant")
         if tenant is None:
             raise serializers.ValidationError("Vectors are taken through the API only.")

@@ -19,7 +19,14 @@ from django.db.models import DateTimeField, F, Model, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from apps.audit.services import audit_append, audit_event, audit_record, content_digest
+from apps.audit.models import DeletionReceipt
+from apps.audit.services import (
+    audit_append,
+    audit_event,
+    audit_record,
+    content_digest,
+    subject_digest,
+)
 from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
@@ -35,12 +42,14 @@ from .models import (
     ConflictState,
     ConsentRevocation,
     Fact,
+    LegalHold,
     MemoryRecord,
     Observation,
     PromotionEvent,
     PromotionRequest,
     PromotionState,
     RecordStatus,
+    RetentionBasis,
     Scope,
     Trust,
     record_held,
@@ -295,7 +304,6 @@ def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> WriteRejected |
     about other tenants. The run stays locked until the write commits (a close locks it
     too), so the close that expires the run's session records cannot miss this one.
     """
-    from .models import RetentionBasis
 
     if data.retention_basis != RetentionBasis.SESSION:
         return None
@@ -668,8 +676,6 @@ class DeletionResult:
 
 
 def fact_is_held(fact: Fact) -> bool:
-    from .models import LegalHold
-
     return LegalHold.objects.active().covering(subject=fact.subject, fact=fact).exists()
 
 
@@ -741,8 +747,6 @@ def _versions_delete(
     goes with them (observations, promotion history, conflicts, embeddings, citing summaries
     invalidated, queued work and stored responses), in one statement. Receipt and audit keep
     ids, counts and a digest."""
-    from apps.audit.models import DeletionReceipt
-    from apps.audit.services import subject_digest
 
     pks = [v.pk for v in versions]
     record_ids = [str(pk) for pk in pks]

@@ -60,10 +60,10 @@ from apps.records.models import SENSITIVITY_ORDER, MemoryRecord
 from apps.records.predicates import record_predicate_sql
 from apps.tenancy.models import Tenant
 
+from .tenant_indexes import HNSW_INDEXED, domain_index_name, index_name
+
 RRF_K = 60
 EXACT_LIMIT = 10_000
-# Models with an HNSW index (see the migrations), by dimension.
-HNSW_INDEXED = {"hashing-256": 256, "st-all-MiniLM-L6-v2": 384, "client-384": 384}
 # Every stored column of a record but the generated full-text vector (deferred).
 RECORD_FIELDS = [
     f for f in MemoryRecord._meta.concrete_fields if not getattr(f, "generated", False)
@@ -142,7 +142,6 @@ def _held_at_sql(moment: datetime, params: dict[str, Any]) -> str:
     (``MemoryRecordQuerySet.held_at``, as the facts read uses it), compiled by Django and
     bound with this statement's named parameters. Not today's expiry: what has expired
     since ``moment`` was still held then."""
-    from apps.records.models import MemoryRecord
 
     queryset = MemoryRecord.objects.held_at(moment).values("id")
     sql, values = queryset.query.sql_with_params()
@@ -380,8 +379,6 @@ def search_statement(
     # In a gated statement every ranking branch waits for the count (a one-time filter).
     gate = " AND (SELECT exact FROM counted)" if gated else ""
     if gated:
-        from .tenant_indexes import domain_index_name, index_name
-
         params["own_index"] = index_name(tenant_id, model)
         valid = "EXISTS (SELECT 1 FROM pg_index WHERE indisvalid AND indexrelid = to_regclass({}))"
         scoped = "false"

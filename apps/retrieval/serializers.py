@@ -26,6 +26,7 @@ from apps.api.contract import (
     StrictIntegerField,
     StrictSerializer,
     TimestampField,
+    validate_input,
 )
 from apps.derivations.vectors import VectorRejected, vector_checked
 from apps.records.models import SENSITIVITY_ORDER
@@ -195,7 +196,6 @@ class SearchInput(StrictSerializer):
 def search_input(body: Any, *, dimension: int) -> SearchQuery:
     """A search body checked by :class:`SearchInput` outside a request (the console):
     the query, or :class:`~apps.api.contract.InputRejected` naming every failing field."""
-    from apps.api.contract import validate_input
 
     query: SearchQuery = validate_input(
         SearchInput, body, where="body", context={"dimension": dimension}

@@ -42,11 +42,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from psycopg import sql
 
 from apps.core.database import owner_connection
 from apps.tenancy.context import current_tenant_id, tenant_scope
+from apps.tenancy.models import Tenant
 
-from .search import HNSW_INDEXED
+# Models with an HNSW index (see the migrations), by dimension.
+HNSW_INDEXED = {"hashing-256": 256, "st-all-MiniLM-L6-v2": 384, "client-384": 384}
 
 PREFIX = "embedding_hnsw_t_"
 DOMAIN_PREFIX = "embedding_hnsw_d_"
@@ -141,7 +144,6 @@ def tenant_index_plan(*, minimum: int | None = None) -> TenantIndexPlan:
 
     Counts stop at the threshold (``LIMIT``), so deciding costs at most ``minimum`` index
     entries per tenant, whatever the table holds."""
-    from apps.tenancy.models import Tenant
 
     if current_tenant_id() is not None:
         raise RuntimeError("tenant indexes are planned across tenants; call outside a scope")
@@ -230,7 +232,6 @@ def _create_sql(
     domain: str | None = None,
 ) -> str:
     """A tenant's index, or with ``domain`` a domain's (``halfvec``: see the module docs)."""
-    from psycopg import sql
 
     kind, ops = (
         ("halfvec", "halfvec_cosine_ops") if domain is not None else ("vector", "vector_cosine_ops")

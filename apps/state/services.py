@@ -26,6 +26,13 @@ from apps.audit.services import audit_append, audit_event, audit_record, content
 from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
+from apps.core.validation import format_duration
+from apps.records.models import (
+    MemoryRecord,
+    RecordStatus,
+    RetentionBasis,
+    Trust,
+)
 from apps.records.services import deletion_propagate
 from apps.tenancy.models import Tenant
 
@@ -37,6 +44,7 @@ from .models import (
     Run,
     RunState,
 )
+from .selectors import never_committable_below, runs_idle
 
 
 class StateError(DomainError):
@@ -262,9 +270,6 @@ def runs_close_idle(*, tenant: Tenant, limit: int = 500) -> int:
     Each run is locked first and its idleness read again under the lock: an episode or
     checkpoint appended meanwhile (they lock the run too) keeps it open. A run locked right
     now is busy, so it is skipped rather than waited for."""
-    from apps.core.validation import format_duration
-
-    from .selectors import runs_idle
 
     idle_for = Tenant.objects.values_list("run_idle_close_after", flat=True).get(pk=tenant.pk)
     reason = f"idle for more than {format_duration(idle_for)} (the tenant's run_idle_close_after)"
@@ -294,12 +299,6 @@ def session_records_expire(*, run: Run, now: datetime) -> list[str]:
     records expire: a confirmed one was promoted by an explicit, recorded review, and API.md
     says promoted facts stay when the run closes.
     """
-    from apps.records.models import (
-        MemoryRecord,
-        RecordStatus,
-        RetentionBasis,
-        Trust,
-    )
 
     affected = (
         MemoryRecord.objects.filter(
@@ -438,7 +437,6 @@ def refuse_never_committable_dependencies(*, tenant: Tenant, depends_on: list[uu
     The direct dependencies stay locked until the creation commits, so one cannot fail or be
     cancelled between this check and the new obligation's insert; one failing afterwards
     leaves the new obligation blocked, which the console shows."""
-    from .selectors import never_committable_below
 
     if not depends_on:
         return

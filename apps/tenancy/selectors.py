@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from django.db import connection, transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
+from guardian.core import ObjectPermissionChecker
 
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
@@ -27,6 +28,7 @@ from .context import (
 )
 from .models import AgentCredential, Membership, Role, Tenant
 from .permissions import ALL_PERMISSIONS
+from .services import TOKEN_PREFIX, hash_token
 
 T = TypeVar("T")
 
@@ -65,7 +67,6 @@ def credential_for_token(token: str, *, activate: bool = False) -> AgentCredenti
     ``activate``: also make the credential's tenant the transaction's tenant, in the same
     statement (an API request's authentication: one round trip fewer).
     """
-    from .services import TOKEN_PREFIX, hash_token
 
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
@@ -182,7 +183,6 @@ def tenant_permissions_of(user: Any, tenant: Tenant) -> frozenset[str]:
     Empty for anonymous or inactive people and for tenants they have nothing in; superusers
     hold every permission.
     """
-    from guardian.core import ObjectPermissionChecker
 
     if not user.is_authenticated or not user.is_active:
         return frozenset()

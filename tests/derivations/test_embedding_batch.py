@@ -24,7 +24,6 @@ from django.db import connection, connections
 
 from apps.core.actors import Actor
 from apps.derivations import embeddings as embeddings_module
-from apps.derivations import outbox as outbox_module
 from apps.derivations.embedders import HashingEmbedder
 from apps.derivations.embeddings import embeddings_drain
 from apps.derivations.models import Embedding, OutboxMessage, OutboxState
@@ -210,7 +209,7 @@ def test_a_record_deleted_after_its_row_was_claimed_is_not_written_back(agent, t
     passes over the record (SKIP LOCKED) and gives its row back, the deletion then removes
     the row."""
     doomed, kept = write(agent, key="doomed"), write(agent, key="kept")
-    claim = outbox_module.outbox_claim
+    claim = embeddings_module.outbox_claim
     deleter: list[Any] = []
 
     def claim_then_delete(*args: Any, **kwargs: Any) -> Any:
@@ -220,7 +219,7 @@ def test_a_record_deleted_after_its_row_was_claimed_is_not_written_back(agent, t
             _wait_for_lock_wait(deleter[1])
         return claimed
 
-    monkeypatch.setattr(outbox_module, "outbox_claim", claim_then_delete)
+    monkeypatch.setattr(embeddings_module, "outbox_claim", claim_then_delete)
     outcome = embeddings_drain(tenant.pk)
     thread, result = deleter
     thread.join(30)
