@@ -9,6 +9,7 @@ import pytest
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.core.actors import Actor
 from apps.derivations.models import Embedding, Summary
+from apps.governance import erasure
 from apps.governance.erasure import erasure_run
 from apps.governance.services import legal_hold_place
 from apps.records.models import Fact, MemoryRecord, Observation
@@ -142,9 +143,12 @@ def _bulk_records(tenant, count: int, subject: str) -> None:
     )
 
 
-def test_it_erases_many_records_in_batches(tenant):
-    """Speed is measured by benchmarks/derived_delete.py, not asserted here."""
-    _bulk_records(tenant, 5000, "user:bulk")
+def test_it_erases_many_records_in_batches(tenant, monkeypatch):
+    """Five batches of 200 facts, each its own transaction, one progress report after each;
+    speed is measured by benchmarks/derived_delete.py, not asserted here."""
+    monkeypatch.setattr(erasure, "BATCH_FACTS", 200)
+    _bulk_records(tenant, 1000, "user:bulk")
+    reported: list[tuple[int, int]] = []
     with tenant_scope(tenant.pk):
         result = erasure_run(
             tenant=tenant,
@@ -152,7 +156,9 @@ def test_it_erases_many_records_in_batches(tenant):
             selector="subject",
             value="user:bulk",
             reason="bulk erasure",
+            progress=lambda done, total: reported.append((done, total)),
         )
-        assert result.totals["records"] == 5000
-        assert DeletionReceipt.objects.filter(parent=result.receipt).count() == 5000
+        assert reported == [(n, 1000) for n in (200, 400, 600, 800, 1000)]
+        assert result.totals["records"] == 1000
+        assert DeletionReceipt.objects.filter(parent=result.receipt).count() == 1000
         assert not MemoryRecord.objects.exists()
