@@ -12,6 +12,7 @@ from typing import Any
 from django.utils import timezone
 
 from apps.audit.services import content_digest
+from apps.records.client_vectors import VECTOR_FIELD
 from apps.records.models import MemoryRecord
 from apps.records.services import record_digest
 from apps.tenancy.context import current_tenant_id, tenant_scope
@@ -357,8 +358,6 @@ def embeddings_drain(
 
 
 # --- vectors sent by agents (tenant model ``client-<dim>``) ------------------------------------
-
-VECTOR_FIELD = "vector"
 
 
 def client_vector_split(

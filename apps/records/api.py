@@ -23,10 +23,10 @@ from apps.core.actors import Actor
 from apps.core.errors import NotFound
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
-from apps.derivations.embeddings import VECTOR_FIELD, client_vector_store
 from apps.tenancy.models import AgentCredential
 
 from . import selectors, services
+from .client_vectors import VECTOR_FIELD, client_vector_store
 from .models import (
     Conflict,
     ConflictState,

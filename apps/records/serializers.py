@@ -38,8 +38,8 @@ from apps.api.contract import (
 )
 from apps.core.problems import flatten_errors
 from apps.core.validation import DURATION_RE, LONGEST_DURATION, format_duration
-from apps.derivations.embeddings import VECTOR_FIELD, client_vector_split
 
+from .client_vectors import VECTOR_FIELD, client_vector_split
 from .models import (
     Conflict,
     ConflictState,
