@@ -25,9 +25,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.urls import URLPattern, path
 
-from apps.audit.services import audit_record
 from apps.core.actors import Actor
 
+from .audit_trail import audit_record
 from .context import activate_tenant, tenant_scope
 from .models import AgentCredential, Membership, Role, Tenant
 from .selectors import membership_admin_count

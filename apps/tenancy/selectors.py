@@ -13,9 +13,9 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 from guardian.core import ObjectPermissionChecker
 
-from apps.audit.services import audit_record
 from apps.core.actors import Actor
 
+from .audit_trail import audit_record
 from .context import (
     TENANT_SETTING,
     TOKEN_HASH_SETTING,

@@ -10,9 +10,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from apps.audit.services import audit_record
 from apps.core.actors import Actor
 
+from .audit_trail import audit_record
 from .context import tenant_scope
 from .models import DEFAULT_ACTIONS, Action, AgentCredential, Membership, Role, Tenant
 from .permissions import sync_role_permissions
