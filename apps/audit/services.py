@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import uuid
+import weakref
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -103,6 +105,38 @@ def lane_for(key: str) -> int:
     return hashlib.sha256(material.encode()).digest()[0] % LANES
 
 
+class _TransactionMark:
+    """Registered with ``on_commit`` by the first append of a transaction. Django holds it
+    until that transaction commits (and calls it) or rolls back (and drops it, with the
+    append): a weak reference to it is alive exactly while the append can still commit."""
+
+    __slots__ = ("__weakref__", "lane")
+
+    def __init__(self, lane: int) -> None:
+        self.lane = lane
+
+    def __call__(self) -> None:
+        pass
+
+
+_first_append = threading.local()
+
+
+def _transaction_lane(proposed: int) -> int:
+    """The lane every event of the transaction in progress goes to: the lane of its first
+    event (``proposed`` when this is the first). Two transactions appending to two lanes in
+    opposite orders would deadlock on the heads; one lane per transaction cannot."""
+    if not connection.in_atomic_block:
+        return proposed  # the append is a transaction of its own
+    held = getattr(_first_append, "mark", None)
+    mark = held() if held is not None else None
+    if mark is None:
+        mark = _TransactionMark(proposed)
+        transaction.on_commit(mark)
+        _first_append.mark = weakref.ref(mark)
+    return mark.lane
+
+
 def audit_event(
     *,
     tenant: Tenant | uuid.UUID,
@@ -116,10 +150,10 @@ def audit_event(
 ) -> AuditEvent:
     """An event not yet in the chain; :func:`audit_append` links and stores it.
 
-    The lane follows ``lane_key`` (default: the object id). Every event one transaction
-    appends must share a lane: two transactions appending to two lanes in opposite orders
-    would deadlock on the heads. A service whose change emits several events therefore keys
-    them all by the object it locked (a fact, an obligation).
+    The lane follows ``lane_key`` (default: the object id), spreading a tenant's concurrent
+    writers over the lanes; :func:`audit_append` then puts every event of one transaction on
+    the lane of its first, so a change emitting several events, about several objects, never
+    holds two lanes' heads.
     """
     tenant_id = tenant.pk if isinstance(tenant, Tenant) else tenant
     return AuditEvent(
@@ -172,6 +206,7 @@ def audit_append(
     stored (``event`` itself gets its place in the chain too, but stays an unsaved
     instance).
     """
+    event.lane = _transaction_lane(event.lane)
     clauses = [f"change_{n} AS ({sql})" for n, (sql, _) in enumerate(alongside, 1)]
     params = [p for _, change_params in alongside for p in change_params]
     statement = "WITH " + ",\n".join([*clauses, APPEND_TAIL.replace("CONDITION", when)])

@@ -413,7 +413,8 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         outcome = "conflict"
     changes.append((FACT_ADVANCE_SQL, [fact.current_id, fact.last_version, fact.pk]))
     changes.append(insert_statement(work_message(EMBED_RECORD, record)))
-    # Every event of one fact's change goes to the fact's lane (see audit_event).
+    # A fact's changes spread over the lanes by fact (the rest of a transaction's events
+    # follow its first onto one lane: apps.audit.services).
     lane_key = str(fact.pk)
     audit_append(
         audit_event(
@@ -653,7 +654,6 @@ def _promote(
             "promotion_event": str(event.pk),
             "request": str(request.pk) if request else None,
         },
-        # Every event of one fact's change goes to the fact's lane (see audit_event).
         lane_key=str(record.fact_id),
     )
     return event

@@ -180,7 +180,7 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
         object_type="promotion_request",
         object_id=str(request.pk),
         data={"record": str(record.pk), "reason": reason, "target": _record_target(record)},
-        lane_key=str(record.fact_id),  # the lane of record.promote below (see audit_event)
+        lane_key=str(record.fact_id),
     )
     if record.trust == Trust.CONFIRMED:
         event = PromotionEvent.objects.filter(record=record).order_by("-promoted_at").first()
@@ -373,7 +373,7 @@ def conflict_resolve(
                 "contender": str(contender.pk),
             },
         },
-        lane_key=str(fact.pk),  # the lane of record.promote above (see audit_event)
+        lane_key=str(fact.pk),
     )
     return conflict
 

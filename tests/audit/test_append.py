@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
+from django.db import connections, transaction
 
 from apps.audit.models import AuditChainHead, AuditEvent
 from apps.audit.selectors import audit_chain_verify
@@ -52,17 +56,22 @@ def test_it_stores_the_change_and_its_event_together(tenant):
         assert audit_chain_verify().ok
 
 
+@pytest.mark.django_db(transaction=True)
 def test_it_runs_the_change_once_when_the_lane_is_opened_by_it(tenant):
-    """The first event of a lane finds no head: the change alongside must not run twice."""
+    """The first event of a lane finds no head: the change alongside must not run twice.
+    (The append is its transaction's first: later ones take the lane of the first.)"""
     with tenant_scope(tenant.pk):
-        object_id = _fresh_lane(tenant)
-        fact_id = uuid.uuid4()
         scope = scope_for(tenant=tenant, domain="commerce")
+        object_id = _fresh_lane(tenant)
+    fact_id = uuid.uuid4()
+    with tenant_scope(tenant.pk):
         event = audit_append(
             _event(tenant, object_id),
             alongside=[(ADD_FACT, [fact_id, tenant.pk, "user:2", scope.pk])],
         )
+    with tenant_scope(tenant.pk):
         assert event is not None
+        assert event.lane == lane_for(object_id)
         assert Fact.objects.filter(subject="user:2").count() == 1
         head = AuditChainHead.objects.get(lane=event.lane)
         assert (head.count, head.hash) == (1, event.hash)
@@ -87,12 +96,90 @@ def test_it_appends_nothing_when_the_condition_fails(tenant):
         assert audit_chain_verify().ok
 
 
+@pytest.mark.django_db(transaction=True)
 def test_one_transactions_events_share_the_lane_of_their_key(tenant):
-    """Two lanes locked in opposite orders by two transactions would deadlock; events keyed
-    by the object a service locked all land on that object's lane."""
+    """Events keyed by the object a service locked land on that object's lane."""
     with tenant_scope(tenant.pk):
         events = [
             audit_append(_event(tenant, str(uuid.uuid4()), lane_key="fact-1")) for _ in range(6)
         ]
+    with tenant_scope(tenant.pk):
         assert audit_chain_verify().ok
     assert {event.lane for event in events if event is not None} == {lane_for("fact-1")}
+
+
+def _keys_on_two_lanes() -> tuple[str, str]:
+    first = "object-a"
+    second = next(
+        key for key in (f"object-{n}" for n in range(1000)) if lane_for(key) != lane_for(first)
+    )
+    return first, second
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_event_of_a_transaction_goes_to_the_lane_of_its_first(tenant):
+    """Events about different objects in one transaction share the first one's lane; the
+    next transaction starts on the lane of its own first event. A bulk decision (many
+    facts, one transaction) therefore holds one lane's head, whatever it touches."""
+    first, second = _keys_on_two_lanes()
+    with tenant_scope(tenant.pk):
+        events = [audit_append(_event(tenant, key)) for key in (first, second, first, second)]
+    with tenant_scope(tenant.pk):
+        after = audit_append(_event(tenant, second))
+        assert audit_chain_verify().ok
+    assert [e.lane if e else None for e in events] == [lane_for(first)] * 4
+    assert after is not None
+    assert after.lane == lane_for(second)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_after_a_rollback_takes_the_lane_of_its_own_first_event(tenant):
+    """A rolled-back first append leaves no lane behind, neither for the rest of its
+    transaction (a savepoint rolled back) nor for the next transaction."""
+    first, second = _keys_on_two_lanes()
+
+    def rolled_back() -> None:
+        with transaction.atomic():
+            audit_append(_event(tenant, first))
+            raise RuntimeError("rolled back")
+
+    def rolled_back_in_its_scope() -> None:
+        with tenant_scope(tenant.pk):
+            rolled_back()
+
+    with pytest.raises(RuntimeError):
+        rolled_back_in_its_scope()  # a whole transaction
+    with tenant_scope(tenant.pk):
+        with pytest.raises(RuntimeError):
+            rolled_back()  # a savepoint: the transaction goes on without its append
+        event = audit_append(_event(tenant, second))
+        later = audit_append(_event(tenant, first))
+    with tenant_scope(tenant.pk):
+        assert audit_chain_verify().ok
+    lanes = [e.lane if e is not None else None for e in (event, later)]
+    assert lanes == [lane_for(second), lane_for(second)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_transactions_appending_about_two_objects_in_opposite_orders_both_commit(tenant):
+    """Each appends about A and B (one of them in the order B, A), both holding their first
+    lane's head when they append the second event: on two lanes each, they would wait for
+    each other (a deadlock PostgreSQL ends by failing one); on one lane each, neither waits."""
+    first, second = _keys_on_two_lanes()
+    both_appended_once = threading.Barrier(2, timeout=20)
+
+    def appender(keys: tuple[str, str]) -> Any:
+        try:
+            with tenant_scope(tenant.pk), transaction.atomic():
+                audit_append(_event(tenant, keys[0]))
+                both_appended_once.wait()
+                return audit_append(_event(tenant, keys[1])).lane
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        lanes = list(pool.map(appender, [(first, second), (second, first)], timeout=60))
+    assert sorted(lanes) == sorted([lane_for(first), lane_for(second)])
+    with tenant_scope(tenant.pk):
+        assert audit_chain_verify().ok
+        assert AuditEvent.objects.filter(object_id__in=[first, second]).count() == 4

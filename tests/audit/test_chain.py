@@ -25,19 +25,23 @@ SYSTEM = Actor.system("tests")
 def _append(
     tenant, n: int, action: str = "thing.touch", *, one_object: bool = False
 ) -> list[AuditEvent]:
-    """``n`` events; about one object (so one lane) or about ``n`` objects (several lanes)."""
-    with tenant_scope(tenant.pk):
-        return [
-            audit_record(
-                tenant=tenant,
-                actor=SYSTEM,
-                action=action,
-                object_type="thing",
-                object_id="t" if one_object else f"t-{i}",
-                data={"i": i},
+    """``n`` events, each in a scope of its own; about one object (so one lane) or about ``n``
+    objects (several lanes, where each scope is a transaction: in a test's transaction, every
+    event takes the lane of its first)."""
+    events = []
+    for i in range(n):
+        with tenant_scope(tenant.pk):
+            events.append(
+                audit_record(
+                    tenant=tenant,
+                    actor=SYSTEM,
+                    action=action,
+                    object_type="thing",
+                    object_id="t" if one_object else f"t-{i}",
+                    data={"i": i},
+                )
             )
-            for i in range(n)
-        ]
+    return events
 
 
 def _lanes(chain: list[AuditEvent]) -> dict[int, list[AuditEvent]]:
@@ -68,6 +72,7 @@ def test_it_verifies_a_chain_of_several_events(tenant):
     assert result.broken_seq is None
 
 
+@pytest.mark.django_db(transaction=True)
 def test_it_links_every_event_to_the_previous_one_of_its_lane(tenant):
     _append(tenant, 12)
     chain = _chain(tenant)

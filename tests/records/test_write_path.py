@@ -55,9 +55,10 @@ def test_a_new_fact_is_written_in_two_statements(agent, tenant):
         assert audit_chain_verify().ok
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_writes_events_share_the_lane_of_its_fact(agent, second_agent, review_agent, tenant):
-    """Two transactions locking two lanes in opposite orders would deadlock: every event of
-    one fact's change goes to the fact's lane."""
+    """Each write is a transaction (ATOMIC_REQUESTS); its first event is keyed by the fact,
+    and the rest of that transaction's events take the same lane."""
     first = write_ok(agent)
     write_ok(agent, value="carrier_b", source__ref="interaction:2")  # conflict.open as well
     write_ok(second_agent, source__ref="interaction:3")  # observe + promotion.request
