@@ -35,16 +35,17 @@ class Cursor:
 
     def older(self, moment_field: str) -> Q:
         """The rows after this one in newest-first order: earlier, or as early with a
-        smaller id."""
-        return Q(**{f"{moment_field}__lt": self.moment}) | Q(
-            **{moment_field: self.moment, "pk__lt": self.id}
+        smaller id. Written with a range on ``moment_field`` first, which a ``(moment,
+        id)`` index scans from the cursor."""
+        return Q(**{f"{moment_field}__lte": self.moment}) & (
+            Q(**{f"{moment_field}__lt": self.moment}) | Q(pk__lt=self.id)
         )
 
     def newer(self, moment_field: str) -> Q:
         """The rows after this one in oldest-first order: later, or as late with a larger
-        id."""
-        return Q(**{f"{moment_field}__gt": self.moment}) | Q(
-            **{moment_field: self.moment, "pk__gt": self.id}
+        id (a range on ``moment_field`` first, as in :meth:`older`)."""
+        return Q(**{f"{moment_field}__gte": self.moment}) & (
+            Q(**{f"{moment_field}__gt": self.moment}) | Q(pk__gt=self.id)
         )
 
     @classmethod

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.http import QueryDict
-from django.utils.dateparse import parse_datetime
+
+from apps.core.pagination import CursorField
 
 RECEIPT_KINDS = (
     ("", "Any kind"),
@@ -32,24 +31,10 @@ class DeletionFilterForm(forms.Form):
         required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
     )
     parent = forms.UUIDField(required=False, widget=forms.HiddenInput)
-    before = forms.CharField(required=False, max_length=80, widget=forms.HiddenInput)
+    # The last row of the previous page (newest first).
+    before = CursorField(required=False)
 
     FILTER_FIELDS = ("kind", "who", "since", "until", "parent")
-
-    def clean_before(self) -> tuple[datetime, uuid.UUID] | None:
-        """The cursor ``<deleted_at ISO>_<receipt id>`` of the last row of the previous page."""
-        raw = self.cleaned_data.get("before") or ""
-        if not raw:
-            return None
-        moment, _, pk = raw.rpartition("_")
-        parsed = parse_datetime(moment)
-        try:
-            receipt_id = uuid.UUID(pk)
-        except ValueError:
-            receipt_id = None
-        if parsed is None or receipt_id is None:
-            raise forms.ValidationError("Not a page of this list; start from the newest.")
-        return parsed, receipt_id
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -77,10 +62,6 @@ class DeletionFilterForm(forms.Form):
         for name, value in cursor.items():
             query[name] = value
         return query.urlencode()
-
-
-def receipt_cursor(deleted_at: datetime, receipt_id: Any) -> str:
-    return f"{deleted_at.isoformat()}_{receipt_id}"
 
 
 SELECTOR_CHOICES = (

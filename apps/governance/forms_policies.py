@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.http import QueryDict
-from django.utils.dateparse import parse_datetime, parse_duration
+from django.utils.dateparse import parse_duration
 
+from apps.core.pagination import CursorField
 from apps.records.models import DEFAULT_RETENTION, Sensitivity
 
 NO_LIMIT_WORDS = {"", "none", "no limit", "never"}
@@ -195,24 +196,11 @@ class LegalHoldLiftForm(forms.Form):
 
 class LegalHoldFilterForm(forms.Form):
     state = forms.ChoiceField(required=False, choices=HOLD_STATES, label="Show")
-    before = forms.CharField(required=False, max_length=80, widget=forms.HiddenInput)
+    # The last row of the previous page (newest first).
+    before = CursorField(required=False)
 
     def clean_state(self) -> str:
         return self.cleaned_data.get("state") or "active"
-
-    def clean_before(self) -> tuple[datetime, uuid.UUID] | None:
-        raw = self.cleaned_data.get("before") or ""
-        if not raw:
-            return None
-        moment, _, pk = raw.rpartition("_")
-        parsed = parse_datetime(moment)
-        try:
-            hold_id = uuid.UUID(pk)
-        except ValueError:
-            hold_id = None
-        if parsed is None or hold_id is None:
-            raise forms.ValidationError("Not a page of this list; start from the newest.")
-        return parsed, hold_id
 
     def query_for(self, **cursor: str) -> str:
         query = QueryDict(mutable=True)

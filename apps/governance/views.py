@@ -15,7 +15,7 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,6 +24,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
+from apps.core.pagination import Cursor
 from apps.derivations import selectors
 from apps.derivations.models import ErasureJob
 from apps.derivations.services import DerivationRejected
@@ -44,7 +45,7 @@ from .erasure_jobs import (
     erasure_jobs_recent,
     erasure_receipt_for,
 )
-from .forms import DeletionFilterForm, ErasureConfirmForm, ErasureForm, receipt_cursor
+from .forms import DeletionFilterForm, ErasureConfirmForm, ErasureForm
 from .verification import erasure_verify
 
 logger = logging.getLogger(__name__)
@@ -86,13 +87,12 @@ def _deletions_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any
         queryset = _receipts_filtered(form.filters())
         cursor = form.cleaned_data.get("before") if form.is_bound else None
         if cursor:
-            moment, pk = cursor
-            queryset = queryset.filter(Q(deleted_at__lt=moment) | Q(deleted_at=moment, pk__lt=pk))
+            queryset = queryset.filter(cursor.older("deleted_at"))
         rows = list(queryset.order_by("-deleted_at", "-id")[: DELETIONS_PAGE_SIZE + 1])
         if len(rows) > DELETIONS_PAGE_SIZE:
             rows = rows[:DELETIONS_PAGE_SIZE]
             last = rows[-1]
-            older_url = f"{base}?{form.query_for(before=receipt_cursor(last.deleted_at, last.pk))}"
+            older_url = f"{base}?{form.query_for(before=Cursor(last.deleted_at, last.pk).token())}"
     paged = valid and form.is_bound and bool(form.cleaned_data.get("before"))
     return {
         "tenant": tenant,

@@ -14,13 +14,13 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from apps.audit.services import Actor
+from apps.core.pagination import Cursor
 from apps.records.models import DEFAULT_RETENTION, SENSITIVITY_ORDER, LegalHold, RetentionRule
 from apps.records.selectors import record_get
 from apps.records.services import RecordError
@@ -236,13 +236,12 @@ def _holds_context(
             queryset = queryset.lifted()
         cursor = filter_form.cleaned_data.get("before") if filter_form.is_bound else None
         if cursor:
-            moment, pk = cursor
-            queryset = queryset.filter(Q(placed_at__lt=moment) | Q(placed_at=moment, pk__lt=pk))
+            queryset = queryset.filter(cursor.older("placed_at"))
         holds = list(queryset.order_by("-placed_at", "-id")[: HOLDS_PAGE_SIZE + 1])
         if len(holds) > HOLDS_PAGE_SIZE:
             holds = holds[:HOLDS_PAGE_SIZE]
             last = holds[-1]
-            cursor_text = f"{last.placed_at.isoformat()}_{last.pk}"
+            cursor_text = Cursor(last.placed_at, last.pk).token()
             older_url = f"{base}?{filter_form.query_for(before=cursor_text)}"
     can_manage = MANAGE_RETENTION in request.console_perms
     if can_manage and place_form is None:

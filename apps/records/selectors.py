@@ -393,9 +393,7 @@ def records_page(
         return _records_by_expiry(queryset, continue_after=before, size=size)
     if after is not None:
         rows: list[MemoryRecord] = list(
-            queryset.filter(written_at__gte=after.moment)
-            .filter(Q(written_at__gt=after.moment) | Q(id__gt=after.id))
-            .order_by("written_at", "id")[: size + 1]
+            queryset.filter(after.newer("written_at")).order_by("written_at", "id")[: size + 1]
         )
         has_newer = len(rows) > size
         records = rows[:size][::-1]
@@ -405,9 +403,7 @@ def records_page(
             older_than=record_cursor(records[-1]) if records else None,
         )
     if before is not None:
-        queryset = queryset.filter(written_at__lte=before.moment).filter(
-            Q(written_at__lt=before.moment) | Q(id__lt=before.id)
-        )
+        queryset = queryset.filter(before.older("written_at"))
     newest_first: list[MemoryRecord] = list(queryset.order_by("-written_at", "-id")[: size + 1])
     records = newest_first[:size]
     return RecordPage(
@@ -447,9 +443,7 @@ def _records_by_expiry(
     queryset: QuerySet[MemoryRecord], *, continue_after: Cursor | None, size: int
 ) -> RecordPage:
     if continue_after is not None:
-        queryset = queryset.filter(expires_at__gte=continue_after.moment).filter(
-            Q(expires_at__gt=continue_after.moment) | Q(id__gt=continue_after.id)
-        )
+        queryset = queryset.filter(continue_after.newer("expires_at"))
     rows: list[MemoryRecord] = list(queryset.order_by("expires_at", "id")[: size + 1])
     records = rows[:size]
     last = records[-1] if records else None

@@ -101,19 +101,17 @@ def _keyset_page(
 
     if before is not None:
         # Walk back from the cursor, then show the slice oldest first like every page.
-        earlier = Q(**{f"{moment_field}__lt": before.moment}) | Q(
-            **{moment_field: before.moment, "id__lt": before.id}
+        rows = list(
+            queryset.filter(before.older(moment_field)).order_by(f"-{moment_field}", "-id")[
+                : size + 1
+            ]
         )
-        rows = list(queryset.filter(earlier).order_by(f"-{moment_field}", "-id")[: size + 1])
         has_earlier = len(rows) > size
         rows = rows[:size][::-1]
         has_later = True
     else:
         if after is not None:
-            queryset = queryset.filter(
-                Q(**{f"{moment_field}__gt": after.moment})
-                | Q(**{moment_field: after.moment, "id__gt": after.id})
-            )
+            queryset = queryset.filter(after.newer(moment_field))
         rows = list(queryset.order_by(moment_field, "id")[: size + 1])
         has_later = len(rows) > size
         rows = rows[:size]
@@ -304,11 +302,7 @@ def _ranked_page(
         )
     queryset = queryset.annotate(rank=rank)
     if after is not None and found is not None:
-        queryset = queryset.filter(
-            Q(rank__gt=found)
-            | Q(rank=found, **{f"{moment_field}__gt": after.moment})
-            | Q(rank=found, **{moment_field: after.moment}, id__gt=after.id)
-        )
+        queryset = queryset.filter(Q(rank__gt=found) | (Q(rank=found) & after.newer(moment_field)))
     rows: list[QueueItem] = list(queryset.order_by("rank", moment_field, "id")[: size + 1])
     later = (
         Cursor(getattr(rows[size - 1], moment_field), rows[size - 1].pk)
@@ -446,9 +440,7 @@ def promotion_queue_arrivals(
 ) -> int:
     """How many pending requests matching ``filters`` arrived after ``since`` (up to
     ``limit``, one more meaning "more"), for a queue page's "N new requests" notice."""
-    arrived = _open_requests(filters, timezone.now()).filter(
-        Q(requested_at__gt=since.moment) | Q(requested_at=since.moment, id__gt=since.id)
-    )
+    arrived = _open_requests(filters, timezone.now()).filter(since.newer("requested_at"))
     return arrived.order_by()[: limit + 1].count()
 
 
@@ -602,9 +594,7 @@ def conflict_queue_page(
         )
     elif order == ConflictOrder.NEWEST:
         if after is not None:
-            queryset = queryset.filter(
-                Q(opened_at__lt=after.moment) | Q(opened_at=after.moment, id__lt=after.id)
-            )
+            queryset = queryset.filter(after.older("opened_at"))
         rows = list(queryset.order_by("-opened_at", "-id")[: size + 1])
         later = Cursor(rows[size - 1].opened_at, rows[size - 1].pk) if len(rows) > size else None
         page = QueuePage(items=rows[:size], earlier_than=None, later_than=later)

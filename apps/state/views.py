@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -69,9 +69,7 @@ def _after(rows: QuerySet[Any], column: str, cursor: Cursor | None) -> QuerySet[
     """Rows strictly after ``cursor`` in ``(-column, -id)`` order (keyset: no OFFSET)."""
     if cursor is None:
         return rows
-    return rows.filter(
-        Q(**{f"{column}__lt": cursor.moment}) | Q(**{column: cursor.moment, "id__lt": cursor.id})
-    )
+    return rows.filter(cursor.older(column))
 
 
 def _page(

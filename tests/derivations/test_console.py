@@ -14,7 +14,9 @@ from django.utils import timezone
 
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.core.actors import Actor
+from apps.core.pagination import DAMAGED_LINK
 from apps.derivations.models import ErasureJob, ErasureJobState, OutboxMessage
+from apps.governance import views as governance_views
 from apps.governance.erasure_jobs import ERASURE_JOB, erasure_job_run
 from apps.governance.services import legal_hold_place
 from apps.records.models import Fact, MemoryRecord
@@ -126,7 +128,25 @@ def test_it_refuses_an_end_date_before_the_start(client, tenant, owner):
 def test_it_refuses_a_forged_cursor(client, tenant, owner):
     client.force_login(owner)
     html = client.get(url(tenant, "deletions"), {"before": "yesterday_x"}).content.decode()
-    assert "start from the newest" in html
+    assert DAMAGED_LINK in html
+
+
+def test_it_pages_through_the_deletions_newest_first_without_overlap(
+    client, tenant, owner, admin_agent, monkeypatch
+):
+    monkeypatch.setattr(governance_views, "DELETIONS_PAGE_SIZE", 2)
+    deleted = []
+    for key in "abcde":
+        record = write(admin_agent, subject="user:9", key=key)
+        deleted.append(admin_agent.delete(f"{RECORDS}/{record['id']}", headers={}).json()["id"])
+    client.force_login(owner)
+    seen, page_url, pages = [], url(tenant, "deletions"), 0
+    while page_url and pages < 10:
+        response = client.get(page_url)
+        seen += receipt_ids_on(response.content.decode())
+        page_url, pages = response.context["older_url"], pages + 1
+    assert pages == 3
+    assert seen == deleted[::-1]
 
 
 def test_it_hides_an_erasures_per_fact_receipts_until_asked(client, tenant, owner, admin_agent):
