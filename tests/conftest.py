@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
+from apps.core import database
 from apps.tenancy.models import Role, Tenant
 from memoryconsole import instance
 from tests.brokers import redis_url
@@ -65,19 +66,8 @@ def _others_gone(*, timeout: float) -> None:
     on it (a live server's request thread can outlive a client killed mid-request by a few
     seconds), then end what remains. They are the application role's, and a role may end
     its own sessions, so this connects as that role."""
-    import psycopg
-
-    connection = connections["default"]
-    app = settings.DATABASE_APP
     deadline = time.monotonic() + timeout
-    with psycopg.connect(
-        host=app.get("HOST") or None,
-        port=app.get("PORT") or None,
-        user=app["USER"],
-        password=app.get("PASSWORD") or None,
-        dbname=connection.settings_dict["NAME"],
-        autocommit=True,
-    ) as conn:
+    with database.role_connection(settings.DATABASE_APP) as conn:
         others = (
             "SELECT pid FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -163,18 +153,7 @@ def _auth_failures_forgotten() -> None:
 @pytest.fixture
 def owner_connection(django_db_blocker: Any) -> Iterator[Any]:
     """A raw psycopg connection to the test database as the owner role (catalog checks)."""
-    import psycopg
-
-    name = connections["default"].settings_dict["NAME"]
-    owner = settings.DATABASE_OWNER
-    conn = psycopg.connect(
-        host=owner.get("HOST") or None,
-        port=owner.get("PORT") or None,
-        user=owner["USER"],
-        password=owner.get("PASSWORD") or None,
-        dbname=name,
-        autocommit=True,
-    )
+    conn = database.owner_connection()
     try:
         yield conn
     finally:

@@ -116,7 +116,7 @@ class _TransactionMark:
         self.lane = lane
 
     def __call__(self) -> None:
-        pass
+        """Called after the commit: the mark's work was being held until then."""
 
 
 _first_append = threading.local()

@@ -10,14 +10,18 @@ from django.conf import settings
 from django.db import connection
 
 
-def owner_connection() -> Any:
-    owner = settings.DATABASE_OWNER
+def role_connection(role: dict[str, Any]) -> Any:
+    """An autocommit connection as ``role`` (``settings.DATABASE_OWNER`` or ``DATABASE_APP``)
+    to the database this process uses (the test database under pytest)."""
     return psycopg.connect(
-        host=owner.get("HOST") or None,
-        port=owner.get("PORT") or None,
-        user=owner["USER"],
-        password=owner.get("PASSWORD") or None,
-        # The database this process uses (the test database under pytest).
+        host=role.get("HOST") or None,
+        port=role.get("PORT") or None,
+        user=role["USER"],
+        password=role.get("PASSWORD") or None,
         dbname=connection.settings_dict["NAME"],
         autocommit=True,
     )
+
+
+def owner_connection() -> Any:
+    return role_connection(settings.DATABASE_OWNER)

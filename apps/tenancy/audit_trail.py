@@ -9,30 +9,18 @@ transaction, as the audit app's own ``audit_record`` does.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from apps.core.actors import Actor
 
 from .models import Tenant
 
-
-class Append(Protocol):
-    def __call__(
-        self,
-        *,
-        tenant: Tenant | uuid.UUID,
-        actor: Actor,
-        action: str,
-        object_type: str = ...,
-        object_id: str = ...,
-        data: dict[str, Any] | None = ...,
-    ) -> Any: ...
+# audit_record of apps.audit.services, once the audit app is ready.
+_append: list[Callable[..., Any]] = []
 
 
-_append: list[Append] = []
-
-
-def audit_append_register(append: Append) -> None:
+def audit_append_register(append: Callable[..., Any]) -> None:
     _append[:] = [append]
 
 
