@@ -22,11 +22,12 @@ EMBED_RECORD = "embed-record"
 @dataclass(frozen=True)
 class WorkHandler:
     """How the app doing one kind of work queues it: ``message`` builds the unsaved outbox
-    row the caller inserts (nothing is looked up: a new object has no pending work);
-    ``enqueue`` saves one itself."""
+    row the caller inserts (nothing is looked up: a new object has no pending work), or None
+    when the work is done at once: the caller then calls ``enqueue`` once the object is
+    stored; ``enqueue`` queues the work itself, or does it in the caller's transaction."""
 
-    message: Callable[[Any], models.Model]
-    enqueue: Callable[[Any], models.Model]
+    message: Callable[[Any], models.Model | None]
+    enqueue: Callable[[Any], Any]
 
 
 _handlers: dict[str, WorkHandler] = {}
@@ -43,11 +44,14 @@ def _handler(kind: str) -> WorkHandler:
         raise LookupError(f"No app does work of kind {kind!r}.") from None
 
 
-def work_message(kind: str, subject: Any) -> models.Model:
-    """The unsaved outbox row of ``kind`` about a new ``subject``, for the caller to insert."""
+def work_message(kind: str, subject: Any) -> models.Model | None:
+    """The unsaved outbox row of ``kind`` about a new ``subject``, for the caller to insert;
+    None when the work is done at once (call :func:`work_enqueue` once ``subject`` is
+    stored)."""
     return _handler(kind).message(subject)
 
 
-def work_enqueue(kind: str, subject: Any) -> models.Model:
-    """Queue work of ``kind`` about ``subject`` in the caller's transaction."""
-    return _handler(kind).enqueue(subject)
+def work_enqueue(kind: str, subject: Any) -> None:
+    """Queue work of ``kind`` about the stored ``subject`` in the caller's transaction, or do
+    it there where it is done at once."""
+    _handler(kind).enqueue(subject)

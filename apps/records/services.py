@@ -31,7 +31,7 @@ from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import json_equal
-from apps.core.work import EMBED_RECORD, work_message
+from apps.core.work import EMBED_RECORD, work_enqueue, work_message
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import prepared_cursor
 
@@ -394,9 +394,10 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         is_current=current is None,
         **_writer_fields(actor),
     )
-    # The version, its first observation, the fact's pointers, the embedding work
-    # (derivations: embedded after commit, via the outbox) and the audit event: one
-    # statement, the write path's one fast path (apps.records.statements).
+    # The version, its first observation, the fact's pointers, the embedding work (the
+    # outbox row the worker embeds from after commit; none where the tenant's model embeds
+    # at write, below) and the audit event: one statement, the write path's one fast path
+    # (apps.records.statements).
     changes = [
         insert_statement(record),
         insert_statement(_observation(tenant, record, data, actor, now)),
@@ -412,7 +413,9 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         changes.append(insert_statement(conflict))
         outcome = "conflict"
     changes.append((FACT_ADVANCE_SQL, [fact.current_id, fact.last_version, fact.pk]))
-    changes.append(insert_statement(work_message(EMBED_RECORD, record)))
+    embedding_work = work_message(EMBED_RECORD, record)
+    if embedding_work is not None:
+        changes.append(insert_statement(embedding_work))
     # A fact's changes spread over the lanes by fact (the rest of a transaction's events
     # follow its first onto one lane: apps.audit.services).
     lane_key = str(fact.pk)
@@ -436,6 +439,8 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
     )
     record = stored(record)
     record.fact = fact
+    if embedding_work is None:
+        work_enqueue(EMBED_RECORD, record)  # the model embeds at write: now, in this transaction
     if conflict is not None:
         conflict = stored(conflict)
     if conflict is not None:

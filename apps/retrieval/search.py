@@ -62,7 +62,16 @@ from apps.tenancy.models import Tenant
 
 from .tenant_indexes import HNSW_INDEXED, domain_index_name, index_name
 
-RRF_K = 60
+# Reciprocal rank fusion's constant: a hit's score is the sum over the legs of
+# 1 / (RRF_K + its rank in that leg). A small constant lets a leg's top ranks decide more;
+# on the retrieval benchmark's development split recall@10 was flat from 3 to 10 and fell
+# beyond (docs/retrieval.md).
+RRF_K = 10
+# BM25's usual constants (term-frequency saturation, length normalisation).
+BM25_K1 = 1.2
+BM25_B = 0.75
+# The share of a query's BM25 weight a row must match to be a hit by its words alone.
+TEXT_COVERAGE = 0.5
 EXACT_LIMIT = 10_000
 # Every stored column of a record but the generated full-text vector (deferred).
 RECORD_FIELDS = [
@@ -327,10 +336,73 @@ def query_vector_for(q: SearchQuery, model: str) -> list[float] | None:
     if not q.query or not embedder.computes:
         return None
     try:
-        vector = [float(x) for x in embedder.embed([q.query])[0]]
+        vector = [float(x) for x in embedder.embed_queries([q.query])[0]]
     except EmbedderUnavailable:
         return None
     return vector if any(vector) else None
+
+
+def _text_leg(base: str, gate: str, *, summaries: bool, counted: bool) -> list[str]:
+    """The lexical leg's CTEs, ending in ``txt_ranked (id, kind, rank, coverage)``.
+
+    The query's terms (``search_terms``, migration records 0010: stems matched as prefixes,
+    stop words dropped) match any word of a candidate's ``search`` document (the GIN index
+    finds them); each match is ranked by Okapi BM25 over the candidates (k1 1.2, b 0.75):
+    a term's weight is its inverse document frequency among the candidates in the filters,
+    so a word every memory of the scope holds counts little and a rare one much.
+    ``coverage`` is the share of the query's weight a row matched (a term no candidate
+    holds weighs as much as the rarest): a row found by its words alone must match at least
+    :data:`TEXT_COVERAGE` of it, so a stray common word does not make a hit.
+    """
+    if counted:
+        population = "(SELECT n FROM counted)"
+    else:
+        population = f"(SELECT count(*) FROM (SELECT 1 FROM {base} LIMIT {EXACT_LIMIT + 1}) c)"
+    matched = [
+        f"SELECT r.id, 'record' AS kind, r.search FROM tsq, {base} AND r.search @@ tsq.q{gate}"
+    ]
+    if summaries:
+        matched.append(
+            "SELECT s.id, 'summary' AS kind, search_document('', s.text) FROM tsq, summaries s "
+            f"WHERE search_document('', s.text) @@ tsq.q{gate}"
+        )
+    return [
+        "terms AS MATERIALIZED (SELECT term FROM unnest(search_terms(%(query)s)) term)",
+        # 'stem*' is a prefix, 'word' a whole word (search_terms).
+        """tsq AS MATERIALIZED (
+            SELECT string_agg(CASE WHEN right(term, 1) = '*'
+                                   THEN quote_literal(left(term, -1)) || ':*'
+                                   ELSE quote_literal(term) END, ' | ')::tsquery AS q
+              FROM terms)""",
+        f"txt_matched AS MATERIALIZED ({' UNION ALL '.join(matched)})",
+        f"""txt_stats AS (
+            SELECT greatest({population}, count(*)) AS n,
+                   greatest(avg(length(search)), 1) AS avgdl
+              FROM txt_matched)""",
+        """txt_tf AS (
+            SELECT m.id, m.kind, t.term, sum(array_length(u.positions, 1)) AS tf,
+                   length(m.search) AS dl
+              FROM txt_matched m CROSS JOIN LATERAL unnest(m.search) u
+              JOIN terms t ON CASE WHEN right(t.term, 1) = '*'
+                                   THEN starts_with(u.lexeme, left(t.term, -1))
+                                   ELSE u.lexeme = t.term END
+             GROUP BY m.id, m.kind, t.term, length(m.search))""",
+        """txt_idf AS (
+            SELECT t.term, ln(1 + (s.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
+                   AS idf
+              FROM terms t CROSS JOIN txt_stats s
+              LEFT JOIN (SELECT term, count(*) AS df FROM txt_tf GROUP BY term) d
+                ON d.term = t.term)""",
+        f"""txt_ranked AS (
+            SELECT tf.id, tf.kind,
+                   sum(i.idf * tf.tf * {BM25_K1 + 1}
+                       / (tf.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * tf.dl / s.avgdl)))
+                   AS rank,
+                   sum(i.idf) / (SELECT sum(idf) FROM txt_idf) AS coverage
+              FROM txt_tf tf JOIN txt_idf i ON i.term = tf.term CROSS JOIN txt_stats s
+             GROUP BY tf.id, tf.kind
+             ORDER BY rank DESC, tf.id LIMIT %(depth)s)""",
+    ]
 
 
 def search_statement(
@@ -434,11 +506,10 @@ def search_statement(
                 if own_index:
                     stored = f"l2_normalize({stored})::vector({dimension})"
                 distance = order = f"({stored}) <=> %(vec)s::vector({dimension})"
-            # The floor applies to what the scan returns, not inside it: a scan told to skip
-            # vectors past the floor would go on scanning (iteratively) for ones that are
-            # not. In the scan's order the vectors that pass are its first ones, so this
-            # keeps the same set. The scan's own count says whether it found ``k`` in the
-            # filters at all (run_search).
+            # The floor is not applied inside the scan: a scan told to skip vectors past
+            # the floor would go on scanning (iteratively) for ones that are not. It decides
+            # which ranked rows qualify (``ranked``). The scan's own count says whether it
+            # found ``k`` in the filters at all (run_search).
             parts.append(
                 f"""vec_scanned AS MATERIALIZED (
                     SELECT e.record_id AS id, {distance} AS distance
@@ -448,66 +519,45 @@ def search_statement(
                        AND {where}
                      ORDER BY {order} LIMIT %(depth)s)"""
             )
-            parts.append(
-                "vec_records AS (SELECT id, distance FROM vec_scanned "
-                "WHERE distance <= %(max_distance)s)"
-            )
+            parts.append("vec_records AS (SELECT id, distance FROM vec_scanned)")
         else:
             plan = "exact"
             if not gated:  # a model without an HNSW index: always exact, never counted
                 parts.append(f"candidates AS MATERIALIZED (SELECT r.id FROM {base})")
             parts.append(
                 f"""vec_records AS (
-                    SELECT id, distance FROM (
-                        SELECT e.record_id AS id, e.vector <=> %(vec)s::vector AS distance
-                          FROM derivations_embedding e JOIN candidates c ON c.id = e.record_id
-                         WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{on_embedding}{gate}
-                         ORDER BY distance LIMIT %(depth)s) nearest
-                     WHERE distance <= %(max_distance)s)"""
+                    SELECT e.record_id AS id, e.vector <=> %(vec)s::vector AS distance
+                      FROM derivations_embedding e JOIN candidates c ON c.id = e.record_id
+                     WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{on_embedding}{gate}
+                     ORDER BY distance LIMIT %(depth)s)"""
             )
         vec_sources.append("SELECT id, 'record' AS kind, distance FROM vec_records")
         if summary_where is not None:
             # Summaries are few beside records: always an exact scan of the valid ones.
             parts.append(
                 f"""vec_summaries AS (
-                    SELECT id, distance FROM (
-                        SELECT e.summary_id AS id, e.vector <=> %(vec)s::vector AS distance
-                          FROM derivations_embedding e JOIN summaries s ON s.id = e.summary_id
-                         WHERE e.model = %(model)s{gate}
-                         ORDER BY distance LIMIT %(depth)s) nearest
-                     WHERE distance <= %(max_distance)s)"""
+                    SELECT e.summary_id AS id, e.vector <=> %(vec)s::vector AS distance
+                      FROM derivations_embedding e JOIN summaries s ON s.id = e.summary_id
+                     WHERE e.model = %(model)s{gate}
+                     ORDER BY distance LIMIT %(depth)s)"""
             )
             vec_sources.append("SELECT id, 'summary' AS kind, distance FROM vec_summaries")
     if q.query:
         params["query"] = q.query
-        parts.append("tsq AS (SELECT websearch_to_tsquery('english', %(query)s) AS q)")
-        parts.append(
-            f"""txt_records AS (
-                SELECT r.id, ts_rank_cd(r.search, tsq.q) AS rank
-                  FROM tsq, {base} AND r.search @@ tsq.q{gate}
-                 ORDER BY rank DESC, r.id LIMIT %(depth)s)"""
-        )
-        txt_sources.append("SELECT id, 'record' AS kind, rank FROM txt_records")
-        if summary_where is not None:
-            parts.append(
-                f"""txt_summaries AS (
-                    SELECT s.id, ts_rank_cd(to_tsvector('english', s.text), tsq.q) AS rank
-                      FROM tsq, summaries s
-                     WHERE to_tsvector('english', s.text) @@ tsq.q{gate}
-                     ORDER BY rank DESC, s.id LIMIT %(depth)s)"""
-            )
-            txt_sources.append("SELECT id, 'summary' AS kind, rank FROM txt_summaries")
+        parts.extend(_text_leg(base, gate, summaries=summary_where is not None, counted=gated))
+        txt_sources.append("SELECT id, kind, rank, coverage FROM txt_ranked")
         plan = "text" if plan == "text" else f"{plan}+text"
     if vec_sources and not txt_sources:
         # Vector only: the ranking is the vector order (RRF over one list), with no fusion
-        # to plan.
+        # to plan; what passes the floor is a prefix of that order.
         parts.append(
             f"""ranked AS (
-                SELECT id, kind, distance, NULL::float4 AS rank,
+                SELECT id, kind, distance, NULL::float8 AS rank,
                        row_number() OVER (ORDER BY distance, id) AS vec_position,
                        NULL::bigint AS txt_position,
                        1.0 / ({RRF_K} + row_number() OVER (ORDER BY distance, id)) AS score
                   FROM ({" UNION ALL ".join(vec_sources)}) v
+                 WHERE distance <= %(max_distance)s
                  ORDER BY distance, id LIMIT %(k)s)"""
         )
     else:
@@ -527,16 +577,22 @@ def search_statement(
         if txt_sources:
             parts.append(
                 f"""txt AS (
-                    SELECT id, kind, rank,
+                    SELECT id, kind, rank, coverage,
                            row_number() OVER (ORDER BY rank DESC, id) AS position
                       FROM ({" UNION ALL ".join(txt_sources)}) t
                      ORDER BY rank DESC, id LIMIT %(depth)s)"""
             )
         else:
             parts.append(
-                "txt AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float4 AS rank, "
-                "NULL::bigint AS position WHERE false)"
+                "txt AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float8 AS rank, "
+                "NULL::float8 AS coverage, NULL::bigint AS position WHERE false)"
             )
+        # A row qualifies by its meaning (similarity at or above the floor) or by its words
+        # (enough of the query's weight matched); whichever leg it qualifies by, both legs'
+        # ranks make its score.
+        qualifies = f"txt.coverage >= {TEXT_COVERAGE}"
+        if vec_sources:
+            qualifies = f"(vec.distance <= %(max_distance)s OR {qualifies})"
         parts.append(
             f"""ranked AS (
                 SELECT coalesce(vec.id, txt.id) AS id, coalesce(vec.kind, txt.kind) AS kind,
@@ -545,6 +601,7 @@ def search_statement(
                        coalesce(1.0 / ({RRF_K} + vec.position), 0)
                        + coalesce(1.0 / ({RRF_K} + txt.position), 0) AS score
                   FROM vec FULL OUTER JOIN txt ON vec.id = txt.id AND vec.kind = txt.kind
+                 WHERE {qualifies}
                  ORDER BY score DESC, vec.distance ASC NULLS LAST, id
                  LIMIT %(k)s)"""
         )

@@ -49,7 +49,12 @@ from apps.tenancy.context import current_tenant_id, tenant_scope
 from apps.tenancy.models import Tenant
 
 # Models with an HNSW index (see the migrations), by dimension.
-HNSW_INDEXED = {"hashing-256": 256, "st-all-MiniLM-L6-v2": 384, "client-384": 384}
+HNSW_INDEXED = {
+    "e5-small": 384,
+    "hashing-256": 256,
+    "st-all-MiniLM-L6-v2": 384,
+    "client-384": 384,
+}
 
 PREFIX = "embedding_hnsw_t_"
 DOMAIN_PREFIX = "embedding_hnsw_d_"

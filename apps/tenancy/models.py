@@ -28,9 +28,10 @@ class Tenant(models.Model):
     )
     embedding_model = models.CharField(
         max_length=100,
-        default="hashing-256",
-        help_text="hashing-<dim> (lexical, built in), st-<model> (the [ml] extra) or "
-        "client-<dim> (agents send vectors). Changing it needs `memoryconsole reembed`.",
+        default="e5-small",
+        help_text="e5-small (semantic, multilingual, built in), hashing-<dim> (lexical, "
+        "built in), st-<model> (the [ml] extra) or client-<dim> (agents send vectors). "
+        "Changing it needs `memoryconsole reembed`.",
     )
     run_idle_close_after = models.DurationField(
         default=timedelta(days=7),

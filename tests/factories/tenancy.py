@@ -17,10 +17,18 @@ from .base import SYSTEM, TenantOwnedFactory
 
 class TenantFactory(DjangoModelFactory[Tenant]):
     """A tenant, made by ``tenant_create`` (its audit chain opened). Other fields given are
-    saved after it (``embedding_model``, ``auto_promote_on_second_observation``, ...)."""
+    saved after it (``embedding_model``, ``auto_promote_on_second_observation``, ...).
+
+    Its model is ``hashing-256`` unless a test names one: most tests are about what the
+    record guarantees, not about meaning, and the lexical model embeds a write in
+    microseconds where the default ``e5-small`` takes tens of milliseconds. Tests of
+    retrieval by meaning (tests/retrieval/test_multilingual.py) name ``e5-small``, and a
+    tenant made by the product's own paths (the console, ``create-tenant``) gets the default.
+    """
 
     slug = factory.Sequence(lambda n: f"tenant-{n}")
     name = factory.SelfAttribute("slug")
+    embedding_model = "hashing-256"
 
     class Meta:
         model = Tenant
