@@ -520,7 +520,10 @@ def query_sets(corpus: Corpus, mixture: Mixture, total: int, seed: int) -> dict[
 def search_body(scope: dict[str, Any] | None, vector: np.ndarray) -> dict[str, Any]:
     body: dict[str, Any] = {"vector": [round(float(x), 7) for x in vector], "top_k": TOP_K}
     if scope is not None:
+        # The data set marks selectivity in conditions the memories hold beyond the search's:
+        # the filter that keeps such a memory is the exact one.
         body["scope"] = scope
+        body["scope_match"] = "exact"
     return body
 
 
@@ -555,6 +558,7 @@ def bare_search_urlpatterns() -> list[Any]:
                 task_type=scope.get("task_type", ""),
                 conditions=scope.get("conditions"),
                 top_k=body.get("top_k", TOP_K),
+                scope_match=body.get("scope_match", "contained"),
             )
             with connection.cursor() as cursor:
                 cursor.execute(
@@ -622,6 +626,7 @@ def product_statement(conn: Any, tenant_id: uuid.UUID, q: QuerySet) -> Statement
         task_type=scope.get("task_type", ""),
         conditions=scope.get("conditions"),
         top_k=TOP_K,
+        scope_match="exact",
     )
     # Twice: the second run is the one a server answers with once it has seen the filters
     # (a class with many candidates then skips the count: apps.retrieval.search).

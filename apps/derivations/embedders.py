@@ -42,12 +42,22 @@ WORD_RE = re.compile(r"[\w']+", re.UNICODE)
 # A model not measured here uses DEFAULT_RELEVANCE_FLOOR; a request's min_similarity
 # overrides either.
 RELEVANCE_FLOORS = {
-    "e5-small": 0.80,
+    "e5-small": 0.85,
     "hashing-256": 0.30,
     "hashing-64": 0.40,
     "client-384": 0.30,
 }
 DEFAULT_RELEVANCE_FLOOR = 0.30
+# How far under its floor a hit may be once a search answers (its nearest candidate at or
+# above the floor, or a candidate matching the query's words): e5's similarities crowd into
+# a narrow band, so the floor that keeps unrelated questions unanswered would also cut
+# relevant memories ranked behind the first. Calibrated with benchmarks/retrieval_quality.py
+# (docs/retrieval.md). Models not named here include nothing under their floor.
+INCLUSION_MARGINS = {"e5-small": 0.05}
+
+
+def inclusion_margin(model: str) -> float:
+    return INCLUSION_MARGINS.get(model, 0.0)
 
 
 class EmbedderUnavailable(RuntimeError):

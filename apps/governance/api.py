@@ -51,7 +51,7 @@ from apps.records.responses import (
     DeletionPreviewSerializer,
     DeletionReceiptSerializer,
 )
-from apps.records.serializers import ReasonInput, RecordDeleteQuery
+from apps.records.serializers import IdentifierField, ReasonInput, RecordDeleteQuery
 from apps.tenancy.models import AgentCredential
 
 from . import services as governance_services
@@ -122,8 +122,9 @@ def receipt_representation(receipt: Any) -> dict[str, Any]:
 class ErasureInput(StrictSerializer):
     """Exactly one of ``subject``, ``owner`` or ``consent_ref``, and a reason."""
 
-    subject = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
-    owner = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
+    # Spelt as the write path stores them (apps.records.validation.identifier_normalised).
+    subject = IdentifierField(required=False, max_length=IDENTIFIER_CHARS)
+    owner = IdentifierField(required=False, max_length=IDENTIFIER_CHARS)
     consent_ref = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
     reason = StrictCharField(max_length=REASON_CHARS)
     dry_run = StrictBooleanField(

@@ -72,6 +72,7 @@ from .validation import (
     SUBJECT_RE,
     RecordInput,
     WriteRejected,
+    identifier_normalised,
     redaction_at_write,
     ttl_parse,
 )
@@ -293,10 +294,25 @@ def key_field(**kwargs: Any) -> StrictCharField:
     )
 
 
+class IdentifierField(StrictCharField):
+    """A subject or an owner, in any script: stored and compared in one spelling
+    (:func:`~apps.records.validation.identifier_normalised`)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        return identifier_normalised(super().to_internal_value(data))
+
+
 def subject_field(**kwargs: Any) -> StrictCharField:
     """A subject, ``kind:identifier``, at most 200 characters."""
-    return StrictCharField(
+    return IdentifierField(
         max_length=IDENTIFIER_CHARS, validators=[_regex(SUBJECT_RE, SUBJECT_MESSAGE)], **kwargs
+    )
+
+
+def owner_field(**kwargs: Any) -> StrictCharField:
+    """An accountable principal, ``user:<id>`` and the like, at most 200 characters."""
+    return IdentifierField(
+        max_length=IDENTIFIER_CHARS, validators=[_regex(OWNER_RE, OWNER_MESSAGE)], **kwargs
     )
 
 
@@ -495,9 +511,7 @@ class RecordWriteInput(StrictSerializer):
     )
     source = SourceInput()  # type: ignore[assignment]
     observed_at = TimestampField(past=True, help_text="When it was observed; not in the future.")
-    owner = StrictCharField(
-        max_length=IDENTIFIER_CHARS,
-        validators=[_regex(OWNER_RE, OWNER_MESSAGE)],
+    owner = owner_field(
         help_text="user:<id> | service:<name> | team:<name> | tenant:<slug> | agent:<id>",
     )
     reason = StrictCharField(max_length=REASON_CHARS, help_text="The decision it should inform.")

@@ -7,6 +7,7 @@ redaction at write. The fields themselves are validated by the write's serialize
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,9 +35,22 @@ MAX_CONTENT_CHARS = 64 * 1024
 CONDITIONS_BYTES = 4096
 
 KEY_RE = re.compile(r"^[a-z0-9_][a-z0-9_-]*(\.[a-z0-9_][a-z0-9_-]*)*$")
-SUBJECT_RE = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9._@+/=:-]+$")
-OWNER_RE = re.compile(r"^(user|service|team|tenant|agent):[A-Za-z0-9._@+/=:-]+$")
+# The identifier after ``kind:``: letters and digits of any script, marks and ``._@+/=:-``;
+# no space, control character, quote, bracket or separator. Written as a negated class so
+# the schema's pattern (ECMA-262) means what Python's does.
+IDENTIFIER = r"[^\s\x00-\x1f\x7f-\x9f\"'`<>()\[\]{}\\,;|!?*#%&^~$]+"
+SUBJECT_RE = re.compile(rf"^[a-z][a-z0-9_-]*:{IDENTIFIER}$")
+OWNER_RE = re.compile(rf"^(user|service|team|tenant|agent):{IDENTIFIER}$")
 SCOPE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+def identifier_normalised(value: str) -> str:
+    """One spelling of a subject or an owner: Unicode NFC, case-folded (``user:Alice`` and
+    ``user:alice`` are one subject for facts, search and erasure; ``user:علی`` composed one
+    way or another is one subject). Applied where identifiers enter (every API field and
+    query parameter that names one) and to the rows stored before (migration records 0011)."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", value).casefold())
+
 
 KEY_MESSAGE = "A dotted name of lowercase letters, digits, _ and -, e.g. shipping.preference."
 SUBJECT_MESSAGE = "Use kind:identifier, e.g. user:8812 (no spaces)."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -19,7 +20,7 @@ from apps.records.serializers import RecordSerializer
 from apps.tenancy.models import AgentCredential
 
 from .responses import SearchResponse
-from .search import Hit, search_scoped
+from .search import Abstention, Hit, search_scoped
 from .serializers import SearchInput
 
 
@@ -78,11 +79,24 @@ class SearchView(ContractView):
         return Response(
             {
                 "results": [_hit(hit, records) for hit in hits],
+                "abstention": _abstention(result.abstention) if not hits else None,
                 "purpose": self.body.purpose,
                 "plan": result.plan,
                 "model": result.model,
             }
         )
+
+
+def _abstention(abstention: Abstention | None) -> dict[str, Any] | None:
+    if abstention is None:  # a replay that no longer returns what it first returned
+        return {
+            "reason": "nothing_matched",
+            "detail": "None of the memories the first answer returned is returned now.",
+            "candidates": 0,
+            "best_similarity": None,
+            "floor": None,
+        }
+    return dataclasses.asdict(abstention)
 
 
 def _why(hit: Hit) -> dict[str, Any]:

@@ -19,9 +19,16 @@ class WhySerializer(serializers.Serializer[Any]):
     vector = serializers.FloatField(
         allow_null=True, help_text="Cosine similarity to the query vector."
     )
-    text = serializers.FloatField(allow_null=True, help_text="Text rank.")
-    vector_rank = serializers.IntegerField(allow_null=True)
-    text_rank = serializers.IntegerField(allow_null=True)
+    text = serializers.FloatField(
+        allow_null=True,
+        help_text="BM25 score of the query's words in the memory's key and content.",
+    )
+    vector_rank = serializers.IntegerField(
+        allow_null=True, help_text="Position in the meaning leg (1 is nearest)."
+    )
+    text_rank = serializers.IntegerField(
+        allow_null=True, help_text="Position in the words leg (1 is the best BM25 score)."
+    )
 
 
 class HitSourceSerializer(serializers.Serializer[Any]):
@@ -68,8 +75,27 @@ class SearchHitSerializer(serializers.Serializer[Any]):
     provenance = HitProvenanceSerializer()
 
 
+class AbstentionSerializer(serializers.Serializer[Any]):
+    """Why ``results`` is empty (null when it is not)."""
+
+    reason = serializers.ChoiceField(
+        choices=["nothing_in_scope", "only_provisional", "below_floor", "nothing_matched"]
+    )
+    detail = serializers.CharField()
+    candidates = serializers.IntegerField(
+        help_text="Memories that passed the filters (counted up to 10,001)."
+    )
+    best_similarity = serializers.FloatField(
+        allow_null=True, help_text="The nearest candidate's cosine similarity (below_floor)."
+    )
+    floor = serializers.FloatField(allow_null=True, help_text="The relevance floor applied.")
+
+
 class SearchResponse(serializers.Serializer[Any]):
     results = SearchHitSerializer(many=True)
+    abstention = AbstentionSerializer(
+        allow_null=True, help_text="Why nothing was returned; null when something was."
+    )
     purpose = serializers.ChoiceField(choices=["context", "decision"])
     plan = serializers.CharField(help_text="How the candidates were ranked, e.g. exact+text.")
     model = serializers.CharField(help_text="The tenant's embedding model.")

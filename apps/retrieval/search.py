@@ -50,7 +50,7 @@ from django.utils import timezone
 
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
-from apps.derivations.embedders import EmbedderUnavailable, get_embedder
+from apps.derivations.embedders import EmbedderUnavailable, get_embedder, inclusion_margin
 from apps.derivations.models import Summary
 from apps.derivations.vectors import (
     similarity_from_distance,
@@ -112,6 +112,10 @@ class SearchQuery:
     as_of: datetime | None = None
     # None: the embedding model's own floor (apps.derivations.embedders).
     min_similarity: float | None = None
+    # "contained": a memory applies when its scope is contained in the search's (general to
+    # specific); "exact": the filter as it was before (named parts equal, the memory's
+    # conditions including the search's).
+    scope_match: str = "contained"
 
 
 @dataclass
@@ -133,11 +137,30 @@ class Hit:
         return item.pk
 
 
+@dataclass(frozen=True)
+class Abstention:
+    """Why a search returned nothing: the answer an agent can act on instead of ``[]``.
+
+    ``reason`` is one of ``nothing_in_scope`` (no memory passes the filters: scope, subject,
+    keys, sensitivity, expiry), ``only_provisional`` (a decision search, and only provisional
+    memories would have matched), ``below_floor`` (candidates exist, none matched the query's
+    words and the nearest by meaning is under the relevance floor: ``best_similarity`` says
+    how near), ``nothing_matched`` (candidates exist and none matched, with no vector to
+    compare)."""
+
+    reason: str
+    detail: str
+    candidates: int
+    best_similarity: float | None = None
+    floor: float | None = None
+
+
 @dataclass
 class SearchResult:
     hits: list[Hit]
     plan: str
     model: str
+    abstention: Abstention | None = None
 
 
 def _expiry_sql(alias: str, params: dict[str, Any]) -> str:
@@ -164,19 +187,37 @@ def _held_at_sql(moment: datetime, params: dict[str, Any]) -> str:
     return f"r.id IN ({named})"
 
 
+def _scoped(q: SearchQuery) -> bool:
+    """The search names a scope (a search naming none searches every scope)."""
+    return bool(q.domain or q.task_type or q.conditions)
+
+
 def _scope_clauses(q: SearchQuery, params: dict[str, Any], alias: str) -> list[str]:
-    """The caller's own filters (scope, subject, keys) over a record alias."""
+    """The caller's own filters (scope, subject, keys) over a record alias.
+
+    A memory applies to a scoped search when its scope is contained in the search's: the same
+    domain, its task type empty or the search's, its conditions a subset of the search's (a
+    general support preference governs a support email task, with or without conditions; a
+    memory observed under conditions the search does not state does not apply). With
+    ``scope_match: exact``, the parts the search names are matched as they are: the same
+    domain, the same task type, the memory's conditions including the search's."""
     r = alias
     clauses = []
     if q.domain:
         params["domain"] = q.domain
         clauses.append(f"{r}.scope_domain = %(domain)s")
-    if q.task_type:
+    if q.scope_match == "exact":
+        if q.task_type:
+            params["task_type"] = q.task_type
+            clauses.append(f"{r}.scope_task_type = %(task_type)s")
+        if q.conditions:
+            params["conditions"] = json.dumps(q.conditions)
+            clauses.append(f"{r}.scope_conditions @> %(conditions)s::jsonb")
+    elif _scoped(q):
         params["task_type"] = q.task_type
-        clauses.append(f"{r}.scope_task_type = %(task_type)s")
-    if q.conditions:
-        params["conditions"] = json.dumps(q.conditions)
-        clauses.append(f"{r}.scope_conditions @> %(conditions)s::jsonb")
+        clauses.append(f"{r}.scope_task_type IN ('', %(task_type)s)")
+        params["conditions"] = json.dumps(q.conditions or {})
+        clauses.append(f"{r}.scope_conditions <@ %(conditions)s::jsonb")
     if q.subject:
         params["subject"] = q.subject
         clauses.append(f"{r}.subject = %(subject)s")
@@ -196,8 +237,11 @@ def _embedding_scope_sql(q: SearchQuery) -> str:
     clauses = ""
     if q.domain:
         clauses += " AND e.scope_domain = %(domain)s"
-    if q.task_type:
-        clauses += " AND e.scope_task_type = %(task_type)s"
+    if q.scope_match == "exact":
+        if q.task_type:
+            clauses += " AND e.scope_task_type = %(task_type)s"
+    elif _scoped(q):
+        clauses += " AND e.scope_task_type IN ('', %(task_type)s)"
     return clauses
 
 
@@ -268,8 +312,9 @@ def _unfiltered(q: SearchQuery) -> bool:
 
 
 def _only_domain(q: SearchQuery) -> bool:
-    """A domain and no other filter of the caller's own: within a domain index, unfiltered."""
-    return bool(q.domain) and _unfiltered(replace(q, domain=""))
+    """A domain and no other filter of the caller's own: within a domain index, unfiltered.
+    (A contained search in a domain also leaves out the domain's more specific memories.)"""
+    return bool(q.domain) and q.scope_match == "exact" and _unfiltered(replace(q, domain=""))
 
 
 def _ef_search(q: SearchQuery, *, own: bool, scoped: bool) -> int:
@@ -300,6 +345,7 @@ def _plan_key(tenant_id: Any, model: str, q: SearchQuery) -> str:
         q.keys,
         q.sensitivity_max,
         q.purpose,
+        q.scope_match,
     ]
     return "large:" + hashlib.blake2b(json.dumps(decisive).encode(), digest_size=16).hexdigest()
 
@@ -321,11 +367,20 @@ class SearchStatement:
 
 
 def relevance_floor(q: SearchQuery, model: str) -> float:
-    """The least cosine similarity a hit found by its vector must have: the request's
-    ``min_similarity``, or the embedding model's own floor."""
+    """The least cosine similarity the nearest candidate must have for a search to answer by
+    meaning: the request's ``min_similarity``, or the embedding model's own floor."""
+    return relevance_floors(q, model)[0]
+
+
+def relevance_floors(q: SearchQuery, model: str) -> tuple[float, float]:
+    """The floor (:func:`relevance_floor`) and the inclusion floor: once a search answers,
+    the least similarity a hit found by meaning must have. The model's margin sets it under
+    the floor (``apps.derivations.embedders.INCLUSION_MARGINS``); a request's
+    ``min_similarity`` is both."""
     if q.min_similarity is not None:
-        return q.min_similarity
-    return get_embedder(model).relevance_floor
+        return q.min_similarity, q.min_similarity
+    embedder = get_embedder(model)
+    return embedder.relevance_floor, embedder.relevance_floor - inclusion_margin(embedder.name)
 
 
 def query_vector_for(q: SearchQuery, model: str) -> list[float] | None:
@@ -439,7 +494,9 @@ def search_statement(
         "model": model,
     }
     if query_vector is not None:
-        params["max_distance"] = 1.0 - relevance_floor(q, model)
+        floor, inclusion = relevance_floors(q, model)
+        params["max_distance"] = 1.0 - floor
+        params["include_distance"] = 1.0 - inclusion
     where = _candidate_sql(q, params)
     summary_where = _summary_candidate_sql(q, params) if summaries else None
     base = f"records_memoryrecord r WHERE {where}"
@@ -547,29 +604,32 @@ def search_statement(
         parts.extend(_text_leg(base, gate, summaries=summary_where is not None, counted=gated))
         txt_sources.append("SELECT id, kind, rank, coverage FROM txt_ranked")
         plan = "text" if plan == "text" else f"{plan}+text"
+    if vec_sources:
+        parts.append(
+            f"""vec AS (
+                SELECT id, kind, distance,
+                       row_number() OVER (ORDER BY distance, id) AS position
+                  FROM ({" UNION ALL ".join(vec_sources)}) v
+                 ORDER BY distance, id LIMIT %(depth)s)"""
+        )
+    # The search answers only when something is relevant: its nearest candidate by meaning
+    # is at or above the floor, or a candidate matches enough of its words. Then every row
+    # at or above the inclusion floor (a little under the floor, for the models whose
+    # similarities crowd together) or matching enough words qualifies (relevance_floors).
+    near = "(SELECT min(distance) FROM vec) <= %(max_distance)s"
     if vec_sources and not txt_sources:
         # Vector only: the ranking is the vector order (RRF over one list), with no fusion
-        # to plan; what passes the floor is a prefix of that order.
+        # to plan; what qualifies is a prefix of that order.
         parts.append(
             f"""ranked AS (
-                SELECT id, kind, distance, NULL::float8 AS rank,
-                       row_number() OVER (ORDER BY distance, id) AS vec_position,
-                       NULL::bigint AS txt_position,
-                       1.0 / ({RRF_K} + row_number() OVER (ORDER BY distance, id)) AS score
-                  FROM ({" UNION ALL ".join(vec_sources)}) v
-                 WHERE distance <= %(max_distance)s
+                SELECT id, kind, distance, NULL::float8 AS rank, position AS vec_position,
+                       NULL::bigint AS txt_position, 1.0 / ({RRF_K} + position) AS score
+                  FROM vec
+                 WHERE distance <= %(include_distance)s AND {near}
                  ORDER BY distance, id LIMIT %(k)s)"""
         )
     else:
-        if vec_sources:
-            parts.append(
-                f"""vec AS (
-                    SELECT id, kind, distance,
-                           row_number() OVER (ORDER BY distance, id) AS position
-                      FROM ({" UNION ALL ".join(vec_sources)}) v
-                     ORDER BY distance, id LIMIT %(depth)s)"""
-            )
-        else:
+        if not vec_sources:
             parts.append(
                 "vec AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float8 AS distance, "
                 "NULL::bigint AS position WHERE false)"
@@ -587,12 +647,14 @@ def search_statement(
                 "txt AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float8 AS rank, "
                 "NULL::float8 AS coverage, NULL::bigint AS position WHERE false)"
             )
-        # A row qualifies by its meaning (similarity at or above the floor) or by its words
-        # (enough of the query's weight matched); whichever leg it qualifies by, both legs'
-        # ranks make its score.
+        # A row qualifies by its meaning or by its words (enough of the query's weight
+        # matched); whichever leg it qualifies by, both legs' ranks make its score.
         qualifies = f"txt.coverage >= {TEXT_COVERAGE}"
         if vec_sources:
-            qualifies = f"(vec.distance <= %(max_distance)s OR {qualifies})"
+            words = f"(SELECT max(coverage) FROM txt) >= {TEXT_COVERAGE}"
+            qualifies = (
+                f"(vec.distance <= %(include_distance)s OR {qualifies}) AND ({near} OR {words})"
+            )
         parts.append(
             f"""ranked AS (
                 SELECT coalesce(vec.id, txt.id) AS id, coalesce(vec.kind, txt.kind) AS kind,
@@ -762,6 +824,11 @@ def search_scoped(
                 text_position=row[5],
             )
         )
+    abstention = None
+    if not hits:
+        abstention = search_abstention(
+            tenant=tenant, model=embedder.name, q=q, query_vector=query_vector
+        )
     if q.purpose == "decision" and audit:
         # What the agent relied on for a decision is part of the record.
         audit_record(
@@ -771,4 +838,82 @@ def search_scoped(
             object_type="search",
             data={"returned": [str(h.pk) for h in hits], "plan": statement.plan},
         )
-    return SearchResult(hits=hits, plan=statement.plan, model=embedder.name)
+    return SearchResult(hits=hits, plan=statement.plan, model=embedder.name, abstention=abstention)
+
+
+def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:
+    """How many records pass ``q``'s filters (at most ``EXACT_LIMIT + 1``)."""
+    params: dict[str, Any] = {"tenant": tenant.pk, "now": timezone.now()}
+    where = _candidate_sql(q, params)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM records_memoryrecord r WHERE {where} "
+            f"LIMIT {EXACT_LIMIT + 1}) c",
+            params,
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def search_abstention(
+    *, tenant: Tenant, model: str, q: SearchQuery, query_vector: list[float] | None
+) -> Abstention:
+    """Why ``q`` found nothing (run only then: the search itself stays one statement)."""
+    candidates = _candidate_count(tenant, q)
+    if candidates == 0:
+        if q.purpose == "decision" and _candidate_count(tenant, replace(q, purpose="context")):
+            return Abstention(
+                reason="only_provisional",
+                detail="Only provisional memories are in scope; a decision acts on confirmed "
+                "ones. Ask a reviewer to confirm them, or search with purpose context.",
+                candidates=0,
+            )
+        return Abstention(
+            reason="nothing_in_scope",
+            detail="No memory passes the filters (scope, subject, keys, sensitivity, expiry).",
+            candidates=0,
+        )
+    if q.purpose == "decision":
+        context = replace(q, purpose="context")
+        with connection.cursor() as cursor:
+            _statement, rows = run_search(
+                cursor,
+                tenant_id=tenant.pk,
+                model=model,
+                q=context,
+                query_vector=query_vector,
+                summaries=False,
+            )
+        if any(row[0] is not None and row[1] == "record" for row in rows):
+            return Abstention(
+                reason="only_provisional",
+                detail="Only provisional memories match; a decision acts on confirmed ones.",
+                candidates=candidates,
+            )
+    if query_vector is None:
+        return Abstention(
+            reason="nothing_matched",
+            detail="No memory in scope matched enough of the query's words.",
+            candidates=candidates,
+        )
+    floor = relevance_floor(q, model)
+    nearest = replace(q, query="", top_k=1, min_similarity=0.0)
+    with connection.cursor() as cursor:
+        _statement, rows = run_search(
+            cursor,
+            tenant_id=tenant.pk,
+            model=model,
+            q=nearest,
+            query_vector=query_vector,
+            summaries=False,
+        )
+    distances = [row[2] for row in rows if row[0] is not None and row[2] is not None]
+    best = similarity_from_distance(min(distances)) if distances else None
+    return Abstention(
+        reason="below_floor",
+        detail="No memory in scope matched enough of the query's words, and the nearest by "
+        f"meaning is below the relevance floor ({floor:.2f}) of the model {model}.",
+        candidates=candidates,
+        best_similarity=None if best is None else round(best, 6),
+        floor=floor,
+    )

@@ -30,14 +30,13 @@ from apps.api.contract import (
 )
 from apps.derivations.vectors import VectorRejected, vector_checked
 from apps.records.models import SENSITIVITY_ORDER
+from apps.records.serializers import subject_field
 from apps.records.validation import (
     CONDITIONS_BYTES,
     KEY_MESSAGE,
     KEY_RE,
     SCOPE_NAME_MESSAGE,
     SCOPE_NAME_RE,
-    SUBJECT_MESSAGE,
-    SUBJECT_RE,
 )
 
 from .search import SearchQuery
@@ -75,7 +74,8 @@ class SearchScopeInput(StrictSerializer):
         allow_null=True,
         max_bytes=CONDITIONS_BYTES,
         too_large=False,
-        help_text="By containment: a record matches when its conditions include these.",
+        help_text="A memory applies when its conditions are a subset of these (with "
+        "scope_match exact: when its conditions include these).",
     )
 
 
@@ -99,12 +99,7 @@ class SearchInput(StrictSerializer):
     scope = SearchScopeInput(required=False, allow_null=True)
     purpose = StrictChoiceField(choices=["context", "decision"], required=False)
     top_k = StrictIntegerField(min_value=1, max_value=100, required=False)
-    subject = StrictCharField(
-        required=False,
-        allow_null=True,
-        max_length=IDENTIFIER_CHARS,
-        validators=[RegexValidator(SUBJECT_RE, message=SUBJECT_MESSAGE)],
-    )
+    subject = subject_field(required=False, allow_null=True)
     keys = serializers.ListField(
         child=StrictCharField(
             max_length=IDENTIFIER_CHARS, validators=[RegexValidator(KEY_RE, message=KEY_MESSAGE)]
@@ -122,6 +117,14 @@ class SearchInput(StrictSerializer):
         allow_null=True,
         past=True,
         help_text="What the memory held at that moment (not ahead).",
+    )
+    scope_match = StrictChoiceField(
+        choices=["contained", "exact"],
+        required=False,
+        help_text="contained (default): a memory applies when its scope is contained in the "
+        "search's (same domain; its task type empty or equal; its conditions a subset of the "
+        "search's). exact: the same domain, the same task type where the search names one, "
+        "and the memory's conditions include the search's.",
     )
     min_similarity = StrictFloatField(
         required=False,
@@ -190,6 +193,7 @@ class SearchInput(StrictSerializer):
             sensitivity_max=attrs.get("sensitivity_max") or "",
             as_of=attrs.get("as_of"),
             min_similarity=attrs.get("min_similarity"),
+            scope_match=attrs.get("scope_match", "contained"),
         )
 
 

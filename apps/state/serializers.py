@@ -27,6 +27,7 @@ from apps.api.contract import (
     StrictUUIDField,
     TimestampField,
 )
+from apps.records.serializers import IdentifierField
 from apps.records.validation import OWNER_RE, SUBJECT_RE
 
 from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunState
@@ -162,7 +163,7 @@ class ObligationCreateResponse(ObligationSerializer):
 
 def _subject(**kwargs: Any) -> StrictCharField:
     """A subject as records name theirs (``kind:id``), so an erasure by it finds both."""
-    return StrictCharField(
+    return IdentifierField(
         max_length=MAX_ID_CHARS,
         validators=[RegexValidator(SUBJECT_RE, message="Expected <kind>:<id>, e.g. user:8812.")],
         **kwargs,
@@ -171,7 +172,7 @@ def _subject(**kwargs: Any) -> StrictCharField:
 
 class RunOpenInput(StrictSerializer):
     task_id = StrictCharField(max_length=MAX_ID_CHARS, help_text="The task this run works on.")
-    owner = StrictCharField(
+    owner = IdentifierField(
         max_length=MAX_ID_CHARS,
         validators=[
             RegexValidator(

@@ -46,7 +46,8 @@ def decide(agent: Any, query: str) -> list[str]:
         {
             "query": query,
             "purpose": "decision",
-            "scope": {"domain": "commerce"},
+            # The scope the memories were written in (tests.records.factories.body).
+            "scope": body()["scope"],
             "subject": "user:1",
         },
     )

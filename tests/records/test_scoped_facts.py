@@ -105,8 +105,8 @@ def test_it_answers_each_preference_in_its_own_scope_only(agent, tenant):
     complete = _style(agent, "complete", LEGAL, "interaction:2")
     embed_all(tenant)
 
-    support_hits = _search(agent, query="answer style", scope={"domain": "support"})
-    legal_hits = _search(agent, query="answer style", scope={"domain": "legal"})
+    support_hits = _search(agent, query="answer style", scope=SUPPORT)
+    legal_hits = _search(agent, query="answer style", scope=LEGAL)
 
     assert [hit["record"]["id"] for hit in support_hits] == [short["id"]]
     assert [hit["record"]["id"] for hit in legal_hits] == [complete["id"]]

@@ -77,8 +77,43 @@ def test_it_matches_conditions_by_containment(agent, tenant):
         scope={"domain": "c", "conditions": {"region": "us"}},
     )
     embed_all(tenant)
-    response = search(agent, query="carrier", scope={"domain": "c", "conditions": {"region": "eu"}})
+    exact = {"domain": "c", "conditions": {"region": "eu"}}
+    response = search(agent, query="carrier", scope=exact, scope_match="exact")
     assert subjects(response) == ["user:1"]
+
+
+def test_a_memory_applies_to_a_search_whose_scope_contains_its_own(agent, tenant):
+    """General to specific: a memory of the domain alone governs the domain's email task with
+    any conditions; one observed under conditions the search does not state does not."""
+    general = {"domain": "support"}
+    write(agent, subject="user:1", key="answer.length", value="short", scope=general)
+    write(
+        agent,
+        subject="user:2",
+        key="answer.length",
+        value="short",
+        scope={"domain": "support", "task_type": "email", "conditions": {"tier": "gold"}},
+    )
+    write(
+        agent,
+        subject="user:3",
+        key="answer.length",
+        value="short",
+        scope={"domain": "support", "task_type": "phone"},
+    )
+    write(agent, subject="user:4", key="answer.length", value="short", scope={"domain": "legal"})
+    embed_all(tenant)
+    email = {"domain": "support", "task_type": "email"}
+    assert subjects(search(agent, query="answer length", scope=email)) == ["user:1"]
+    gold = {**email, "conditions": {"tier": "gold", "region": "eu"}}
+    assert sorted(subjects(search(agent, query="answer length", scope=gold))) == [
+        "user:1",
+        "user:2",
+    ]
+    support = {"domain": "support"}
+    assert subjects(search(agent, query="answer length", scope=support)) == ["user:1"]
+    exact = search(agent, query="answer length", scope=support, scope_match="exact")
+    assert sorted(subjects(exact)) == ["user:1", "user:2", "user:3"]
 
 
 def test_it_returns_only_confirmed_records_for_decisions_and_audits_them(agent, tenant):
@@ -87,9 +122,7 @@ def test_it_returns_only_confirmed_records_for_decisions_and_audits_them(agent, 
     with tenant_scope(tenant.pk):
         MemoryRecord.objects.filter(pk=first["id"]).update(trust="confirmed")
     embed_all(tenant)
-    response = search(
-        agent, query="carrier alpha", purpose="decision", scope={"domain": "commerce"}
-    )
+    response = search(agent, query="carrier alpha", purpose="decision", scope=body()["scope"])
     assert subjects(response) == ["user:1"]
     with tenant_scope(tenant.pk):
         event = AuditEvent.objects.filter(action="search.decision").get()

@@ -259,6 +259,8 @@ def _search(
         conditions=conditions,
         top_k=k,
         min_similarity=min_similarity,
+        # The corpus marks selectivity in conditions the memories hold beyond the search's.
+        scope_match="exact",
     )
     with tenant_scope(tenant.pk):
         result = search_scoped(tenant=tenant, q=q, actor=Actor.system("test"))
@@ -348,7 +350,13 @@ def _plan_text(
 
     from apps.retrieval.search import run_search
 
-    q = SearchQuery(vector=query.tolist(), domain=domain, conditions=conditions, top_k=10)
+    q = SearchQuery(
+        vector=query.tolist(),
+        domain=domain,
+        conditions=conditions,
+        top_k=10,
+        scope_match="exact",
+    )
     with tenant_scope(tenant.pk), connection.cursor() as cursor:
         statement, _rows = run_search(
             cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
@@ -504,7 +512,11 @@ def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypat
             for query in queries:
                 # No floor: the 60 candidates of the filtered case must all be there to rank.
                 q = SearchQuery(
-                    vector=query.tolist(), domain="alpha", conditions=conditions, min_similarity=0.0
+                    vector=query.tolist(),
+                    domain="alpha",
+                    conditions=conditions,
+                    min_similarity=0.0,
+                    scope_match="exact",
                 )
                 with tenant_scope(tenant.pk):
                     result = search_scoped(tenant=tenant, q=q, actor=Actor.system("test"))
