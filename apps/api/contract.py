@@ -49,7 +49,7 @@ from rest_framework.views import APIView
 
 from apps.core.errors import Invalid
 from apps.core.problems import flatten_errors
-from apps.core.validation import json_body_problems, unstorable_text
+from apps.core.validation import json_body_problems, json_loads, unstorable_text
 
 # --- the text-limit policy --------------------------------------------------------------------
 
@@ -374,7 +374,7 @@ class QueryJSONObjectField(serializers.Field):  # type: ignore[type-arg]
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         try:
-            value = json.loads(data, parse_constant=_no_constant) if isinstance(data, str) else None
+            value = json_loads(data, parse_constant=_no_constant) if isinstance(data, str) else None
         except ValueError:
             value = None
         if not isinstance(value, dict):
@@ -382,7 +382,7 @@ class QueryJSONObjectField(serializers.Field):  # type: ignore[type-arg]
         assert isinstance(value, dict)
         if len(data) > QUERY_JSON_CHARS:
             self.fail("too_long", limit=QUERY_JSON_CHARS)
-        _unstorable(value)  # a NUL escaped as \u0000, an unpaired surrogate
+        _unstorable(value)  # a NUL escaped as \u0000, an unpaired surrogate, a member twice
         return value
 
     def to_representation(self, value: Any) -> Any:
