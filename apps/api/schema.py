@@ -56,7 +56,6 @@ class ProblemSerializer(serializers.Serializer[dict[str, Any]]):
         return fields
 
 
-BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 EXTENSION_ACTIONS = "x-required-actions"
 
 # Printable ASCII (what the handler accepts), without spaces at either end: HTTP strips them,
@@ -86,12 +85,13 @@ def _problem_codes(
     actions: tuple[str, ...],
     idempotent: bool,
     checks_input: bool,
+    takes_body: bool,
 ) -> dict[int, tuple[str, dict[str, Any]]]:
     """The problem responses the request pipeline can give: {status: (description, headers)}."""
     parameters = operation.get("parameters", [])
     secured = any(operation.get("security") or [])
     codes: dict[int, tuple[str, dict[str, Any]]] = {}
-    if method in BODY_METHODS:
+    if takes_body:
         codes[400] = (
             "Invalid or malformed request body, or a body member or query parameter that is "
             "invalid or that the operation does not declare (each named under `errors`).",
@@ -100,7 +100,8 @@ def _problem_codes(
     elif checks_input:
         codes[400] = (
             "An invalid query parameter, or one the operation does not declare (named under "
-            "`errors`).",
+            "`errors`); or a body, which this operation does not take (`body`, or the members "
+            "of a JSON object, named under `errors`).",
             {},
         )
     if secured:
@@ -117,7 +118,7 @@ def _problem_codes(
         codes[409] = ("A request with this Idempotency-Key is still in progress.", {})
         codes[422] = ("This Idempotency-Key was used with a different request.", {})
     codes[414] = ("The URL (its query string, most often) is longer than the server reads.", {})
-    if method in BODY_METHODS:
+    if takes_body:
         codes[413] = (
             f"The request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, or a "
             "content field is over its size limit (named under `errors`).",
@@ -228,7 +229,12 @@ class ProblemAutoSchema(AutoSchema):
             p.get("in") == "query" for p in operation.get("parameters", [])
         )
         codes = _problem_codes(
-            method, operation, actions=actions, idempotent=idempotent, checks_input=checks_input
+            method,
+            operation,
+            actions=actions,
+            idempotent=idempotent,
+            checks_input=checks_input,
+            takes_body="requestBody" in operation,
         )
         for code, (description, headers) in codes.items():
             declared = responses.get(str(code))
