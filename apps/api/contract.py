@@ -704,11 +704,11 @@ class ContractMixin:
             if repeated:
                 raise InputRejected(repeated, where="query", too_large=False)
             self.params = validate_input(
-                self.query_input.get(method), values, where="query", context=context
+                serializer_for(self, method, "query"), values, where="query", context=context
             )
         except InputRejected as refused:
             query_refused = refused  # reported with the body's failures, all at once
-        body_class = self.body_input.get(method)
+        body_class = serializer_for(self, method, "body")
         try:
             if body_class is None:
                 refuse_body(request)
@@ -734,7 +734,13 @@ class ContractView(ContractMixin, APIView):
 
 
 def serializer_for(view: Any, method: str, kind: str) -> type[serializers.Serializer[Any]] | None:
-    """The declared query (``kind="query"``) or body serializer of ``view`` for ``method``."""
+    """The declared query (``kind="query"``) or body serializer of ``view`` for ``method``
+    (``HEAD`` is ``GET`` without the answer's body: its query is ``GET``'s, and no body)."""
+    method = method.upper()
+    if method == "HEAD":
+        if kind == "body":
+            return None
+        method = "GET"
     declared: Mapping[str, Any] = getattr(view, f"{kind}_input", {}) or {}
-    found: type[serializers.Serializer[Any]] | None = declared.get(method.upper())
+    found: type[serializers.Serializer[Any]] | None = declared.get(method)
     return found

@@ -10,6 +10,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -201,3 +202,20 @@ def test_every_operation_refuses_a_body_it_does_not_take_and_changes_nothing(
         elif expected == 400 and method != "head" and named not in problem.get("errors", {}):
             wrong.append(f"{method.upper()} {path}: 400 not naming {named}: {problem}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_a_head_is_checked_as_its_get(tenant):
+    agent = make_agent(tenant, ALL_ACTIONS)
+    writer = make_agent(tenant, "write", name="writer")
+
+    def head(who: Any, path: str) -> int:
+        return int(who.client.head(path, headers=_bearer(who)).status_code)
+
+    assert head(agent, "/api/v1/facts") == 400  # subject is required, as on GET
+    assert head(agent, "/api/v1/facts?subject=user:1") == 200
+    assert head(agent, "/api/v1/records?bogus=1") == 400
+    assert head(writer, "/api/v1/records") == 403  # GET needs read
+
+
+def _bearer(agent: Any) -> dict[str, str]:
+    return {"Authorization": f"Bearer {agent.token}"}
