@@ -183,6 +183,14 @@ class ProblemAutoSchema(AutoSchema):
         if operation is None:
             return None
         method = method.upper()
+        body = self._contract("body")
+        if body is not None and "requestBody" not in operation:
+            # drf-spectacular documents a body on POST, PUT and PATCH only; a DELETE that
+            # takes one (a deletion's reason) declares it the same way.
+            schema = self.resolve_serializer(body, "request").ref
+            operation["requestBody"] = {
+                "content": {media: {"schema": schema} for media in self.map_parsers()}
+            }
         ref = self.resolve_serializer(ProblemSerializer, "response").ref
         handler = getattr(self.view, method.lower(), None)
         idempotent = honours_key(handler)
@@ -199,7 +207,6 @@ class ProblemAutoSchema(AutoSchema):
             described = operation.get("description", "")
             operation["description"] = f"{described}\n\n{needs}" if described else needs
 
-        body = self._contract("body")
         if body is not None and "requestBody" in operation:
             # Required where an absent body (read as {}) is refused: a search needs a query or
             # a vector though no single member is required.
