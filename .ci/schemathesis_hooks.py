@@ -16,6 +16,8 @@ case against the schema again, so it is judged as what it has become. tests/ che
 * A ttl is at most 36,500 days: a longer one is cut to that.
 * A write's ``redaction.fields`` name parts of its ``value``: a redaction naming fields is
   dropped (redaction at write is tested in tests/records).
+* A record's deletion takes its reason once, in the body or as ``?reason=``: with both, the
+  query's is dropped (the refusal of both is tested in tests/derivations).
 
 ``map_case`` is the hook every phase applies (the coverage phase applies no other).
 """
@@ -100,6 +102,14 @@ def map_case(context: Any, case: Any) -> Any:
     method, path = case.operation.method.upper(), case.operation.path
     if method == "POST" and isinstance(case.body, dict):
         case.body = _body(path, case.body)
+    if (
+        method == "DELETE"
+        and isinstance(case.body, dict)
+        and case.body.get("reason") is not None
+        and isinstance(case.query, dict)
+        and "reason" in case.query
+    ):
+        case.query = {name: value for name, value in case.query.items() if name != "reason"}
     if method == "GET" and isinstance(case.query, dict) and "as_of" in case.query:
         case.query = {**case.query, "as_of": _past(case.query["as_of"])}
     return case

@@ -16,6 +16,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.contract import refuse_body
 from apps.api.schema import ProblemSerializer
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.derivations.selectors import BackgroundWork, background_work
@@ -73,6 +74,9 @@ def _unavailable(detail: str) -> Response:
     auth=[],
     responses={
         200: HealthSerializer,
+        (400, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+            ProblemSerializer, description="A body (named under `errors`): this takes none."
+        ),
         (503, PROBLEM_CONTENT_TYPE): OpenApiResponse(
             ProblemSerializer, description="The database or pgvector is unavailable."
         ),
@@ -84,6 +88,7 @@ def _unavailable(detail: str) -> Response:
 def health(request: Request) -> Response:
     """Liveness of the database, the pgvector extension and the task broker, and whether
     background work is completing (``status`` degraded, with reasons, when not). No auth."""
+    refuse_body(request)  # a body is refused here as on every operation
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")

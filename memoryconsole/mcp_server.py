@@ -428,10 +428,16 @@ def build_server(
 
     @tool
     async def forget(
-        ctx: Context, record_id: Annotated[str, Field(description="The memory's record id")]
+        ctx: Context,
+        record_id: Annotated[str, Field(description="The memory's record id")],
+        reason: Annotated[
+            str | None,
+            Field(description="Why it goes; kept on the deletion receipt", max_length=2000),
+        ] = None,
     ) -> JSON:
         """Delete a memory and what was derived from it; returns the deletion receipt."""
-        return dict(await _api(credentials.client(ctx).records.delete(record_id)))
+        deleting = credentials.client(ctx).records.delete(record_id, reason=reason)
+        return dict(await _api(deleting))
 
     @tool
     async def start_run(

@@ -5,7 +5,8 @@ parameters (``query_input``) and of its JSON body (``body_input``). The same cla
 the request at run time, before the operation looks anything up, and generate the OpenAPI
 schema (:mod:`apps.api.schema` reads them), so the schema and the check cannot drift apart.
 A method that names no query serializer accepts no query parameter; one that names no body
-serializer accepts no body member.
+serializer accepts no body at all, whatever its method (a ``DELETE`` or ``GET`` included) and
+content type, but an empty one (or ``{}``, which names nothing).
 
 The rules every operation shares:
 
@@ -41,7 +42,7 @@ from django.http import QueryDict
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.exceptions import ErrorDetail
+from rest_framework.exceptions import ErrorDetail, ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.validators import ProhibitSurrogateCharactersValidator as SurrogateValidator
@@ -49,7 +50,7 @@ from rest_framework.views import APIView
 
 from apps.core.errors import Invalid
 from apps.core.problems import flatten_errors
-from apps.core.validation import json_body_problems, unstorable_text
+from apps.core.validation import json_body_problems, json_loads, unstorable_text
 
 # --- the text-limit policy --------------------------------------------------------------------
 
@@ -374,7 +375,7 @@ class QueryJSONObjectField(serializers.Field):  # type: ignore[type-arg]
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         try:
-            value = json.loads(data, parse_constant=_no_constant) if isinstance(data, str) else None
+            value = json_loads(data, parse_constant=_no_constant) if isinstance(data, str) else None
         except ValueError:
             value = None
         if not isinstance(value, dict):
@@ -382,7 +383,7 @@ class QueryJSONObjectField(serializers.Field):  # type: ignore[type-arg]
         assert isinstance(value, dict)
         if len(data) > QUERY_JSON_CHARS:
             self.fail("too_long", limit=QUERY_JSON_CHARS)
-        _unstorable(value)  # a NUL escaped as \u0000, an unpaired surrogate
+        _unstorable(value)  # a NUL escaped as \u0000, an unpaired surrogate, a member twice
         return value
 
     def to_representation(self, value: Any) -> Any:
@@ -536,13 +537,18 @@ class CursorQuery(QuerySerializer):
 
 class InputRejected(Invalid):
     """A request's query or body failed its contract: 400 (or 413 for content over its size),
-    every failing field named by its path."""
+    every failing field named by its path. ``where``: ``query``, ``body``, or ``request`` for
+    both at once."""
 
     def __init__(self, errors: dict[str, list[str]], *, where: str, too_large: bool) -> None:
         names = list(errors)
         shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
         if where == "query":
             detail = f"Invalid or unknown query parameters: {shown}. Nothing was done."
+        elif where == "request" and not too_large:
+            detail = (
+                f"Invalid or unknown query parameters and body fields: {shown}. Nothing was done."
+            )
         elif too_large:
             detail = f"Content over its size limit: {shown}. Nothing was done."
         else:
@@ -567,6 +573,15 @@ def has_code(detail: Any, code: str) -> bool:
     return False
 
 
+NO_BODY = "This operation takes no body."
+# A body an operation does not take is read only this far, to name the members of a small JSON
+# object (options a client thought it could give); a longer one is refused unread.
+NO_BODY_READ_BYTES = 4096
+UNREAD_BODY = (
+    "Send the body with a Content-Length: a body sent in chunks (Transfer-Encoding) is not read."
+)
+
+
 def validate_input(
     serializer_class: type[serializers.Serializer[Any]] | None,
     data: Any,
@@ -577,7 +592,7 @@ def validate_input(
     """``data`` checked by ``serializer_class`` (None: nothing may be given); raises
     :class:`InputRejected`. Returns the serializer's validated data."""
     if serializer_class is None:
-        if not data:
+        if isinstance(data, Mapping) and not data:
             return {}
         if isinstance(data, Mapping):
             message = "Unknown query parameter (none accepted here)."
@@ -586,9 +601,7 @@ def validate_input(
             raise InputRejected(
                 {str(name)[:200]: [message] for name in data}, where=where, too_large=False
             )
-        raise InputRejected(
-            {"body": ["This operation takes no body."]}, where=where, too_large=False
-        )
+        raise InputRejected({"body": [NO_BODY]}, where=where, too_large=False)
     serializer = serializer_class(data=data, context=context or {})
     if not serializer.is_valid():
         detail = serializer.errors
@@ -596,6 +609,52 @@ def validate_input(
             flatten_errors(detail), where=where, too_large=has_code(detail, TOO_LARGE)
         )
     return serializer.validated_data
+
+
+def body_length(request: Request) -> int:
+    """The length of the body Django reads: its Content-Length (0 without a valid one)."""
+    try:
+        return max(0, int(request.META.get("CONTENT_LENGTH") or 0))
+    except ValueError:
+        return 0
+
+
+def _refuse_unread_body(request: Request) -> None:
+    if request.META.get("HTTP_TRANSFER_ENCODING"):
+        # Django reads a body by its Content-Length only: one in chunks would read as none.
+        raise InputRejected({"body": [UNREAD_BODY]}, where="body", too_large=False)
+
+
+def refuse_body(request: Request) -> None:
+    """Refuse any body but an empty one (or ``{}``, which names nothing), whatever the method
+    and content type: a :class:`InputRejected` naming ``body``, or a JSON object's members.
+
+    For an operation that takes no body. One it would ignore (a ``DELETE`` given
+    ``{"dry_run": true}``, ``not json`` as text/plain) must not let it go ahead as if the client
+    had asked for nothing more."""
+    _refuse_unread_body(request)
+    if not body_length(request):
+        return
+    if not request.content_type or body_length(request) > NO_BODY_READ_BYTES:
+        raise InputRejected({"body": [NO_BODY]}, where="body", too_large=False)
+    try:
+        data = request.data
+    except (ParseError, UnsupportedMediaType, serializers.ValidationError) as exc:
+        raise InputRejected({"body": [NO_BODY]}, where="body", too_large=False) from exc
+    validate_input(None, data, where="body")
+
+
+def request_body(request: Request) -> Any:
+    """The request's JSON body for an operation that takes one; ``{}`` when there is none."""
+    _refuse_unread_body(request)
+    if not body_length(request):
+        return {}
+    if not request.content_type:
+        # DRF would read a body without a Content-Type as no body at all.
+        raise UnsupportedMediaType(
+            "", detail="The body has no Content-Type; send it as application/json."
+        )
+    return request.data
 
 
 def query_values(query: QueryDict) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -620,7 +679,6 @@ class ContractMixin:
 
     query_input: ClassVar[Mapping[str, type[serializers.Serializer[Any]]]] = {}
     body_input: ClassVar[Mapping[str, type[serializers.Serializer[Any]]]] = {}
-    BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
     params: Any
     body: Any
@@ -640,17 +698,35 @@ class ContractMixin:
         ):
             return  # a 405 follows: nothing to validate for an operation that does not exist
         context = self.input_context(request)
-        values, repeated = query_values(request.query_params)
-        if repeated:
-            raise InputRejected(repeated, where="query", too_large=False)
-        self.params = validate_input(
-            self.query_input.get(method), values, where="query", context=context
-        )
-        self.body = {}
-        if method in self.BODY_METHODS:
-            self.body = validate_input(
-                self.body_input.get(method), request.data, where="body", context=context
+        query_refused: InputRejected | None = None
+        try:
+            values, repeated = query_values(request.query_params)
+            if repeated:
+                raise InputRejected(repeated, where="query", too_large=False)
+            self.params = validate_input(
+                serializer_for(self, method, "query"), values, where="query", context=context
             )
+        except InputRejected as refused:
+            query_refused = refused  # reported with the body's failures, all at once
+        body_class = serializer_for(self, method, "body")
+        try:
+            if body_class is None:
+                refuse_body(request)
+                self.body = {}
+            else:
+                data = request_body(request)
+                self.body = validate_input(body_class, data, where="body", context=context)
+        except InputRejected as refused:
+            if query_refused is None:
+                raise
+            errors = {
+                name: list(messages) for name, messages in (query_refused.errors or {}).items()
+            }
+            for name, messages in (refused.errors or {}).items():
+                errors.setdefault(name, []).extend(messages)
+            raise InputRejected(errors, where="request", too_large=refused.too_large) from refused
+        if query_refused is not None:
+            raise query_refused
 
 
 class ContractView(ContractMixin, APIView):
@@ -658,7 +734,13 @@ class ContractView(ContractMixin, APIView):
 
 
 def serializer_for(view: Any, method: str, kind: str) -> type[serializers.Serializer[Any]] | None:
-    """The declared query (``kind="query"``) or body serializer of ``view`` for ``method``."""
+    """The declared query (``kind="query"``) or body serializer of ``view`` for ``method``
+    (``HEAD`` is ``GET`` without the answer's body: its query is ``GET``'s, and no body)."""
+    method = method.upper()
+    if method == "HEAD":
+        if kind == "body":
+            return None
+        method = "GET"
     declared: Mapping[str, Any] = getattr(view, f"{kind}_input", {}) or {}
-    found: type[serializers.Serializer[Any]] | None = declared.get(method.upper())
+    found: type[serializers.Serializer[Any]] | None = declared.get(method)
     return found

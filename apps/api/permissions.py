@@ -19,7 +19,10 @@ def required_actions(view: Any, method: str) -> tuple[str, ...]:
     (``{"GET": "read", "POST": "write"}``); a value is an action or a tuple of alternatives.
     """
     per_method: dict[str, str | tuple[str, ...]] = getattr(view, "required_actions", {}) or {}
-    action = per_method.get(method.upper(), getattr(view, "required_action", None))
+    method = method.upper()
+    if method == "HEAD":  # a GET without the answer's body: GET's actions
+        method = "GET"
+    action = per_method.get(method, getattr(view, "required_action", None))
     if not action:
         return ()
     return (action,) if isinstance(action, str) else tuple(action)

@@ -20,7 +20,7 @@ from rest_framework import exceptions, parsers, renderers
 from rest_framework.utils import json as drf_json
 
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
-from apps.core.validation import TOO_DEEP, json_body_problems
+from apps.core.validation import TOO_DEEP, json_body_problems, json_loads
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -60,8 +60,10 @@ class JSONBodyParser(parsers.JSONParser):
 
     DRF turns ``ValueError`` into a parse error; this also catches the rest (a body nested
     deeper than the interpreter's recursion limit raises ``RecursionError``) and refuses
-    bodies nested beyond :data:`~apps.core.validation.MAX_JSON_DEPTH`. (DRF reads the body through
-    ``request.body``, so Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` applies: ``413``.)
+    bodies nested beyond :data:`~apps.core.validation.MAX_JSON_DEPTH`. An object that names a
+    member twice is a ``400`` naming it by its path (``scope.domain``), at any depth: JSON
+    parsers disagree on which of the two values counts, so neither may. (DRF reads the body
+    through ``request.body``, so Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` applies: ``413``.)
     """
 
     def parse(
@@ -76,7 +78,7 @@ class JSONBodyParser(parsers.JSONParser):
         except (LookupError, UnicodeError) as exc:
             raise exceptions.ParseError(f"Unsupported charset {encoding!r}.") from exc
         try:
-            data = drf_json.loads(
+            data = json_loads(
                 stream.read().decode(encoding),
                 parse_constant=drf_json.strict_constant if self.strict else None,
             )

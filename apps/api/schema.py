@@ -56,7 +56,6 @@ class ProblemSerializer(serializers.Serializer[dict[str, Any]]):
         return fields
 
 
-BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 EXTENSION_ACTIONS = "x-required-actions"
 
 # Printable ASCII (what the handler accepts), without spaces at either end: HTTP strips them,
@@ -86,12 +85,13 @@ def _problem_codes(
     actions: tuple[str, ...],
     idempotent: bool,
     checks_input: bool,
+    takes_body: bool,
 ) -> dict[int, tuple[str, dict[str, Any]]]:
     """The problem responses the request pipeline can give: {status: (description, headers)}."""
     parameters = operation.get("parameters", [])
     secured = any(operation.get("security") or [])
     codes: dict[int, tuple[str, dict[str, Any]]] = {}
-    if method in BODY_METHODS:
+    if takes_body:
         codes[400] = (
             "Invalid or malformed request body, or a body member or query parameter that is "
             "invalid or that the operation does not declare (each named under `errors`).",
@@ -100,7 +100,8 @@ def _problem_codes(
     elif checks_input:
         codes[400] = (
             "An invalid query parameter, or one the operation does not declare (named under "
-            "`errors`).",
+            "`errors`); or a body, which this operation does not take (`body`, or the members "
+            "of a JSON object, named under `errors`).",
             {},
         )
     if secured:
@@ -117,7 +118,7 @@ def _problem_codes(
         codes[409] = ("A request with this Idempotency-Key is still in progress.", {})
         codes[422] = ("This Idempotency-Key was used with a different request.", {})
     codes[414] = ("The URL (its query string, most often) is longer than the server reads.", {})
-    if method in BODY_METHODS:
+    if takes_body:
         codes[413] = (
             f"The request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, or a "
             "content field is over its size limit (named under `errors`).",
@@ -182,6 +183,14 @@ class ProblemAutoSchema(AutoSchema):
         if operation is None:
             return None
         method = method.upper()
+        body = self._contract("body")
+        if body is not None and "requestBody" not in operation:
+            # drf-spectacular documents a body on POST, PUT and PATCH only; a DELETE that
+            # takes one (a deletion's reason) declares it the same way.
+            schema = self.resolve_serializer(body, "request").ref
+            operation["requestBody"] = {
+                "content": {media: {"schema": schema} for media in self.map_parsers()}
+            }
         ref = self.resolve_serializer(ProblemSerializer, "response").ref
         handler = getattr(self.view, method.lower(), None)
         idempotent = honours_key(handler)
@@ -198,7 +207,6 @@ class ProblemAutoSchema(AutoSchema):
             described = operation.get("description", "")
             operation["description"] = f"{described}\n\n{needs}" if described else needs
 
-        body = self._contract("body")
         if body is not None and "requestBody" in operation:
             # Required where an absent body (read as {}) is refused: a search needs a query or
             # a vector though no single member is required.
@@ -228,7 +236,12 @@ class ProblemAutoSchema(AutoSchema):
             p.get("in") == "query" for p in operation.get("parameters", [])
         )
         codes = _problem_codes(
-            method, operation, actions=actions, idempotent=idempotent, checks_input=checks_input
+            method,
+            operation,
+            actions=actions,
+            idempotent=idempotent,
+            checks_input=checks_input,
+            takes_body="requestBody" in operation,
         )
         for code, (description, headers) in codes.items():
             declared = responses.get(str(code))

@@ -18,6 +18,7 @@ TOO_DEEP = f"JSON nested deeper than {MAX_JSON_DEPTH} levels."
 UNSTORABLE_NUL = "Must not contain the NUL character (U+0000)."
 UNSTORABLE_SURROGATE = "Must be valid Unicode (no unpaired surrogate code points)."
 UNSTORABLE_NUMBER = "Must be a finite number (this one overflows a double)."
+REPEATED_MEMBER = "Named more than once in the same object; give each member once."
 
 
 def unstorable_text(text: str) -> str | None:
@@ -29,6 +30,37 @@ def unstorable_text(text: str) -> str | None:
     except UnicodeEncodeError:
         return UNSTORABLE_SURROGATE
     return None
+
+
+class _RepeatingObject(dict[str, Any]):
+    """A JSON object as parsed that named some members more than once: the names, beside the
+    values (the last of each, as ``json`` keeps), for :func:`json_body_problems` to refuse."""
+
+    repeated: list[str]
+
+
+def json_object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` of every JSON read of a request: an object, remembering any member
+    it names twice. ``json`` would silently keep the last value, so ``{"dry_run": true,
+    "dry_run": false}`` would read as one of the two; which one is nobody's intent."""
+    members = dict(pairs)
+    if len(members) == len(pairs):
+        return members
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for name, _ in pairs:
+        if name in seen and name not in repeated:
+            repeated.append(name)
+        seen.add(name)
+    marked = _RepeatingObject(members)
+    marked.repeated = repeated
+    return marked
+
+
+def json_loads(text: str | bytes, **kwargs: Any) -> Any:
+    """``json.loads`` for what a request sends: a member named twice is kept for
+    :func:`json_body_problems` to name."""
+    return json.loads(text, object_pairs_hook=json_object_pairs, **kwargs)
 
 
 def _child_path(parent: str, key: str | int) -> str:
@@ -43,8 +75,9 @@ def json_body_problems(value: Any, limit: int = MAX_JSON_DEPTH) -> dict[str, lis
     A body nested deeper than ``limit`` is one problem (``body``). Otherwise every string (key
     or value) holding NUL or an unpaired surrogate, and every number that overflowed to
     infinity, is named by its path: PostgreSQL can store none of them in text or jsonb, so
-    each would otherwise fail at the database, whatever the endpoint. Iterative: no recursion
-    of our own through a body the client shaped.
+    each would otherwise fail at the database, whatever the endpoint. So is every member an
+    object named twice (read by :func:`json_loads`): only one of its values would be kept.
+    Iterative: no recursion of our own through a body the client shaped.
     """
     problems: dict[str, list[str]] = {}
     stack: list[tuple[Any, str, int]] = [(value, "", 1)]
@@ -59,6 +92,9 @@ def json_body_problems(value: Any, limit: int = MAX_JSON_DEPTH) -> dict[str, lis
         if message:
             problems.setdefault(path or "body", []).append(message)
             continue
+        if isinstance(item, _RepeatingObject):
+            for name in item.repeated:
+                problems.setdefault(_child_path(path, name), []).append(REPEATED_MEMBER)
         if isinstance(item, dict):
             children: list[tuple[str | int, Any]] = list(item.items())
         elif isinstance(item, list):

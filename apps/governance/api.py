@@ -22,6 +22,7 @@ from apps.api.contract import (
     NON_BLANK_PATTERN,
     REASON_CHARS,
     ContractView,
+    InputRejected,
     PageQuery,
     StrictBooleanField,
     StrictCharField,
@@ -51,7 +52,12 @@ from apps.records.responses import (
     DeletionPreviewSerializer,
     DeletionReceiptSerializer,
 )
-from apps.records.serializers import IdentifierField, ReasonInput, RecordDeleteQuery
+from apps.records.serializers import (
+    IdentifierField,
+    ReasonInput,
+    RecordDeleteInput,
+    RecordDeleteQuery,
+)
 from apps.tenancy.models import AgentCredential
 
 from . import services as governance_services
@@ -68,12 +74,14 @@ from .preview import DeletionPreview, deletion_preview
 
 # ``/records/{id}``: reading the record is the records app's; its deletion is governance's
 # (a dry run previews what would go; else the fact goes with everything derived from it and
-# a receipt is returned). The docstring is the operations' description in the schema.
+# a receipt is returned, with the reason given in the body or the query string). The
+# docstring is the operations' description in the schema.
 class RecordView(RecordDetailView):
     """A record with its provenance, observations, version chain and derived artifacts."""
 
     required_actions = {**RecordDetailView.required_actions, "DELETE": "delete"}
     query_input = {**RecordDetailView.query_input, "DELETE": RecordDeleteQuery}
+    body_input = {**RecordDetailView.body_input, "DELETE": RecordDeleteInput}
 
     @extend_schema(
         responses={
@@ -89,14 +97,23 @@ class RecordView(RecordDetailView):
         },
     )
     def delete(self, request: Request, record_id: str) -> Response:
+        if "reason" in self.params and "reason" in self.body:
+            raise InputRejected(
+                {"reason": ["Give the reason once: in the body or as ?reason=, not both."]},
+                where="body",
+                too_large=False,
+            )
         record = record_or_404(record_id)
         if self.params.get("dry_run"):
             return Response(deletion_preview_body(deletion_preview(record)))
-        reason = self.params.get("reason") or "deleted through the API"
+        reason = self.body.get("reason") or self.params.get("reason") or DEFAULT_DELETE_REASON
         result = record_services.record_delete(
             record=record, actor=request_actor(request), reason=reason
         )
         return Response(receipt_representation(result.receipt))
+
+
+DEFAULT_DELETE_REASON = "deleted through the API"
 
 
 def receipt_representation(receipt: Any) -> dict[str, Any]:

@@ -649,6 +649,23 @@ def write_input(body: Any, *, tenant: Any = None, now: Any = None) -> RecordInpu
     return record
 
 
+class RecordDeleteInput(StrictSerializer):
+    """Why the record is deleted; optional (or ``?reason=``, not both). Kept on the deletion
+    receipt and in the audit event. Nothing else: a dry run is the query parameter
+    ``?dry_run=true``."""
+
+    reason = StrictCharField(
+        required=False,
+        max_length=REASON_CHARS,
+        help_text="Kept on the deletion receipt and in the audit event.",
+    )
+
+    unknown_field_messages: ClassVar[dict[str, str]] = {
+        "dry_run": "Not a body member: a dry run is the query parameter ?dry_run=true. "
+        "Nothing was deleted.",
+    }
+
+
 class ReasonInput(StrictSerializer):
     reason = StrictCharField(
         required=False, allow_blank=True, max_length=REASON_CHARS, help_text="Kept in the audit."
@@ -719,7 +736,10 @@ class RecordListQuery(PageQuery):
 
 class RecordDeleteQuery(QuerySerializer):
     reason = StrictCharField(
-        required=False, max_length=REASON_CHARS, help_text="Kept on the deletion receipt."
+        required=False,
+        max_length=REASON_CHARS,
+        help_text="Kept on the deletion receipt and in the audit event (or give it in the body, "
+        "not both).",
     )
     dry_run = QueryBooleanField(
         required=False,

@@ -18,8 +18,6 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
-from django.apps import apps as django_apps
-from django.db import connection
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from hypothesis import HealthCheck, event, given, settings
@@ -34,6 +32,8 @@ from apps.tenancy.services import credential_revoke
 from memoryconsole import health
 from tests.conftest import make_agent
 from tests.records.factories import BASE
+
+from .support import footprint, objects_of_every_kind, tenant_state_tables
 
 pytestmark = pytest.mark.django_db
 
@@ -354,9 +354,6 @@ def test_it_lists_the_routes_it_fuzzes():
 # problem document, and a refused request changes nothing the tenants hold.
 
 SCHEMA_PATH = "/api/schema/?format=json"
-# A refused request may leave these audit events: the refusal itself is part of the record.
-REFUSALS_AUDITED = ("record.write_rejected", "obligation.commit_refused")
-STATE_APPS = ("records", "derivations", "state", "audit", "api")
 CLIENT_DIMENSION = 4
 TIMESTAMP = "2025-01-14T09:12:00Z"
 # Values that pass validation for fields of these names, so that hostile values elsewhere in
@@ -642,89 +639,13 @@ def operation_requests(draw: st.DrawFn, ids: dict[str, str]) -> tuple[Operation,
     return operation, f"{path}?{query}" if query else path, body
 
 
-def tenant_state_tables() -> list[str]:
-    tables = []
-    for label in STATE_APPS:
-        for model in django_apps.get_app_config(label).get_models():
-            if any(f.name == "tenant" for f in model._meta.concrete_fields):
-                tables.append(model._meta.db_table)
-    return sorted(tables)
-
-
-def footprint(tenant_ids: list[Any], tables: list[str]) -> dict[str, str]:
-    """A digest of every row each tenant holds in each table, by ``tenant/table``; the audit
-    events of refusals aside (and the chain heads, which count every event)."""
-    refusals = ", ".join(f"'{action}'" for action in REFUSALS_AUDITED)
-    kept = [table for table in tables if table != "audit_auditchainhead"]
-    digests = []
-    for table in kept:
-        where = f" WHERE t.action NOT IN ({refusals})" if table == "audit_auditevent" else ""
-        # Table names from the models, constant actions: nothing here comes from a request.
-        digests.append(
-            f"(SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "  # noqa: S608
-            f"FROM {table} t{where})"
-        )
-    statement = "SELECT " + ", ".join(digests)
-    found = {}
-    for tenant_id in tenant_ids:
-        with tenant_scope(tenant_id), connection.cursor() as cursor:
-            cursor.execute(statement)
-            row = cursor.fetchone()
-        found.update(
-            {f"{tenant_id}/{table}": digest for table, digest in zip(kept, row, strict=True)}
-        )
-    return found
-
-
 @pytest.fixture
 def objects(world, tenant, other_tenant) -> dict[str, Any]:
     """Real objects of every kind the operations name in their paths, in a tenant whose agents
     send vectors (``client-4``), so the vector rule is in play wherever a vector goes."""
     Tenant.objects.filter(pk=tenant.pk).update(embedding_model=f"client-{CLIENT_DIMENSION}")
     agent = make_agent(tenant, ALL_ACTIONS, name="fuzz-setup")
-
-    def ok(response: Any) -> dict[str, Any]:
-        assert response.status_code in (200, 201), response.content[:500]
-        result: dict[str, Any] = response.json()
-        return result
-
-    record = ok(agent.post("/api/v1/records", {**BASE, "vector": GOOD_VALUES["vector"]}))
-    contender = ok(agent.post("/api/v1/records", {**BASE, "value": "carrier_b"}))
-    deleted = ok(agent.post("/api/v1/records", {**BASE, "subject": "user:1", "value": "v"}))
-    receipt = ok(agent.delete(f"/api/v1/records/{deleted['id']}"))
-    promotion = ok(
-        agent.post(f"/api/v1/records/{record['id']}/promotion-requests", {"reason": "seen twice"})
-    )
-    summary = ok(
-        agent.post(
-            "/api/v1/summaries",
-            {
-                "text": "a summary",
-                "sources": [{"type": "record", "id": record["id"]}],
-                "reason": "r",
-            },
-        )
-    )
-    run = ok(agent.post("/api/v1/runs", {"task_id": "task-1", "owner": "service:checkout"}))
-    ok(agent.post(f"/api/v1/runs/{run['id']}/checkpoints", {"step": 1, "state": {}}))
-    ok(agent.post(f"/api/v1/runs/{run['id']}/episodes", {"role": "user", "content": "hi"}))
-    obligation = ok(
-        agent.post("/api/v1/obligations", {"task_id": "task-1", "kind": "charge", "key": "k:1"})
-    )
-    with tenant_scope(tenant.pk):
-        event = AuditEvent.objects.order_by("-seq").values_list("pk", flat=True)[0]
-    ids = {
-        "record_id": record["id"],
-        "id": record["id"],
-        "summary_id": summary["id"],
-        "run_id": run["id"],
-        "obligation_id": obligation["id"],
-        "conflict_id": contender["conflict"],
-        "request_id": promotion["id"],
-        "event_id": str(event),
-        "receipt_id": receipt["receipt"]["id"] if "receipt" in receipt else str(uuid.uuid4()),
-        "consent_ref": "consent:1",
-    }
+    ids = objects_of_every_kind(agent, {**BASE, "vector": GOOD_VALUES["vector"]})
     tables, tenants = tenant_state_tables(), [tenant.pk, other_tenant.pk]
     return {
         "ids": ids,

@@ -4,6 +4,7 @@ retries that keep one effect, and one exception class per kind of error."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -80,8 +81,9 @@ def test_records_from_write_to_delete(mc: MemoryConsole) -> None:
     redacted = mc.records.redact(written["id"], fields=["card.number"], reason="PCI")
     assert "card.number" in str(redacted)
 
-    receipt = mc.records.delete(written["id"])
+    receipt = mc.records.delete(written["id"], reason="the customer asked")
     assert receipt["id"]
+    assert receipt["reason"] == "the customer asked"
     with pytest.raises(NotFound):
         mc.records.get(written["id"])
     assert receipt["id"] in {r["id"] for r in mc.receipts.list()}
@@ -290,6 +292,23 @@ def test_previews_are_asked_for_explicitly() -> None:
         client.erasures.create(subject="user:1", reason="asked", dry_run=True)
     assert seen[0].url.params["dry_run"] == "true"
     assert b'"dry_run":true' in seen[1].content.replace(b" ", b"")
+
+
+def test_a_deletion_sends_its_reason_in_the_body_and_no_body_without_one() -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"id": "r"})
+
+    with MemoryConsole("http://mc.test", "mc_x", transport=httpx.MockTransport(answer)) as client:
+        client.records.delete("abc", reason="the customer asked")
+        client.records.delete("abc")
+    assert seen[0].method == "DELETE"
+    assert json.loads(seen[0].content) == {"reason": "the customer asked"}
+    assert seen[0].headers["Content-Type"] == "application/json"
+    assert not seen[0].url.params
+    assert seen[1].content == b""
 
 
 class DropFirstResponse(httpx.BaseTransport):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -43,7 +44,12 @@ def _server(live: LiveServer, token: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=str(command),
         args=["mcp"],
-        env={"MEMORYCONSOLE_URL": live.url, "MEMORYCONSOLE_TOKEN": token},
+        env={
+            "MEMORYCONSOLE_URL": live.url,
+            "MEMORYCONSOLE_TOKEN": token,
+            # The code under test, as the live server runs it (which inherits the environment).
+            **{name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ},
+        },
     )
 
 
@@ -113,7 +119,7 @@ def test_it_lists_tools_with_schemas_and_calls_each(live_api: LiveServer) -> Non
         )
         facts_resource = await client.read_resource(f"memoryconsole://subjects/{who}/facts")
         closed = await call(client, "close_run", run_id=run["id"])
-        receipt = await call(client, "forget", record_id=written["id"])
+        receipt = await call(client, "forget", record_id=written["id"], reason="user asked")
         return {
             "written": written,
             "found": found,
@@ -140,6 +146,7 @@ def test_it_lists_tools_with_schemas_and_calls_each(live_api: LiveServer) -> Non
     assert json.loads(out["facts_resource"])["facts"][0]["key"] == "shipping.preference"
     assert out["closed"]["state"] == "closed"
     assert out["receipt"]["id"]
+    assert out["receipt"]["reason"] == "user asked"
 
     # The effects, seen through the API with the same credential.
     with MemoryConsole(live_api.url, live_api.token) as api:

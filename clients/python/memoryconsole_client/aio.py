@@ -247,13 +247,18 @@ class Records(_Resource):
         answer = await self._c.send(get(f"/api/v1/records/{record_id}/history"))
         return cast(builtins.list[Version], answer["versions"])
 
-    async def delete(self, record_id: str, *, dry_run: bool = False) -> DeletionReceipt:
-        """Delete the record and what was derived from it; the deletion receipt. With
-        ``dry_run`` the server reports what would be removed and changes nothing."""
+    async def delete(
+        self, record_id: str, *, reason: str | None = None, dry_run: bool = False
+    ) -> DeletionReceipt:
+        """Delete the record and what was derived from it; the deletion receipt. ``reason``
+        (at most 2,000 characters) is kept on the receipt and in the audit event; without one
+        they say "deleted through the API". With ``dry_run`` the server reports what would be
+        removed and changes nothing."""
         call = Call(
             "DELETE",
             f"/api/v1/records/{record_id}",
             params=query(dry_run=True) if dry_run else None,
+            body=body(reason=reason) or None,
             ok=(200,),
         )
         return cast(DeletionReceipt, await self._c.send(call))
