@@ -70,8 +70,10 @@ RRF_K = 10
 # BM25's usual constants (term-frequency saturation, length normalisation).
 BM25_K1 = 1.2
 BM25_B = 0.75
-# The share of a query's BM25 weight a row must match to be a hit by its words alone.
+# The share of a query's weight a row must match to be a hit by its words alone, and the
+# least population those weights are counted in (_text_leg).
 TEXT_COVERAGE = 0.5
+COVERAGE_POPULATION = 1000
 EXACT_LIMIT = 10_000
 # Every stored column of a record but the generated full-text vector (deferred).
 RECORD_FIELDS = [
@@ -375,11 +377,15 @@ def relevance_floor(q: SearchQuery, model: str) -> float:
 def relevance_floors(q: SearchQuery, model: str) -> tuple[float, float]:
     """The floor (:func:`relevance_floor`) and the inclusion floor: once a search answers,
     the least similarity a hit found by meaning must have. The model's margin sets it under
-    the floor (``apps.derivations.embedders.INCLUSION_MARGINS``); a request's
-    ``min_similarity`` is both."""
+    the floor (``apps.derivations.embedders.INCLUSION_MARGINS``) for a context search; a
+    decision search includes nothing under the floor; a request's ``min_similarity`` is
+    both."""
     if q.min_similarity is not None:
         return q.min_similarity, q.min_similarity
     embedder = get_embedder(model)
+    if q.purpose == "decision":
+        # A decision acts on what it is given: only what clears the floor itself.
+        return embedder.relevance_floor, embedder.relevance_floor
     return embedder.relevance_floor, embedder.relevance_floor - inclusion_margin(embedder.name)
 
 
@@ -405,9 +411,12 @@ def _text_leg(base: str, gate: str, *, summaries: bool, counted: bool) -> list[s
     finds them); each match is ranked by Okapi BM25 over the candidates (k1 1.2, b 0.75):
     a term's weight is its inverse document frequency among the candidates in the filters,
     so a word every memory of the scope holds counts little and a rare one much.
-    ``coverage`` is the share of the query's weight a row matched (a term no candidate
-    holds weighs as much as the rarest): a row found by its words alone must match at least
-    :data:`TEXT_COVERAGE` of it, so a stray common word does not make a hit.
+    ``coverage`` is the share of the query's weight a row matched: a row found by its words
+    alone must match at least :data:`TEXT_COVERAGE` of it, so a stray common word does not
+    make a hit. Those weights are inverse document frequencies too, but counted as if the
+    candidates were at least :data:`COVERAGE_POPULATION` (a term no candidate holds weighs as
+    one a single candidate holds): in a handful of memories every word is "common", and the
+    share would say nothing.
     """
     if counted:
         population = "(SELECT n FROM counted)"
@@ -442,9 +451,11 @@ def _text_leg(base: str, gate: str, *, summaries: bool, counted: bool) -> list[s
                                    THEN starts_with(u.lexeme, left(t.term, -1))
                                    ELSE u.lexeme = t.term END
              GROUP BY m.id, m.kind, t.term, length(m.search))""",
-        """txt_idf AS (
+        f"""txt_idf AS (
             SELECT t.term, ln(1 + (s.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
-                   AS idf
+                   AS idf,
+                   ln(1 + (greatest(s.n, {COVERAGE_POPULATION}) - greatest(d.df, 1) + 0.5)
+                          / (greatest(d.df, 1) + 0.5)) AS weight
               FROM terms t CROSS JOIN txt_stats s
               LEFT JOIN (SELECT term, count(*) AS df FROM txt_tf GROUP BY term) d
                 ON d.term = t.term)""",
@@ -453,7 +464,7 @@ def _text_leg(base: str, gate: str, *, summaries: bool, counted: bool) -> list[s
                    sum(i.idf * tf.tf * {BM25_K1 + 1}
                        / (tf.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * tf.dl / s.avgdl)))
                    AS rank,
-                   sum(i.idf) / (SELECT sum(idf) FROM txt_idf) AS coverage
+                   sum(i.weight) / (SELECT sum(weight) FROM txt_idf) AS coverage
               FROM txt_tf tf JOIN txt_idf i ON i.term = tf.term CROSS JOIN txt_stats s
              GROUP BY tf.id, tf.kind
              ORDER BY rank DESC, tf.id LIMIT %(depth)s)""",
