@@ -112,7 +112,7 @@ def test_a_question_in_another_language_finds_the_memory(semantic_agent, memory,
     ("memory", "question"),
     [
         ("Посылки доставлять курьером до двери", "курьер"),
-        ("Kullanıcı kitaplarını kargoyla gönderiyor", "kitap"),
+        ("Kullanıcı kitaplarını kargoyla gönderiyor", "kitap"),  # noqa: RUF001 (Turkish dotless i)
         ("يفضل العميل الدفع عند الاستلام", "ما طريقة الدفع المفضلة؟"),
         ("The user prefers answers that cite their sources", "answer citing"),
     ],
