@@ -57,7 +57,7 @@ class Command(BaseCommand):
         parser.add_argument("tenant", nargs="?", help="the tenant's slug (default: every tenant)")
         parser.add_argument(
             "--model",
-            help="hashing-<dim> or st-<model>; becomes the tenant's model once every source "
+            help="e5-small, hashing-<dim> or st-<model>; becomes the tenant's model once every source "
             "has its vector (default: the tenant's current model)",
         )
         parser.add_argument(
