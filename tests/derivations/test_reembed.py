@@ -147,3 +147,24 @@ def test_it_skips_a_tenant_whose_agents_send_vectors(admin_agent, tenant):
     assert "acme: skipped" in out
     with pytest.raises(CommandError, match="sent by agents"):
         reembed("acme")
+
+
+def test_a_lexical_tenant_moves_to_the_default_model_and_is_then_found_by_meaning(
+    admin_agent, tenant
+):
+    """The path an existing tenant takes to the semantic default: searches keep the old
+    vectors until the move completes, then the model is e5-small and embeds at write."""
+    write(admin_agent, subject="user:m1", content="The customer prefers to be called by phone")
+    drain()
+    question = {"query": "¿Cómo prefiere el cliente que lo contacten?", "min_similarity": 0.84}
+    before = admin_agent.post("/api/v1/search", question).json()
+    assert before["results"] == []  # a lexical model does not cross languages
+
+    out, _err = reembed("acme", "--model", "e5-small")
+
+    tenant.refresh_from_db()
+    assert tenant.embedding_model == "e5-small"
+    after = admin_agent.post("/api/v1/search", question).json()
+    assert [hit["record"]["subject"] for hit in after["results"]] == ["user:m1"]
+    later = write(admin_agent, subject="user:m2", content="Invoices go to accounts payable")
+    assert set(vectors(tenant, "e5-small")) >= {later["id"]}  # embedded in its write
