@@ -385,13 +385,33 @@ def build_server(
             Literal["context", "decision"],
             Field(description="decision: confirmed memories only, for acting on"),
         ] = "context",
-        task_type: str | None = None,
+        task_type: Annotated[
+            str | None,
+            Field(
+                description="The task at hand, e.g. email (memories of the "
+                "domain in general apply too)"
+            ),
+        ] = None,
+        conditions: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="The conditions of the task; a memory observed under a subset "
+                "of them applies"
+            ),
+        ] = None,
         subject: Annotated[str | None, Field(description="Only memories about this")] = None,
         top_k: Annotated[int, Field(ge=1, le=100)] = 10,
     ) -> JSON:
-        """Search memories in a scope. Each result says where it came from (source,
-        provenance), its trust and when it expires. Nothing matching returns no results."""
-        scope = {"domain": domain, **({"task_type": task_type} if task_type else {})}
+        """Search memories that apply to a task: in words or another language, by meaning
+        and by words. A memory applies when its scope is contained in the task's (the
+        domain's general memories reach every task of it). Each result says where it came
+        from (source, provenance), its trust and when it expires. With no results,
+        ``abstention`` says why (nothing in scope, only provisional, below the floor)."""
+        scope: dict[str, Any] = {"domain": domain}
+        if task_type:
+            scope["task_type"] = task_type
+        if conditions:
+            scope["conditions"] = conditions
         found = await _api(
             credentials.client(ctx).search(
                 query, scope=scope, purpose=purpose, subject=subject, top_k=top_k

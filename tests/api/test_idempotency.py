@@ -320,7 +320,7 @@ def test_it_leaves_a_tombstone_that_erasure_verification_accepts(tenant):
 
 
 def _decision_search(agent, key, **overrides):
-    payload = {"query": "carrier", "purpose": "decision", "scope": {"domain": "commerce"}}
+    payload = {"query": "carrier", "purpose": "decision", "scope": body()["scope"]}
     return agent.post("/api/v1/search", {**payload, **overrides}, headers={"Idempotency-Key": key})
 
 

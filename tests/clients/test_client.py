@@ -115,7 +115,8 @@ def test_facts_search_and_summaries(mc: MemoryConsole) -> None:
     [check] = mc.facts.check([{"id": first["id"], "version": 1}])
     assert check["current"] is True
 
-    hits = mc.search("zephyr", subject=who, scope={"domain": "commerce"})["results"]
+    checkout = {"domain": "commerce", "task_type": "checkout"}
+    hits = mc.search("zephyr", subject=who, scope=checkout)["results"]
     assert [hit_id(hit) for hit in hits] == [first["id"]]
     assert mc.search("nothing-matches-this-query", subject=who)["results"] == []
 
@@ -125,7 +126,7 @@ def test_facts_search_and_summaries(mc: MemoryConsole) -> None:
     assert mc.summaries.get(summary["id"])["valid"] is True
 
     # Now a summary ranks beside the record: the helpers read either kind of hit.
-    both = mc.search("zephyr", subject=who, scope={"domain": "commerce"})
+    both = mc.search("zephyr", subject=who, scope=checkout)
     assert {hit_type(h) for h in both["results"]} == {"record", "summary"}
     assert {hit_id(h) for h in both["results"]} == {first["id"], summary["id"]}
     assert [r["id"] for r in record_hits(both)] == [first["id"]]

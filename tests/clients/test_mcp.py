@@ -100,7 +100,9 @@ def test_it_lists_tools_with_schemas_and_calls_each(live_api: LiveServer) -> Non
         assert "token" not in json.dumps(tools["remember"].input_schema).lower()
 
         written = await call(client, "remember", **remember_args(who, content="ships with kestrel"))
-        found = await call(client, "recall", query="kestrel", domain="commerce", subject=who)
+        found = await call(
+            client, "recall", query="kestrel", domain="commerce", task_type="checkout", subject=who
+        )
         facts = await call(client, "read_facts", subject=who)
         checked = await call(client, "check_facts", facts=[{"id": written["id"], "version": 1}])
         run = await call(client, "start_run", task_id=task, owner="service:checkout")

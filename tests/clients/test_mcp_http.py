@@ -100,7 +100,14 @@ def test_it_lists_tools_writes_and_searches_over_http(live_api: LiveServer, mcp_
     async def scenario(client: Client) -> dict[str, Any]:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         written = await call(client, "remember", **memory(who, content="ships with ptarmigan"))
-        found = await call(client, "recall", query="ptarmigan", domain="commerce", subject=who)
+        found = await call(
+            client,
+            "recall",
+            query="ptarmigan",
+            domain="commerce",
+            task_type="checkout",
+            subject=who,
+        )
         return {"tools": tools, "written": written, "found": found}
 
     out = with_http(mcp_url, live_api.token)(scenario)
@@ -206,7 +213,9 @@ def test_one_tenant_never_reaches_another_tenants_data(live_api: LiveServer, mcp
             return str(result.content[0].text)
 
         facts = await call(client, "read_facts", subject=who)
-        found = await call(client, "recall", query="quokka", domain="commerce")
+        found = await call(
+            client, "recall", query="quokka", domain="commerce", task_type="checkout"
+        )
         errors = {
             "forget": await refused("forget", record_id=mine["record"]),
             "latest_checkpoint": await refused("latest_checkpoint", run_id=mine["run"]),

@@ -49,7 +49,7 @@ def test_it_stores_the_vector_sent_with_a_record(admin_agent, client_model):
     assert "vector" not in record  # the response shows the record, not the vector
     drain()  # the worker computes nothing for a client model, and adds no second row
     assert len(embeddings(client_model, record_id=record["id"])) == 1
-    found = admin_agent.post(SEARCH, {"vector": VECTOR, "scope": {"domain": "commerce"}})
+    found = admin_agent.post(SEARCH, {"vector": VECTOR, "scope": body()["scope"]})
     assert found.status_code == 200, found.content
     assert [r["record"]["id"] for r in found.json()["results"]] == [record["id"]]
 

@@ -22,6 +22,7 @@ from apps.derivations.selectors import background_work
 from apps.records.models import MemoryRecord
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.tasks import TENANT_HEADER
+from tests.records.factories import body
 
 from .support import SEARCH, drain, wake_eagerly, write
 
@@ -50,14 +51,14 @@ def test_it_queues_an_embedding_in_the_write_transaction_with_ids_only(agent, te
 
 def test_it_finds_a_record_by_text_at_once_and_by_vector_once_embedded(agent, tenant):
     record = write(agent, content="prefers the blue courier on weekdays")
-    found = agent.post(SEARCH, {"query": "blue courier", "scope": {"domain": "commerce"}})
+    found = agent.post(SEARCH, {"query": "blue courier", "scope": body()["scope"]})
     assert found.status_code == 200, found.content
     hit = next(h for h in found.json()["results"] if h["record"]["id"] == record["id"])
     assert not hit["why"].get("vector")
     assert drain() == 1
     [embedding] = embeddings_of(tenant, record["id"])
     assert (embedding.model, embedding.dimension) == ("hashing-256", 256)
-    found = agent.post(SEARCH, {"query": "blue courier", "scope": {"domain": "commerce"}})
+    found = agent.post(SEARCH, {"query": "blue courier", "scope": body()["scope"]})
     hit = next(h for h in found.json()["results"] if h["record"]["id"] == record["id"])
     assert hit["why"].get("vector")
     [row] = outbox_rows(tenant)

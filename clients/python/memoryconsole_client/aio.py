@@ -33,6 +33,7 @@ from .models import (
     RetentionInput,
     Run,
     ScopeInput,
+    ScopeMatch,
     SearchResult,
     Sensitivity,
     SourceInput,
@@ -146,10 +147,13 @@ class AsyncMemoryConsole:
         sensitivity_max: Sensitivity | None = None,
         as_of: str | None = None,
         min_similarity: float | None = None,
+        scope_match: ScopeMatch | None = None,
         idempotency_key: str | None = None,
     ) -> SearchResult:
-        """Scoped retrieval. ``purpose="decision"`` returns confirmed items only and needs
-        ``scope["domain"]``; a query that matches nothing returns no results."""
+        """Scoped retrieval by meaning and words. A memory applies when its scope is contained
+        in ``scope`` (``scope_match="exact"``: the named parts equal); ``purpose="decision"``
+        returns confirmed items only and needs ``scope["domain"]``. With no hits, the
+        result's ``abstention`` says why."""
         payload = body(
             query=query,
             vector=vector,
@@ -161,6 +165,7 @@ class AsyncMemoryConsole:
             sensitivity_max=sensitivity_max,
             as_of=as_of,
             min_similarity=min_similarity,
+            scope_match=scope_match,
         )
         call = post("/api/v1/search", payload, idempotency_key=idempotency_key, ok=(200,))
         return cast(SearchResult, await self.send(call))

@@ -12,6 +12,7 @@ Sensitivity = Literal["public", "internal", "personal", "restricted"]
 SourceKind = Literal["interaction", "tool_call", "document", "user_action", "derived"]
 RetentionBasis = Literal["session", "consent", "contract", "indefinite"]
 Purpose = Literal["context", "decision"]
+ScopeMatch = Literal["contained", "exact"]
 Resolution = Literal["keep_current", "accept_new", "corrected"]
 
 
@@ -216,7 +217,8 @@ class FactCheck(TypedDict):
 
 
 class Why(TypedDict):
-    """What ranked a hit: cosine similarity (``vector``) and text rank (``text``)."""
+    """What ranked a hit: each leg's score (``vector``, the cosine similarity; ``text``, the
+    BM25 score of its words) and rank (1 is best; None when not in that leg's list)."""
 
     vector: float | None
     text: float | None
@@ -250,10 +252,24 @@ class SearchHit(TypedDict):
     provenance: dict[str, Any]
 
 
+class Abstention(TypedDict):
+    """Why a search returned no hits: ``nothing_in_scope``, ``only_provisional``,
+    ``below_floor`` (with the nearest candidate's similarity and the floor) or
+    ``nothing_matched``."""
+
+    reason: Literal["nothing_in_scope", "only_provisional", "below_floor", "nothing_matched"]
+    detail: str
+    candidates: int
+    best_similarity: float | None
+    floor: float | None
+
+
 class SearchResult(TypedDict):
-    """The ranked hits (``[]`` when nothing matches), and how the search ran."""
+    """The ranked hits, and how the search ran; with no hits, ``abstention`` says why (it is
+    None when there are hits)."""
 
     results: list[SearchHit]
+    abstention: Abstention | None
     purpose: Literal["context", "decision"]
     plan: str
     model: str

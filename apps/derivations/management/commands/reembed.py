@@ -57,8 +57,8 @@ class Command(BaseCommand):
         parser.add_argument("tenant", nargs="?", help="the tenant's slug (default: every tenant)")
         parser.add_argument(
             "--model",
-            help="e5-small, hashing-<dim> or st-<model>; becomes the tenant's model once every source "
-            "has its vector (default: the tenant's current model)",
+            help="e5-small, hashing-<dim> or st-<model>; becomes the tenant's model once every "
+            "source has its vector (default: the tenant's current model)",
         )
         parser.add_argument(
             "--batch-size", type=int, default=BATCH_SIZE, help=f"default {BATCH_SIZE}"
