@@ -68,10 +68,11 @@ MULTILINGUAL_TOP_K = 5
 # The widest search the API allows: with min_similarity 0 it returns every candidate of the
 # multilingual tenant, so the sought memory's similarity is read even when it ranks low.
 ALL_CANDIDATES = 100
-# A floor must stay this far above the unrelated queries' best similarity (as
-# benchmarks/relevance_floor.py suggests floors), rounded up to a multiple of FLOOR_STEP.
-FLOOR_MARGIN = 0.05
-FLOOR_STEP = 0.05
+# The suggested floor: the lowest multiple of FLOOR_STEP at which at least TARGET_ABSTAIN of
+# the calibration split's unrelated queries have every candidate under it (the rule the
+# models' floors in apps/derivations/embedders.py follow). A model whose similarities
+# crowd together (e5) needs the fine step; the table shows the floors around it.
+FLOOR_STEP = 0.005
 TARGET_ABSTAIN = 0.95
 TARGET_HIT5 = 0.90
 WORD_RE = re.compile(r"\w+")
@@ -733,7 +734,9 @@ def report_floor(args: argparse.Namespace, asked: list[Asked]) -> dict[str, Any]
     print(table(headers, rows))
     if not unrelated:
         return {"current": current}
-    suggested = math.ceil(round((max(unrelated) + FLOOR_MARGIN) / FLOOR_STEP, 6)) * FLOOR_STEP
+    ranked = sorted(unrelated)
+    quantile = ranked[min(len(ranked) - 1, math.ceil(TARGET_ABSTAIN * len(ranked)) - 1)]
+    suggested = round(math.floor(round(quantile / FLOOR_STEP, 6)) * FLOOR_STEP + FLOOR_STEP, 3)
 
     def at_floor(items: list[Asked], value: float) -> tuple[float, float]:
         kept = sims(items, True)
@@ -744,12 +747,12 @@ def report_floor(args: argparse.Namespace, asked: list[Asked]) -> dict[str, Any]
         )
 
     print(
-        f"\nSuggested floor: {suggested:.2f} (the unrelated queries' highest best similarity "
-        f"on calibration, {max(unrelated):.3f}, plus {FLOOR_MARGIN}, rounded up to "
-        f"{FLOOR_STEP}). By vector alone, at each floor: relevant queries whose memory stays "
+        f"\nSuggested floor: {suggested:.3f} (the lowest multiple of {FLOOR_STEP} above the "
+        f"best similarity of {TARGET_ABSTAIN:.0%} of the calibration split's unrelated queries, "
+        f"{quantile:.3f}). By vector alone, at each floor: relevant queries whose memory stays "
         f"at or above it, unrelated queries whose every candidate falls below it\n"
     )
-    floors = sorted({round(current, 2), round(suggested, 2)} | _nearby(suggested))
+    floors = sorted({round(current, 3), suggested} | _nearby(suggested))
     rows = []
     for value in floors:
         kept_cal, below_cal = at_floor(calibration, value)
@@ -758,7 +761,7 @@ def report_floor(args: argparse.Namespace, asked: list[Asked]) -> dict[str, Any]
         note += " (today's)" if math.isclose(value, current) else ""
         rows.append(
             [
-                f"{value:.2f}{note}",
+                f"{value:.3f}{note}",
                 f"{kept_cal:.2f}",
                 f"{below_cal:.2f}",
                 f"{kept_test:.2f}",
@@ -794,7 +797,9 @@ def report_floor(args: argparse.Namespace, asked: list[Asked]) -> dict[str, Any]
 
 def _nearby(value: float) -> set[float]:
     return {
-        round(value + FLOOR_STEP * step, 2) for step in (-2, -1, 1) if value + FLOOR_STEP * step > 0
+        round(value + 2 * FLOOR_STEP * step, 3)
+        for step in (-2, -1, 1, 2)
+        if value + 2 * FLOOR_STEP * step > 0
     }
 
 

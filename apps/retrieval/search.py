@@ -874,6 +874,22 @@ def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:
     return int(row[0]) if row else 0
 
 
+def _ranked_rows(
+    tenant: Tenant, model: str, q: SearchQuery, query_vector: list[float] | None
+) -> list[Sequence[Any]]:
+    """The ranking rows of ``q`` over records alone (the diagnosis of an empty answer)."""
+    with connection.cursor() as cursor:
+        _statement, rows = run_search(
+            cursor,
+            tenant_id=tenant.pk,
+            model=model,
+            q=q,
+            query_vector=query_vector,
+            summaries=False,
+        )
+    return rows
+
+
 def search_abstention(
     *, tenant: Tenant, model: str, q: SearchQuery, query_vector: list[float] | None
 ) -> Abstention:
@@ -893,16 +909,7 @@ def search_abstention(
             candidates=0,
         )
     if q.purpose == "decision":
-        context = replace(q, purpose="context")
-        with connection.cursor() as cursor:
-            _statement, rows = run_search(
-                cursor,
-                tenant_id=tenant.pk,
-                model=model,
-                q=context,
-                query_vector=query_vector,
-                summaries=False,
-            )
+        rows = _ranked_rows(tenant, model, replace(q, purpose="context"), query_vector)
         if any(row[0] is not None and row[1] == "record" for row in rows):
             return Abstention(
                 reason="only_provisional",
@@ -917,15 +924,7 @@ def search_abstention(
         )
     floor = relevance_floor(q, model)
     nearest = replace(q, query="", top_k=1, min_similarity=0.0)
-    with connection.cursor() as cursor:
-        _statement, rows = run_search(
-            cursor,
-            tenant_id=tenant.pk,
-            model=model,
-            q=nearest,
-            query_vector=query_vector,
-            summaries=False,
-        )
+    rows = _ranked_rows(tenant, model, nearest, query_vector)
     distances = [row[2] for row in rows if row[0] is not None and row[2] is not None]
     best = similarity_from_distance(min(distances)) if distances else None
     return Abstention(
