@@ -12,7 +12,8 @@ case against the schema again, so it is judged as what it has become. tests/ che
   one that exists).
 * A vector has the tenant's dimension and is usable as pgvector's 32-bit floats; with a
   write, only a ``client-<dim>`` tenant takes one. ``MEMORYCONSOLE_CONTRACT_MODEL`` names the
-  tenant's model (``.ci/schemathesis`` asks a search for it).
+  tenant's model (``.ci/schemathesis`` asks a search for it) and
+  ``MEMORYCONSOLE_CONTRACT_DIMENSION`` its dimension.
 * A ttl is at most 36,500 days: a longer one is cut to that.
 * A write's ``redaction.fields`` name parts of its ``value``: a redaction naming fields is
   dropped (redaction at write is tested in tests/records).
@@ -33,7 +34,8 @@ from typing import Any
 import schemathesis
 
 MODEL = os.environ.get("MEMORYCONSOLE_CONTRACT_MODEL", "hashing-256")
-KIND, _, DIMENSION = MODEL.partition("-")
+KIND = MODEL.partition("-")[0]
+DIMENSION = int(os.environ.get("MEMORYCONSOLE_CONTRACT_DIMENSION") or MODEL.rpartition("-")[2])
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]")
 DURATION = re.compile(r"^P(?:(\d+)W|(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:\.\d+)?S)?)?)$")
 LONGEST_TTL = timedelta(days=36500)
@@ -61,7 +63,7 @@ def _numbers(value: Any) -> bool:
 def _vector(value: list[float]) -> list[float]:
     """``value`` at the tenant's dimension, each number within [-1, 1], not all near 0."""
     numbers = [max(-1.0, min(1.0, float(x))) for x in value]
-    vector = [numbers[i % len(numbers)] if numbers else 0.0 for i in range(int(DIMENSION))]
+    vector = [numbers[i % len(numbers)] if numbers else 0.0 for i in range(DIMENSION)]
     if sum(x * x for x in vector) < 1e-6:
         vector[0] = 1.0
     return vector
