@@ -88,7 +88,10 @@ def _search(tenant: Tenant, form: MemoryFilterForm, actor: Actor) -> list[dict[s
     if data.get("key"):
         body["keys"] = [data["key"]]
     if data.get("domain"):
+        # A person browsing a domain means every memory of it, task-specific ones included:
+        # the filter, not the rule by which a memory applies to an agent's task.
         body["scope"] = {"domain": data["domain"]}
+        body["scope_match"] = "exact"
     try:
         embedder = get_embedder(tenant.embedding_model)
         query = search_input(body, dimension=embedder.dimension)

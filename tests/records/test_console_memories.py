@@ -248,6 +248,15 @@ def test_it_applies_filters_before_ranking_a_search(client, tenant, member):
     assert b"user:30" not in html
 
 
+def test_a_search_in_a_domain_shows_its_task_specific_memories_too(client, tenant, member):
+    """Browsing a domain is a filter: an agent's general-to-specific rule would hide a
+    memory written for one of the domain's task types."""
+    write(tenant, subject="user:40", value="parcel locker", source__ref="a")  # commerce/checkout
+    signed_in(client, member)
+    html = client.get(url("memories", tenant), {"q": "parcel", "domain": "commerce"}).content
+    assert b"user:40" in html
+
+
 def test_it_says_when_a_search_finds_nothing(client, tenant, member):
     write(tenant)
     signed_in(client, member)
