@@ -117,6 +117,11 @@ class StrictCharField(serializers.CharField):
             self.fail("invalid")
         if problem := unstorable_text(data):
             raise serializers.ValidationError(problem)
+        # The length of the text as sent, as the schema's maxLength counts it: trimming comes
+        # after, and a string over the limit by its surrounding whitespace is over it.
+        for validator in self.validators:
+            if isinstance(validator, MaxLengthValidator):
+                validator(data)
         value: str = super().to_internal_value(data)
         return value
 
