@@ -74,6 +74,9 @@ BM25_B = 0.75
 # least population those weights are counted in (_text_leg).
 TEXT_COVERAGE = 0.5
 COVERAGE_POPULATION = 1000
+# The share of the query's weight a candidate near enough by meaning must match for the two
+# legs to agree that the search has an answer.
+AGREE_COVERAGE = 0.25
 EXACT_LIMIT = 10_000
 # Every stored column of a record but the generated full-text vector (deferred).
 RECORD_FIELDS = [
@@ -660,15 +663,18 @@ def search_statement(
                 "NULL::float8 AS coverage, NULL::bigint AS position WHERE false)"
             )
         # A row qualifies by its meaning or by its words (enough of the query's weight
-        # matched); whichever leg it qualifies by, both legs' ranks make its score.
+        # matched); whichever leg it qualifies by, both legs' ranks make its score, the words'
+        # in proportion to its BM25 score beside the best match's: a memory that holds only a
+        # word every memory holds ("user") gains little from ranking first among the few
+        # that hold it.
         qualifies = f"txt.coverage >= {TEXT_COVERAGE}"
         if vec_sources:
             words = f"(SELECT max(coverage) FROM txt) >= {TEXT_COVERAGE}"
-            # Or the two legs agree: a candidate near enough to be included matches some of
-            # the query's words.
+            # Or the two legs agree: a candidate near enough to be included matches a fair
+            # part of the query's words (not one word every memory holds).
             agree = (
                 "EXISTS (SELECT 1 FROM vec JOIN txt ON txt.id = vec.id AND txt.kind = vec.kind "
-                "WHERE vec.distance <= %(include_distance)s)"
+                f"WHERE vec.distance <= %(include_distance)s AND txt.coverage >= {AGREE_COVERAGE})"
             )
             qualifies = (
                 f"(vec.distance <= %(include_distance)s OR {qualifies}) "
@@ -680,7 +686,9 @@ def search_statement(
                        vec.distance, txt.rank, vec.position AS vec_position,
                        txt.position AS txt_position,
                        coalesce(1.0 / ({RRF_K} + vec.position), 0)
-                       + coalesce(1.0 / ({RRF_K} + txt.position), 0) AS score
+                       + coalesce(
+                           txt.rank / (SELECT max(rank) FROM txt) / ({RRF_K} + txt.position), 0
+                       ) AS score
                   FROM vec FULL OUTER JOIN txt ON vec.id = txt.id AND vec.kind = txt.kind
                  WHERE {qualifies}
                  ORDER BY score DESC, vec.distance ASC NULLS LAST, id
@@ -896,11 +904,15 @@ def search_abstention(
     """Why ``q`` found nothing (run only then: the search itself stays one statement)."""
     candidates = _candidate_count(tenant, q)
     if candidates == 0:
-        if q.purpose == "decision" and _candidate_count(tenant, replace(q, purpose="context")):
+        provisional = 0
+        if q.purpose == "decision":
+            provisional = _candidate_count(tenant, replace(q, purpose="context"))
+        if provisional:
             return Abstention(
                 reason="only_provisional",
-                detail="Only provisional memories are in scope; a decision acts on confirmed "
-                "ones. Ask a reviewer to confirm them, or search with purpose context.",
+                detail=f"Only provisional memories are in scope ({provisional}); a decision acts "
+                "on confirmed ones. Ask a reviewer to confirm them, or search with purpose "
+                "context.",
                 candidates=0,
             )
         return Abstention(
@@ -923,6 +935,7 @@ def search_abstention(
             candidates=candidates,
         )
     floor = relevance_floor(q, model)
+    whose = "the request's min_similarity" if q.min_similarity is not None else f"{model}'s"
     nearest = replace(q, query="", top_k=1, min_similarity=0.0)
     rows = _ranked_rows(tenant, model, nearest, query_vector)
     distances = [row[2] for row in rows if row[0] is not None and row[2] is not None]
@@ -930,7 +943,7 @@ def search_abstention(
     return Abstention(
         reason="below_floor",
         detail="No memory in scope matched enough of the query's words, and the nearest by "
-        f"meaning is below the relevance floor ({floor:.2f}) of the model {model}.",
+        f"meaning is below the relevance floor ({floor:.2f}, {whose}).",
         candidates=candidates,
         best_similarity=None if best is None else round(best, 6),
         floor=floor,

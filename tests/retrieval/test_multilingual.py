@@ -192,3 +192,32 @@ def test_a_subject_in_any_script_is_one_subject_in_one_spelling(semantic_agent):
     assert found(answer) == [upper["id"]]
     hits = found(ask(semantic_agent, "پاسخ کوتاه", subject="user:علی"))
     assert hits == [persian["id"]]
+
+
+NOISE = [
+    "The user wants replies formatted in German",
+    "The user wants invoices sent on the first of the month",
+    "The user wants calls only after six in the evening",
+    "The user prefers the aisle seat on long flights",
+    "The user wants parcels left with the concierge",
+    "The user pays with the corporate card",
+]
+
+
+def test_a_word_every_memory_holds_does_not_answer_an_unrelated_question(semantic_agent):
+    """Seen from outside: "user" in an off-topic question returned most of the tenant."""
+    for n, text in enumerate(NOISE):
+        remember(semantic_agent, text, key=f"note.n{n}")
+    answer = ask(semantic_agent, "What is the user's favourite football team?")
+    assert answer["results"] == [], [hit["record"]["content"] for hit in answer["results"]]
+    assert answer["abstention"]["reason"] == "below_floor"
+
+
+def test_meaning_outranks_a_common_word(semantic_agent):
+    """Seen from outside: memories sharing only "user" and "wants" ranked above the Persian
+    memory the question was about."""
+    for n, text in enumerate(NOISE):
+        remember(semantic_agent, text, key=f"note.n{n}")
+    wanted = remember(semantic_agent, "کاربر پاسخ‌های کوتاه را ترجیح می‌دهد", key="answer.length")
+    answer = ask(semantic_agent, "Does the user want short answers?")
+    assert found(answer)[0] == wanted["id"], [hit["record"]["content"] for hit in answer["results"]]
