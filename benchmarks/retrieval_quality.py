@@ -68,11 +68,11 @@ MULTILINGUAL_TOP_K = 5
 # The widest search the API allows: with min_similarity 0 it returns every candidate of the
 # multilingual tenant, so the sought memory's similarity is read even when it ranks low.
 ALL_CANDIDATES = 100
-# The suggested floor: the lowest multiple of FLOOR_STEP at which at least TARGET_ABSTAIN of
-# the calibration split's unrelated queries have every candidate under it (the rule the
-# models' floors in apps/derivations/embedders.py follow). A model whose similarities
-# crowd together (e5) needs the fine step; the table shows the floors around it.
-FLOOR_STEP = 0.005
+# The suggested floor: the best similarity of TARGET_ABSTAIN of the calibration split's
+# unrelated queries, rounded up to a multiple of FLOOR_STEP (the rule the models' floors in
+# apps/derivations/embedders.py follow); the table shows the floors around it at a finer step.
+FLOOR_STEP = 0.05
+TABLE_STEP = 0.01
 TARGET_ABSTAIN = 0.95
 TARGET_HIT5 = 0.90
 WORD_RE = re.compile(r"\w+")
@@ -736,7 +736,7 @@ def report_floor(args: argparse.Namespace, asked: list[Asked]) -> dict[str, Any]
         return {"current": current}
     ranked = sorted(unrelated)
     quantile = ranked[min(len(ranked) - 1, math.ceil(TARGET_ABSTAIN * len(ranked)) - 1)]
-    suggested = round(math.floor(round(quantile / FLOOR_STEP, 6)) * FLOOR_STEP + FLOOR_STEP, 3)
+    suggested = round(math.floor(round(quantile / FLOOR_STEP, 6)) * FLOOR_STEP + FLOOR_STEP, 2)
 
     def at_floor(items: list[Asked], value: float) -> tuple[float, float]:
         kept = sims(items, True)
@@ -747,9 +747,9 @@ def report_floor(args: argparse.Namespace, asked: list[Asked]) -> dict[str, Any]
         )
 
     print(
-        f"\nSuggested floor: {suggested:.3f} (the lowest multiple of {FLOOR_STEP} above the "
-        f"best similarity of {TARGET_ABSTAIN:.0%} of the calibration split's unrelated queries, "
-        f"{quantile:.3f}). By vector alone, at each floor: relevant queries whose memory stays "
+        f"\nSuggested floor: {suggested:.2f} (the best similarity of {TARGET_ABSTAIN:.0%} of "
+        f"the calibration split's unrelated queries, {quantile:.3f}, rounded up to a multiple "
+        f"of {FLOOR_STEP}). By vector alone, at each floor: relevant queries whose memory stays "
         f"at or above it, unrelated queries whose every candidate falls below it\n"
     )
     floors = sorted({round(current, 3), suggested} | _nearby(suggested))
@@ -797,9 +797,9 @@ def report_floor(args: argparse.Namespace, asked: list[Asked]) -> dict[str, Any]
 
 def _nearby(value: float) -> set[float]:
     return {
-        round(value + 2 * FLOOR_STEP * step, 3)
-        for step in (-2, -1, 1, 2)
-        if value + 2 * FLOOR_STEP * step > 0
+        round(value + TABLE_STEP * step, 2)
+        for step in (-3, -2, -1, 1, 2)
+        if value + TABLE_STEP * step > 0
     }
 
 

@@ -77,6 +77,8 @@ COVERAGE_POPULATION = 1000
 # The share of the query's weight a candidate near enough by meaning must match for the two
 # legs to agree that the search has an answer.
 AGREE_COVERAGE = 0.25
+# Under the floor, a hit by meaning must be at most this much further than the nearest.
+INCLUSION_SPREAD = 0.03
 EXACT_LIMIT = 10_000
 # Every stored column of a record but the generated full-text vector (deferred).
 RECORD_FIELDS = [
@@ -676,10 +678,12 @@ def search_statement(
                 "EXISTS (SELECT 1 FROM vec JOIN txt ON txt.id = vec.id AND txt.kind = vec.kind "
                 f"WHERE vec.distance <= %(include_distance)s AND txt.coverage >= {AGREE_COVERAGE})"
             )
-            qualifies = (
-                f"(vec.distance <= %(include_distance)s OR {qualifies}) "
-                f"AND ({near} OR {words} OR {agree})"
+            # Under the floor, only what stands as near as the nearest but for a margin.
+            included = (
+                "vec.distance <= least(%(include_distance)s, "
+                f"greatest(%(max_distance)s, (SELECT min(distance) FROM vec) + {INCLUSION_SPREAD}))"
             )
+            qualifies = f"({included} OR {qualifies}) AND ({near} OR {words} OR {agree})"
         parts.append(
             f"""ranked AS (
                 SELECT coalesce(vec.id, txt.id) AS id, coalesce(vec.kind, txt.kind) AS kind,
