@@ -560,7 +560,11 @@ def parent(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--old", default="/work/wt-old", help="the previous commit's checkout")
+    parser.add_argument(
+        "--old",
+        required=True,
+        help="a checkout of the commit to compare with (e.g. `git worktree add ../old df03d47`)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--writes", type=int, default=100, help="writes per round, 1 client")
     parser.add_argument("--searches", type=int, default=100, help="searches per round, 1 client")
