@@ -140,6 +140,9 @@ def test_committed_work_survives_every_process_kind_being_killed(tmp_path: Path)
             return out.stdout.strip().splitlines()[-1]
 
         mc("create-tenant", "faults")
+        # A model the worker embeds after commit, so the worker has queued work to lose or
+        # keep, and its freeze shows (the default embeds inside each write: nothing queues).
+        mc("reembed", "faults", "--model", "hashing-256")
         token = mc("create-token", "faults", "--name", "writer")
         writer = Writer(up, token)
         writer.start()
