@@ -8,6 +8,7 @@ names, measured in the same run.
 
 from __future__ import annotations
 
+import http.client
 import os
 import statistics
 import subprocess
@@ -171,3 +172,20 @@ def histogram(timing: Timing, *, buckets: int = 12, width: int = 40) -> str:
         edge = low + i * size
         lines.append(f"  {edge:8.2f} | {'#' * round(c / peak * width):<{width}} {c}")
     return "\n".join(lines)
+
+
+def wait_healthy(port: int, *, timeout: float) -> None:
+    """Until the server on ``port`` (loopback) answers its health check, at most ``timeout``
+    seconds: a benchmark's own gunicorn, just started."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/api/v1/health")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass  # not listening yet; the deadline bounds the wait
+        if time.monotonic() > deadline:
+            raise RuntimeError("gunicorn did not become healthy")
+        time.sleep(0.2)

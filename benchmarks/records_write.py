@@ -38,6 +38,7 @@ from benchmarks.harness import (
     progress,
     setup_django,
     table,
+    wait_healthy,
 )
 
 
@@ -256,18 +257,7 @@ def run_api(count: int, token: str) -> Timing:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/api/v1/health")
-                if conn.getresponse().status == 200:
-                    break
-            except OSError:
-                pass  # not listening yet; the deadline below bounds the wait
-            if time.monotonic() > deadline:
-                raise RuntimeError("gunicorn did not become healthy")
-            time.sleep(0.2)
+        wait_healthy(port, timeout=30)
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
         def post(n: int) -> None:

@@ -258,7 +258,7 @@ def in_threads(clients: int, per_client: int, call: Callable[[int], float]) -> l
 
 
 def child(args: argparse.Namespace) -> None:
-    from benchmarks.harness import ROOT, bench_database, setup_django
+    from benchmarks.harness import ROOT, bench_database, setup_django, wait_healthy
 
     label = args.child
     slug = "cost-" + label.replace(" ", "-")
@@ -305,18 +305,7 @@ def child(args: argparse.Namespace) -> None:
             start_new_session=True,
         )
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                    conn.request("GET", "/api/v1/health")
-                    if conn.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass  # not listening yet; the deadline bounds the wait
-                if time.monotonic() > deadline:
-                    raise RuntimeError("gunicorn did not become healthy")
-                time.sleep(0.3)
+            wait_healthy(port, timeout=120)
             api = Api(port, token)
             counter = [0]  # the next memory's number
             asked = [0]  # searches made

