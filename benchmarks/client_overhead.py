@@ -185,7 +185,7 @@ class Contenders:
             return sync.search(word, scope={"domain": "bench"}, purpose="context", top_k=10)
 
         async def client_facts(subject: str) -> Any:
-            return sync.facts.list(subject)
+            return list(sync.facts.list(subject))
 
         self.calls["client"] = {
             "write": client_write,
@@ -202,7 +202,7 @@ class Contenders:
             return await aio.search(word, scope={"domain": "bench"}, purpose="context", top_k=10)
 
         async def async_facts(subject: str) -> Any:
-            return await aio.facts.list(subject)
+            return [fact async for fact in aio.facts.list(subject)]
 
         self.calls["async client"] = {
             "write": async_write,

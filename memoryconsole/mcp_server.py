@@ -304,6 +304,15 @@ async def _api(call: Awaitable[T]) -> T:
         raise _tool_error(error) from error
 
 
+async def _every(listing: AsyncIterator[T]) -> list[T]:
+    """Every item of a paged listing (the client follows its pages), or its problem as a
+    tool error."""
+    try:
+        return [item async for item in listing]
+    except MemoryConsoleError as error:
+        raise _tool_error(error) from error
+
+
 def build_server(
     *, base_url: str | None = None, credential_from_header: bool = False
 ) -> tuple[MCPServer, CredentialCheck]:
@@ -428,7 +437,7 @@ def build_server(
         as_of: Annotated[str | None, Field(description="RFC 3339: what was known then")] = None,
     ) -> JSON:
         """The current value of every fact about a subject (never superseded or expired)."""
-        facts = await _api(
+        facts = await _every(
             credentials.client(ctx).facts.list(
                 subject, domain=domain, task_type=task_type, as_of=as_of
             )
@@ -560,7 +569,7 @@ def build_server(
         mime_type="application/json",
     )
     async def subject_facts(subject: str, ctx: Context) -> JSON:
-        facts = await _api(credentials.client(ctx).facts.list(subject))
+        facts = await _every(credentials.client(ctx).facts.list(subject))
         return {"subject": subject, "facts": facts}
 
     @server.resource(

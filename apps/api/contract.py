@@ -49,6 +49,7 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator as Su
 from rest_framework.views import APIView
 
 from apps.core.errors import Invalid
+from apps.core.pagination import PAGE_SIZE_DEFAULT, PAGE_SIZE_LIMIT
 from apps.core.problems import flatten_errors
 from apps.core.validation import json_body_problems, json_loads, unstorable_text
 
@@ -396,7 +397,6 @@ class QueryJSONObjectField(serializers.Field):  # type: ignore[type-arg]
 
 
 QUERY_JSON_CHARS = 4096
-PAGE_SIZE_LIMIT = 500
 
 
 # --- serializers ------------------------------------------------------------------------------
@@ -516,7 +516,8 @@ class QuerySerializer(StrictSerializer):
 
 
 class PageQuery(QuerySerializer):
-    """A cursor-paginated listing's ``cursor`` and ``page_size``."""
+    """A listing's ``cursor`` and ``page_size``: every listing of the API takes both
+    (:class:`apps.core.pagination.CursorPage`)."""
 
     cursor = StrictCharField(
         required=False, max_length=1000, help_text="The `next` or `previous` link's cursor."
@@ -525,15 +526,7 @@ class PageQuery(QuerySerializer):
         required=False,
         min_value=1,
         max_value=PAGE_SIZE_LIMIT,
-        help_text=f"Items per page, 1 to {PAGE_SIZE_LIMIT}.",
-    )
-
-
-class CursorQuery(QuerySerializer):
-    """A listing paginated by cursor at its fixed page size."""
-
-    cursor = StrictCharField(
-        required=False, max_length=1000, help_text="The `next` or `previous` link's cursor."
+        help_text=f"Items per page, 1 to {PAGE_SIZE_LIMIT} (default {PAGE_SIZE_DEFAULT}).",
     )
 
 

@@ -2,6 +2,9 @@
 
 * same key, same request: the first response again (header ``Idempotent-Replayed: true``),
   and no second effect;
+* same key, same request, after what the first response described was deleted or expired:
+  ``410`` (a problem naming the object's ``id``, its ``state`` and the ``first_status``), and
+  no second effect: the first response cannot be replayed without the content that went;
 * same key, different request: ``422``;
 * same key while the first request is still running: ``409``.
 
@@ -34,6 +37,7 @@ from rest_framework.response import Response
 from rest_framework.utils import encoders
 
 from apps.core.errors import DomainError, Invalid, Unprocessable
+from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.core.validation import canonical_json
 from apps.tenancy.models import AgentCredential
 
@@ -43,8 +47,9 @@ HEADER = "Idempotency-Key"
 RETENTION = timedelta(hours=24)
 MAX_KEY_LENGTH = 200
 # Set on a decorated handler: the OpenAPI schema documents the header (and its 409 and 422)
-# for exactly the operations that honour it.
+# for exactly the operations that honour it, and the 410 for those that replay what they stored.
 MARK = "honours_idempotency_key"
+REPLAY_MARK = "idempotency_replay"
 
 Handler = Callable[..., Response]
 
@@ -125,10 +130,11 @@ def idempotent(
                     # Expiry hides a memory from every read at once; the sweep that replaces
                     # this response with a tombstone may be minutes away.
                     body, tombstone = expired_tombstone_body(stored.resource_id), True
-                replayed = Response(body, status=stored.status_code)
-                replayed["Idempotent-Replayed"] = "true"
                 if tombstone:
-                    replayed["Idempotent-Tombstone"] = "true"
+                    replayed = tombstone_response(body, first_status=stored.status_code)
+                else:
+                    replayed = Response(body, status=stored.status_code)
+                replayed["Idempotent-Replayed"] = "true"
                 return replayed
             response = handler(view, request, *args, **kwargs)
             if replay == "rerun" and 200 <= response.status_code < 300:
@@ -161,6 +167,7 @@ def idempotent(
             return response
 
         setattr(wrapper, MARK, True)
+        setattr(wrapper, REPLAY_MARK, replay)
         return wrapper
 
     return decorator
@@ -169,6 +176,12 @@ def idempotent(
 def honours_key(handler: Any) -> bool:
     """Whether ``handler`` (a view method) is wrapped by :func:`idempotent`."""
     return bool(getattr(handler, MARK, False))
+
+
+def replays_stored(handler: Any) -> bool:
+    """Whether ``handler`` replays its stored first response, which becomes a tombstone (a
+    ``410`` on retry) when what it described is deleted or expires."""
+    return honours_key(handler) and getattr(handler, REPLAY_MARK, "") == "stored"
 
 
 def _default_resource(data: Any) -> str:
@@ -215,6 +228,34 @@ def _describes_expired(resource_id: str) -> bool:
 def tombstone_body(resource_id: str) -> dict[str, Any]:
     """What a retry of a request whose object was deleted since receives: no content."""
     return {"id": resource_id, "status": "deleted", "detail": TOMBSTONE_DETAIL}
+
+
+TOMBSTONE_STATUS = 410
+TOMBSTONE_SLUG = "idempotency-tombstone"
+
+
+def tombstone_response(stored: dict[str, Any], *, first_status: int) -> Response:
+    """A retry whose first response described what has been deleted or has expired since:
+    ``410`` problem+json, never the first status with another shape. The first response's
+    success status stays for real replays, whose body is the schema's; this one's members
+    (``id``, ``state``, ``first_status``) are the ``IdempotencyTombstone`` component.
+
+    ``stored`` is the stored tombstone (``id``, ``status`` "deleted" or "expired", ``detail``),
+    written by the deletion definition (apps/api/models.py) or :func:`expired_tombstone_body`.
+    """
+    body = problem_body(
+        TOMBSTONE_STATUS,
+        str(stored.get("detail") or TOMBSTONE_DETAIL),
+        slug=TOMBSTONE_SLUG,
+        extra={
+            "id": str(stored.get("id") or ""),
+            "state": str(stored.get("status") or "deleted"),
+            "first_status": first_status,
+        },
+    )
+    response = Response(body, status=TOMBSTONE_STATUS, content_type=PROBLEM_CONTENT_TYPE)
+    response["Idempotent-Tombstone"] = "true"
+    return response
 
 
 def purge_expired() -> int:

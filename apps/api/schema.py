@@ -11,7 +11,8 @@ decides it.
 * the ``Idempotency-Key`` header, on exactly the operations whose handler honours it;
 * every problem response the request pipeline can give (a ``400`` for an invalid or
   undeclared query parameter or body member, ``401``/``403``/``429`` for authenticated
-  operations, ``409``/``422`` for an idempotency key, ``413``/``415`` for bodies, ``414`` for a
+  operations, ``409``/``422`` for an idempotency key (and ``410``, the ``IdempotencyTombstone``
+  problem, where a retry replays a stored response), ``413``/``415`` for bodies, ``414`` for a
   URL too long to read, ``503`` while the database is away),
   each as the one ``Problem`` component. An operation's own ``@extend_schema(responses=...)``
   keeps its description for a status it names; the pipeline's is appended to it.
@@ -26,14 +27,14 @@ from django.conf import settings
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ComponentRegistry
-from drf_spectacular.utils import Direction, OpenApiParameter
+from drf_spectacular.utils import Direction, OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 
 from apps.core.problems import DATABASE_RETRY_AFTER, PROBLEM_CONTENT_TYPE
 
 from .contract import ContractMixin, QueryJSONObjectField, serializer_for
 from .idempotency import HEADER as IDEMPOTENCY_HEADER
-from .idempotency import MAX_KEY_LENGTH, honours_key
+from .idempotency import MAX_KEY_LENGTH, TOMBSTONE_STATUS, honours_key, replays_stored
 from .permissions import required_actions
 
 
@@ -55,6 +56,49 @@ class ProblemSerializer(serializers.Serializer[dict[str, Any]]):
         )
         return fields
 
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "uri-reference",
+        "nullable": True,
+        "description": "The next (or previous) page: a path with its query, relative to the "
+        "server; null at the end.",
+    }
+)
+class PageLinkField(serializers.CharField):
+    """A page's ``next`` or ``previous`` link, for a page serializer written by hand: the same
+    schema as the links of :class:`apps.core.pagination.CursorPage`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_null=True, **kwargs)
+
+
+class IdempotencyTombstoneSerializer(ProblemSerializer):
+    """The ``410`` of a retry (same ``Idempotency-Key``, same body) whose first request
+    succeeded, when what its response described has since been deleted or has expired: the
+    first response is not replayed, since it held that content, and nothing is done again."""
+
+    id = serializers.CharField(help_text="The id of what the first response described.")
+    state = serializers.ChoiceField(
+        choices=["deleted", "expired"], help_text="Why it cannot be shown again."
+    )
+    first_status = serializers.IntegerField(
+        help_text="The status the first request was answered with (`201`, `200`): it "
+        "succeeded, once."
+    )
+
+
+TOMBSTONE_DESCRIPTION = (
+    "A retry with this Idempotency-Key and the same body, after what the first (successful) "
+    "response described was deleted or expired: `id`, `state` (`deleted` or `expired`) and "
+    "`first_status` say so; nothing was done again (`Idempotent-Replayed: true`, "
+    "`Idempotent-Tombstone: true`)."
+)
+TOMBSTONE_HEADERS = {
+    "Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}},
+    "Idempotent-Tombstone": {"schema": {"type": "string", "enum": ["true"]}},
+}
 
 EXTENSION_ACTIONS = "x-required-actions"
 
@@ -84,6 +128,7 @@ def _problem_codes(
     *,
     actions: tuple[str, ...],
     idempotent: bool,
+    tombstones: bool,
     checks_input: bool,
     takes_body: bool,
 ) -> dict[int, tuple[str, dict[str, Any]]]:
@@ -117,6 +162,8 @@ def _problem_codes(
     if idempotent:
         codes[409] = ("A request with this Idempotency-Key is still in progress.", {})
         codes[422] = ("This Idempotency-Key was used with a different request.", {})
+    if tombstones:
+        codes[TOMBSTONE_STATUS] = (TOMBSTONE_DESCRIPTION, TOMBSTONE_HEADERS)
     codes[414] = ("The URL (its query string, most often) is longer than the server reads.", {})
     if takes_body:
         codes[413] = (
@@ -192,6 +239,7 @@ class ProblemAutoSchema(AutoSchema):
                 "content": {media: {"schema": schema} for media in self.map_parsers()}
             }
         ref = self.resolve_serializer(ProblemSerializer, "response").ref
+        tombstone_ref = self.resolve_serializer(IdempotencyTombstoneSerializer, "response").ref
         handler = getattr(self.view, method.lower(), None)
         idempotent = honours_key(handler)
         secured = any(operation.get("security") or [])
@@ -240,14 +288,16 @@ class ProblemAutoSchema(AutoSchema):
             operation,
             actions=actions,
             idempotent=idempotent,
+            tombstones=replays_stored(handler),
             checks_input=checks_input,
             takes_body="requestBody" in operation,
         )
         for code, (description, headers) in codes.items():
             declared = responses.get(str(code))
             if declared is None:
+                schema = tombstone_ref if code == TOMBSTONE_STATUS else ref
                 response: dict[str, Any] = {
-                    "content": {PROBLEM_CONTENT_TYPE: {"schema": ref}},
+                    "content": {PROBLEM_CONTENT_TYPE: {"schema": schema}},
                     "description": description,
                 }
                 if headers:

@@ -3,9 +3,11 @@
 A list ordered by ``(moment, id)`` (newest or oldest first) pages by the last row it showed,
 never by an offset: page 400 of 100k rows costs what page 1 costs. The position travels in
 links as an opaque token: a damaged token is a form error (console) or a ``400`` (API), never
-a 500. The API's listings page with DRF's cursor pagination (:class:`CursorPage`), which
-keeps the same kind of position inside its ``cursor`` parameter; the console's lists use
-:class:`Cursor` and :meth:`Cursor.older` / :meth:`Cursor.newer` for their filters.
+a 500. Every listing of the API pages with DRF's cursor pagination (:class:`CursorPage`),
+which keeps the same kind of position inside its ``cursor`` parameter, takes ``page_size``
+and answers ``{"next", "previous", "results"}`` with links relative to the server; the
+console's lists use :class:`Cursor` and :meth:`Cursor.older` / :meth:`Cursor.newer` for their
+filters.
 """
 
 from __future__ import annotations
@@ -16,9 +18,16 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
-from django.db.models import Q
+from django.core.exceptions import ValidationError
+from django.db.models import Model, Q, QuerySet
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
 
+from .errors import Invalid
+
+PAGE_SIZE_DEFAULT = 50
+PAGE_SIZE_LIMIT = 500
 TOKEN_MAX_LENGTH = 100  # an ISO timestamp, "~" and a UUID fit with room to spare
 DAMAGED_LINK = "This page link is damaged; start from the first page."
 
@@ -74,19 +83,66 @@ class CursorField(forms.CharField):
         return cursor
 
 
+DAMAGED_CURSOR = "Not a cursor this API issued; follow the next or previous link."
+
+
 class CursorPage(CursorPagination):
-    """DRF's cursor pagination; its documented envelope says what every page carries:
-    ``next`` and ``previous`` (a link, or null at either end) and ``results``."""
+    """DRF's cursor pagination, the same on every listing of the API: ``page_size`` (1 to
+    :data:`PAGE_SIZE_LIMIT`, default :data:`PAGE_SIZE_DEFAULT`) and ``cursor`` in the query;
+    ``next`` and ``previous`` (a link, or null at either end) and ``results`` in the answer.
+
+    Links are relative to the server (``/api/v1/records?cursor=...``), like an erasure job's
+    ``url``: an absolute one would be built from the request's ``Host`` and scheme, which
+    name the proxy's side of the connection, not the address the client used."""
+
+    page_size = PAGE_SIZE_DEFAULT
+    page_size_query_param = "page_size"
+    max_page_size = PAGE_SIZE_LIMIT
+
+    def paginate_queryset(
+        self, queryset: QuerySet[Any], request: Request, view: Any = None
+    ) -> list[Any] | None:
+        self._model: type[Model] = queryset.model
+        page = super().paginate_queryset(queryset, request, view)
+        # DRF builds its links on an absolute base URL; the same path and query, relative.
+        self.base_url = request.get_full_path()
+        return page
+
+    def decode_cursor(self, request: Request) -> Any:
+        # DRF checks a cursor's offset but not its position, which it then compares with the
+        # first ordering field: a forged position must be a 400 here, not a database error.
+        try:
+            cursor = super().decode_cursor(request)
+            if cursor is not None and cursor.position is not None:
+                self._ordering_field().to_python(cursor.position)
+        except (NotFound, ValidationError, ValueError, TypeError) as exc:
+            raise Invalid(
+                "Invalid query parameter: cursor.", errors={"cursor": [DAMAGED_CURSOR]}
+            ) from exc
+        return cursor
+
+    def _ordering_field(self) -> Any:
+        """The model field of the first ordering (DRF has made ``ordering`` a tuple by now)."""
+        name = self.ordering[0].lstrip("-")
+        if name == "pk":
+            return self._model._meta.pk
+        return self._model._meta.get_field(name)
 
     def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
-        link = {
-            "type": "string",
-            "format": "uri",
-            "nullable": True,
-            "description": "The next (or previous) page, with its cursor; null at the end.",
-        }
-        return {
-            "type": "object",
-            "required": ["next", "previous", "results"],
-            "properties": {"next": link, "previous": dict(link), "results": schema},
-        }
+        return page_schema(schema)
+
+
+def page_schema(results: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI schema of a page of ``results``: what :class:`CursorPage` answers."""
+    link = {
+        "type": "string",
+        "format": "uri-reference",
+        "nullable": True,
+        "description": "The next (or previous) page: a path with its query, relative to the "
+        "server; null at the end.",
+    }
+    return {
+        "type": "object",
+        "required": ["next", "previous", "results"],
+        "properties": {"next": link, "previous": dict(link), "results": results},
+    }

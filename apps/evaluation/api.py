@@ -22,7 +22,9 @@ from apps.api.contract import (
     StrictUUIDField,
     TimestampField,
 )
+from apps.api.schema import PageLinkField
 from apps.core.errors import Invalid, NotFound
+from apps.core.pagination import PAGE_SIZE_DEFAULT, CursorPage
 
 from .models import EvaluationRun
 from .selectors import (
@@ -32,10 +34,8 @@ from .selectors import (
     cursor_decode,
     decisions_at_risk_page,
     evaluation_run_get,
-    evaluation_runs_recent,
+    evaluation_runs,
 )
-
-PAGE_SIZE = 50
 
 
 class DecisionsAtRiskFilters(PageQuery):
@@ -66,7 +66,7 @@ def _filters(data: dict[str, Any]) -> tuple[AtRiskFilters, tuple[int, int] | Non
         since=data.get("since"),
         until=data.get("until"),
     )
-    return filters, after, data.get("page_size", PAGE_SIZE)
+    return filters, after, data.get("page_size", PAGE_SIZE_DEFAULT)
 
 
 def decision_at_risk_body(item: DecisionAtRisk) -> dict[str, Any]:
@@ -122,9 +122,9 @@ class DecisionAtRiskSerializer(serializers.Serializer[Any]):
 
 
 class DecisionAtRiskPage(serializers.Serializer[Any]):
-    next = serializers.URLField(allow_null=True)
-    previous = serializers.URLField(
-        allow_null=True, help_text="Always null: the listing pages forward from its newest search."
+    next = PageLinkField()
+    previous = PageLinkField(
+        help_text="Always null: the listing pages forward from its newest search."
     )
     results = DecisionAtRiskSerializer(many=True)
 
@@ -154,10 +154,8 @@ class EvaluationRunDetailSerializer(EvaluationRunSerializer):
     results = serializers.JSONField(help_text="What `memoryconsole evaluate --json` writes.")
 
 
-class EvaluationRunPage(serializers.Serializer[Any]):
-    next = serializers.URLField(allow_null=True, help_text="Always null: the latest 50 runs.")
-    previous = serializers.URLField(allow_null=True, help_text="Always null.")
-    results = EvaluationRunSerializer(many=True)
+class EvaluationRunPagination(CursorPage):
+    ordering = ("-requested_at", "-id")
 
 
 class DecisionsAtRiskView(ContractMixin, APIView):
@@ -185,7 +183,8 @@ class DecisionsAtRiskView(ContractMixin, APIView):
             items = items[:size]
             query = request.query_params.copy()
             query["cursor"] = items[-1].cursor
-            following = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+            # Relative, as every listing's links are (apps.core.pagination.CursorPage).
+            following = f"{request.path}?{query.urlencode()}"
         return Response(
             {
                 "next": following,
@@ -224,14 +223,19 @@ def run_body(run: EvaluationRun, *, full: bool = False) -> dict[str, Any]:
 
 
 class EvaluationRunListView(ContractMixin, APIView):
-    """The tenant's latest evaluation runs (without their figures), newest first."""
+    """The tenant's evaluation runs (without their figures), newest first."""
 
     required_action = "audit"
+    query_input = {"GET": PageQuery}
+    pagination_class = EvaluationRunPagination
 
-    @extend_schema(operation_id="v1_evaluation_runs_list", responses=EvaluationRunPage)
+    @extend_schema(
+        operation_id="v1_evaluation_runs_list", responses=EvaluationRunSerializer(many=True)
+    )
     def get(self, request: Request) -> Response:
-        runs = [run_body(run) for run in evaluation_runs_recent(50)]
-        return Response({"next": None, "previous": None, "results": runs})
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(evaluation_runs(), request, view=self) or []
+        return paginator.get_paginated_response([run_body(run) for run in page])
 
 
 class EvaluationRunDetailView(ContractMixin, APIView):

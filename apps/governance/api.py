@@ -310,9 +310,6 @@ def receipt_body(receipt: Any) -> dict[str, Any]:
 
 class ReceiptPagination(CursorPage):
     ordering = ("-deleted_at", "-id")
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 RECEIPT_KINDS = ["record", "erasure", "expiry"]

@@ -88,9 +88,6 @@ def record_or_404(record_id: str) -> MemoryRecord:
 
 class RecordPagination(CursorPage):
     ordering = ("-written_at", "-id")
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 class RecordListCreateView(ContractView):
@@ -222,12 +219,18 @@ class RecordHistoryView(ContractView):
         return Response({"record": str(record.pk), "versions": versions})
 
 
+class FactPagination(CursorPage):
+    # The order facts always had; the fact's id settles keys written in several scopes.
+    ordering = ("key", "scope_domain", "scope_task_type", "fact_id")
+
+
 class FactsView(ContractView):
     """The current version of each scoped fact of a subject (optionally as of a moment),
-    filtered by scope the way search filters."""
+    filtered by scope the way search filters; paged like every listing."""
 
     required_action = "read"
     query_input = {"GET": FactsQuery}
+    pagination_class = FactPagination
 
     @extend_schema(responses=FactsResponse)
     def get(self, request: Request) -> Response:
@@ -237,16 +240,16 @@ class FactsView(ContractView):
             task_type=self.params.get("task_type", ""),
             conditions=self.params.get("conditions"),
         )
-        facts = selectors.facts_current(subject, as_of, scope)
-        body: dict[str, Any] = {
-            "subject": subject,
-            "as_of": as_of,
-            "facts": serialize_many(FactSerializer, facts),
-        }
+        paginator = self.pagination_class()
+        facts = paginator.paginate_queryset(
+            selectors.facts_current(subject, as_of, scope), request, view=self
+        )
+        response = paginator.get_paginated_response(serialize_many(FactSerializer, facts))
+        response.data.update({"subject": subject, "as_of": as_of})
         if as_of is not None:
             # What was deleted since is gone; its receipts (ids only) say so.
-            body["deletions"] = selectors.deletions_covering(subject, as_of)
-        return Response(body)
+            response.data["deletions"] = selectors.deletions_covering(subject, as_of)
+        return response
 
 
 class FactCheckView(ContractView):

@@ -8,6 +8,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from apps.api.schema import PageLinkField
+
 from .serializers import (
     ActorSerializer,
     FactSerializer,
@@ -22,11 +24,14 @@ COUNTS_HELP = "What was (or would be) removed, by kind: {kind: count}."
 
 
 class FactsResponse(serializers.Serializer[Any]):
-    """``GET /facts``: each current scoped fact of the subject, at ``as_of`` when given."""
+    """``GET /facts``: a page of the subject's current scoped facts, at ``as_of`` when given;
+    the page envelope of every listing, with what the request asked about."""
 
+    next = PageLinkField()
+    previous = PageLinkField()
+    results = FactSerializer(many=True)
     subject = serializers.CharField()
     as_of = serializers.DateTimeField(allow_null=True)
-    facts = FactSerializer(many=True)
     deletions = serializers.ListField(
         child=serializers.UUIDField(),
         required=False,

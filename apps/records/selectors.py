@@ -128,7 +128,7 @@ class ScopeFilter:
 
 def facts_current(
     subject: str, as_of: datetime | None = None, scope: ScopeFilter | None = None
-) -> list[MemoryRecord]:
+) -> QuerySet[MemoryRecord]:
     """The current version of each scoped fact of ``subject``; never superseded or expired
     ones. One key may have a current value in each of several scopes.
 
@@ -138,8 +138,8 @@ def facts_current(
     where = (scope or ScopeFilter()).q()
     order = ("key", "scope_domain", "scope_task_type", "fact_id")
     if as_of is None:
-        return list(records_live().current().filter(where, subject=subject).order_by(*order))
-    return list(MemoryRecord.objects.held_at(as_of).filter(where, subject=subject).order_by(*order))
+        return records_live().current().filter(where, subject=subject).order_by(*order)
+    return MemoryRecord.objects.held_at(as_of).filter(where, subject=subject).order_by(*order)
 
 
 @dataclass

@@ -21,7 +21,6 @@ from apps.api.contract import (
     REASON_CHARS,
     TOO_LARGE,
     VALUE_BYTES,
-    CursorQuery,
     JSONObjectField,
     JSONValueField,
     PageQuery,
@@ -748,15 +747,15 @@ class RecordDeleteQuery(QuerySerializer):
     )
 
 
-class PromotionListQuery(CursorQuery):
+class PromotionListQuery(PageQuery):
     state = StrictChoiceField(choices=PromotionState.values, required=False)
 
 
-class ConflictListQuery(CursorQuery):
+class ConflictListQuery(PageQuery):
     state = StrictChoiceField(choices=ConflictState.values, required=False)
 
 
-class FactsQuery(QuerySerializer):
+class FactsQuery(PageQuery):
     subject = subject_field()
     domain = scope_name_field(required=False)
     task_type = scope_name_field(required=False)

@@ -70,20 +70,15 @@ def _obligation_or_404(obligation_id: str) -> Obligation:
     return obligation
 
 
-class StatePagination(CursorPage):
-    page_size_query_param = "page_size"
-    max_page_size = 500
-
-
-class RunPagination(StatePagination):
+class RunPagination(CursorPage):
     ordering = ("-opened_at", "-id")
 
 
-class EpisodePagination(StatePagination):
+class EpisodePagination(CursorPage):
     ordering = ("seq",)
 
 
-class ObligationPagination(StatePagination):
+class ObligationPagination(CursorPage):
     ordering = ("created_at", "id")
 
 

@@ -17,6 +17,7 @@ from apps.tenancy.context import tenant_scope
 from tests.conftest import make_agent
 from tests.records.factories import body
 
+from .contract import assert_conforms
 from .support import assert_problem
 
 pytestmark = pytest.mark.django_db
@@ -277,7 +278,9 @@ def test_it_replays_a_response_holding_timestamps_exactly(agent, tenant):
 # --- after a deletion: a content-free tombstone, never a second write -------------------------
 
 
-def test_it_replays_a_tombstone_after_the_record_is_deleted_and_writes_nothing(tenant):
+def test_it_answers_a_retry_after_the_record_is_deleted_with_a_410_and_writes_nothing(tenant):
+    """The 201 stays the shape of a record (what a replay is); the tombstone is a 410 problem
+    of its own, which the schema declares (``IdempotencyTombstone``)."""
     agent = make_agent(tenant, "read,write,delete", name="deleter")
     data = body(content="the customer's home address is 12 Elm Street")
     first = _post(agent, data, "key-deleted")
@@ -286,11 +289,12 @@ def test_it_replays_a_tombstone_after_the_record_is_deleted_and_writes_nothing(t
     assert agent.delete(f"{RECORDS}/{record_id}?reason=customer+asked").status_code == 200
 
     again = _post(agent, data, "key-deleted")
-    assert again.status_code == 201
+    problem = assert_problem(again, 410)
+    assert_conforms(again, RECORDS, "POST")
     assert again["Idempotent-Replayed"] == "true"
     assert again["Idempotent-Tombstone"] == "true"
-    assert again.json()["id"] == record_id
-    assert again.json()["status"] == "deleted"
+    assert problem["type"].endswith("/idempotency-tombstone")
+    assert (problem["id"], problem["state"], problem["first_status"]) == (record_id, "deleted", 201)
     assert "Elm Street" not in again.content.decode()
     assert _counts(tenant) == (0, 0), "the retry wrote nothing"
     with tenant_scope(tenant.pk):
@@ -312,6 +316,7 @@ def test_it_leaves_a_tombstone_that_erasure_verification_accepts(tenant):
     erased = agent.post("/api/v1/erasures", {"subject": "user:erased", "reason": "asked"})
     assert erased.status_code == 200, erased.content
     again = _post(agent, body(subject="user:erased"), "key-erased")
+    assert_problem(again, 410)
     assert again["Idempotent-Tombstone"] == "true"
     assert _counts(tenant) == (0, 0)
 
@@ -404,9 +409,9 @@ def test_a_retry_after_the_record_expired_replays_no_content(agent, tenant):
             expires_at=timezone.now() - timedelta(minutes=1)
         )
     again = _post(agent, body(value="carrier_secret"), "key-expiring")
-    assert again.status_code == 201
+    assert assert_problem(again, 410)["state"] == "expired"
+    assert_conforms(again, RECORDS, "POST")
     assert again["Idempotent-Tombstone"] == "true"
-    assert again.json()["status"] == "expired"
     assert "carrier_secret" not in again.content.decode()
     assert _counts(tenant) == (1, 1)  # nothing written again
 
@@ -425,4 +430,5 @@ def test_a_retry_of_a_summary_of_an_expired_record_replays_no_text(agent, tenant
         )
     again = _post(agent, summary, "key-summary", path="/api/v1/summaries")
     assert "carrier_a noted" not in again.content.decode()
-    assert again.json()["status"] == "expired"
+    assert assert_problem(again, 410)["state"] == "expired"
+    assert_conforms(again, "/api/v1/summaries", "POST")

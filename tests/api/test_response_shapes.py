@@ -63,7 +63,7 @@ def test_facts_and_history_answer_their_envelopes(agent):
     record = write(agent, subject="user:2", value="v1")
     write(agent, subject="user:2", value="v1", source__ref="interaction:2")
     facts = agent.get("/api/v1/facts", {"subject": "user:2"})
-    assert assert_conforms(facts, "/api/v1/facts", "GET")["facts"][0]["id"] == record["id"]
+    assert assert_conforms(facts, "/api/v1/facts", "GET")["results"][0]["id"] == record["id"]
     as_of = agent.get("/api/v1/facts", {"subject": "user:2", "as_of": record["written_at"]})
     assert "deletions" in assert_conforms(as_of, "/api/v1/facts", "GET")
     history = agent.get(f"/api/v1/records/{record['id']}/history")

@@ -59,8 +59,29 @@ def test_it_documents_every_error_response_as_a_problem(schema):
                 errors += 1
                 content = response.get("content", {})
                 assert list(content) == [PROBLEM], (path, method, code)
-                assert content[PROBLEM]["schema"] == {"$ref": "#/components/schemas/Problem"}
+                # A retry's tombstone is a problem with members of its own (and only a 410).
+                name = "IdempotencyTombstone" if code == "410" else "Problem"
+                assert content[PROBLEM]["schema"] == {"$ref": f"#/components/schemas/{name}"}
     assert errors
+    components = schema["components"]["schemas"]
+    problem, tombstone = components["Problem"], components["IdempotencyTombstone"]
+    assert set(tombstone["properties"]) >= set(problem["properties"])
+    assert set(tombstone["required"]) == {*problem["required"], "id", "state", "first_status"}
+
+
+def test_it_documents_the_tombstone_of_every_replayed_write_and_no_other(schema):
+    """A retry of a stored response may meet a tombstone (410); a search or a fact check,
+    which store no response, never does."""
+    for path, method in [
+        ("/api/v1/records", "post"),
+        ("/api/v1/summaries", "post"),
+        ("/api/v1/runs/{run_id}/episodes", "post"),
+        ("/api/v1/conflicts/{conflict_id}/resolve", "post"),
+    ]:
+        response = schema["paths"][path][method]["responses"]["410"]
+        assert set(response["headers"]) == {"Idempotent-Replayed", "Idempotent-Tombstone"}
+    for path in ("/api/v1/search", "/api/v1/facts/check"):
+        assert "410" not in schema["paths"][path]["post"]["responses"]
 
 
 def test_it_documents_the_audit_events_contract(schema):

@@ -15,6 +15,7 @@ from memoryconsole_client import (
     BadRequest,
     Conflict,
     Forbidden,
+    Gone,
     MemoryConsole,
     NotFound,
     RetryPolicy,
@@ -110,7 +111,7 @@ def test_listing_follows_every_page(live_api: LiveServer, mc: MemoryConsole) -> 
 def test_facts_search_and_summaries(mc: MemoryConsole) -> None:
     who = subject()
     first = mc.records.write(**memory(who, value="carrier_zephyr", content="ships with zephyr"))
-    facts = mc.facts.list(who, domain="commerce")
+    facts = list(mc.facts.list(who, domain="commerce"))
     assert [(f["key"], f["value"]) for f in facts] == [("shipping.preference", "carrier_zephyr")]
     [check] = mc.facts.check([{"id": first["id"], "version": 1}])
     assert check["current"] is True
@@ -279,6 +280,18 @@ def test_each_error_is_its_own_class(live_api: LiveServer, mc: MemoryConsole) ->
     mc.records.write(**memory(subject()), idempotency_key=key)
     with pytest.raises(Unprocessable):
         mc.records.write(**memory(subject()), idempotency_key=key)
+    # A retry of a write whose record was deleted since: its own class, never a 201 that is
+    # not a record.
+    key, fields = f"k-{uuid.uuid4()}", memory(subject())
+    written = mc.records.write(**fields, idempotency_key=key)
+    mc.records.delete(written["id"])
+    with pytest.raises(Gone) as gone:
+        mc.records.write(**fields, idempotency_key=key)
+    assert (gone.value.id, gone.value.state, gone.value.first_status) == (
+        written["id"],
+        "deleted",
+        201,
+    )
 
 
 def test_previews_are_asked_for_explicitly() -> None:
@@ -361,7 +374,7 @@ def test_the_async_client_has_the_same_surface(live_api: LiveServer) -> None:
                 await client.records.write(**memory(who, key=f"async.k{n}"))
             listed = [r async for r in client.records.list(subject=who, page_size=2)]
             assert len(listed) == 3
-            facts = await client.facts.list(who)
+            facts = [f async for f in client.facts.list(who, page_size=2)]
             assert len(facts) == 3
             run = await client.runs.open(task_id=f"t-{who}", owner="service:checkout")
             assert await client.checkpoints.latest(run["id"]) is None

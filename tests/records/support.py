@@ -86,7 +86,7 @@ def audit_row_text(event: AuditEvent) -> str:
 def fact_values(agent: Any, subject: str = "user:8812", **params: str) -> dict[str, Any]:
     response = agent.get(FACTS, {"subject": subject, **params})
     assert response.status_code == 200, response.content[:500]
-    return {fact["key"]: fact for fact in response.json()["facts"]}
+    return {fact["key"]: fact for fact in response.json()["results"]}
 
 
 def listed_ids(agent: Any, **filters: str) -> set[str]:

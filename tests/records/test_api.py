@@ -1032,6 +1032,6 @@ def test_it_keeps_one_current_version_per_key_after_the_old_one_expired(agent, t
             tenant=tenant, actor=Actor.system("legal"), reason="x", subject="user:8812"
         )
     response = agent.get(FACTS, {"subject": "user:8812"})
-    assert [f["id"] for f in response.json()["facts"]] == [again["id"]]
+    assert [f["id"] for f in response.json()["results"]] == [again["id"]]
     [check] = agent.post(f"{FACTS}/check", {"facts": [{"id": first["id"]}]}).json()["facts"]
     assert check["current"] is False

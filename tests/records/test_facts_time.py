@@ -144,21 +144,21 @@ def test_another_tenants_deleted_fact_looks_like_one_that_never_existed(
 def test_as_of_returns_a_version_that_has_expired_since(agent, tenant):
     record = write_ok(agent)
     then = timezone.now()
-    before_expiry = facts_as_of(agent, then)["facts"]
+    before_expiry = facts_as_of(agent, then)["results"]
     expire_after(tenant, record["id"], then)
-    after_expiry = facts_as_of(agent, then)["facts"]
+    after_expiry = facts_as_of(agent, then)["results"]
     assert [f["id"] for f in before_expiry] == [record["id"]]
     # The same answer, but for the lifetime that has since ended.
     assert [{**f, "expires_at": None} for f in after_expiry] == [
         {**f, "expires_at": None} for f in before_expiry
     ]
-    assert agent.get(FACTS, {"subject": "user:8812"}).json()["facts"] == []
+    assert agent.get(FACTS, {"subject": "user:8812"}).json()["results"] == []
 
 
 def test_as_of_leaves_out_what_had_expired_by_then(agent, tenant):
     record = write_ok(agent)
     expire_after(tenant, record["id"], timezone.now())
-    assert facts_as_of(agent, timezone.now())["facts"] == []
+    assert facts_as_of(agent, timezone.now())["results"] == []
 
 
 def test_as_of_names_the_receipt_of_a_deletion_since(agent, delete_agent):
@@ -167,7 +167,7 @@ def test_as_of_names_the_receipt_of_a_deletion_since(agent, delete_agent):
     then = timezone.now()
     receipt = delete_agent.delete(f"{RECORDS}/{record['id']}").json()
     body = facts_as_of(agent, then)
-    assert [f["id"] for f in body["facts"]] == [kept["id"]]
+    assert [f["id"] for f in body["results"]] == [kept["id"]]
     assert body["deletions"] == [receipt["id"]]
 
 

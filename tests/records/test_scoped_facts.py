@@ -120,16 +120,16 @@ def test_it_lists_both_facts_with_their_scopes(agent):
 
     response = agent.get(FACTS, {"subject": "user:8812"})
     assert response.status_code == 200
-    facts = response.json()["facts"]
+    facts = response.json()["results"]
     assert sorted((f["value"], f["scope"]["domain"]) for f in facts) == [
         ("complete", "legal"),
         ("short", "support"),
     ]
     assert all(f["key"] == "answer.style" for f in facts)
 
-    legal = agent.get(FACTS, {"subject": "user:8812", "domain": "legal"}).json()["facts"]
+    legal = agent.get(FACTS, {"subject": "user:8812", "domain": "legal"}).json()["results"]
     assert [f["value"] for f in legal] == ["complete"]
-    review = agent.get(FACTS, {"subject": "user:8812", "task_type": "chat"}).json()["facts"]
+    review = agent.get(FACTS, {"subject": "user:8812", "task_type": "chat"}).json()["results"]
     assert [f["value"] for f in review] == ["short"]
 
 
@@ -140,7 +140,7 @@ def test_it_filters_facts_by_conditions_by_containment(agent):
         agent, subject="user:1", value="carrier_b", scope={"domain": "commerce", "conditions": {}}
     )
     hits = agent.get(FACTS, {"subject": "user:1", "conditions": '{"region": "eu"}'}).json()
-    assert [f["value"] for f in hits["facts"]] == ["carrier_a"]
+    assert [f["value"] for f in hits["results"]] == ["carrier_a"]
 
     bad = agent.get(FACTS, {"subject": "user:1", "conditions": "[1"})
     assert bad.status_code == 400
@@ -173,7 +173,7 @@ def test_it_resolves_a_conflict_of_one_scope_without_touching_another(
         {"resolution": "accept_new", "reason": "confirmed by the user"},
     )
     assert response.status_code == 200, response.content[:500]
-    facts = agent.get(FACTS, {"subject": "user:8812"}).json()["facts"]
+    facts = agent.get(FACTS, {"subject": "user:8812"}).json()["results"]
     assert sorted(f["value"] for f in facts) == ["complete", "terse"]
     with tenant_scope(tenant.pk):
         assert MemoryRecord.objects.get(pk=short["id"]).status == "superseded"

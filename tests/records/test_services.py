@@ -342,7 +342,8 @@ def test_it_tombstones_stored_responses_about_records_of_a_revoked_consent(tenan
         assert not IdempotencyKey.objects.filter(tombstone=False).exists()
     replay = agent.post(RECORDS, data, headers={"Idempotency-Key": "k-consent"})
     assert replay["Idempotent-Tombstone"] == "true"
-    assert replay.json()["status"] == "deleted"
+    assert replay.status_code == 410
+    assert replay.json()["state"] == "deleted"
     assert "carrier_a" not in replay.content.decode()
 
 

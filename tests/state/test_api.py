@@ -245,9 +245,10 @@ def test_it_forgets_replayable_episode_responses_when_the_run_closes(agent):
     payload = {"role": "tool", "content": "card ending 4242"}
     ok(agent.post(path, payload, headers=headers), 201)
     ok(agent.post(f"{RUNS}/{run['id']}/close"))
-    # The stored response (with the content) went with the episode; a retry replays a
-    # content-free tombstone and writes nothing to the closed run.
+    # The stored response (with the content) went with the episode; a retry gets a
+    # content-free tombstone (a 410) and writes nothing to the closed run.
     replay = agent.post(path, payload, headers=headers)
+    assert replay.status_code == 410
     assert replay["Idempotent-Tombstone"] == "true"
     assert "4242" not in replay.content.decode()
 

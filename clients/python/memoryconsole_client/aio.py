@@ -304,7 +304,7 @@ class Records(_Resource):
 class Facts(_Resource):
     """The state layer's read of records: the current version of each scoped fact."""
 
-    async def list(
+    def list(
         self,
         subject: str,
         *,
@@ -312,13 +312,19 @@ class Facts(_Resource):
         task_type: str | None = None,
         conditions: str | None = None,
         as_of: str | None = None,
-    ) -> builtins.list[Fact]:
-        """The subject's current facts; with ``as_of``, what the memory held then."""
+        page_size: int | None = None,
+    ) -> AsyncIterator[Fact]:
+        """Every current fact of the subject (with ``as_of``, what the memory held then),
+        page after page (``page_size`` per request), by key."""
         params = query(
-            subject=subject, domain=domain, task_type=task_type, conditions=conditions, as_of=as_of
+            subject=subject,
+            domain=domain,
+            task_type=task_type,
+            conditions=conditions,
+            as_of=as_of,
+            page_size=page_size,
         )
-        answer = await self._c.send(get("/api/v1/facts", params))
-        return cast(builtins.list[Fact], answer["facts"] if isinstance(answer, dict) else answer)
+        return cast(AsyncIterator[Fact], self._c.pages(get("/api/v1/facts", params)))
 
     async def check(
         self, facts: builtins.list[FactRef], *, idempotency_key: str | None = None
@@ -610,10 +616,12 @@ class PromotionRequests(_Resource):
     """The promotion queue (credentials with the ``review`` action): a record becomes
     confirmed when a reviewer approves it. A credential never approves a record it wrote."""
 
-    def list(self, *, state: str | None = None) -> AsyncIterator[PromotionRequest]:
+    def list(
+        self, *, state: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[PromotionRequest]:
         """Every promotion request (newest first), filtered by ``state`` (open, approved,
-        rejected...)."""
-        params = query(state=state)
+        rejected...), page after page."""
+        params = query(state=state, page_size=page_size)
         call = get("/api/v1/promotion-requests", params)
         return cast(AsyncIterator[PromotionRequest], self._c.pages(call))
 
@@ -645,9 +653,12 @@ class Conflicts(_Resource):
     """Contradicting values of one fact, waiting for review (``review`` action). A
     credential never resolves a conflict in which it wrote either version."""
 
-    def list(self, *, state: str | None = None) -> AsyncIterator[Conflict]:
-        """Every conflict (newest first), filtered by ``state`` (open, resolved)."""
-        call = get("/api/v1/conflicts", query(state=state))
+    def list(
+        self, *, state: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[Conflict]:
+        """Every conflict (newest first), filtered by ``state`` (open, resolved), page after
+        page."""
+        call = get("/api/v1/conflicts", query(state=state, page_size=page_size))
         return cast(AsyncIterator[Conflict], self._c.pages(call))
 
     async def resolve(

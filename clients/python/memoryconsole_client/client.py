@@ -311,13 +311,19 @@ class Facts(_Resource):
         task_type: str | None = None,
         conditions: str | None = None,
         as_of: str | None = None,
-    ) -> builtins.list[Fact]:
-        """The subject's current facts; with ``as_of``, what the memory held then."""
+        page_size: int | None = None,
+    ) -> Iterator[Fact]:
+        """Every current fact of the subject (with ``as_of``, what the memory held then),
+        page after page (``page_size`` per request), by key."""
         params = query(
-            subject=subject, domain=domain, task_type=task_type, conditions=conditions, as_of=as_of
+            subject=subject,
+            domain=domain,
+            task_type=task_type,
+            conditions=conditions,
+            as_of=as_of,
+            page_size=page_size,
         )
-        answer = self._c.send(get("/api/v1/facts", params))
-        return cast(builtins.list[Fact], answer["facts"] if isinstance(answer, dict) else answer)
+        return cast(Iterator[Fact], self._c.pages(get("/api/v1/facts", params)))
 
     def check(
         self, facts: builtins.list[FactRef], *, idempotency_key: str | None = None
@@ -607,10 +613,12 @@ class PromotionRequests(_Resource):
     """The promotion queue (credentials with the ``review`` action): a record becomes
     confirmed when a reviewer approves it. A credential never approves a record it wrote."""
 
-    def list(self, *, state: str | None = None) -> Iterator[PromotionRequest]:
+    def list(
+        self, *, state: str | None = None, page_size: int | None = None
+    ) -> Iterator[PromotionRequest]:
         """Every promotion request (newest first), filtered by ``state`` (open, approved,
-        rejected...)."""
-        params = query(state=state)
+        rejected...), page after page."""
+        params = query(state=state, page_size=page_size)
         call = get("/api/v1/promotion-requests", params)
         return cast(Iterator[PromotionRequest], self._c.pages(call))
 
@@ -642,9 +650,10 @@ class Conflicts(_Resource):
     """Contradicting values of one fact, waiting for review (``review`` action). A
     credential never resolves a conflict in which it wrote either version."""
 
-    def list(self, *, state: str | None = None) -> Iterator[Conflict]:
-        """Every conflict (newest first), filtered by ``state`` (open, resolved)."""
-        call = get("/api/v1/conflicts", query(state=state))
+    def list(self, *, state: str | None = None, page_size: int | None = None) -> Iterator[Conflict]:
+        """Every conflict (newest first), filtered by ``state`` (open, resolved), page after
+        page."""
+        call = get("/api/v1/conflicts", query(state=state, page_size=page_size))
         return cast(Iterator[Conflict], self._c.pages(call))
 
     def resolve(

@@ -57,11 +57,27 @@ class Conflict(ApiError):
     latest, a closed run...). ``body`` holds what the server returned with it."""
 
 
+class Gone(ApiError):
+    """410: a retry (the same ``Idempotency-Key`` and body) of a request that succeeded, whose
+    result has since been deleted or has expired. Nothing was done again. ``id`` names what
+    the first response described, ``state`` is ``deleted`` or ``expired``, ``first_status``
+    the status the first request was answered with."""
+
+    def __init__(self, status: int, body: Any, *, method: str = "", path: str = "") -> None:
+        super().__init__(status, body, method=method, path=path)
+        problem = body if isinstance(body, dict) else {}
+        self.id = str(problem.get("id", ""))
+        self.state = str(problem.get("state", ""))
+        first = problem.get("first_status")
+        self.first_status = first if isinstance(first, int) else None
+
+
 class Unprocessable(ApiError):
     """422: a request valid by itself that names what the tenant does not have (a summary's
     source, an obligation's dependency, a part of a record's value, an open run for session
-    retention, an unrevoked consent), each named under ``errors``; or the same
-    ``Idempotency-Key`` sent before with a different body."""
+    retention, an unrevoked consent), each named under ``errors`` (the API's one rule for an
+    unresolved reference in a body); or the same ``Idempotency-Key`` sent before with a
+    different body."""
 
 
 class RateLimited(ApiError):
@@ -78,6 +94,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
+    410: Gone,
     422: Unprocessable,
     429: RateLimited,
 }
