@@ -264,27 +264,27 @@ def test_a_record_detail_fails_loudly_when_no_app_describes_derived_artifacts(
 )
 def test_it_expires_a_provisional_record_by_its_class_rule(agent, sensitivity, days):
     record = write_ok(agent, sensitivity=sensitivity, retention__ttl=None)
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=days)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=days)
     assert record["notices"] == []
 
 
 def test_it_keeps_a_ttl_shorter_than_the_class_rule(agent):
     record = write_ok(agent, retention__ttl="P7D")
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=7)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=7)
     assert record["notices"] == []
     assert record["retention"]["ttl"] == "P7D"
 
 
 def test_it_clips_a_ttl_beyond_the_class_rule_and_says_so(agent):
     record = write_ok(agent, sensitivity="restricted", retention__ttl="P400D")
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=7)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=7)
     assert any("clipped" in notice for notice in record["notices"])
     assert record["retention"]["ttl"] == "P400D"  # what was asked for stays on record
 
 
 def test_it_keeps_sub_day_ttls(agent):
     record = write_ok(agent, retention__ttl="PT1H30M")
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(hours=1, minutes=30)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(hours=1, minutes=30)
     assert record["retention"]["ttl"] == "PT1H30M"
 
 
@@ -308,16 +308,16 @@ def test_it_gives_a_promoted_record_the_confirmed_lifetime(
     if days is None:
         assert record["expires_at"] is None
     else:
-        assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=days)
+        assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=days)
 
 
 def test_it_keeps_a_requested_ttl_after_promotion(agent, second_agent, review_agent):
     first = write_ok(agent, retention__ttl="P100D")  # personal: clipped to 30 days at first
-    assert ts(first["expires_at"]) - ts(first["written_at"]) == timedelta(days=30)
+    assert ts(first["expires_at"]) - ts(first["observed_at"]) == timedelta(days=30)
     request_id = write_ok(second_agent, source__ref="interaction:9001")["promotion_request"]
     review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"})
     record = _record(agent, first["id"])
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=100)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=100)
 
 
 # --- conflict resolution ----------------------------------------------------------------------
@@ -1012,7 +1012,7 @@ def test_it_rejects_a_malformed_fact_check(agent):
 
 def test_it_accepts_a_ttl_in_weeks(agent):
     record = write_ok(agent, retention__ttl="P2W")
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(weeks=2)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(weeks=2)
 
 
 @pytest.mark.parametrize("ttl", ["P1Y", "P6M", "P1Y2M10D"])
