@@ -149,7 +149,12 @@ class RecordSerializer(serializers.Serializer[MemoryRecord]):
     redaction = RedactionSerializer(source="*")
     trust = serializers.CharField()
     status = serializers.CharField()
-    expires_at = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="observed_at (or written_at, if observed_at was ahead of the server's clock) "
+        "plus the shorter of retention.ttl and the tenant's rule for the record's class and "
+        "trust; null: no end.",
+    )
     supersedes = serializers.UUIDField(source="supersedes_id", allow_null=True)
     superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
     superseded_at = serializers.DateTimeField(allow_null=True)
