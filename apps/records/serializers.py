@@ -700,20 +700,47 @@ class ConflictResolveInput(StrictSerializer):
         required=False,
         allow_null=True,
         max_bytes=MAX_VALUE_BYTES,
-        help_text="The corrected value (required with corrected), as a write's value.",
+        help_text="The corrected value, as a write's value: required with corrected, refused "
+        "with keep_current and accept_new (each keeps a value already written).",
     )
     reason = StrictCharField(max_length=REASON_CHARS)
 
     schema_rules: ClassVar[dict[str, Any]] = {
         "anyOf": [
-            {"properties": {"resolution": {"not": {"enum": [Resolution.CORRECTED.value]}}}},
-            {"required": ["value"], "properties": {"value": JSON_VALUE_SCHEMA}},
+            {
+                "properties": {
+                    "resolution": {"not": {"enum": [Resolution.CORRECTED.value]}},
+                    "value": {"type": "null"},
+                }
+            },
+            {
+                "required": ["value"],
+                "properties": {
+                    "resolution": {"enum": [Resolution.CORRECTED.value]},
+                    "value": JSON_VALUE_SCHEMA,
+                },
+            },
         ]
     }
 
+    # What each resolution that takes no value keeps instead, for the refusal of one.
+    KEEPS: ClassVar[dict[str, str]] = {
+        Resolution.KEEP_CURRENT: "keep_current keeps the current version's value",
+        Resolution.ACCEPT_NEW: "accept_new keeps the contender's value",
+    }
+
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
-        if data.get("resolution") == Resolution.CORRECTED and data.get("value") is None:
+        resolution, value = data.get("resolution"), data.get("value")
+        if resolution == Resolution.CORRECTED and value is None:
             return {"value": ["Required when resolution is corrected."]}
+        if isinstance(resolution, str) and resolution in self.KEEPS and value is not None:
+            # Dropping it silently would let a caller believe its value was stored.
+            return {
+                "value": [
+                    f"Only with resolution corrected: {self.KEEPS[resolution]} and stores no "
+                    f"other. Send corrected to store this value, or leave value out."
+                ]
+            }
         return {}
 
 

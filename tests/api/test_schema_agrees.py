@@ -108,6 +108,10 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("review", CONFLICT, {"resolution": "corrected", "value": None, "reason": "r"}, False),
     ("review", CONFLICT, {"resolution": "corrected", "value": False, "reason": "r"}, True),
     ("review", CONFLICT, {"resolution": "keep_current", "reason": "r"}, True),
+    # ... and only a corrected one: the others keep a value already written
+    ("review", CONFLICT, {"resolution": "keep_current", "value": "x", "reason": "r"}, False),
+    ("review", CONFLICT, {"resolution": "accept_new", "value": False, "reason": "r"}, False),
+    ("review", CONFLICT, {"resolution": "accept_new", "value": None, "reason": "r"}, True),
     # an episode: exactly one of content (as sent) and content_ref (trimmed)
     ("state", RUN + "/episodes", {"role": "user", "content_ref": "   "}, False),
     ("state", RUN + "/episodes", {"role": "user", "content": "   "}, True),

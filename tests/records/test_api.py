@@ -402,6 +402,26 @@ def test_it_requires_a_value_for_a_corrected_resolution(agent, review_agent):
     assert "value" in problem["errors"]
 
 
+@pytest.mark.parametrize("resolution", ["keep_current", "accept_new"])
+def test_it_refuses_a_value_with_a_resolution_that_keeps_a_written_one(
+    agent, review_agent, tenant, resolution
+):
+    first, second = _conflict(agent)
+    response = _resolve(review_agent, second["conflict"], resolution, value="carrier_c")
+    problem = assert_problem(response, 400)
+    assert list(problem["errors"]) == ["value"]
+    assert "corrected" in problem["errors"]["value"][0]
+    with tenant_scope(tenant.pk):
+        assert Conflict.objects.get().state == "open"
+    assert _record(agent, first["id"])["status"] == "active"
+
+
+def test_it_takes_a_null_value_as_none_with_keep_current(agent, review_agent):
+    _, second = _conflict(agent)
+    response = _resolve(review_agent, second["conflict"], "keep_current", value=None)
+    assert response.status_code == 200, response.content
+
+
 def test_it_refuses_a_corrected_value_the_database_cannot_store(agent, review_agent, tenant):
     _, second = _conflict(agent)
     response = _resolve(review_agent, second["conflict"], "corrected", value={"a": "\u0000"})
