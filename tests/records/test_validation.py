@@ -273,6 +273,8 @@ def test_it_keeps_given_content(agent):
         '{"k": "\\udfff"}',
         "1e400",
         "[-1e999]",
+        "1e-400",
+        '[0.5, {"x": -4.9E-324}]',
     ],
     ids=[
         "nul-in-nested-string",
@@ -282,6 +284,8 @@ def test_it_keeps_given_content(agent):
         "lone-low-surrogate",
         "number-overflowing-to-infinity",
         "negative-infinity-in-list",
+        "number-underflowing-to-zero",
+        "nested-number-underflowing-to-a-subnormal",
     ],
 )
 def test_it_rejects_a_value_the_database_cannot_store_as_a_field_error(agent, tenant, raw_value):
@@ -291,6 +295,13 @@ def test_it_rejects_a_value_the_database_cannot_store_as_a_field_error(agent, te
     assert all(path.startswith("value") for path in problem["errors"]), problem["errors"]
     assert problem["errors"]
     assert row_counts(tenant)["records"] == 0
+
+
+def test_it_keeps_a_zero_written_with_an_exponent(agent):
+    raw = json.dumps(body(key="probe.zero")).replace('"carrier_a"', "[0e-999, 0.0E-400]")
+    response = post_raw(agent, RECORDS, raw)
+    assert response.status_code == 201, response.content
+    assert response.json()["value"] == [0, 0]
 
 
 @pytest.mark.parametrize(
