@@ -117,8 +117,9 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("state", RUN + "/episodes", {"role": "user", "content": "   "}, True),
     ("state", RUN + "/episodes", {"role": "user", "content": "a", "content_ref": "b"}, False),
     ("state", RUN + "/episodes", {"role": "", "content": "a"}, False),
-    # obligation keys are kept as sent: whitespace is a key, the empty string is not
-    ("state", "/api/v1/obligations", {"task_id": "t", "kind": "k", "key": " "}, True),
+    # obligation keys are kept as sent, but one of only whitespace is no key
+    ("state", "/api/v1/obligations", {"task_id": "t", "kind": "k", "key": " "}, False),
+    ("state", "/api/v1/obligations", {"task_id": "t", "kind": "k", "key": " k "}, True),
     ("state", "/api/v1/obligations", {"task_id": "t", "kind": "k", "key": ""}, False),
     ("state", RUN + "/checkpoints", {"step": 0, "state": None}, False),
     ("state", RUN + "/checkpoints", {"step": 0, "state": []}, True),
