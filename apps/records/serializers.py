@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from django.core.validators import RegexValidator
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -52,6 +53,7 @@ from .models import (
     RedactionState,
     Resolution,
     RetentionBasis,
+    ReviewClaim,
     Sensitivity,
     SourceKind,
     Trust,
@@ -225,9 +227,34 @@ class PromotionRequestSerializer(serializers.Serializer[PromotionRequest]):
     decided_by = serializers.SerializerMethodField()
     decided_at = serializers.DateTimeField(allow_null=True)
     decision_reason = serializers.CharField()
+    claimed_by = serializers.SerializerMethodField(
+        help_text="The person working on it in the console, while a claim lasts (a decision "
+        "by anyone else is a 409 until then); null when no one holds it."
+    )
+    claimed_until = serializers.SerializerMethodField(
+        help_text="When that claim ends (it ends sooner when released or decided); null when "
+        "no one holds it."
+    )
 
     def get_requested_by(self, request: PromotionRequest) -> dict[str, str]:
         return _actor(request, "requested_by")
+
+    def _claim(self, request: PromotionRequest) -> ReviewClaim | None:
+        # An expired claim is ignored by every read (apps.review.claims): never swept.
+        try:
+            claim = request.claim
+        except ReviewClaim.DoesNotExist:
+            return None
+        return claim if claim.expires_at > timezone.now() else None
+
+    def get_claimed_by(self, request: PromotionRequest) -> str | None:
+        claim = self._claim(request)
+        return claim.holder_label if claim else None
+
+    @extend_schema_field({"type": "string", "format": "date-time", "nullable": True})
+    def get_claimed_until(self, request: PromotionRequest) -> str | None:
+        claim = self._claim(request)
+        return serializers.DateTimeField().to_representation(claim.expires_at) if claim else None
 
     def get_decided_by(self, request: PromotionRequest) -> dict[str, str] | None:
         return _actor(request, "decided_by") if request.decided_by_type else None
