@@ -743,7 +743,12 @@ class ConflictResolveInput(StrictSerializer):
             {
                 "required": ["value"],
                 "properties": {
-                    "resolution": {"enum": [Resolution.CORRECTED.value]},
+                    # Not "enum": [corrected]: drf-spectacular would make that the whole enum.
+                    "resolution": {
+                        "not": {
+                            "enum": [Resolution.KEEP_CURRENT.value, Resolution.ACCEPT_NEW.value]
+                        }
+                    },
                     "value": JSON_VALUE_SCHEMA,
                 },
             },
