@@ -125,7 +125,8 @@ def memory(subject: str, content: str) -> dict[str, Any]:
         "value": content,
         "content": content,
         "source": {"kind": "interaction", "ref": f"interaction:{uuid.uuid4().hex[:8]}"},
-        "observed_at": "2025-01-14T09:12:00Z",
+        # Now: a lifetime counts from observed_at, so a fixed date would expire.
+        "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "owner": "service:bench",
         "reason": "client overhead benchmark",
         "scope": {"domain": "bench"},

@@ -17,6 +17,7 @@ import argparse
 import os
 import re
 import sys
+import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,8 @@ def rich_fact(tenant: Any) -> tuple[str, str]:
             "subject": subject,
             "value": {"carrier": value, "address": {"city": "Berlin"}},
             "source": {"kind": "interaction", "ref": ref},
-            "observed_at": "2025-01-14T09:12:00Z",
+            # Now: a lifetime counts from observed_at, so a fixed date would expire.
+            "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "owner": "user:alice",
             "reason": "bench",
             "scope": {"domain": "commerce"},

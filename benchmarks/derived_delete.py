@@ -70,7 +70,8 @@ def record_body(n: int, prefix: str, version: int) -> dict[str, Any]:
         "value": {"carrier": f"carrier_{version}", "n": n},
         "content": f"ships with carrier {version} to customer {prefix}-{n}",
         "source": {"kind": "interaction", "ref": f"interaction:{prefix}-{n}-{version}"},
-        "observed_at": "2025-01-14T09:12:00Z",
+        # Now: a lifetime counts from observed_at, so a fixed date would expire.
+        "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "owner": "service:checkout",
         "reason": "applied in checkout flow",
         "scope": {"domain": "commerce", "task_type": "checkout"},

@@ -201,7 +201,8 @@ def drain(product: Running, token: str, texts: list[str]) -> tuple[int, float]:
                 "value": n,
                 "content": texts[n],
                 "source": {"kind": "interaction", "ref": f"interaction:{n}"},
-                "observed_at": "2026-01-01T00:00:00Z",
+                # Now: a lifetime counts from observed_at, so a fixed date would expire.
+                "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "owner": "service:bench",
                 "reason": "drain benchmark",
                 "scope": {"domain": "commerce"},

@@ -48,7 +48,8 @@ def write_body(n: int, prefix: str) -> dict[str, Any]:
         "subject": f"user:{prefix}-{n}",
         "value": {"carrier": "carrier_a", "n": n},
         "source": {"kind": "interaction", "ref": f"interaction:{prefix}-{n}", "turn_id": "t1"},
-        "observed_at": "2025-01-14T09:12:00Z",
+        # Now: a lifetime counts from observed_at, so a fixed date would expire.
+        "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "owner": "service:checkout",
         "reason": "applied in checkout flow",
         "scope": {"domain": "commerce", "task_type": "checkout", "conditions": {"region": "eu"}},

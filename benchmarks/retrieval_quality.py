@@ -549,7 +549,8 @@ def run_multilingual(args: argparse.Namespace) -> dict[str, Any]:
             "value": m["content"],
             "content": m["content"],
             "source": {"kind": "interaction", "ref": f"quality-set:{m['id']}"},
-            "observed_at": "2025-01-14T09:12:00Z",
+            # Now: a lifetime counts from observed_at, so a fixed date would expire.
+            "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "owner": "service:assistant",
             "reason": "stated by the user in a conversation",
             "scope": {"domain": "assistant"},

@@ -55,7 +55,8 @@ def write_body(n: int, prefix: str) -> dict[str, Any]:
         "value": {"carrier": "carrier_a", "n": n},
         "content": f"customer {prefix}-{n} prefers carrier a",
         "source": {"kind": "interaction", "ref": f"interaction:{prefix}-{n}"},
-        "observed_at": "2026-01-01T00:00:00Z",
+        # Now: a lifetime counts from observed_at, so a fixed date would expire.
+        "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "owner": "service:bench",
         "reason": "supervision benchmark",
         "scope": {"domain": "commerce"},

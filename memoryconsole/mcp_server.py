@@ -352,7 +352,10 @@ def build_server(
         subject: Annotated[str, Field(description="Whom or what it is about, e.g. user:8812")],
         value: Annotated[Any, Field(description="The fact's value (any JSON)")],
         source: Source,
-        observed_at: Annotated[str, Field(description="When observed, RFC 3339, not future")],
+        observed_at: Annotated[
+            str,
+            Field(description="When observed, RFC 3339, not future; its lifetime counts from it"),
+        ],
         owner: Annotated[str, Field(description="Accountable principal: user:<id> | service:<n>")],
         reason: Annotated[str, Field(description="Why this is worth remembering", min_length=1)],
         scope: Scope,

@@ -97,6 +97,7 @@ class StrictCharField(serializers.CharField):
     default_error_messages = {
         "invalid": "Must be a string.",
         "blank": "Must not be empty.",
+        "whitespace": "Must not be only whitespace.",
         "max_length": "At most {max_length} characters.",
         "min_length": "At least {min_length} characters.",
         "null": "Must not be null.",
@@ -124,6 +125,9 @@ class StrictCharField(serializers.CharField):
             if isinstance(validator, MaxLengthValidator):
                 validator(data)
         value: str = super().to_internal_value(data)
+        if not self.allow_blank and not self.trim_whitespace and not value.strip():
+            # Kept as sent (its whitespace may matter), but a blank is still refused.
+            self.fail("whitespace")
         return value
 
     def schema_constraints(self) -> dict[str, Any]:
@@ -134,8 +138,7 @@ class StrictCharField(serializers.CharField):
         if not self.allow_blank:
             constraints["minLength"] = max(1, self.min_length or 0)
         if not any(isinstance(v, RegexValidator) for v in self.validators):
-            blank_refused = not self.allow_blank and self.trim_whitespace
-            constraints["pattern"] = NON_BLANK_PATTERN if blank_refused else NO_NUL_PATTERN
+            constraints["pattern"] = NO_NUL_PATTERN if self.allow_blank else NON_BLANK_PATTERN
         return constraints
 
 

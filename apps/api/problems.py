@@ -14,7 +14,6 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.utils.http import parse_header_parameters
 from rest_framework import exceptions, parsers, renderers
 from rest_framework.utils import json as drf_json
@@ -64,6 +63,7 @@ class JSONBodyParser(parsers.JSONParser):
     member twice is a ``400`` naming it by its path (``scope.domain``), at any depth: JSON
     parsers disagree on which of the two values counts, so neither may. (DRF reads the body
     through ``request.body``, so Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` applies: ``413``.)
+    A Content-Type naming a charset other than UTF-8 is a ``415`` (:func:`body_charset`).
     """
 
     def parse(
@@ -72,14 +72,16 @@ class JSONBodyParser(parsers.JSONParser):
         media_type: str | None = None,
         parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
-        encoding = (parser_context or {}).get("encoding") or settings.DEFAULT_CHARSET
-        try:
-            "".encode(encoding)  # only text codecs: a bytes codec could decompress without bound
-        except (LookupError, UnicodeError) as exc:
-            raise exceptions.ParseError(f"Unsupported charset {encoding!r}.") from exc
+        charset = body_charset(media_type)
+        if charset is not None:
+            raise exceptions.UnsupportedMediaType(
+                media_type or "",
+                detail=f"Unsupported charset {charset[:40]!r}: the API reads JSON as UTF-8 "
+                f"only; send the body as UTF-8, with charset=utf-8 or no charset.",
+            )
         try:
             data = json_loads(
-                stream.read().decode(encoding),
+                stream.read().decode("utf-8"),
                 parse_constant=drf_json.strict_constant if self.strict else None,
             )
         except RecursionError as exc:
@@ -92,6 +94,22 @@ class JSONBodyParser(parsers.JSONParser):
         if problems:
             raise exceptions.ValidationError(problems)
         return data
+
+
+def body_charset(media_type: str | None) -> str | None:
+    """The ``charset`` a request's Content-Type names if it is not UTF-8 (None when it is, or
+    names none). JSON is UTF-8 (RFC 8259); a body in another charset is refused rather than
+    read as UTF-8, or decoded by whatever codec the client names."""
+    _, params = parse_header_parameters(media_type or "")
+    charset = params.get("charset")
+    if charset is None:
+        return None
+    try:
+        if codecs.lookup(charset).name == "utf-8":
+            return None
+    except LookupError:
+        pass
+    return charset
 
 
 # --- WSGI: requests Django cannot even construct ----------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +19,10 @@ TOO_DEEP = f"JSON nested deeper than {MAX_JSON_DEPTH} levels."
 UNSTORABLE_NUL = "Must not contain the NUL character (U+0000)."
 UNSTORABLE_SURROGATE = "Must be valid Unicode (no unpaired surrogate code points)."
 UNSTORABLE_NUMBER = "Must be a finite number (this one overflows a double)."
+UNDERFLOWING_NUMBER = (
+    "Must be a number a double holds (this one is too small: it would be stored as 0 or "
+    "rounded below the double's precision)."
+)
 REPEATED_MEMBER = "Named more than once in the same object; give each member once."
 
 
@@ -57,9 +62,30 @@ def json_object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
+class _UnderflowedFloat(float):
+    """A nonzero number literal that a double holds only as 0 or as a subnormal (``1e-400``,
+    ``5e-324``), for :func:`json_body_problems` to refuse: stored, it would silently be
+    another number, as an overflow would be infinity (which is refused too)."""
+
+
+_NONZERO_DIGIT = re.compile(r"[1-9]")
+_SMALLEST_NORMAL = sys.float_info.min
+
+
+def _json_float(literal: str) -> float:
+    """``parse_float`` of every JSON read of a request."""
+    value = float(literal)
+    if -_SMALLEST_NORMAL < value < _SMALLEST_NORMAL:
+        mantissa = literal.partition("e")[0].partition("E")[0]
+        if _NONZERO_DIGIT.search(mantissa):
+            return _UnderflowedFloat(value)
+    return value
+
+
 def json_loads(text: str | bytes, **kwargs: Any) -> Any:
-    """``json.loads`` for what a request sends: a member named twice is kept for
-    :func:`json_body_problems` to name."""
+    """``json.loads`` for what a request sends: a member named twice, and a number that
+    underflows a double, are kept for :func:`json_body_problems` to name."""
+    kwargs.setdefault("parse_float", _json_float)
     return json.loads(text, object_pairs_hook=json_object_pairs, **kwargs)
 
 
@@ -75,8 +101,10 @@ def json_body_problems(value: Any, limit: int = MAX_JSON_DEPTH) -> dict[str, lis
     A body nested deeper than ``limit`` is one problem (``body``). Otherwise every string (key
     or value) holding NUL or an unpaired surrogate, and every number that overflowed to
     infinity, is named by its path: PostgreSQL can store none of them in text or jsonb, so
-    each would otherwise fail at the database, whatever the endpoint. So is every member an
-    object named twice (read by :func:`json_loads`): only one of its values would be kept.
+    each would otherwise fail at the database, whatever the endpoint. So is every nonzero
+    number that underflowed (to 0, or to a subnormal), which would be stored as another
+    number, and every member an object named twice, of which only one value would be kept
+    (both read by :func:`json_loads`).
     Iterative: no recursion of our own through a body the client shaped.
     """
     problems: dict[str, list[str]] = {}
@@ -87,6 +115,8 @@ def json_body_problems(value: Any, limit: int = MAX_JSON_DEPTH) -> dict[str, lis
             message = unstorable_text(item)
         elif isinstance(item, float) and not math.isfinite(item):
             message = UNSTORABLE_NUMBER
+        elif isinstance(item, _UnderflowedFloat):
+            message = UNDERFLOWING_NUMBER
         else:
             message = None
         if message:

@@ -6,6 +6,7 @@ as a missing one; a filter naming another tenant's memory or credential finds no
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -138,7 +139,9 @@ class _Progress(serializers.Serializer[Any]):
 class EvaluationRunSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     state = serializers.CharField()
-    scenario_set = serializers.CharField()
+    scenario_set = serializers.CharField(
+        help_text="The scenario set's name (never a path on the server)."
+    )
     scenario_digest = serializers.CharField()
     against_cache = serializers.BooleanField()
     requested_by = _Actor()
@@ -194,11 +197,18 @@ class DecisionsAtRiskView(ContractMixin, APIView):
         )
 
 
+def scenario_set_name(stored: str) -> str:
+    """The scenario set's name as the API shows it. Runs started with ``memoryconsole
+    evaluate --tenant`` used to store the set's path on the server, which the API does not
+    show: of such a run, the file's name without its directory or ``.json``."""
+    return re.split(r"[\\/]", stored)[-1].removesuffix(".json")
+
+
 def run_body(run: EvaluationRun, *, full: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": str(run.pk),
         "state": run.state,
-        "scenario_set": run.scenario_set,
+        "scenario_set": scenario_set_name(run.scenario_set),
         "scenario_digest": run.scenario_digest,
         "against_cache": run.against_cache,
         "requested_by": {

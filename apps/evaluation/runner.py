@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -66,6 +66,20 @@ def _when(raw: Any) -> str:
     return parsed.astimezone(UTC).isoformat() if parsed else str(raw or "")
 
 
+def _observed_now() -> str:
+    return _timestamp(datetime.now(UTC))
+
+
+def _timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _moment(raw: str) -> datetime | None:
+    """A scenario's timestamp with its zone; None for one the API would refuse anyway."""
+    parsed = parse_datetime(raw)
+    return parsed if parsed is not None and parsed.tzinfo is not None else None
+
+
 def _ttl_seconds(retention: dict[str, Any]) -> float:
     raw = retention.get("ttl")
     ttl = ttl_parse(raw)[0] if isinstance(raw, str) else None
@@ -81,6 +95,10 @@ class RecordConfiguration:
     by_record: dict[str, str] = field(default_factory=dict)  # record id -> "scenario/memory"
     runs: dict[str, str] = field(default_factory=dict)  # scenario or canary id -> run id
     expiry_deadline: float = 0.0  # monotonic time by which every TTL memory has expired
+    # scenario id -> how far its observations move forward: a record's lifetime counts from
+    # observed_at, so the set's fixed dates would be long expired. Each scenario's latest
+    # observation becomes the time it is written; the order within a scenario stays.
+    observed_shift: dict[str, timedelta] = field(default_factory=dict)
 
     @property
     def writer(self) -> ApiAgent:
@@ -114,13 +132,18 @@ class RecordConfiguration:
             self.expiry_deadline = max(
                 self.expiry_deadline, time.monotonic() + _ttl_seconds(retention)
             )
+            observed_at = _observed_now()  # to expire during the run, not before its write
+        else:
+            moment = _moment(memory.observed_at)
+            shift = self.observed_shift.get(scenario_id, timedelta(0))
+            observed_at = _timestamp(moment + shift) if moment else memory.observed_at
         return {
             "key": memory.key,
             "subject": subject,
             "value": memory.value,
             "content": memory.content,
             "source": source,
-            "observed_at": memory.observed_at,
+            "observed_at": observed_at,
             "owner": subject,
             "reason": f"evaluation scenario {scenario_id}",
             "scope": memory.scope,
@@ -151,6 +174,9 @@ class RecordConfiguration:
 
     def write_scenario(self, scenario: Scenario) -> None:
         erase = False
+        now = datetime.now(UTC)
+        moments = [_moment(m.observed_at) for m in scenario.memories]
+        self.observed_shift[scenario.id] = now - max((m for m in moments if m), default=now)
         for memory in scenario.memories:
             body = self._write_body(
                 scenario.id, scenario.subject, memory, f"interaction:{scenario.id}:{memory.id}"
@@ -414,7 +440,7 @@ class RecordCanaries:
             "value": canary.value,
             "content": canary.content,
             "source": source,
-            "observed_at": "2025-01-06T09:00:00Z",
+            "observed_at": _observed_now(),
             "owner": canary.subject,
             "reason": f"evaluation canary {canary.id}",
             "scope": canary.scope,

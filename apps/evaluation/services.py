@@ -104,7 +104,8 @@ def evaluation_run_open(
         run = EvaluationRun.objects.create(
             tenant=tenant,
             state=EvaluationRunState.RUNNING,
-            scenario_set=scenario_set.source,
+            # Its name, never the file's path: the run is shown through the API.
+            scenario_set=scenario_set.name,
             scenario_digest=scenario_set.digest,
             against_cache=against_cache,
             requested_at=timezone.now(),

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.audit.services import Actor, audit_record, content_digest
@@ -29,9 +29,11 @@ from apps.records.models import (
     Trust,
 )
 from apps.records.retention import (
+    FRESH_OBSERVATION,
     Limits,
     active_hold_for_record,
     class_limits,
+    lifetime_start_expression,
     records_shortened_by,
 )
 from apps.records.services import RecordError, deletion_propagate
@@ -175,8 +177,9 @@ def retention_rule_set(
     dry_run: bool = False,
 ) -> RetentionChange:
     """Set the longest lifetimes of one sensitivity class, for new writes and promotions and
-    for the class's live records: each one's expiry becomes the earlier of its own and
-    ``written_at`` plus the new limit of its trust (never later than it was). Versions that
+    for the class's live records: each one's expiry becomes the earlier of its own and its
+    observation (its lifetime's start) plus the new limit of its trust (never later than it
+    was). Versions that
     this ends now expire as any expiry does: their derived summaries are invalidated and
     their embeddings removed, in this transaction.
 
@@ -186,8 +189,9 @@ def retention_rule_set(
     errors: dict[str, list[str]] = {}
     if sensitivity not in Sensitivity.values:
         errors["sensitivity"] = [f"One of: {', '.join(Sensitivity.values)}."]
-    if provisional_max <= timedelta(0):
-        errors["provisional_max"] = ["Must be longer than zero."]
+    if provisional_max < FRESH_OBSERVATION:
+        # The write path trusts that an observation this fresh has outlived no rule.
+        errors["provisional_max"] = ["At least one minute."]
     if confirmed_max is not None and confirmed_max < provisional_max:
         errors["confirmed_max"] = ["Confirmed records may not expire before provisional ones."]
     if errors:
@@ -228,7 +232,7 @@ def retention_rule_set(
     for trust, limit in ((Trust.PROVISIONAL, provisional_max), (Trust.CONFIRMED, confirmed_max)):
         if limit is not None:
             MemoryRecord.objects.filter(pk__in=shortened_pks, trust=trust).update(
-                expires_at=F("written_at") + limit
+                expires_at=lifetime_start_expression() + limit
             )
     # Expired now, like a revoked consent's records: nothing may replay or cite them.
     derived = deletion_propagate(

@@ -142,7 +142,9 @@ class RecordListCreateView(ContractView):
                 ProblemSerializer,
                 description="The write names what this tenant does not have: no open run with "
                 "`source.run_id` (retention `session`), or a revoked consent "
-                "(`retention.consent_ref`). Nothing was stored.",
+                "(`retention.consent_ref`); or its lifetime, counted from `observed_at`, has "
+                "already ended (`observed_at` with `retention.ttl`, or with `sensitivity` for "
+                "the class's rule). Nothing was stored.",
             ),
         },
     )

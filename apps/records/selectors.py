@@ -296,7 +296,10 @@ def facts_check(items: list[tuple[uuid.UUID, int | None]]) -> list[FactCheck]:
 
 
 def promotion_requests(state: str | None) -> QuerySet[PromotionRequest]:
-    queryset = PromotionRequest.objects.select_related("record").filter(record__in=records_live())
+    # With its claim, which the API shows (who holds it, until when).
+    queryset = PromotionRequest.objects.select_related("record", "claim").filter(
+        record__in=records_live()
+    )
     if state:
         queryset = queryset.filter(state=state)
     return queryset.order_by("-requested_at", "-id")

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from django.core.validators import RegexValidator
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -51,6 +52,7 @@ from .models import (
     RedactionState,
     Resolution,
     RetentionBasis,
+    ReviewClaim,
     Sensitivity,
     SourceKind,
     Trust,
@@ -148,7 +150,12 @@ class RecordSerializer(serializers.Serializer[MemoryRecord]):
     redaction = RedactionSerializer(source="*")
     trust = serializers.CharField()
     status = serializers.CharField()
-    expires_at = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="observed_at (or written_at, if observed_at was ahead of the server's clock) "
+        "plus the shorter of retention.ttl and the tenant's rule for the record's class and "
+        "trust; null: no end.",
+    )
     supersedes = serializers.UUIDField(source="supersedes_id", allow_null=True)
     superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
     superseded_at = serializers.DateTimeField(allow_null=True)
@@ -219,9 +226,34 @@ class PromotionRequestSerializer(serializers.Serializer[PromotionRequest]):
     decided_by = serializers.SerializerMethodField()
     decided_at = serializers.DateTimeField(allow_null=True)
     decision_reason = serializers.CharField()
+    claimed_by = serializers.SerializerMethodField(
+        help_text="The person working on it in the console, while a claim lasts (a decision "
+        "by anyone else is a 409 until then); null when no one holds it."
+    )
+    claimed_until = serializers.SerializerMethodField(
+        help_text="When that claim ends (it ends sooner when released or decided); null when "
+        "no one holds it."
+    )
 
     def get_requested_by(self, request: PromotionRequest) -> dict[str, str]:
         return _actor(request, "requested_by")
+
+    def _claim(self, request: PromotionRequest) -> ReviewClaim | None:
+        # An expired claim is ignored by every read (apps.review.claims): never swept.
+        try:
+            claim = request.claim
+        except ReviewClaim.DoesNotExist:
+            return None
+        return claim if claim.expires_at > timezone.now() else None
+
+    def get_claimed_by(self, request: PromotionRequest) -> str | None:
+        claim = self._claim(request)
+        return claim.holder_label if claim else None
+
+    @extend_schema_field({"type": "string", "format": "date-time", "nullable": True})
+    def get_claimed_until(self, request: PromotionRequest) -> str | None:
+        claim = self._claim(request)
+        return serializers.DateTimeField().to_representation(claim.expires_at) if claim else None
 
     def get_decided_by(self, request: PromotionRequest) -> dict[str, str] | None:
         return _actor(request, "decided_by") if request.decided_by_type else None
@@ -694,20 +726,52 @@ class ConflictResolveInput(StrictSerializer):
         required=False,
         allow_null=True,
         max_bytes=MAX_VALUE_BYTES,
-        help_text="The corrected value (required with corrected), as a write's value.",
+        help_text="The corrected value, as a write's value: required with corrected, refused "
+        "with keep_current and accept_new (each keeps a value already written).",
     )
     reason = StrictCharField(max_length=REASON_CHARS)
 
     schema_rules: ClassVar[dict[str, Any]] = {
         "anyOf": [
-            {"properties": {"resolution": {"not": {"enum": [Resolution.CORRECTED.value]}}}},
-            {"required": ["value"], "properties": {"value": JSON_VALUE_SCHEMA}},
+            {
+                "properties": {
+                    "resolution": {"not": {"enum": [Resolution.CORRECTED.value]}},
+                    "value": {"type": "null"},
+                }
+            },
+            {
+                "required": ["value"],
+                "properties": {
+                    # Not "enum": [corrected]: drf-spectacular would make that the whole enum.
+                    "resolution": {
+                        "not": {
+                            "enum": [Resolution.KEEP_CURRENT.value, Resolution.ACCEPT_NEW.value]
+                        }
+                    },
+                    "value": JSON_VALUE_SCHEMA,
+                },
+            },
         ]
     }
 
+    # What each resolution that takes no value keeps instead, for the refusal of one.
+    KEEPS: ClassVar[dict[str, str]] = {
+        Resolution.KEEP_CURRENT: "keep_current keeps the current version's value",
+        Resolution.ACCEPT_NEW: "accept_new keeps the contender's value",
+    }
+
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
-        if data.get("resolution") == Resolution.CORRECTED and data.get("value") is None:
+        resolution, value = data.get("resolution"), data.get("value")
+        if resolution == Resolution.CORRECTED and value is None:
             return {"value": ["Required when resolution is corrected."]}
+        if isinstance(resolution, str) and resolution in self.KEEPS and value is not None:
+            # Dropping it silently would let a caller believe its value was stored.
+            return {
+                "value": [
+                    f"Only with resolution corrected: {self.KEEPS[resolution]} and stores no "
+                    f"other. Send corrected to store this value, or leave value out."
+                ]
+            }
         return {}
 
 

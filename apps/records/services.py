@@ -55,7 +55,7 @@ from .models import (
     record_held,
     scope_canonical,
 )
-from .retention import Lifetime, Limits, lifetime
+from .retention import Lifetime, Limits, lifetime, lifetime_ended
 from .selectors import records_live
 from .statements import insert_statement, stored
 from .validation import (
@@ -242,6 +242,13 @@ def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOut
         raise WriteRejected(
             {"retention.consent_ref": ["This consent has been revoked."]}, status=422
         )
+    # Refused rather than stored already expired: nothing could read it, and a dead version
+    # would still open a conflict or take its fact's version number.
+    ended = lifetime_ended(
+        sensitivity=data.sensitivity, ttl=data.ttl, observed_at=data.observed_at, now=now
+    )
+    if ended:
+        raise WriteRejected(ended, status=422)
     # No savepoint: nothing below is caught and recovered from inside a caller's transaction,
     # and a write is the hottest path (two fewer round trips). A refusal found inside is
     # raised after the block, which then has written nothing.
@@ -361,6 +368,7 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         sensitivity=data.sensitivity,
         trust=Trust.PROVISIONAL,
         ttl=data.ttl,
+        observed_at=data.observed_at,
         written_at=now,
         limits=limits,
     )
@@ -500,6 +508,7 @@ def _class_raise(
         sensitivity=data.sensitivity,
         trust=record.trust,
         ttl=record.ttl_requested,
+        observed_at=record.observed_at,
         written_at=record.written_at,
         limits=limits,
     )
@@ -634,6 +643,7 @@ def _promote(
         sensitivity=record.sensitivity,
         trust=Trust.CONFIRMED,
         ttl=record.ttl_requested,
+        observed_at=record.observed_at,
         written_at=record.written_at,
     )
     record.trust = Trust.CONFIRMED

@@ -109,7 +109,8 @@ WRITE_TOO_LARGE = (
 class WriteRejected(Invalid):
     """The body failed validation; ``errors`` maps field paths to messages. ``status`` 422:
     the body is valid by itself but names what the tenant does not have (no open run of that
-    id, a revoked consent); 413 with ``too_large``; else 400."""
+    id, a revoked consent) or an observation whose lifetime has already ended; 413 with
+    ``too_large``; else 400."""
 
     def __init__(
         self, errors: dict[str, list[str]], *, too_large: bool = False, status: int = 400

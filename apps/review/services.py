@@ -63,7 +63,8 @@ class Claimed(RecordError):
             f"{claim.holder_label} is working on this request (claimed until "
             f"{claim.expires_at:%H:%M} UTC): leave it to them, or wait until the claim ends.",
             claimed_by=claim.holder_label,
-            claimed_until=claim.expires_at.isoformat(),
+            # In the API's spelling of a time (``Z``), as the listing shows it.
+            claimed_until=claim.expires_at.isoformat().replace("+00:00", "Z"),
         )
         self.claim = claim
 
@@ -293,6 +294,7 @@ def conflict_resolve(
             sensitivity=sensitivity,
             trust=Trust.PROVISIONAL,
             ttl=contender.ttl_requested,
+            observed_at=now,
             written_at=now,
         )
         winner = MemoryRecord.objects.create(
@@ -402,7 +404,7 @@ def promotion_return_to_provisional(
     *, request: PromotionRequest, actor: Actor, reason: str
 ) -> PromotionRequest:
     """Reverse a mistaken approval: the record is provisional again, on its provisional clock
-    (counted from when it was written, as if never confirmed), and the request is open again
+    (counted from its observation, as if never confirmed), and the request is open again
     for a fresh decision. The approval stays in the audit chain; the reversal is one more
     event there, with its reason.
 
@@ -421,6 +423,7 @@ def promotion_return_to_provisional(
             sensitivity=record.sensitivity,
             trust=Trust.PROVISIONAL,
             ttl=record.ttl_requested,
+            observed_at=record.observed_at,
             written_at=record.written_at,
         )
         if life.expires_at is not None and life.expires_at <= now:

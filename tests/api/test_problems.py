@@ -10,8 +10,10 @@ import pytest
 from django.test import Client
 
 from apps.audit.models import AuditEvent
+from apps.records.models import MemoryRecord
 from apps.tenancy.context import tenant_scope
 from tests.conftest import make_agent
+from tests.records.factories import body as record_body
 
 from .support import assert_problem
 
@@ -264,9 +266,38 @@ def test_it_answers_400_problems_for_malformed_json(agent, raw):
 
 @pytest.mark.urls("tests.api.urls")
 @pytest.mark.parametrize("charset", ["rot13", "zlib_codec", "bz2", "hex", "base64"])
-def test_it_answers_400_problems_for_unusable_charsets(agent, charset):
+def test_it_answers_415_problems_for_unusable_charsets(agent, charset):
     response = _post_raw(agent, b'{"name": "x"}', f"application/json; charset={charset}")
-    assert_problem(response, 400)
+    assert_problem(response, 415)
+
+
+@pytest.mark.parametrize("charset", ["latin-1", "ISO-8859-1", "utf-16", "no-such-charset"])
+def test_it_refuses_a_body_in_a_charset_other_than_utf8_naming_it(agent, tenant, charset):
+    raw = json.dumps(record_body(value="café"), ensure_ascii=False).encode("latin-1")
+    response = _post_raw_to(agent, "/api/v1/records", raw, f"application/json; charset={charset}")
+    problem = assert_problem(response, 415)
+    assert repr(charset) in problem["detail"]
+    assert "UTF-8" in problem["detail"]
+    with tenant_scope(tenant.pk):
+        assert not MemoryRecord.objects.exists()
+
+
+@pytest.mark.parametrize("charset", ["utf-8", "UTF-8", "utf8"])
+def test_it_reads_a_body_that_names_utf8(agent, charset):
+    raw = json.dumps(record_body(value="café"), ensure_ascii=False).encode("utf-8")
+    response = _post_raw_to(agent, "/api/v1/records", raw, f"application/json; charset={charset}")
+    assert response.status_code == 201, response.content
+    assert response.json()["value"] == "café"
+
+
+def _post_raw_to(agent, path: str, raw: bytes, content_type: str):
+    return agent.client.generic(
+        "POST",
+        path,
+        data=raw,
+        content_type=content_type,
+        headers={"Authorization": f"Bearer {agent.token}"},
+    )
 
 
 @pytest.mark.urls("tests.api.urls")
@@ -475,6 +506,11 @@ UNSTORABLE_BODIES = [
     ("/api/v1/runs", '{"task_id": "t", "owner": "service:x", "subject": "\\ud800"}', "subject"),
     ("/api/v1/facts/check", '{"facts": [{"id": "\\u0000", "version": 1}]}', "facts[0].id"),
     ("/api/v1/records", '{"key": "k", "value": [1, 1e999]}', "value[1]"),
+    (
+        "/api/v1/obligations",
+        '{"task_id": "t", "kind": "k", "key": "k", "payload": {"a": [{"b": 1e-400}]}}',
+        "payload.a[0].b",
+    ),
 ]
 
 

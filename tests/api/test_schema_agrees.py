@@ -108,13 +108,18 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("review", CONFLICT, {"resolution": "corrected", "value": None, "reason": "r"}, False),
     ("review", CONFLICT, {"resolution": "corrected", "value": False, "reason": "r"}, True),
     ("review", CONFLICT, {"resolution": "keep_current", "reason": "r"}, True),
+    # ... and only a corrected one: the others keep a value already written
+    ("review", CONFLICT, {"resolution": "keep_current", "value": "x", "reason": "r"}, False),
+    ("review", CONFLICT, {"resolution": "accept_new", "value": False, "reason": "r"}, False),
+    ("review", CONFLICT, {"resolution": "accept_new", "value": None, "reason": "r"}, True),
     # an episode: exactly one of content (as sent) and content_ref (trimmed)
     ("state", RUN + "/episodes", {"role": "user", "content_ref": "   "}, False),
     ("state", RUN + "/episodes", {"role": "user", "content": "   "}, True),
     ("state", RUN + "/episodes", {"role": "user", "content": "a", "content_ref": "b"}, False),
     ("state", RUN + "/episodes", {"role": "", "content": "a"}, False),
-    # obligation keys are kept as sent: whitespace is a key, the empty string is not
-    ("state", "/api/v1/obligations", {"task_id": "t", "kind": "k", "key": " "}, True),
+    # obligation keys are kept as sent, but one of only whitespace is no key
+    ("state", "/api/v1/obligations", {"task_id": "t", "kind": "k", "key": " "}, False),
+    ("state", "/api/v1/obligations", {"task_id": "t", "kind": "k", "key": " k "}, True),
     ("state", "/api/v1/obligations", {"task_id": "t", "kind": "k", "key": ""}, False),
     ("state", RUN + "/checkpoints", {"step": 0, "state": None}, False),
     ("state", RUN + "/checkpoints", {"step": 0, "state": []}, True),

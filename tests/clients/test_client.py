@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from typing import Any
 
@@ -40,7 +41,7 @@ def memory(subject: str, **overrides: Any) -> dict[str, Any]:
         "subject": subject,
         "value": "carrier_a",
         "source": {"kind": "interaction", "ref": f"interaction:{uuid.uuid4().hex[:8]}"},
-        "observed_at": "2025-01-14T09:12:00Z",
+        "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "owner": "user:alice",
         "reason": "applied in checkout flow",
         "scope": {"domain": "commerce", "task_type": "checkout"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -173,3 +174,13 @@ def test_another_tenants_decisions_and_runs_stay_invisible(
     assert [r["id"] for r in writer.get("/api/v1/evaluation/runs").json()["results"]] == [
         str(run.pk)
     ]
+
+
+def test_it_shows_a_runs_scenario_set_by_name_never_by_its_path(writer, tenant):
+    # Runs started from the command line before stored the file's path.
+    run = EvaluationRunFactory(tenant=tenant, scenario_set="/srv/ops/scenarios/quarterly.json")
+    listed_runs = writer.get("/api/v1/evaluation/runs").json()["results"]
+    assert [r["scenario_set"] for r in listed_runs] == ["quarterly"]
+    detail = writer.get(f"/api/v1/evaluation/runs/{run.pk}").json()
+    assert detail["scenario_set"] == "quarterly"
+    assert "/srv" not in json.dumps(listed_runs) + json.dumps(detail)

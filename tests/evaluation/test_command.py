@@ -39,6 +39,7 @@ def test_it_runs_for_a_tenant_prints_writes_and_stores(tenant, tiny_set_path, tm
     with tenant_scope(tenant.pk):
         run = EvaluationRun.objects.get()
         assert run.passed is True
+        assert run.scenario_set == "tiny"  # the set's name, never its path on the server
         assert run.results["record"] == results["record"]
         assert AuditEvent.objects.filter(action="evaluation.run", object_id=str(run.pk)).exists()
 

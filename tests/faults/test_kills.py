@@ -76,7 +76,8 @@ class Writer(threading.Thread):
             "value": n,
             "content": f"fault suite note {n}",
             "source": {"kind": "interaction", "ref": f"interaction:{n}"},
-            "observed_at": "2026-01-01T00:00:00Z",
+            # Now: a record's lifetime counts from its observation.
+            "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "owner": "service:faults",
             "reason": "fault suite",
             "scope": {"domain": "faults"},

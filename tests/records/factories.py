@@ -6,13 +6,21 @@ import copy
 from typing import Any
 
 import factory
+from django.utils import timezone
+
+
+def observed_now() -> str:
+    """Now, to the second, as a write's ``observed_at``: a record's lifetime counts from its
+    observation, so a fixed date would soon be one that has already expired."""
+    return timezone.now().isoformat(timespec="seconds").replace("+00:00", "Z")
+
 
 BASE: dict[str, Any] = {
     "key": "shipping.preference",
     "subject": "user:8812",
     "value": "carrier_a",
     "source": {"kind": "interaction", "ref": "interaction:4821", "turn_id": "t-1"},
-    "observed_at": "2025-01-14T09:12:00Z",
+    "observed_at": observed_now(),
     "owner": "user:alice",
     "reason": "applied in checkout flow",
     "scope": {"domain": "commerce", "task_type": "checkout", "conditions": {"region": "eu"}},
@@ -28,7 +36,7 @@ class WriteBodyFactory(factory.DictFactory):
     subject = factory.Sequence(lambda n: f"user:{8800 + n}")
     value = "carrier_a"
     source = factory.Sequence(lambda n: {"kind": "interaction", "ref": f"interaction:{n}"})
-    observed_at = "2025-01-14T09:12:00Z"
+    observed_at = factory.LazyFunction(observed_now)
     owner = "user:alice"
     reason = "applied in checkout flow"
     scope = factory.LazyFunction(
@@ -39,8 +47,10 @@ class WriteBodyFactory(factory.DictFactory):
 
 
 def body(**overrides: Any) -> dict[str, Any]:
-    """BASE with overrides; ``None`` removes a field; dotted names reach into objects."""
+    """BASE (observed now) with overrides; ``None`` removes a field; dotted names reach into
+    objects."""
     data = copy.deepcopy(BASE)
+    data["observed_at"] = observed_now()
     for name, value in overrides.items():
         target = data
         parts = name.split("__")

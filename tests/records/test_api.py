@@ -264,27 +264,27 @@ def test_a_record_detail_fails_loudly_when_no_app_describes_derived_artifacts(
 )
 def test_it_expires_a_provisional_record_by_its_class_rule(agent, sensitivity, days):
     record = write_ok(agent, sensitivity=sensitivity, retention__ttl=None)
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=days)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=days)
     assert record["notices"] == []
 
 
 def test_it_keeps_a_ttl_shorter_than_the_class_rule(agent):
     record = write_ok(agent, retention__ttl="P7D")
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=7)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=7)
     assert record["notices"] == []
     assert record["retention"]["ttl"] == "P7D"
 
 
 def test_it_clips_a_ttl_beyond_the_class_rule_and_says_so(agent):
     record = write_ok(agent, sensitivity="restricted", retention__ttl="P400D")
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=7)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=7)
     assert any("clipped" in notice for notice in record["notices"])
     assert record["retention"]["ttl"] == "P400D"  # what was asked for stays on record
 
 
 def test_it_keeps_sub_day_ttls(agent):
     record = write_ok(agent, retention__ttl="PT1H30M")
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(hours=1, minutes=30)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(hours=1, minutes=30)
     assert record["retention"]["ttl"] == "PT1H30M"
 
 
@@ -308,16 +308,16 @@ def test_it_gives_a_promoted_record_the_confirmed_lifetime(
     if days is None:
         assert record["expires_at"] is None
     else:
-        assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=days)
+        assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=days)
 
 
 def test_it_keeps_a_requested_ttl_after_promotion(agent, second_agent, review_agent):
     first = write_ok(agent, retention__ttl="P100D")  # personal: clipped to 30 days at first
-    assert ts(first["expires_at"]) - ts(first["written_at"]) == timedelta(days=30)
+    assert ts(first["expires_at"]) - ts(first["observed_at"]) == timedelta(days=30)
     request_id = write_ok(second_agent, source__ref="interaction:9001")["promotion_request"]
     review_agent.post(f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"})
     record = _record(agent, first["id"])
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(days=100)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(days=100)
 
 
 # --- conflict resolution ----------------------------------------------------------------------
@@ -400,6 +400,26 @@ def test_it_requires_a_value_for_a_corrected_resolution(agent, review_agent):
     _, second = _conflict(agent)
     problem = assert_problem(_resolve(review_agent, second["conflict"], "corrected"), 400)
     assert "value" in problem["errors"]
+
+
+@pytest.mark.parametrize("resolution", ["keep_current", "accept_new"])
+def test_it_refuses_a_value_with_a_resolution_that_keeps_a_written_one(
+    agent, review_agent, tenant, resolution
+):
+    first, second = _conflict(agent)
+    response = _resolve(review_agent, second["conflict"], resolution, value="carrier_c")
+    problem = assert_problem(response, 400)
+    assert list(problem["errors"]) == ["value"]
+    assert "corrected" in problem["errors"]["value"][0]
+    with tenant_scope(tenant.pk):
+        assert Conflict.objects.get().state == "open"
+    assert _record(agent, first["id"])["status"] == "active"
+
+
+def test_it_takes_a_null_value_as_none_with_keep_current(agent, review_agent):
+    _, second = _conflict(agent)
+    response = _resolve(review_agent, second["conflict"], "keep_current", value=None)
+    assert response.status_code == 200, response.content
 
 
 def test_it_refuses_a_corrected_value_the_database_cannot_store(agent, review_agent, tenant):
@@ -1012,7 +1032,7 @@ def test_it_rejects_a_malformed_fact_check(agent):
 
 def test_it_accepts_a_ttl_in_weeks(agent):
     record = write_ok(agent, retention__ttl="P2W")
-    assert ts(record["expires_at"]) - ts(record["written_at"]) == timedelta(weeks=2)
+    assert ts(record["expires_at"]) - ts(record["observed_at"]) == timedelta(weeks=2)
 
 
 @pytest.mark.parametrize("ttl", ["P1Y", "P6M", "P1Y2M10D"])

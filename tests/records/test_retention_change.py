@@ -100,7 +100,7 @@ def test_a_confirmed_shortening_shortens_existing_records_and_is_audited(
     )
     assert response.status_code == 302
     kept = stored(tenant, record["id"])
-    assert kept.expires_at == kept.written_at + timedelta(days=10)
+    assert kept.expires_at == kept.observed_at + timedelta(days=10)
     [event] = retention_events(tenant)
     assert event.data["previous"]["provisional_max_days"] == 30
     assert event.data["provisional_max_days"] == 10

@@ -138,7 +138,27 @@ def test_an_agent_decision_through_the_api_is_refused_while_a_person_holds_it(
     assert response.status_code == 409
     assert response["Content-Type"] == "application/problem+json"
     assert response.json()["claimed_by"] == "cole"
+    assert response.json()["claimed_until"].endswith("Z")
     assert request_state(tenant, request) == ("open", "provisional")
+
+
+def test_the_api_lists_who_holds_a_request_and_until_when(
+    tenant, reviewer, colleague, review_agent
+):
+    held, free, lapsed = pending(tenant), pending(tenant, "user:2"), pending(tenant, "user:3")
+    _claim(tenant, colleague, held)
+    _claim(tenant, reviewer, lapsed)
+    with tenant_scope(tenant.pk):
+        until = ReviewClaim.objects.get(request=held).expires_at
+        ReviewClaim.objects.filter(request=lapsed).update(expires_at=timezone.now())
+    response = review_agent.get("/api/v1/promotion-requests", {"state": "open"})
+    assert response.status_code == 200, response.content
+    listed = {item["id"]: item for item in response.json()["results"]}
+    assert listed[str(held.pk)]["claimed_by"] == "cole"
+    assert listed[str(held.pk)]["claimed_until"] == until.isoformat().replace("+00:00", "Z")
+    for unheld in (free, lapsed):
+        assert listed[str(unheld.pk)]["claimed_by"] is None
+        assert listed[str(unheld.pk)]["claimed_until"] is None
 
 
 def test_deleting_the_record_takes_its_claim_with_it(tenant, reviewer, delete_agent):

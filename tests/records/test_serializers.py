@@ -56,7 +56,7 @@ def test_a_record_renders_every_declared_member(tenant) -> None:
             "tool_call_id": "call-9",
             "run_id": "",
         },
-        "observed_at": "2025-01-14T09:12:00Z",
+        "observed_at": record.observed_at.isoformat().replace("+00:00", "Z"),
         "written_at": record.written_at.isoformat().replace("+00:00", "Z"),
         "writer": {"type": "credential", "id": "c1", "label": "writer"},
         "owner": "user:alice",

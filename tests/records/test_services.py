@@ -71,8 +71,8 @@ def test_it_applies_the_tenants_own_retention_rule(tenant, agent):
         confirmed_max=timedelta(days=20),
     )
     record = write_ok(agent, retention__ttl=None)
-    written = timezone.datetime.fromisoformat(record["written_at"])
-    assert timezone.datetime.fromisoformat(record["expires_at"]) - written == timedelta(days=2)
+    observed = timezone.datetime.fromisoformat(record["observed_at"])
+    assert timezone.datetime.fromisoformat(record["expires_at"]) - observed == timedelta(days=2)
 
 
 def test_it_keeps_another_tenants_retention_rule_to_itself(tenant, other_tenant, agent):
@@ -83,8 +83,8 @@ def test_it_keeps_another_tenants_retention_rule_to_itself(tenant, other_tenant,
         confirmed_max=None,
     )
     record = write_ok(agent, retention__ttl=None)
-    written = timezone.datetime.fromisoformat(record["written_at"])
-    assert timezone.datetime.fromisoformat(record["expires_at"]) - written == timedelta(days=30)
+    observed = timezone.datetime.fromisoformat(record["observed_at"])
+    assert timezone.datetime.fromisoformat(record["expires_at"]) - observed == timedelta(days=30)
 
 
 @pytest.mark.parametrize(
@@ -101,15 +101,18 @@ def test_it_keeps_another_tenants_retention_rule_to_itself(tenant, other_tenant,
 def test_it_computes_the_shorter_of_ttl_and_class_rule(tenant, trust, ttl, expected, clipped):
     written = timezone.now()
     with tenant_scope(tenant.pk):
-        life = lifetime(sensitivity="personal", trust=trust, ttl=ttl, written_at=written)
+        life = lifetime(
+            sensitivity="personal", trust=trust, ttl=ttl, observed_at=written, written_at=written
+        )
     assert life.expires_at == written + expected
     assert life.clipped is clipped
 
 
 def test_it_gives_confirmed_public_records_no_end_without_a_ttl(tenant):
     with tenant_scope(tenant.pk):
+        now = timezone.now()
         life = lifetime(
-            sensitivity="public", trust="confirmed", ttl=None, written_at=timezone.now()
+            sensitivity="public", trust="confirmed", ttl=None, observed_at=now, written_at=now
         )
     assert life.expires_at is None
 

@@ -230,9 +230,11 @@ def test_it_accepts_observed_at_within_the_clock_skew(agent):
 
 
 def test_it_accepts_observed_at_with_an_offset(agent):
-    response = write(agent, observed_at="2025-01-14T10:12:00+01:00")
+    moment = (timezone.now() - timedelta(hours=2)).replace(microsecond=0)
+    paris = moment.astimezone(timezone.get_fixed_timezone(60)).isoformat()
+    response = write(agent, observed_at=paris)
     assert response.status_code == 201
-    assert response.json()["observed_at"] == "2025-01-14T09:12:00Z"
+    assert response.json()["observed_at"] == moment.isoformat().replace("+00:00", "Z")
 
 
 def test_it_accepts_a_session_write_with_its_run(agent):
@@ -271,6 +273,8 @@ def test_it_keeps_given_content(agent):
         '{"k": "\\udfff"}',
         "1e400",
         "[-1e999]",
+        "1e-400",
+        '[0.5, {"x": -4.9E-324}]',
     ],
     ids=[
         "nul-in-nested-string",
@@ -280,6 +284,8 @@ def test_it_keeps_given_content(agent):
         "lone-low-surrogate",
         "number-overflowing-to-infinity",
         "negative-infinity-in-list",
+        "number-underflowing-to-zero",
+        "nested-number-underflowing-to-a-subnormal",
     ],
 )
 def test_it_rejects_a_value_the_database_cannot_store_as_a_field_error(agent, tenant, raw_value):
@@ -289,6 +295,13 @@ def test_it_rejects_a_value_the_database_cannot_store_as_a_field_error(agent, te
     assert all(path.startswith("value") for path in problem["errors"]), problem["errors"]
     assert problem["errors"]
     assert row_counts(tenant)["records"] == 0
+
+
+def test_it_keeps_a_zero_written_with_an_exponent(agent):
+    raw = json.dumps(body(key="probe.zero")).replace('"carrier_a"', "[0e-999, 0.0E-400]")
+    response = post_raw(agent, RECORDS, raw)
+    assert response.status_code == 201, response.content
+    assert response.json()["value"] == [0, 0]
 
 
 @pytest.mark.parametrize(

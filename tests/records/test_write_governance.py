@@ -31,7 +31,7 @@ def test_it_raises_the_class_and_shortens_the_lifetime_on_a_higher_class(
 ):
     first = write_ok(agent, sensitivity="internal", retention={"basis": "contract"})
     # internal's provisional rule (90 days) applies: no ttl was asked for.
-    assert ts(first["expires_at"]) - ts(first["written_at"]) == timedelta(days=90)
+    assert ts(first["expires_at"]) - ts(first["observed_at"]) == timedelta(days=90)
 
     again = write_ok(
         second_agent, sensitivity="restricted", source__ref="interaction:9", status=201
@@ -41,7 +41,7 @@ def test_it_raises_the_class_and_shortens_the_lifetime_on_a_higher_class(
     assert again["outcome"] == "observed"
     assert again["sensitivity"] == "restricted"
     # restricted's provisional rule is 7 days, counted from when the record was written.
-    assert ts(again["expires_at"]) - ts(first["written_at"]) == timedelta(days=7)
+    assert ts(again["expires_at"]) - ts(first["observed_at"]) == timedelta(days=7)
     assert any("restricted" in notice and "raised" in notice for notice in again["notices"])
     stored = agent.get(f"{RECORDS}/{first['id']}").json()
     assert stored["sensitivity"] == "restricted"
@@ -72,7 +72,7 @@ def test_the_same_source_at_a_higher_class_still_raises_it(agent):
     again = write_ok(agent, sensitivity="restricted", status=200)
     assert again["outcome"] == "unchanged"
     assert again["sensitivity"] == "restricted"
-    assert ts(again["expires_at"]) - ts(first["written_at"]) == timedelta(days=7)
+    assert ts(again["expires_at"]) - ts(first["observed_at"]) == timedelta(days=7)
     assert again["notices"]
 
 
@@ -142,7 +142,7 @@ def test_the_same_number_at_a_higher_class_raises_the_class(agent, second_agent)
     assert again["outcome"] == "observed"
     assert again["id"] == first["id"]
     assert again["sensitivity"] == "restricted"
-    assert ts(again["expires_at"]) - ts(first["written_at"]) == timedelta(days=7)
+    assert ts(again["expires_at"]) - ts(first["observed_at"]) == timedelta(days=7)
 
 
 # --- redaction required at write --------------------------------------------------------------

@@ -295,6 +295,19 @@ def test_it_names_malformed_obligation_fields(agent):
     assert set(body["errors"]) == {"key", "depends_on[0]", "deadline"}
 
 
+@pytest.mark.parametrize("key", [" ", "\t\n", "\u3000"])
+def test_it_refuses_an_obligation_key_of_only_whitespace(agent, tenant, key):
+    response = agent.post(OBLIGATIONS, {"task_id": "t", "kind": "k", "key": key})
+    body = assert_problem(response, 400)
+    assert body["errors"] == {"key": ["Must not be only whitespace."]}
+    assert audit_events(tenant, "obligation.create") == []
+
+
+def test_it_keeps_an_obligation_keys_surrounding_whitespace(agent):
+    created = ok(agent.post(OBLIGATIONS, {"task_id": "t", "kind": "k", "key": " t:1 "}), 201)
+    assert created["key"] == " t:1 "
+
+
 def test_it_refuses_a_deadline_without_a_zone(agent):
     response = agent.post(
         OBLIGATIONS, {"task_id": "t", "kind": "k", "key": "k", "deadline": "2030-01-01T00:00:00"}
