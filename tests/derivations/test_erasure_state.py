@@ -1,6 +1,7 @@
 """Erasure reaches the state layer: runs (with their episodes and checkpoints) of the subject
-or owner go, obligations of the subject lose their payload and result but keep their key and
-state (exactly-once still holds), and verify-erasure searches these stores too."""
+or owner go, so do episodes and checkpoints mentioning the subject, obligations about or
+mentioning the subject lose their payload, result and subject but keep their key and state
+(exactly-once still holds), and verify-erasure searches these stores too, by content."""
 
 from __future__ import annotations
 
@@ -81,6 +82,7 @@ def test_erasing_a_subject_erases_its_state(admin_agent, tenant, capsys):
         assert not Checkpoint.objects.filter(run_id=run["id"]).exists()
         stripped = Obligation.objects.get(pk=obligation["id"])
         assert (stripped.payload, stripped.result, stripped.state) == ({}, None, "committed")
+        assert stripped.subject == ""
         assert Run.objects.filter(pk=other_run["id"]).exists()
         assert Obligation.objects.get(pk=other_obligation["id"]).payload == {"to": ADDRESS}
 
