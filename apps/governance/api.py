@@ -19,7 +19,6 @@ from rest_framework.response import Response
 
 from apps.api.contract import (
     IDENTIFIER_CHARS,
-    NON_BLANK_PATTERN,
     REASON_CHARS,
     ContractView,
     InputRejected,
@@ -54,10 +53,10 @@ from apps.records.responses import (
 )
 from apps.records.serializers import (
     IdentifierField,
-    ReasonInput,
     RecordDeleteInput,
     RecordDeleteQuery,
 )
+from apps.records.validation import CONSENT_REF_RE, consent_ref_problem
 from apps.tenancy.models import AgentCredential
 
 from . import services as governance_services
@@ -175,6 +174,18 @@ class ErasureInput(StrictSerializer):
         }
 
 
+class ConsentRevokeInput(StrictSerializer):
+    """Revoking a consent cannot be undone: it says why, and ``force`` revokes a reference no
+    record of the tenant was written under (so no write may cite it from now on)."""
+
+    reason = StrictCharField(max_length=REASON_CHARS, help_text="Why; kept in the audit.")
+    force = StrictBooleanField(
+        required=False,
+        help_text="A JSON boolean. true: revoke the reference even though no record of the "
+        "tenant was written under it (a misspelt reference is otherwise refused with a 422).",
+    )
+
+
 def deletion_preview_body(preview: DeletionPreview) -> dict[str, Any]:
     """A deletion's dry run as the API shows it: counts, and the ids of what would go."""
     return {
@@ -207,7 +218,10 @@ def erasure_preview_body(preview: ErasurePreview) -> dict[str, Any]:
 
 
 class ErasureView(ContractView):
-    """Erase everything matching a subject, an owner or a consent, with propagation."""
+    """Erase everything matching a subject, an owner or a consent, with propagation: for a
+    subject or an owner, its runs (episodes, checkpoints) too, and for a subject every
+    episode and checkpoint mentioning it; obligations about or mentioning the subject lose
+    payload, result and subject (key and state stay)."""
 
     required_action = "erase"
     body_input = {"POST": ErasureInput}
@@ -354,34 +368,50 @@ class DeletionReceiptDetailView(ContractView):
 
 
 class ConsentRevokeView(ContractView):
-    """Revoke a consent: everything written under it expires at once."""
+    """Revoke a consent: everything written under it expires at once, and no write may cite it
+    again. It cannot be undone: a reason is required, and a reference no record of the tenant
+    was written under is refused (422) unless ``force`` is true."""
 
     required_action = "erase"
-    body_input = {"POST": ReasonInput}
+    body_input = {"POST": ConsentRevokeInput}
 
     @extend_schema(
         parameters=[
             OpenApiParameter(
                 "consent_ref",
-                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NON_BLANK_PATTERN},
+                {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": IDENTIFIER_CHARS,
+                    "pattern": CONSENT_REF_RE.pattern,
+                },
                 OpenApiParameter.PATH,
-                description="The consent reference records were written under (1 to 200 "
-                "characters, not only spaces; a URL holding NUL is refused whole).",
+                description="The consent reference records were written under: one identifier "
+                "of 1 to 200 characters, matched exactly (no space, control character, quote, "
+                "bracket or separator; a URL holding NUL is refused whole).",
             )
         ],
-        responses=ConsentRevocationSerializer,
+        responses={
+            200: ConsentRevocationSerializer,
+            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
+                ProblemSerializer,
+                description="No record of the tenant was written under the reference and "
+                "`force` is not true: nothing was revoked.",
+            ),
+        },
     )
     @idempotent(resource_id=lambda response: "")
     def post(self, request: Request, consent_ref: str) -> Response:
         credential = request.auth
         assert isinstance(credential, AgentCredential)
-        if not consent_ref.strip() or len(consent_ref) > 200:
-            raise Invalid("Invalid consent reference.", errors={"consent_ref": ["1-200 chars."]})
+        if problem := consent_ref_problem(consent_ref):
+            raise Invalid("Invalid consent reference.", errors={"consent_ref": [problem]})
         revocation = governance_services.consent_revoke(
             tenant=credential.tenant,
             consent_ref=consent_ref,
             actor=_actor(request),
-            reason=self.body.get("reason", ""),
+            reason=self.body["reason"],
+            force=self.body.get("force", False),
         )
         return Response(
             {

@@ -244,6 +244,8 @@ def erasure_run(
             # What verify-erasure looks for again (ids only; apps.governance.state_erasure).
             "state_erased": {
                 "runs": state_erased.run_ids,
+                "episodes": state_erased.episode_ids,
+                "checkpoints": state_erased.checkpoint_ids,
                 "obligations": state_erased.obligation_ids,
             },
         }

@@ -17,7 +17,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor, audit_record, content_digest
+from apps.core.errors import Invalid, Unprocessable
 from apps.records.models import (
     ConsentRevocation,
     Fact,
@@ -37,18 +39,36 @@ from apps.records.retention import (
     records_shortened_by,
 )
 from apps.records.services import RecordError, deletion_propagate
+from apps.records.validation import consent_ref_problem
 from apps.tenancy.models import Tenant
 
 
 @transaction.atomic
 def consent_revoke(
-    *, tenant: Tenant, consent_ref: str, actor: Actor, reason: str
+    *, tenant: Tenant, consent_ref: str, actor: Actor, reason: str, force: bool = False
 ) -> ConsentRevocation:
     """Expire everything written under ``consent_ref`` (except what a legal hold keeps) and
-    refuse new writes citing it. Revoking twice is harmless."""
+    refuse new writes citing it. Revoking twice is harmless (the first revocation stands).
+
+    It cannot be undone, so it needs a reason, and a reference the tenant never used (no
+    record written under it, no erasure by it) is refused as a likely misspelling (422)
+    unless ``force``: revoking a consent before any write cites it. The audit event keeps
+    the reason and ``force``."""
+    if problem := consent_ref_problem(consent_ref):
+        raise Invalid("Invalid consent reference.", errors={"consent_ref": [problem]})
+    if not reason.strip():
+        raise Invalid("Revoking a consent needs a reason.", field="reason")
     existing = ConsentRevocation.objects.filter(consent_ref=consent_ref).first()
     if existing is not None:
         return existing
+    if not force and not consent_ref_used(consent_ref):
+        raise Unprocessable(
+            f"No record of this tenant was written under the consent reference {consent_ref!r}"
+            " (nor erased by it); nothing was revoked. Check the reference, or send"
+            ' "force": true to revoke it before any write cites it.',
+            slug="consent-unknown",
+            field="consent_ref",
+        )
     now = timezone.now()
     affected = (
         MemoryRecord.objects.filter(consent_ref=consent_ref)
@@ -78,11 +98,24 @@ def consent_revoke(
         data={
             "records_expired": count,
             "reason": reason,
+            "force": force,
             "target": {"consent_ref": consent_ref},
         },
     )
     derived.stamp(event.pk)
     return revocation
+
+
+def consent_ref_used(consent_ref: str) -> bool:
+    """Whether the current tenant ever used ``consent_ref``: a record (of any status) written
+    under it, or an erasure by it (whose records are gone)."""
+    if MemoryRecord.objects.filter(consent_ref=consent_ref).exists():
+        return True
+    return DeletionReceipt.objects.filter(
+        kind="erasure",
+        counts__selector="consent_ref",
+        content_digest=content_digest({"consent_ref": consent_ref}),
+    ).exists()
 
 
 @transaction.atomic

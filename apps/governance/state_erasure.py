@@ -3,22 +3,35 @@
 
 * Runs about the subject (``Run.subject``), or owned by the owner, go with their episodes and
   checkpoints; summaries citing those episodes become invalid, as when a run closes.
-* Obligations about the subject (``Obligation.subject``; obligations have no owner) lose their
-  payload and result. Their key and state stay: a retry with the key still finds the
-  obligation and a second commit is still refused, so the work stays done exactly once.
+* An erasure by subject also takes every episode (``content``, ``content_ref``) and checkpoint
+  (``state``) that *mentions* the subject, in any run: an agent that left ``subject`` empty
+  still wrote the person into its traces. The run itself stays, with its other traces.
+* Obligations about the subject (``Obligation.subject``; obligations have no owner), and those
+  whose payload or result mentions it, lose their payload, their result and their subject.
+  Their key and state stay: a retry with the key still finds the obligation and a second
+  commit is still refused, so the work stays done exactly once.
 * Stored API responses describing any of these are forgotten (they repeat their content).
 
+A mention is the subject's identifier as a whole word, in any letter case: ``user:1`` is
+mentioned by ``"user:1 said: ..."`` or ``{"to": "User:1"}``, not by ``user:12`` or
+``superuser:1`` (:func:`mention_pattern`). Identifiers the agent chose (a task id, an
+obligation's key) are not searched: they name the work, and the key is what keeps it done
+exactly once.
+
 What goes with a run and what stripping an obligation means are the deletion definition's
-(:mod:`apps.core.deletion`: runs are deleted, obligations withdrawn). An erasure by consent
-reference touches no state: runs and obligations name no consent.
+(:mod:`apps.core.deletion`: runs, episodes and checkpoints are deleted, obligations withdrawn).
+The erasure, its dry run and its verification read one selection (:func:`state_plan`). An
+erasure by consent reference touches no state: runs and obligations name no consent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from apps.audit.services import content_digest
@@ -38,46 +51,106 @@ class StateErasure:
     counts: dict[str, int] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
     obligation_ids: list[str] = field(default_factory=list)
+    # Taken for a mention, beside those that went with the runs above.
+    episode_ids: list[str] = field(default_factory=list)
+    checkpoint_ids: list[str] = field(default_factory=list)
 
 
-def runs_matching(selector: str, value: str) -> QuerySet[Run]:
-    if selector == "subject":
-        return Run.objects.filter(subject=value)
+# What separates a word from an identifier (apps.records.validation.IDENTIFIER: whitespace,
+# control characters, quotes, brackets and separators), as a bracket expression of
+# PostgreSQL's regular expressions.
+_SEPARATOR = r"[[:space:][:cntrl:]\"'`<>(){}\[\]\\,;|!?*#%&^~$]"
+
+
+def mention_pattern(subject: str) -> str:
+    """A PostgreSQL regular expression (matched with ``~*``, in any letter case) finding
+    ``subject`` as a whole word: between separators or the ends of the text, a trailing ``.``
+    or ``:`` allowed (``user:1.`` ends a sentence; ``user:1.5`` is another identifier)."""
+    # Backslash before a character that is not a letter or a digit makes it literal.
+    escaped = "".join(
+        char if char.isalnum() or not char.isascii() else "\\" + char for char in subject
+    )
+    return f"(^|{_SEPARATOR}){escaped}[.:]*($|{_SEPARATOR})"
+
+
+def mentioning(rows: QuerySet[Any], fields: Sequence[str], subject: str) -> QuerySet[Any]:
+    """The primary keys of ``rows`` whose ``fields`` (text, or JSON read as its text) mention
+    ``subject`` (:func:`mention_pattern`)."""
+    pattern = mention_pattern(subject)
+    rows = rows.alias(**{f"{name}_text": Cast(name, output_field=TextField()) for name in fields})
+    condition = Q()
+    for name in fields:
+        # The substring test is the cheap filter; the expression keeps whole words only.
+        condition |= Q(**{f"{name}_text__icontains": subject, f"{name}_text__iregex": pattern})
+    return rows.filter(condition).values("pk")
+
+
+def _selection(selector: str, value: str) -> dict[type[Any], QuerySet[Any]]:
+    """The rows an erasure by ``selector = value`` takes from the state layer (module doc):
+    runs, episodes and checkpoints to delete, obligations to strip."""
+    chosen: dict[type[Any], QuerySet[Any]] = {
+        Run: Run.objects.none(),
+        Episode: Episode.objects.none(),
+        Checkpoint: Checkpoint.objects.none(),
+        Obligation: Obligation.objects.none(),
+    }
     if selector == "owner":
-        return Run.objects.filter(owner=value)
-    return Run.objects.none()
+        chosen[Run] = Run.objects.filter(owner=value)
+    elif selector == "subject":
+        chosen[Run] = Run.objects.filter(subject=value)
+        chosen[Episode] = Episode.objects.filter(
+            pk__in=mentioning(Episode.objects.all(), ("content", "content_ref"), value)
+        )
+        chosen[Checkpoint] = Checkpoint.objects.filter(
+            pk__in=mentioning(Checkpoint.objects.all(), ("state",), value)
+        )
+        chosen[Obligation] = Obligation.objects.filter(
+            Q(subject=value)
+            | Q(pk__in=mentioning(Obligation.objects.all(), ("payload", "result"), value))
+        )
+    return chosen
 
 
-def obligations_matching(selector: str, value: str) -> QuerySet[Obligation]:
-    if selector == "subject":
-        return Obligation.objects.filter(subject=value)
-    return Obligation.objects.none()
+def _plan(runs: Any, obligations: Any, episodes: Any = (), checkpoints: Any = ()) -> deletion.Plan:
+    return deletion.Plan(
+        deleted={Run: runs, Episode: episodes, Checkpoint: checkpoints},
+        withdrawn={Obligation: obligations},
+    )
 
 
-def _plan(runs: Any, obligations: Any) -> deletion.Plan:
-    return deletion.Plan(deleted={Run: runs}, withdrawn={Obligation: obligations})
+def state_plan(selector: str, value: str) -> deletion.Plan:
+    """What an erasure by ``selector = value`` would do to the state layer now: its counts
+    are the dry run's, its residues what a finished erasure should have left none of."""
+    chosen = _selection(selector, value)
+    return _plan(
+        chosen[Run].values("pk"),
+        chosen[Obligation].values("pk"),
+        chosen[Episode].values("pk"),
+        chosen[Checkpoint].values("pk"),
+    )
 
 
 def state_erasure_counts(*, selector: str, value: str) -> dict[str, int]:
     """What :func:`state_erase` would remove now (a dry run: nothing changes)."""
-    counts = _plan(
-        runs_matching(selector, value).values("pk"),
-        obligations_matching(selector, value).values("pk"),
-    ).counts()
+    counts = state_plan(selector, value).counts()
     return {name: counts.get(name, 0) for name in STATE_TOTALS}
 
 
 def state_erase(*, selector: str, value: str, reason: str) -> StateErasure:
     """Erase the state matching ``selector = value`` (see the module doc), in the caller's
     transaction, locking what it changes. Returns the counts (summaries and embeddings it
-    invalidated included) and the ids of the runs and obligations."""
-    run_ids = list(runs_matching(selector, value).select_for_update().values_list("pk", flat=True))
-    obligation_ids = list(
-        obligations_matching(selector, value)
-        .select_for_update(no_key=True)
-        .values_list("pk", flat=True)
-    )
-    outcome = _plan(run_ids, obligation_ids).execute(
+    invalidated included) and the ids of the runs, episodes, checkpoints and obligations."""
+    chosen = _selection(selector, value)
+    ids = {
+        model: [
+            str(pk)
+            for pk in rows.select_for_update(no_key=model is Obligation).values_list(
+                "pk", flat=True
+            )
+        ]
+        for model, rows in chosen.items()
+    }
+    outcome = _plan(ids[Run], ids[Obligation], ids[Episode], ids[Checkpoint]).execute(
         now=timezone.now(), reason=f"source erased: {reason}"
     )
     counts = outcome.counts()
@@ -88,35 +161,49 @@ def state_erase(*, selector: str, value: str, reason: str) -> StateErasure:
             "embeddings": counts.get("embeddings", 0),
             "stored_responses": counts.get("stored_responses", 0),
         },
-        run_ids=[str(pk) for pk in run_ids],
-        obligation_ids=[str(pk) for pk in obligation_ids],
+        run_ids=ids[Run],
+        obligation_ids=ids[Obligation],
+        episode_ids=ids[Episode],
+        checkpoint_ids=ids[Checkpoint],
     )
 
 
 def state_residues(
-    *, run_ids: list[str], obligation_ids: list[str], digest: str, selector: str
+    *,
+    erased: dict[str, list[str]],
+    selector: str,
+    value: str,
+    digest: str,
 ) -> list[tuple[str, str]]:
-    """``(store, detail)`` for each piece of state an erasure should have removed and did not:
-    whatever the deletion of the runs it erased and the withdrawal of the obligations it
-    stripped would still change (:meth:`apps.core.deletion.Plan.residues`), and any run or
-    obligation whose subject (or a run whose owner) has the erasure's content digest
-    (``content_digest({selector: value})``)."""
+    """``(store, detail)`` for each piece of state an erasure should have removed and did not.
 
-    found = _plan(run_ids, obligation_ids).residues()
-    if not digest or selector not in {"subject", "owner"}:
+    ``erased`` holds the ids its receipt keeps (``runs``, ``episodes``, ``checkpoints``,
+    ``obligations``): whatever deleting and stripping them would still change
+    (:meth:`apps.core.deletion.Plan.residues`). With the erased ``value`` known, whatever an
+    erasure by it would reach now (:func:`state_plan`: the tags and the mentions). Without
+    it, any run or obligation whose subject (or a run whose owner) has the erasure's
+    content digest (``content_digest({selector: value})``)."""
+
+    found = _plan(
+        erased.get("runs", []),
+        erased.get("obligations", []),
+        erased.get("episodes", []),
+        erased.get("checkpoints", []),
+    ).residues()
+    if selector not in {"subject", "owner"}:
+        return found
+    if value:
+        return list(dict.fromkeys([*found, *state_plan(selector, value).residues()]))
+    if not digest:
         return found
     stores: list[tuple[str, QuerySet[Any]]] = [("runs", Run.objects.exclude(**{selector: ""}))]
     if selector == "subject":
-        stores.append(
-            (
-                "obligations",
-                Obligation.objects.exclude(subject="").exclude(payload={}, result__isnull=True),
-            )
-        )
+        # A stripped obligation loses its subject too: one still naming it is a residue.
+        stores.append(("obligations", Obligation.objects.exclude(subject="")))
     for store, rows in stores:
         # A digest cannot be searched for; each distinct value is digested once instead.
         values = rows.values_list(selector, flat=True).distinct()
-        erased = [v for v in values if content_digest({selector: v}) == digest]
-        for pk in rows.filter(**{f"{selector}__in": erased}).values_list("pk", flat=True):
+        matching = [v for v in values if content_digest({selector: v}) == digest]
+        for pk in rows.filter(**{f"{selector}__in": matching}).values_list("pk", flat=True):
             found.append((store, f"{store[:-1]} {pk} is about the erased {selector}"))
     return found

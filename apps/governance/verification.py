@@ -7,17 +7,22 @@ outbox rows, stored API responses, pointers), then stored API responses and outb
 by any mention of an id, the SQL broker's
 undelivered messages (their decoded bodies, by id and digest), and audit
 events about the records (they may name ids and digests, never hold content: a payload with
-a content-bearing member counts as a residue). The receipt's content digest is looked for
+a content-bearing member counts as a residue). A stored response that names a deleted id and
+nothing else (the tombstone a deletion leaves, a search's memo of the ids it returned) is what
+the product keeps on purpose, not a residue. The receipt's content digest is looked for
 where a digest could leak content's identity outside the audit chain: embeddings and stored
 responses. An erasure's state (runs, their episodes and checkpoints, obligation payloads) is
-looked for by the ids its receipt keeps and, for runs and obligations about the erased subject
-or owner, by the receipt's digest (``apps.governance.state_erasure.state_residues``).
+looked for by the ids its receipt keeps and by content: whatever an erasure by the same
+subject or owner would reach now, its tag and, for a subject, every mention of it in episodes,
+checkpoints and obligations (``apps.governance.state_erasure``). The erased value is read
+back from the erasure's ``erasure.complete`` audit event (the receipt keeps only its digest).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +30,10 @@ from typing import Any
 from celery import current_app
 from django.db import connection
 
+from apps.api.idempotency import tombstone_body
+from apps.api.models import IdempotencyKey
 from apps.audit.models import AuditEvent, DeletionReceipt
+from apps.audit.services import content_digest
 from apps.core import deletion
 from apps.derivations.models import Embedding
 from apps.governance.state_erasure import state_residues
@@ -86,6 +94,32 @@ def _rows_mentioning(table: str, column: str, pattern: str, values: list[str]) -
         return [pk for (pk,) in cursor.fetchall()]
 
 
+def _responses_with_content(pks: list[Any]) -> list[Any]:
+    """Those of the stored API responses ``pks`` that hold more than ids: not a tombstone
+    exactly as a deletion leaves it (the id, ``deleted``, a fixed detail), nor a memo of ids
+    (a search's ``{"returned": [ids]}``, apps.api.idempotency). Naming a deleted id is what
+    each of these is for; content beside it would be a residue."""
+    kept: list[Any] = []
+    for chunk in _chunks(pks):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, response_body::text FROM api_idempotencykey WHERE id = ANY(%s)"
+                " AND NOT (tombstone AND response_body = jsonb_build_object("
+                "'id', resource_id, 'status', 'deleted', 'detail', %s::text))",
+                [chunk, tombstone_body("")["detail"]],
+            )
+            kept += [pk for pk, body in cursor.fetchall() if not _only_ids(json.loads(body))]
+    return kept
+
+
+def _only_ids(data: Any) -> bool:
+    if isinstance(data, dict):
+        return all(_only_ids(value) for value in data.values())
+    if isinstance(data, list):
+        return all(_only_ids(item) for item in data)
+    return isinstance(data, str) and re.fullmatch(UUID_PATTERN, data.lower()) is not None
+
+
 def _content_members(data: Any) -> list[str]:
     found: list[str] = []
     if isinstance(data, dict):
@@ -123,7 +157,10 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
             if members:
                 found("audit payloads", f"event #{event.seq} carries {', '.join(members)}")
     for store, table, column, what in MENTION_STORES:
-        for pk in _rows_mentioning(table, column, UUID_PATTERN, record_ids):
+        mentioning = _rows_mentioning(table, column, UUID_PATTERN, record_ids)
+        if table == IdempotencyKey._meta.db_table:
+            mentioning = _responses_with_content(mentioning)
+        for pk in mentioning:
             found(store, f"{what} {pk} names a deleted id")
     for pk in broker_messages_mentioning([*record_ids, *digests]):
         found("broker messages", f"broker message {pk} names a deleted id or digest")
@@ -162,7 +199,8 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
 
 def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
     """The state an erasure removed (apps.governance.state_erasure): by the ids its receipt
-    keeps, and runs or obligations about the erased subject or owner by its content digest."""
+    keeps, and by the erased subject or owner (its tag, and a subject's mentions in traces
+    and obligations), read back from the erasure's completion event."""
 
     counts = receipt.counts if isinstance(receipt.counts, dict) else {}
     if receipt.kind != "erasure":
@@ -170,13 +208,44 @@ def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
     erased = counts.get("state_erased")
     if not isinstance(erased, dict):
         erased = {}
+    selector = str(counts.get("selector", ""))
+    value = erased_value(receipt, selector)
+    if selector in {"subject", "owner"} and not value:
+        found(
+            "erasure",
+            f"no erasure.complete event names the erased {selector}: the erasure did not finish"
+            " (its state was searched by tag only)",
+        )
     for store, detail in state_residues(
-        run_ids=[str(pk) for pk in erased.get("runs", [])],
-        obligation_ids=[str(pk) for pk in erased.get("obligations", [])],
+        erased={
+            name: [str(pk) for pk in erased.get(name, [])]
+            for name in ("runs", "episodes", "checkpoints", "obligations")
+        },
+        selector=selector,
+        value=value,
         digest=receipt.content_digest,
-        selector=str(counts.get("selector", "")),
     ):
         found(store, detail)
+
+
+def erased_value(receipt: DeletionReceipt, selector: str) -> str:
+    """The subject, owner or consent reference an erasure's receipt is about, as its
+    ``erasure.complete`` audit event names it (the receipt keeps only its digest); "" when no
+    such event names a value with the receipt's digest."""
+    event = (
+        AuditEvent.objects.filter(
+            action="erasure.complete", object_type="deletion_receipt", object_id=str(receipt.pk)
+        )
+        .only("data")
+        .first()
+    )
+    target = (
+        event.data.get("target") if event is not None and isinstance(event.data, dict) else None
+    )
+    value = target.get(selector) if isinstance(target, dict) else None
+    if not isinstance(value, str) or content_digest({selector: value}) != receipt.content_digest:
+        return ""
+    return value
 
 
 def broker_messages_mentioning(needles: Iterable[str]) -> list[str]:

@@ -59,6 +59,8 @@ from .models import (
 )
 from .validation import (
     CONDITIONS_BYTES,
+    CONSENT_REF_MESSAGE,
+    CONSENT_REF_RE,
     KEY_MESSAGE,
     KEY_RE,
     MAX_CONTENT_CHARS,
@@ -421,7 +423,11 @@ class RetentionInput(StrictSerializer):
         allow_null=True,
         help_text="The requested lifetime; the tenant's rule for the class may shorten it.",
     )
-    consent_ref = _optional_text(help_text="Required with basis consent.")
+    consent_ref = _optional_text(
+        validators=[_regex(CONSENT_REF_RE, CONSENT_REF_MESSAGE)],
+        help_text="Required with basis consent: one identifier (no spaces), as the consent's "
+        "revocation will name it.",
+    )
 
     schema_rules: ClassVar[dict[str, Any]] = {
         "anyOf": [
@@ -695,12 +701,6 @@ class RecordDeleteInput(StrictSerializer):
         "dry_run": "Not a body member: a dry run is the query parameter ?dry_run=true. "
         "Nothing was deleted.",
     }
-
-
-class ReasonInput(StrictSerializer):
-    reason = StrictCharField(
-        required=False, allow_blank=True, max_length=REASON_CHARS, help_text="Kept in the audit."
-    )
 
 
 class DecisionInput(StrictSerializer):

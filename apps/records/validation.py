@@ -42,6 +42,9 @@ IDENTIFIER = r"[^\s\x00-\x1f\x7f-\x9f\"'`<>()\[\]{}\\,;|!?*#%&^~$]+"
 SUBJECT_RE = re.compile(rf"^[a-z][a-z0-9_-]*:{IDENTIFIER}$")
 OWNER_RE = re.compile(rf"^(user|service|team|tenant|agent):{IDENTIFIER}$")
 SCOPE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+# A consent reference is one identifier, as the subject's part after ``kind:`` (any script;
+# no space, control character, quote, bracket or separator), matched exactly as written.
+CONSENT_REF_RE = re.compile(rf"^{IDENTIFIER}$")
 
 
 def identifier_normalised(value: str) -> str:
@@ -58,6 +61,21 @@ OWNER_MESSAGE = (
     "An accountable principal: user:<id>, service:<name>, team:<name>, tenant:<slug> or agent:<id>."
 )
 SCOPE_NAME_MESSAGE = "Lowercase letters, digits, _, . and -."
+CONSENT_REF_MESSAGE = (
+    "One identifier, e.g. consent:2025-17: no space, control character, quote, bracket or "
+    "separator."
+)
+
+
+def consent_ref_problem(consent_ref: str) -> str | None:
+    """Why ``consent_ref`` cannot be a consent reference, or None: the rule of the write path
+    (``retention.consent_ref``), of a revocation's path and of the service revoking one."""
+    if not consent_ref or len(consent_ref) > 200:
+        return "1 to 200 characters."
+    if not CONSENT_REF_RE.match(consent_ref):
+        return CONSENT_REF_MESSAGE
+    return None
+
 
 # Members of a write body that the server sets: refused with the reason.
 SERVER_FIELDS = {

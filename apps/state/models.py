@@ -151,8 +151,8 @@ class Obligation(TenantOwned):
     deadline = models.DateTimeField(null=True, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
-    # Whom the work is about: an erasure of that subject strips payload and result (the key
-    # and state stay, so the work is still done exactly once).
+    # Whom the work is about: an erasure of that subject strips payload, result and this
+    # (the key and state stay, so the work is still done exactly once).
     subject = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField()
     created_by_type = models.CharField(max_length=16)
@@ -169,12 +169,12 @@ class Obligation(TenantOwned):
     ended_by_label = models.CharField(max_length=200, blank=True)
     end_reason = models.TextField(blank=True)
 
-    # An erasure withdraws an obligation about its subject: payload and result go, key and
-    # state stay (the work is still done exactly once).
+    # An erasure withdraws an obligation about or mentioning its subject: payload, result and
+    # the subject go, key and state stay (the work is still done exactly once).
     deletion_rules = deletion.Rules(
         subject_data=True,
         counted_as="obligations_stripped",
-        withdrawal=deletion.Rewrite(values={"payload": {}, "result": None}),
+        withdrawal=deletion.Rewrite(values={"payload": {}, "result": None, "subject": ""}),
         unrelated={
             "task_id": "the agent's task, as the agent names it",
             "depends_on": "obligations of the same tenant, which an erasure strips, never deletes",

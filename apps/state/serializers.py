@@ -265,7 +265,8 @@ class ObligationInput(StrictSerializer):
     subject = _subject(
         required=False,
         help_text="Whom the work is about, e.g. user:8812: erasing that subject strips the "
-        "payload and result (key and state stay).",
+        "payload, the result and this (key and state stay), as it strips an obligation whose "
+        "payload or result mentions the subject.",
     )
 
 

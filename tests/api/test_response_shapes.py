@@ -134,7 +134,9 @@ def test_erasures_answer_their_preview_result_and_job(agent, settings):
     queued = assert_conforms(job, path, "POST")
     followed = agent.get(queued["url"])
     assert_conforms(followed, "/api/v1/erasures/{job_id}", "GET")
-    revoked = agent.post("/api/v1/consents/consent-9/revoke", {"reason": "withdrawn"})
+    revoked = agent.post(
+        "/api/v1/consents/consent-9/revoke", {"reason": "withdrawn", "force": True}
+    )
     assert_conforms(revoked, "/api/v1/consents/{consent_ref}/revoke", "POST")
 
 

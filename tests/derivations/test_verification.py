@@ -9,10 +9,17 @@ from django.core.management.base import CommandError
 from apps.derivations.models import Embedding
 from apps.tenancy.context import tenant_scope
 from tests.factories import IdempotencyKeyFactory, OutboxMessageFactory
+from tests.records.factories import body
 
-from .support import RECORDS, drain, summarise, write
+from .support import RECORDS, SEARCH, drain, summarise, write
 
 pytestmark = pytest.mark.django_db
+
+
+def write_with_key(agent, key: str, **overrides) -> dict:
+    response = agent.post(RECORDS, body(**overrides), headers={"Idempotency-Key": key})
+    assert response.status_code == 201, response.content[:800]
+    return response.json()
 
 
 def verify(receipt_id: str, capsys) -> tuple[bool, str]:
@@ -66,15 +73,25 @@ def test_it_names_a_stored_response_that_mentions_a_deleted_id(admin_agent, tena
     record = write(admin_agent)
     drain()
     receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
+    # a stored answer repeating the content beside the id, and a tombstone that kept some
     stored = IdempotencyKeyFactory(
         tenant=tenant,
         credential_id=admin_agent.credential.pk,
         key="k-1",
-        response_body={"results": [{"id": record["id"].upper()}]},
+        response_body={"results": [{"id": record["id"].upper(), "content": "12 Elm Street"}]},
+    )
+    tombstone = IdempotencyKeyFactory(
+        tenant=tenant,
+        credential_id=admin_agent.credential.pk,
+        key="k-2",
+        tombstone=True,
+        resource_id=record["id"],
+        response_body={"id": record["id"], "status": "deleted", "value": "12 Elm Street"},
     )
     ok, out = verify(receipt["id"], capsys)
     assert not ok
     assert f"stored response {stored.pk} names a deleted id" in out
+    assert f"stored response {tombstone.pk} names a deleted id" in out
 
 
 def test_the_mention_check_scales_to_a_large_erasure(admin_agent, tenant):
@@ -93,3 +110,15 @@ def test_the_mention_check_scales_to_a_large_erasure(admin_agent, tenant):
     with tenant_scope(tenant.pk):
         found = _rows_mentioning("api_idempotencykey", "response_body", UUID_PATTERN, ids)
     assert found == [stored.pk]
+
+
+def test_a_clean_deletion_of_an_idempotent_write_verifies(admin_agent, capsys):
+    """The stored response becomes a content-free tombstone: what the product leaves on
+    purpose (the id, "deleted") is no residue."""
+    record = write_with_key(admin_agent, "write-1")
+    search = admin_agent.post(SEARCH, {"query": "carrier"}, headers={"Idempotency-Key": "search-1"})
+    assert record["id"] in search.content.decode()
+    receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
+    ok, out = verify(receipt["id"], capsys)
+    assert ok, out
+    assert "0 residues" in out

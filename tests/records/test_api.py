@@ -794,8 +794,8 @@ def test_it_expires_everything_written_under_a_revoked_consent(agent, erase_agen
 
 def test_it_revokes_a_consent_only_once(agent, erase_agent, tenant):
     _consent_write(agent)
-    first = erase_agent.post("/api/v1/consents/consent:77/revoke", {})
-    second = erase_agent.post("/api/v1/consents/consent:77/revoke", {})
+    first = erase_agent.post("/api/v1/consents/consent:77/revoke", {"reason": "user asked"})
+    second = erase_agent.post("/api/v1/consents/consent:77/revoke", {"reason": "user asked"})
     assert second.status_code == 200
     assert second.json() == first.json()
     with tenant_scope(tenant.pk):
@@ -804,7 +804,11 @@ def test_it_revokes_a_consent_only_once(agent, erase_agent, tenant):
 
 
 def test_it_refuses_new_writes_citing_a_revoked_consent(agent, erase_agent, tenant):
-    erase_agent.post("/api/v1/consents/consent:77/revoke", {})
+    # Revoked before any write cites it: a reference never used needs force.
+    revoked = erase_agent.post(
+        "/api/v1/consents/consent:77/revoke", {"reason": "user asked", "force": True}
+    )
+    assert revoked.status_code == 200, revoked.content
     response = write(
         agent, retention__basis="consent", retention__consent_ref="consent:77", key="new.fact"
     )
@@ -817,6 +821,57 @@ def test_it_refuses_new_writes_citing_a_revoked_consent(agent, erase_agent, tena
     assert event.data["fields"] == ["retention.consent_ref"]
 
 
+@pytest.mark.parametrize("reason", [None, "", "   "])
+def test_revoking_a_consent_needs_a_reason(agent, erase_agent, tenant, reason):
+    record = _consent_write(agent)
+    data = {} if reason is None else {"reason": reason}
+    problem = assert_problem(erase_agent.post("/api/v1/consents/consent:77/revoke", data), 400)
+    assert list(problem["errors"]) == ["reason"]
+    assert _record(agent, record["id"])["status"] == "active"
+    with tenant_scope(tenant.pk):
+        assert not ConsentRevocation.objects.exists()
+
+
+@pytest.mark.parametrize("ref", ["consent%2077", "consent:77%0D", "%22consent:77%22"])
+def test_revoking_refuses_a_reference_that_is_no_identifier(agent, erase_agent, tenant, ref):
+    _consent_write(agent)
+    response = erase_agent.post(f"/api/v1/consents/{ref}/revoke", {"reason": "user asked"})
+    assert list(assert_problem(response, 400)["errors"]) == ["consent_ref"]
+    with tenant_scope(tenant.pk):
+        assert not ConsentRevocation.objects.exists()
+
+
+def test_a_write_cites_a_consent_by_an_identifier(agent, tenant):
+    response = write(agent, retention__basis="consent", retention__consent_ref="consent 77")
+    assert "retention.consent_ref" in assert_problem(response, 400)["errors"]
+    assert row_counts(tenant)["records"] == 0
+
+
+def test_revoking_a_reference_never_used_needs_force(agent, erase_agent, tenant):
+    _consent_write(agent)  # under consent:77
+    path = "/api/v1/consents/consent:78/revoke"
+    problem = assert_problem(erase_agent.post(path, {"reason": "typo"}), 422)
+    assert list(problem["errors"]) == ["consent_ref"]
+    assert "force" in problem["detail"]
+    with tenant_scope(tenant.pk):
+        assert not ConsentRevocation.objects.exists()
+    assert audit_events(tenant, "consent.revoke") == []
+
+    forced = erase_agent.post(path, {"reason": "revoked ahead", "force": True})
+    assert forced.status_code == 200, forced.content
+    assert forced.json()["records_expired"] == 0
+    used = erase_agent.post("/api/v1/consents/consent:77/revoke", {"reason": "user asked"})
+    assert used.json()["records_expired"] == 1
+    events = {
+        e.data["target"]["consent_ref"]: e.data for e in audit_events(tenant, "consent.revoke")
+    }
+    assert (events["consent:78"]["reason"], events["consent:78"]["force"]) == (
+        "revoked ahead",
+        True,
+    )
+    assert (events["consent:77"]["reason"], events["consent:77"]["force"]) == ("user asked", False)
+
+
 def test_it_forbids_revoking_a_consent_without_the_erase_action(agent):
     assert_problem(agent.post("/api/v1/consents/consent:77/revoke", {}), 403)
 
@@ -827,7 +882,7 @@ def test_it_keeps_a_held_record_when_its_consent_is_revoked(agent, erase_agent, 
         governance.legal_hold_place(
             tenant=tenant, actor=Actor.system("legal"), reason="x", subject="user:8812"
         )
-    response = erase_agent.post("/api/v1/consents/consent:77/revoke", {})
+    response = erase_agent.post("/api/v1/consents/consent:77/revoke", {"reason": "user asked"})
     assert response.json()["records_expired"] == 0
     assert _record(agent, record["id"])["id"] == record["id"]
 
@@ -840,7 +895,7 @@ def test_it_expires_a_held_record_of_a_revoked_consent_once_the_hold_lifts(
         hold = governance.legal_hold_place(
             tenant=tenant, actor=Actor.system("legal"), reason="x", subject="user:8812"
         )
-    erase_agent.post("/api/v1/consents/consent:77/revoke", {})
+    erase_agent.post("/api/v1/consents/consent:77/revoke", {"reason": "user asked"})
     with tenant_scope(tenant.pk):
         governance.legal_hold_lift(hold=hold, actor=Actor.system("legal"), reason="case closed")
     assert_problem(agent.get(f"{RECORDS}/{record['id']}"), 404)
@@ -848,7 +903,12 @@ def test_it_expires_a_held_record_of_a_revoked_consent_once_the_hold_lifts(
 
 def test_it_does_not_leak_the_consent_revocation_to_another_tenant(agent, other_agent, tenant):
     record = _consent_write(agent)
-    response = other_agent.post("/api/v1/consents/consent:77/revoke", {})
+    path = "/api/v1/consents/consent:77/revoke"
+    # Another tenant's use of a reference is no use of it: refused as never used...
+    refused = assert_problem(other_agent.post(path, {"reason": "user asked"}), 422)
+    assert "consent_ref" in refused["errors"]
+    # ...and revoked there alone when forced.
+    response = other_agent.post(path, {"reason": "user asked", "force": True})
     assert response.json()["records_expired"] == 0
     assert _record(agent, record["id"])["status"] == "active"
 

@@ -318,10 +318,10 @@ def test_it_revokes_a_consent_idempotently_in_the_service(tenant, agent):
     write_ok(agent, retention__basis="consent", retention__consent_ref="consent:1")
     with tenant_scope(tenant.pk):
         first = governance.consent_revoke(
-            tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason=""
+            tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason="withdrawn"
         )
         second = governance.consent_revoke(
-            tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason=""
+            tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason="withdrawn"
         )
         assert ConsentRevocation.objects.count() == 1
     assert first.pk == second.pk
@@ -340,7 +340,9 @@ def test_it_tombstones_stored_responses_about_records_of_a_revoked_consent(tenan
     data = body(retention={"basis": "consent", "consent_ref": "consent:1"})
     agent.post(RECORDS, data, headers={"Idempotency-Key": "k-consent"})
     with tenant_scope(tenant.pk):
-        governance.consent_revoke(tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason="")
+        governance.consent_revoke(
+            tenant=tenant, consent_ref="consent:1", actor=LEGAL, reason="withdrawn"
+        )
         # Only a content-free tombstone is left, so a retry replays "deleted".
         assert not IdempotencyKey.objects.filter(tombstone=False).exists()
     replay = agent.post(RECORDS, data, headers={"Idempotency-Key": "k-consent"})
