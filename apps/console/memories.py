@@ -53,7 +53,12 @@ from apps.records.services import RecordError, record_delete
 from apps.retrieval.search import search_scoped
 from apps.retrieval.serializers import search_input
 from apps.tenancy.models import Tenant
-from apps.tenancy.permissions import DELETE_MEMORIES, VIEW_AUDIT, VIEW_MEMORIES
+from apps.tenancy.permissions import (
+    DELETE_MEMORIES,
+    RESOLVE_CONFLICTS,
+    VIEW_AUDIT,
+    VIEW_MEMORIES,
+)
 from apps.tenancy.views import (
     ConsoleRequest,
     form_nonce_consume,
@@ -222,6 +227,9 @@ def _detail_context(
     request: ConsoleRequest, tenant: Tenant, record: MemoryRecord
 ) -> dict[str, Any]:
     open_conflicts, open_requests = record_open_reviews(record)
+    # A contender is a stored version that reads and facts do not return: its page must say it
+    # is not the current value, and which version is.
+    contending = next((c for c in open_conflicts if c.contender_id == record.pk), None)
     return {
         "tenant": tenant,
         "section": "memories",
@@ -234,6 +242,8 @@ def _detail_context(
         "holds": record_active_holds(record),
         "open_conflicts": open_conflicts,
         "open_requests": open_requests,
+        "contending": contending,
+        "can_resolve": RESOLVE_CONFLICTS in request.console_perms,
         "can_delete": DELETE_MEMORIES in request.console_perms,
     }
 

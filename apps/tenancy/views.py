@@ -92,19 +92,28 @@ def page_shown(request: HttpRequest) -> str:
     return request.get_full_path() if request.method == "GET" else reverse("console:home")
 
 
+# On the sign-in page's address: the change that sent the person there was not saved.
+UNSAVED_PARAMETER = "unsaved"
+
+
 def console_login_required(view: View) -> View:
     """``login_required`` that also works for htmx: an expired session during an htmx action
     visits the sign-in page as a whole page (``HX-Redirect``) and comes back to the page the
-    action was on, instead of the sign-in page being pasted into the action's target."""
+    action was on, instead of the sign-in page being pasted into the action's target.
+
+    A change (any POST) that arrives without a session did nothing: the sign-in page is told
+    (``unsaved``), so it says so and the person makes the change again after signing in."""
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.user.is_authenticated:
             return view(request, *args, **kwargs)
-        to_login = redirect_to_login(page_shown(request))
+        location = redirect_to_login(page_shown(request))["Location"]
+        if request.method == "POST":
+            location += f"&{UNSAVED_PARAMETER}=1"
         if getattr(request, "htmx", False):
-            return HttpResponseClientRedirect(to_login["Location"])
-        return to_login
+            return HttpResponseClientRedirect(location)
+        return redirect(location)
 
     return wrapper
 
