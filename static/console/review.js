@@ -552,12 +552,25 @@
     }
   }
 
+  // Rows show their actions only when focused once this script runs (review.css): the list is
+  // marked here, and again when filtering or paging draws a new one.
+  function markEnhanced() {
+    var container = list();
+    if (!container) return;
+    container.classList.add("is-enhanced");
+    // A newly drawn list starts at its first row, as the card beside it does.
+    if (!container.querySelector(".is-focused")) {
+      var first = rows()[0];
+      if (first) first.classList.add("is-focused");
+    }
+  }
+  document.addEventListener("htmx:load", markEnhanced);
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-keys-open]").forEach(function (button) {
       button.hidden = false;
     });
-    var first = rows()[0];
-    if (first) first.classList.add("is-focused");
+    markEnhanced();
     updateSelectionCount();
   });
 })();
