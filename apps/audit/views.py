@@ -57,6 +57,8 @@ KNOWN_AUDIT_ACTIONS = (
     "tenant.create",
     "membership.set",
     "membership.remove",
+    "membership.restricted_grant",
+    "membership.restricted_withdraw",
     "credential.issue",
     "credential.revoke",
     "platform.read",

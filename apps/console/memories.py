@@ -50,10 +50,16 @@ from apps.records.selectors import (
     subject_facts_by_scope,
 )
 from apps.records.services import RecordError, record_delete
-from apps.retrieval.search import search_scoped
+from apps.retrieval.search import search_scoped, search_visible
 from apps.retrieval.serializers import search_input
 from apps.tenancy.models import Tenant
-from apps.tenancy.permissions import DELETE_MEMORIES, VIEW_AUDIT, VIEW_MEMORIES
+from apps.tenancy.permissions import (
+    DELETE_MEMORIES,
+    RESOLVE_CONFLICTS,
+    VIEW_AUDIT,
+    VIEW_MEMORIES,
+    VIEW_RESTRICTED,
+)
 from apps.tenancy.views import (
     ConsoleRequest,
     form_nonce_consume,
@@ -79,7 +85,9 @@ SEARCH_FIELD_OF = {
 # --- list and search ----------------------------------------------------------------------------
 
 
-def _search(tenant: Tenant, form: MemoryFilterForm, actor: Actor) -> list[dict[str, Any]] | None:
+def _search(
+    tenant: Tenant, form: MemoryFilterForm, actor: Actor, *, visible_restricted: bool
+) -> list[dict[str, Any]] | None:
     """Ranked hits for the form's query, or None (with errors added to the form)."""
     data = form.cleaned_data
     body: dict[str, Any] = {"query": data["q"], "purpose": "context", "top_k": SEARCH_RESULTS}
@@ -95,7 +103,9 @@ def _search(tenant: Tenant, form: MemoryFilterForm, actor: Actor) -> list[dict[s
     try:
         embedder = get_embedder(tenant.embedding_model)
         query = search_input(body, dimension=embedder.dimension)
-        result = search_scoped(tenant=tenant, q=query, actor=actor)
+        result = search_scoped(
+            tenant=tenant, q=search_visible(query, sees_restricted=visible_restricted), actor=actor
+        )
     except EmbedderUnavailable as exc:
         form.add_error("q", f"Search is unavailable: the tenant's embedding model is not ({exc}).")
         return None
@@ -131,10 +141,16 @@ def _memories_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]
     if not form.is_bound or form.is_valid():
         data = form.cleaned_data if form.is_bound else {}
         if data.get("q"):
-            hits = _search(tenant, form, Actor.for_user(request.user))
+            hits = _search(
+                tenant,
+                form,
+                Actor.for_user(request.user),
+                visible_restricted=sees_restricted(request),
+            )
         else:
             page = records_page(
                 form.filters() if form.is_bound else {},
+                sees_restricted=sees_restricted(request),
                 before=data.get("before"),
                 after=data.get("after"),
                 size=PAGE_SIZE,
@@ -184,7 +200,7 @@ def memories(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
 @require_GET
 def subject(request: ConsoleRequest, tenant: Tenant, subject: str) -> HttpResponse:
     """A subject's current facts grouped by scope: the same key may hold a value in each."""
-    groups = subject_facts_by_scope(subject)
+    groups = subject_facts_by_scope(subject, sees_restricted=sees_restricted(request))
     return render(
         request,
         "console/memories/subject.html",
@@ -206,9 +222,16 @@ def scopes(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
 # --- one memory ---------------------------------------------------------------------------------
 
 
-def _record_or_404(record_id: uuid.UUID) -> MemoryRecord:
-    """A live record of the current tenant; another tenant's id is simply not found (RLS)."""
-    record = record_get(record_id)
+def sees_restricted(request: ConsoleRequest) -> bool:
+    """Whether the person may see restricted memories (``view_restricted``); without it
+    they are missing from every page, like another tenant's."""
+    return VIEW_RESTRICTED in request.console_perms
+
+
+def _record_or_404(request: ConsoleRequest, record_id: uuid.UUID) -> MemoryRecord:
+    """A live record of the current tenant that the person may see; another tenant's id is
+    simply not found (RLS), and so is a restricted one they may not see."""
+    record = record_get(record_id, sees_restricted=sees_restricted(request))
     if record is None:
         raise Http404("No such memory")
     return record
@@ -222,6 +245,9 @@ def _detail_context(
     request: ConsoleRequest, tenant: Tenant, record: MemoryRecord
 ) -> dict[str, Any]:
     open_conflicts, open_requests = record_open_reviews(record)
+    # A contender is a stored version that reads and facts do not return: its page must say it
+    # is not the current value, and which version is.
+    contending = next((c for c in open_conflicts if c.contender_id == record.pk), None)
     return {
         "tenant": tenant,
         "section": "memories",
@@ -229,11 +255,13 @@ def _detail_context(
         "value_json": _pretty(record.value),
         "conditions_json": _pretty(record.scope_conditions) if record.scope_conditions else "",
         "observations": list(record.observations.all()),  # prefetched by record_get
-        "versions": list(record_history(record)),
+        "versions": list(record_history(record, sees_restricted=sees_restricted(request))),
         "derived": derived_from_record(record),
         "holds": record_active_holds(record),
         "open_conflicts": open_conflicts,
         "open_requests": open_requests,
+        "contending": contending,
+        "can_resolve": RESOLVE_CONFLICTS in request.console_perms,
         "can_delete": DELETE_MEMORIES in request.console_perms,
     }
 
@@ -242,7 +270,7 @@ def _detail_context(
 @require_GET
 def memory(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID) -> HttpResponse:
     """One memory with its provenance chain and version history."""
-    record = _record_or_404(record_id)
+    record = _record_or_404(request, record_id)
     return render(request, "console/memories/detail.html", _detail_context(request, tenant, record))
 
 
@@ -291,13 +319,13 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
     """
     template = "console/memories/delete.html"
     if request.method != "POST":
-        record = _record_or_404(record_id)
+        record = _record_or_404(request, record_id)
         context = _delete_context(tenant, record, _fresh_delete_form(request))
         return render_page(request, template, context, partial="delete_panel")
 
     form = MemoryDeleteForm(request.POST)
     if not form.is_valid():
-        still_there = record_get(record_id)
+        still_there = record_get(record_id, sees_restricted=sees_restricted(request))
         if still_there is None:
             return _already_deleted(request, tenant, record_id)
         # Keep the nonce: nothing was done, the same form may be sent again once corrected.
@@ -306,7 +334,7 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
         )
     reason = form.cleaned_data["reason"]
     first_submission = form_nonce_consume(request, form.cleaned_data["nonce"])
-    found = record_get(record_id)
+    found = record_get(record_id, sees_restricted=sees_restricted(request))
     if found is None:
         return _already_deleted(request, tenant, record_id)
     record = found
@@ -396,7 +424,7 @@ def _redact_form_again(request: ConsoleRequest, record: MemoryRecord) -> MemoryR
 def memory_redact(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID) -> HttpResponse:
     """GET: choose the parts of the value to redact. POST: redact them (``record_redact``)."""
     template = "console/memories/redact.html"
-    record = _record_or_404(record_id)
+    record = _record_or_404(request, record_id)
     if request.method != "POST":
         form = MemoryRedactForm(value=record.value, initial={"nonce": form_nonce_issue(request)})
         return render_page(

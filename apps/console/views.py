@@ -3,6 +3,8 @@ page. Every area's pages live with their app (:mod:`apps.console.urls` gathers t
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -13,7 +15,7 @@ from django.views.decorators.http import require_GET
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import MANAGE_REVIEW, VIEW_AUDIT, VIEW_MEMORIES
 from apps.tenancy.selectors import memberships_of
-from apps.tenancy.views import ConsoleRequest, same_site_path, tenant_view
+from apps.tenancy.views import UNSAVED_PARAMETER, ConsoleRequest, same_site_path, tenant_view
 
 from .dashboard import dashboard_page, tenant_dashboard
 
@@ -33,6 +35,14 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
 class ConsoleLoginView(auth_views.LoginView):
     template_name = "console/login.html"
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        # A change made after the session ended was refused: say so, or the person believes
+        # their decision was saved when they come back to the page.
+        source = self.request.POST if self.request.method == "POST" else self.request.GET
+        context["unsaved"] = source.get(UNSAVED_PARAMETER) == "1"
+        return context
 
 
 class ConsoleLogoutView(auth_views.LogoutView):

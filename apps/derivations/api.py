@@ -28,7 +28,7 @@ from apps.core.actors import Actor
 from apps.core.errors import NotFound
 from apps.core.problems import PROBLEM_CONTENT_TYPE
 from apps.records import api as records_api
-from apps.records.models import MemoryRecord
+from apps.records.models import MemoryRecord, Sensitivity
 from apps.records.selectors import record_get
 from apps.records.serializers import RecordSerializer, VectorField
 from apps.tenancy.models import AgentCredential
@@ -162,7 +162,11 @@ class SummaryDetailView(ContractView):
     @extend_schema(responses=SummarySerializer)
     def get(self, request: Request, summary_id: str) -> Response:
         summary = selectors.summary_get(summary_id)
-        if summary is None:
+        # A summary of a restricted record is restricted (it inherits the highest class).
+        if summary is None or (
+            summary.sensitivity == Sensitivity.RESTRICTED
+            and not records_api.sees_restricted(request)
+        ):
             raise NotFound("No such summary.")
         return Response(summary_representation(summary))
 
@@ -199,7 +203,7 @@ class RecordRedactView(ContractView):
     )
     @idempotent()
     def post(self, request: Request, record_id: str) -> Response:
-        record = record_get(record_id)
+        record = record_get(record_id, sees_restricted=records_api.sees_restricted(request))
         if record is None:
             raise NotFound("No such record.")
         result = services.record_redact(

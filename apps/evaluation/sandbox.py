@@ -193,9 +193,14 @@ class Sandbox:
 
         return cls(
             tenant=tenant,
-            writer=agent("agent", ["read", "write", "search", "delete", "erase", "state", "audit"]),
-            observer=agent("independent-source", ["read", "write"]),
-            reviewer=agent("reviewer", ["read", "review"]),
+            # The scenarios' agents work with restricted memories (health, finance): they hold
+            # the action that lets a credential read them.
+            writer=agent(
+                "agent",
+                ["read", "write", "search", "delete", "erase", "state", "audit", "restricted"],
+            ),
+            observer=agent("independent-source", ["read", "write", "restricted"]),
+            reviewer=agent("reviewer", ["read", "review", "restricted"]),
         )
 
     @contextmanager

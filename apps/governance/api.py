@@ -102,7 +102,7 @@ class RecordView(RecordDetailView):
                 where="body",
                 too_large=False,
             )
-        record = record_or_404(record_id)
+        record = record_or_404(request, record_id)
         if self.params.get("dry_run"):
             return Response(deletion_preview_body(deletion_preview(record)))
         reason = self.body.get("reason") or self.params.get("reason") or DEFAULT_DELETE_REASON

@@ -25,7 +25,7 @@ from apps.records.models import DEFAULT_RETENTION, SENSITIVITY_ORDER, LegalHold,
 from apps.records.selectors import record_get
 from apps.records.services import RecordError
 from apps.tenancy.models import Tenant
-from apps.tenancy.permissions import MANAGE_RETENTION, VIEW_AUDIT, VIEW_MEMORIES
+from apps.tenancy.permissions import MANAGE_RETENTION, VIEW_AUDIT, VIEW_MEMORIES, VIEW_RESTRICTED
 from apps.tenancy.views import (
     ConsoleRequest,
     _render,
@@ -273,7 +273,10 @@ def holds(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     form = LegalHoldPlaceForm(request.POST)
     fact = None
     if form.is_valid() and form.cleaned_data["target"] == "record":
-        record = record_get(form.cleaned_data["record_id"])
+        record = record_get(
+            form.cleaned_data["record_id"],
+            sees_restricted=VIEW_RESTRICTED in request.console_perms,
+        )
         if record is None:
             form.add_error("value", f"No live record with this id in {tenant.name}.")
         else:

@@ -79,8 +79,15 @@ def with_open_conflict(queryset: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecor
     return queryset.annotate(open_conflict_id=Subquery(open_conflicts.values("pk")[:1]))
 
 
-def record_or_404(record_id: str) -> MemoryRecord:
-    record = selectors.record_get(record_id)
+def sees_restricted(request: Request) -> bool:
+    """Whether the request's credential may read restricted memories (its ``restricted``
+    action); without it they read as missing, like another tenant's."""
+    credential = request.auth
+    return isinstance(credential, AgentCredential) and credential.allows("restricted")
+
+
+def record_or_404(request: Request, record_id: str) -> MemoryRecord:
+    record = selectors.record_get(record_id, sees_restricted=sees_restricted(request))
     if record is None:
         raise not_found("record")
     return record
@@ -129,7 +136,9 @@ class RecordListCreateView(ContractView):
     @extend_schema(responses=RecordSerializer(many=True))
     def get(self, request: Request) -> Response:
         filters = {name: self.params.get(name, "") for name in selectors.RECORD_FILTERS}
-        queryset = with_open_conflict(selectors.records_list(filters))
+        queryset = with_open_conflict(
+            selectors.records_list(filters, sees_restricted=sees_restricted(request))
+        )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(serialize_many(RecordSerializer, page))
@@ -186,7 +195,7 @@ class RecordDetailView(ContractView):
 
     @extend_schema(responses=RecordDetail)
     def get(self, request: Request, record_id: str) -> Response:
-        record = record_or_404(record_id)
+        record = record_or_404(request, record_id)
         record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
         body = dict(RecordSerializer(record).data)
         body["observations"] = serialize_many(
@@ -204,7 +213,10 @@ class RecordDetailView(ContractView):
             PromotionEventSerializer,
             PromotionEvent.objects.filter(record=record).order_by("promoted_at"),
         )
-        body["versions"] = serialize_many(VersionSerializer, selectors.record_history(record))
+        body["versions"] = serialize_many(
+            VersionSerializer,
+            selectors.record_history(record, sees_restricted=sees_restricted(request)),
+        )
         body["derived"] = selectors.derived_artifacts(record)
         return Response(body)
 
@@ -216,8 +228,11 @@ class RecordHistoryView(ContractView):
 
     @extend_schema(responses=HistoryResponse)
     def get(self, request: Request, record_id: str) -> Response:
-        record = record_or_404(record_id)
-        versions = serialize_many(VersionSerializer, selectors.record_history(record))
+        record = record_or_404(request, record_id)
+        versions = serialize_many(
+            VersionSerializer,
+            selectors.record_history(record, sees_restricted=sees_restricted(request)),
+        )
         return Response({"record": str(record.pk), "versions": versions})
 
 
@@ -244,7 +259,11 @@ class FactsView(ContractView):
         )
         paginator = self.pagination_class()
         facts = paginator.paginate_queryset(
-            selectors.facts_current(subject, as_of, scope), request, view=self
+            selectors.facts_current(
+                subject, as_of, scope, sees_restricted=sees_restricted(request)
+            ),
+            request,
+            view=self,
         )
         response = paginator.get_paginated_response(serialize_many(FactSerializer, facts))
         response.data.update({"subject": subject, "as_of": as_of})
@@ -269,7 +288,7 @@ class FactCheckView(ContractView):
     @idempotent(replay="rerun")
     def post(self, request: Request) -> Response:
         items = [(item["id"], item.get("version")) for item in self.body["facts"]]
-        checks = selectors.facts_check(items)
+        checks = selectors.facts_check(items, sees_restricted=sees_restricted(request))
         results = [
             {
                 "id": check.id,

@@ -258,6 +258,15 @@ class MemoryRecordQuerySet(models.QuerySet["MemoryRecord"]):
     def not_held(self) -> MemoryRecordQuerySet:
         return self.exclude(record_held())
 
+    def visible(self, *, sees_restricted: bool) -> MemoryRecordQuerySet:
+        """What the reader may see: ``restricted`` records only for a person holding
+        ``view_restricted`` or a credential holding the ``restricted`` action. Every read a
+        person or an agent makes (lists, a record by id, history, facts, checks) applies it,
+        so a hidden record reads as missing, like another tenant's."""
+        if sees_restricted:
+            return self
+        return self.exclude(sensitivity=Sensitivity.RESTRICTED)
+
     def current(self) -> MemoryRecordQuerySet:
         """Each fact's value now: its current version, active or redacted. Other live
         versions are superseded ones and the contenders of open conflicts."""

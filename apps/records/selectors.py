@@ -49,14 +49,16 @@ def expired_since(pk: uuid.UUID) -> bool:
     )
 
 
-def record_get(record_id: Any) -> MemoryRecord | None:
-    """A live record by id, or None (missing, expired, deleted, or another tenant's)."""
+def record_get(record_id: Any, *, sees_restricted: bool) -> MemoryRecord | None:
+    """A live record by id, or None (missing, expired, deleted, another tenant's, or a
+    restricted one the reader may not see)."""
     try:
         pk = uuid.UUID(str(record_id))
     except (ValueError, TypeError):
         return None
     return (
         records_live()
+        .visible(sees_restricted=sees_restricted)
         .filter(pk=pk)
         .prefetch_related(Prefetch("observations", Observation.objects.order_by("recorded_at")))
         .first()
@@ -66,11 +68,12 @@ def record_get(record_id: Any) -> MemoryRecord | None:
 RECORD_FILTERS = ("subject", "key", "domain", "task_type", "trust", "status", "sensitivity")
 
 
-def records_list(filters: dict[str, str]) -> QuerySet[MemoryRecord]:
-    """Live records matching ``filters``; ``versions="current"`` keeps only current versions,
-    ``expiring_within`` (days, as text) only those whose lifetime ends within that window."""
+def records_list(filters: dict[str, str], *, sees_restricted: bool) -> QuerySet[MemoryRecord]:
+    """Live records matching ``filters`` that the reader may see; ``versions="current"``
+    keeps only current versions, ``expiring_within`` (days, as text) only those whose
+    lifetime ends within that window."""
     now = timezone.now()
-    queryset = records_live(now)
+    queryset = records_live(now).visible(sees_restricted=sees_restricted)
     if filters.get("versions") == "current":
         queryset = queryset.current()
     if (days := filters.get("expiring_within", "")).isdigit():
@@ -92,9 +95,14 @@ def records_list(filters: dict[str, str]) -> QuerySet[MemoryRecord]:
     return queryset
 
 
-def record_history(record: MemoryRecord) -> QuerySet[MemoryRecord]:
-    """Every live version of the record's fact, oldest first."""
-    return records_live().filter(fact_id=record.fact_id).order_by("version")
+def record_history(record: MemoryRecord, *, sees_restricted: bool) -> QuerySet[MemoryRecord]:
+    """Every live version of the record's fact that the reader may see, oldest first."""
+    return (
+        records_live()
+        .visible(sees_restricted=sees_restricted)
+        .filter(fact_id=record.fact_id)
+        .order_by("version")
+    )
 
 
 def open_conflict_contender_ids(fact_ids: list[uuid.UUID]) -> set[uuid.UUID]:
@@ -127,7 +135,11 @@ class ScopeFilter:
 
 
 def facts_current(
-    subject: str, as_of: datetime | None = None, scope: ScopeFilter | None = None
+    subject: str,
+    as_of: datetime | None = None,
+    scope: ScopeFilter | None = None,
+    *,
+    sees_restricted: bool,
 ) -> QuerySet[MemoryRecord]:
     """The current version of each scoped fact of ``subject``; never superseded or expired
     ones. One key may have a current value in each of several scopes.
@@ -137,9 +149,9 @@ def facts_current(
     """
     where = (scope or ScopeFilter()).q()
     order = ("key", "scope_domain", "scope_task_type", "fact_id")
-    if as_of is None:
-        return records_live().current().filter(where, subject=subject).order_by(*order)
-    return MemoryRecord.objects.held_at(as_of).filter(where, subject=subject).order_by(*order)
+    visible = MemoryRecord.objects.visible(sees_restricted=sees_restricted)
+    held = visible.live().current() if as_of is None else visible.held_at(as_of)
+    return held.filter(where, subject=subject).order_by(*order)
 
 
 @dataclass
@@ -150,10 +162,10 @@ class ScopedFacts:
     facts: list[MemoryRecord]
 
 
-def subject_facts_by_scope(subject: str) -> list[ScopedFacts]:
-    """The subject's current facts grouped by scope (domain, task type, conditions), in a
-    fixed number of queries."""
-    current = facts_current(subject)
+def subject_facts_by_scope(subject: str, *, sees_restricted: bool) -> list[ScopedFacts]:
+    """The subject's current facts that the reader may see, grouped by scope (domain, task
+    type, conditions), in a fixed number of queries."""
+    current = facts_current(subject, sees_restricted=sees_restricted)
     fact_scopes = dict(
         Fact.objects.filter(pk__in={r.fact_id for r in current}).values_list("pk", "scope_id")
     )
@@ -213,17 +225,21 @@ class FactCheck:
 NOT_FOUND_DETAIL = "No record with this id exists in this tenant."
 
 
-def facts_check(items: list[tuple[uuid.UUID, int | None]]) -> list[FactCheck]:
+def facts_check(
+    items: list[tuple[uuid.UUID, int | None]], *, sees_restricted: bool
+) -> list[FactCheck]:
     """For each (record id, version): is it still the current value of its fact, and if not,
     why (:class:`StaleReason`) and which version is current now.
 
     A deleted version is told from one that never existed by the deletion receipts (ids
-    only). RLS shows this tenant's rows alone, so another tenant's id reads as unknown."""
+    only). RLS shows this tenant's rows alone, so another tenant's id reads as unknown, and so
+    does a restricted one the reader may not see."""
 
     ids = [pk for pk, _ in items]
     now = timezone.now()
-    stored = {r.pk: r for r in MemoryRecord.objects.filter(pk__in=ids)}
-    live_ids = set(records_live(now).filter(pk__in=ids).values_list("pk", flat=True))
+    visible = MemoryRecord.objects.visible(sees_restricted=sees_restricted)
+    stored = {r.pk: r for r in visible.filter(pk__in=ids)}
+    live_ids = set(visible.live(now).filter(pk__in=ids).values_list("pk", flat=True))
     missing = [pk for pk in ids if pk not in stored]
     receipt_of: dict[uuid.UUID, DeletionReceipt] = {}
     if missing:
@@ -237,7 +253,7 @@ def facts_check(items: list[tuple[uuid.UUID, int | None]]) -> list[FactCheck]:
     fact_ids = {r.fact_id for r in stored.values()} | {
         r.fact_id for r in receipt_of.values() if r.fact_id
     }
-    heads = {r.fact_id: r for r in records_live(now).current().filter(fact_id__in=fact_ids)}
+    heads = {r.fact_id: r for r in visible.live(now).current().filter(fact_id__in=fact_ids)}
     out: list[FactCheck] = []
     for pk, version in items:
         record = stored.get(pk)
@@ -295,20 +311,20 @@ def facts_check(items: list[tuple[uuid.UUID, int | None]]) -> list[FactCheck]:
     return out
 
 
-def promotion_requests(state: str | None) -> QuerySet[PromotionRequest]:
+def promotion_requests(state: str | None, *, sees_restricted: bool) -> QuerySet[PromotionRequest]:
     # With its claim, which the API shows (who holds it, until when).
-    queryset = PromotionRequest.objects.select_related("record", "claim").filter(
-        record__in=records_live()
-    )
+    live = records_live().visible(sees_restricted=sees_restricted)
+    queryset = PromotionRequest.objects.select_related("record", "claim").filter(record__in=live)
     if state:
         queryset = queryset.filter(state=state)
     return queryset.order_by("-requested_at", "-id")
 
 
-def conflicts(state: str | None) -> QuerySet[Conflict]:
+def conflicts(state: str | None, *, sees_restricted: bool) -> QuerySet[Conflict]:
     """Conflicts between live versions: one whose side has expired is moot, and showing it
-    would return the expired record's content."""
-    live = records_live()
+    would return the expired record's content. One with a side the reader may not see
+    (restricted) is not shown either."""
+    live = records_live().visible(sees_restricted=sees_restricted)
     queryset = Conflict.objects.select_related("current_record", "contender", "fact").filter(
         current_record__in=live, contender__in=live
     )
@@ -374,6 +390,7 @@ PREVIEW_CHARACTERS = 160
 def records_page(
     filters: dict[str, str],
     *,
+    sees_restricted: bool,
     before: Cursor | None = None,
     after: Cursor | None = None,
     size: int = 50,
@@ -388,7 +405,7 @@ def records_page(
     """
 
     queryset = (
-        records_list(filters)
+        records_list(filters, sees_restricted=sees_restricted)
         .only(*RECORD_PAGE_COLUMNS)
         .annotate(content_preview=Substr("content", 1, PREVIEW_CHARACTERS))
     )

@@ -20,7 +20,7 @@ from apps.records.serializers import RecordSerializer
 from apps.tenancy.models import AgentCredential
 
 from .responses import SearchResponse
-from .search import Abstention, Hit, search_scoped
+from .search import Abstention, Hit, search_scoped, search_visible
 from .serializers import SearchInput
 
 
@@ -67,7 +67,7 @@ class SearchView(ContractView):
         replay = getattr(self, "idempotent_replay", None)
         result = search_scoped(
             tenant=credential.tenant,
-            q=self.body,
+            q=search_visible(self.body, sees_restricted=credential.allows("restricted")),
             actor=Actor.for_credential(credential),
             audit=replay is None,
         )

@@ -125,6 +125,15 @@ class SearchQuery:
     scope_match: str = "contained"
 
 
+def search_visible(q: SearchQuery, *, sees_restricted: bool) -> SearchQuery:
+    """``q`` as a reader who may not see restricted memories can ask it: its sensitivity
+    ceiling at most ``personal``, so restricted records and summaries are never candidates
+    (filtered before ranking, like any other filter)."""
+    if sees_restricted or q.sensitivity_max in SENSITIVITY_ORDER[:-1]:
+        return q
+    return replace(q, sensitivity_max=SENSITIVITY_ORDER[-2])
+
+
 @dataclass
 class Hit:
     """A ranked record or (valid) summary: exactly one of the two is set."""

@@ -18,7 +18,13 @@ from apps.api.schema import ProblemSerializer
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE
 from apps.records import selectors
-from apps.records.api import not_found, record_or_404, request_actor, serialize_many
+from apps.records.api import (
+    not_found,
+    record_or_404,
+    request_actor,
+    sees_restricted,
+    serialize_many,
+)
 from apps.records.models import PromotionRequest
 from apps.records.serializers import (
     ConflictListQuery,
@@ -57,7 +63,7 @@ class RecordPromotionRequestView(ContractView):
     )
     @idempotent()
     def post(self, request: Request, record_id: str) -> Response:
-        record = record_or_404(record_id)
+        record = record_or_404(request, record_id)
         promotion = services.promotion_request_create(
             record=record,
             actor=request_actor(request),
@@ -76,13 +82,18 @@ class PromotionRequestListView(ContractView):
     def get(self, request: Request) -> Response:
         state = self.params.get("state")
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(selectors.promotion_requests(state), request, self)
+        page = paginator.paginate_queryset(
+            selectors.promotion_requests(state, sees_restricted=sees_restricted(request)),
+            request,
+            self,
+        )
         return paginator.get_paginated_response(serialize_many(PromotionRequestSerializer, page))
 
 
-def _promotion_or_404(request_id: str) -> PromotionRequest:
+def _promotion_or_404(request: Request, request_id: str) -> PromotionRequest:
     pk = _uuid(request_id)
-    found = selectors.promotion_requests(None).filter(pk=pk).first() if pk else None
+    visible = selectors.promotion_requests(None, sees_restricted=sees_restricted(request))
+    found = visible.filter(pk=pk).first() if pk else None
     if found is None:
         raise not_found("promotion request")
     return found
@@ -117,7 +128,7 @@ class PromotionDecisionView(ContractView):
     )
     @idempotent()
     def post(self, request: Request, request_id: str) -> Response:
-        promotion = _promotion_or_404(request_id)
+        promotion = _promotion_or_404(request, request_id)
         reason = self.body["reason"]
         if self.decision == "approve":
             services.promotion_approve(
@@ -148,7 +159,9 @@ class ConflictListView(ContractView):
     def get(self, request: Request) -> Response:
         state = self.params.get("state")
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(selectors.conflicts(state), request, self)
+        page = paginator.paginate_queryset(
+            selectors.conflicts(state, sees_restricted=sees_restricted(request)), request, self
+        )
         return paginator.get_paginated_response(serialize_many(ConflictSerializer, page))
 
 
@@ -171,7 +184,8 @@ class ConflictResolveView(ContractView):
     @idempotent()
     def post(self, request: Request, conflict_id: str) -> Response:
         pk = _uuid(conflict_id)
-        conflict = selectors.conflicts(None).filter(pk=pk).first() if pk else None
+        visible = selectors.conflicts(None, sees_restricted=sees_restricted(request))
+        conflict = visible.filter(pk=pk).first() if pk else None
         if conflict is None:
             raise not_found("conflict")
         services.conflict_resolve(
@@ -181,5 +195,5 @@ class ConflictResolveView(ContractView):
             reason=self.body["reason"],
             value=self.body.get("value"),
         )
-        conflict = selectors.conflicts(None).get(pk=conflict.pk)
+        conflict = selectors.conflicts(None, sees_restricted=True).get(pk=conflict.pk)
         return Response(ConflictSerializer(conflict).data)

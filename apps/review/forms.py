@@ -87,13 +87,14 @@ class PromotionQueueFilterForm(PagerForm):
         required=False,
         max_length=200,
         help_text="Exact key or a prefix, e.g. “shipping.”.",
-        widget=forms.TextInput(attrs={"spellcheck": "false"}),
+        # The queue's one-line filter bar shows no help text: the placeholder says it.
+        widget=forms.TextInput(attrs={"spellcheck": "false", "placeholder": "Key or prefix"}),
     )
     subject = forms.CharField(
         required=False,
         max_length=200,
         help_text="Exact, e.g. “user:8812”.",
-        widget=forms.TextInput(attrs={"spellcheck": "false"}),
+        widget=forms.TextInput(attrs={"spellcheck": "false", "placeholder": "Subject, exactly"}),
     )
     domain = forms.CharField(
         required=False,
@@ -135,11 +136,21 @@ class PromotionQueueFilterForm(PagerForm):
         "claim",
     )
     ORDER_FIELDS = ("sort", "group")
+    # Folded behind "More filters" in the queue's filter bar: used less than key and subject.
+    MORE_FIELDS = ("domain", "sensitivity", "writer", "source", "age", "claim", "group")
 
     def __init__(self, *args: Any, reviewer_id: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # "Held by me" means the person looking (claims filters read it).
         self.reviewer_id = reviewer_id
+
+    def more_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.MORE_FIELDS]
+
+    @property
+    def more_in_use(self) -> int:
+        """How many of the folded filters are set (the disclosure says so while folded)."""
+        return sum(1 for name in self.MORE_FIELDS if self.is_bound and self.data.get(name))
 
     @property
     def grouping(self) -> str:

@@ -18,4 +18,9 @@ urlpatterns: list[URLPattern] = [
     path("members/", views.members, name="members"),
     path("members/<uuid:membership_id>/role/", views.member_role, name="member-role"),
     path("members/<uuid:membership_id>/remove/", views.member_remove, name="member-remove"),
+    path(
+        "members/<uuid:membership_id>/restricted/",
+        views.member_restricted,
+        name="member-restricted",
+    ),
 ]

@@ -18,6 +18,7 @@ ACTION_HELP = {
     Action.STATE: "runs, checkpoints and obligations",
     Action.ERASE: "erase by subject, owner or consent",
     Action.AUDIT: "browse the audit log",
+    Action.RESTRICTED: "read restricted memories too (records, facts, search, summaries)",
 }
 
 

@@ -71,6 +71,7 @@ class Tenant(models.Model):
             ("manage_retention", "Edit retention rules and legal holds"),
             ("run_evaluations", "Run evaluations of the memory in a sandbox"),
             ("manage_review", "Lead the review: canned reasons, claims, reviewers' throughput"),
+            ("view_restricted", "See memories of the restricted sensitivity class"),
         ]
 
     def __str__(self) -> str:
@@ -105,6 +106,9 @@ class Membership(TenantOwned):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.CharField(max_length=16, choices=Role.choices)
+    # Restricted memories, granted to a member or auditor beyond their role (admins and
+    # reviewers see them by role).
+    sees_restricted = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -127,6 +131,8 @@ class Action(models.TextChoices):
     STATE = "state", "state"
     ERASE = "erase", "erase"
     AUDIT = "audit", "audit"
+    # Reads (records, facts, search, summaries) include memories of the restricted class.
+    RESTRICTED = "restricted", "restricted"
 
 
 DEFAULT_ACTIONS: tuple[str, ...] = ("read", "write", "search", "state")

@@ -23,6 +23,10 @@ MANAGE_RETENTION = "manage_retention"
 RUN_EVALUATIONS = "run_evaluations"
 # A review lead's: the tenant's canned reasons and claim length, and reviewers' throughput.
 MANAGE_REVIEW = "manage_review"
+# Memories of the restricted sensitivity class: hidden from everyone else's reads (console and
+# API alike), as if they did not exist. Admins and reviewers (who decide on them) hold it by
+# role; an admin grants it to a member or an auditor (``Membership.sees_restricted``).
+VIEW_RESTRICTED = "view_restricted"
 
 ALL_PERMISSIONS: tuple[str, ...] = (
     VIEW_MEMORIES,
@@ -36,19 +40,27 @@ ALL_PERMISSIONS: tuple[str, ...] = (
     MANAGE_RETENTION,
     RUN_EVALUATIONS,
     MANAGE_REVIEW,
+    VIEW_RESTRICTED,
 )
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     Role.ADMIN: frozenset(ALL_PERMISSIONS),
-    Role.REVIEWER: frozenset({VIEW_MEMORIES, REVIEW_PROMOTIONS, RESOLVE_CONFLICTS}),
+    Role.REVIEWER: frozenset(
+        {VIEW_MEMORIES, REVIEW_PROMOTIONS, RESOLVE_CONFLICTS, VIEW_RESTRICTED}
+    ),
     Role.MEMBER: frozenset({VIEW_MEMORIES, DELETE_MEMORIES}),
     Role.AUDITOR: frozenset({VIEW_MEMORIES, VIEW_AUDIT}),
 }
 
 
-def sync_role_permissions(user: Any, tenant: Tenant, role: str | None) -> None:
-    """Make ``user``'s guardian permissions on ``tenant`` exactly those of ``role``."""
+def sync_role_permissions(
+    user: Any, tenant: Tenant, role: str | None, *, sees_restricted: bool = False
+) -> None:
+    """Make ``user``'s guardian permissions on ``tenant`` exactly those of ``role``, plus
+    ``view_restricted`` when it is granted beyond the role."""
     wanted = ROLE_PERMISSIONS.get(role, frozenset()) if role else frozenset()
+    if role and sees_restricted:
+        wanted |= {VIEW_RESTRICTED}
     held = set(get_perms(user, tenant)) & set(ALL_PERMISSIONS)
     for codename in wanted - held:
         assign_perm(f"tenancy.{codename}", user, tenant)

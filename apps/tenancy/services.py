@@ -94,9 +94,11 @@ def membership_set(*, tenant: Tenant, user: Any, role: str, actor: Actor) -> Mem
         if membership is None:
             membership = Membership.objects.create(tenant=tenant, user=user, role=role)
         elif membership.role != role:
+            # A new role starts from its own permissions: a grant beyond the old one ends.
             membership.role = role
-            membership.save(update_fields=["role"])
-        sync_role_permissions(user, tenant, role)
+            membership.sees_restricted = False
+            membership.save(update_fields=["role", "sees_restricted"])
+        sync_role_permissions(user, tenant, role, sees_restricted=membership.sees_restricted)
         audit_record(
             tenant=tenant,
             actor=actor,
@@ -106,6 +108,34 @@ def membership_set(*, tenant: Tenant, user: Any, role: str, actor: Actor) -> Mem
             data={"user": user.pk, "role": role, "previous_role": previous},
         )
         return membership
+
+
+@transaction.atomic
+def membership_restricted_set(*, membership: Membership, granted: bool, actor: Actor) -> Membership:
+    """Grant (or withdraw) restricted memories to a member or auditor beyond their role.
+
+    Admins and reviewers see them by role, so a grant to them changes nothing and is refused,
+    as is one that would be no change: the audit log holds only real changes."""
+    with tenant_scope(membership.tenant_id):
+        locked = Membership.objects.select_for_update().select_related("user").get(pk=membership.pk)
+        if locked.role in (Role.ADMIN, Role.REVIEWER):
+            raise ValidationError(
+                f"{locked.get_role_display()}s see restricted memories by their role."
+            )
+        if locked.sees_restricted == granted:
+            return locked
+        locked.sees_restricted = granted
+        locked.save(update_fields=["sees_restricted"])
+        sync_role_permissions(locked.user, membership.tenant, locked.role, sees_restricted=granted)
+        audit_record(
+            tenant=membership.tenant,
+            actor=actor,
+            action="membership.restricted_grant" if granted else "membership.restricted_withdraw",
+            object_type="membership",
+            object_id=str(locked.pk),
+            data={"user": locked.user_id, "role": locked.role},
+        )
+        return locked
 
 
 @transaction.atomic

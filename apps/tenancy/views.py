@@ -54,7 +54,13 @@ from .selectors import (
     tenant_by_slug,
     tenant_permissions_of,
 )
-from .services import credential_issue, credential_revoke, membership_remove, membership_set
+from .services import (
+    credential_issue,
+    credential_revoke,
+    membership_remove,
+    membership_restricted_set,
+    membership_set,
+)
 
 View = Callable[..., HttpResponse]
 
@@ -92,19 +98,28 @@ def page_shown(request: HttpRequest) -> str:
     return request.get_full_path() if request.method == "GET" else reverse("console:home")
 
 
+# On the sign-in page's address: the change that sent the person there was not saved.
+UNSAVED_PARAMETER = "unsaved"
+
+
 def console_login_required(view: View) -> View:
     """``login_required`` that also works for htmx: an expired session during an htmx action
     visits the sign-in page as a whole page (``HX-Redirect``) and comes back to the page the
-    action was on, instead of the sign-in page being pasted into the action's target."""
+    action was on, instead of the sign-in page being pasted into the action's target.
+
+    A change (any POST) that arrives without a session did nothing: the sign-in page is told
+    (``unsaved``), so it says so and the person makes the change again after signing in."""
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.user.is_authenticated:
             return view(request, *args, **kwargs)
-        to_login = redirect_to_login(page_shown(request))
+        location = redirect_to_login(page_shown(request))["Location"]
+        if request.method == "POST":
+            location += f"&{UNSAVED_PARAMETER}=1"
         if getattr(request, "htmx", False):
-            return HttpResponseClientRedirect(to_login["Location"])
-        return to_login
+            return HttpResponseClientRedirect(location)
+        return redirect(location)
 
     return wrapper
 
@@ -424,6 +439,34 @@ def member_role(request: ConsoleRequest, tenant: Tenant, membership_id: uuid.UUI
         held = tenant_permissions_of(request.user, tenant)
         if MANAGE_MEMBERS not in held:
             return hx_or_redirect(request, "console:dashboard", tenant_slug=tenant.slug)
+    if not request.htmx:
+        return redirect("console:members", tenant_slug=tenant.slug)
+    context = _members_context(tenant, member=membership)
+    return render(request, "console/members.html#member_row_response", context)
+
+
+@tenant_view(MANAGE_MEMBERS)
+@require_POST
+def member_restricted(
+    request: ConsoleRequest, tenant: Tenant, membership_id: uuid.UUID
+) -> HttpResponse:
+    """Grant or withdraw restricted memories to a member or auditor (``granted`` = yes/no)."""
+    membership = _membership_or_404(tenant, membership_id)
+    granted = request.POST.get("granted")
+    if granted not in ("yes", "no"):
+        return _member_row_error(request, tenant, membership, "Grant or withdraw: nothing else.")
+    try:
+        membership = membership_restricted_set(
+            membership=membership, granted=granted == "yes", actor=Actor.for_user(request.user)
+        )
+    except ValidationError as error:
+        return _member_row_error(request, tenant, membership, _error_messages(error))
+    username = membership.user.get_username()
+    messages.success(
+        request,
+        f"{username} {'now sees' if membership.sees_restricted else 'no longer sees'} "
+        "restricted memories.",
+    )
     if not request.htmx:
         return redirect("console:members", tenant_slug=tenant.slug)
     context = _members_context(tenant, member=membership)

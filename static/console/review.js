@@ -124,11 +124,15 @@
     }, DETAIL_DELAY_MS);
   }
 
-  function focusRow(row) {
-    if (!row) return;
+  function markRow(row) {
     rows().forEach(function (other) {
       other.classList.toggle("is-focused", other === row);
     });
+  }
+
+  function focusRow(row) {
+    if (!row) return;
+    markRow(row);
     focusElement(row);
     showDetail(row);
   }
@@ -415,8 +419,9 @@
 
   // --- after a decision ---------------------------------------------------------------------
 
-  // The row a decision came from and the one to go on to: the decision's answer already shows
-  // that next card ("then"), so deciding and advancing is one request.
+  // The row a decision came from (by id: a refusal redraws the row out of band, so the element
+  // itself is gone while the request stays pending) and the one to go on to: the decision's
+  // answer already shows that next card ("then"), so deciding and advancing is one request.
   var decided = null;
   var advanceTo = null;
   var pendingFocusId = null;
@@ -442,7 +447,7 @@
       var card = form.closest("[data-review-item]");
       row = card ? document.getElementById(card.id.replace(/^request-/, "row-")) : null;
     }
-    decided = row;
+    decided = row ? row.id : null;
     advanceTo = rowAfter(row);
     if (advanceTo) event.detail.parameters.then = advanceTo.id.replace(/^row-/, "");
     // The answer adds the next request after the list's last row (rows the notice added
@@ -521,9 +526,9 @@
     var pane = detailPane();
     if (!pane || event.detail.target !== pane) return;
     if (decided) {
-      var row = decided;
+      var row = document.getElementById(decided);
       decided = null;
-      if (!document.body.contains(row)) {
+      if (!row) {
         // Decided: it left the list. On to the next open one.
         var next = advanceTo && document.body.contains(advanceTo) ? advanceTo : rows()[0];
         advanceTo = null;
@@ -531,10 +536,11 @@
         else focusElement(document.getElementById("review-results-heading"));
         return;
       }
-      // Refused (a reason missing, your own record...): the card says why.
-      var invalid = pane.querySelector("[aria-invalid=true], [role=alert]");
-      focusRow(row);
-      if (invalid) focusElement(invalid);
+      // Refused (a reason missing, your own record, another reviewer's claim...): the row
+      // stays, and the card beside it says why until the reviewer moves on themselves.
+      var invalid = pane.querySelector("[aria-invalid=true]");
+      markRow(row);
+      focusElement(invalid || row);
       return;
     }
     if (undoing) {
@@ -546,12 +552,25 @@
     }
   }
 
+  // Rows show their actions only when focused once this script runs (review.css): the list is
+  // marked here, and again when filtering or paging draws a new one.
+  function markEnhanced() {
+    var container = list();
+    if (!container) return;
+    container.classList.add("is-enhanced");
+    // A newly drawn list starts at its first row, as the card beside it does.
+    if (!container.querySelector(".is-focused")) {
+      var first = rows()[0];
+      if (first) first.classList.add("is-focused");
+    }
+  }
+  document.addEventListener("htmx:load", markEnhanced);
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-keys-open]").forEach(function (button) {
       button.hidden = false;
     });
-    var first = rows()[0];
-    if (first) first.classList.add("is-focused");
+    markEnhanced();
     updateSelectionCount();
   });
 })();

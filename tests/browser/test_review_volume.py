@@ -202,6 +202,7 @@ def test_grouping_decides_a_group_together(reviewer_page, tenant, agent, console
     _requested(agent, "user:9", key="contact.email")
     page = reviewer_page
     page.goto(console_path("review"))
+    page.get_by_text("More filters").click()  # grouping is among the folded filters
     page.get_by_label("Group by").select_option("key")
     page.get_by_role("button", name="Filter").click()
     table = page.get_by_role("table", name=re.compile("Pending requests by key"))

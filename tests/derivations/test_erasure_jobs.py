@@ -3,6 +3,8 @@ URL, and the job (a model of its own) is the one the console shows."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -99,6 +101,22 @@ def test_the_console_shows_the_apis_job_and_the_api_the_consoles(
     from_api = admin_agent.get(f"{ERASURES}/{console_job_id}")
     assert from_api.status_code == 200
     assert from_api.json()["state"] == "queued"
+
+
+def test_the_consoles_job_page_names_what_it_erases(low_threshold, client, admin_agent, owner):
+    for key in ("a", "b", "c"):
+        write(admin_agent, subject="user:1", key=key)
+    job = admin_agent.post(ERASURES, {"subject": "user:1", "reason": "asked"}).json()
+    client.force_login(owner)
+    page = reverse(
+        "console:erasure-job", kwargs={"tenant_slug": admin_agent.tenant.slug, "job_id": job["id"]}
+    )
+    assert re.search(r"<h1>Erasure by subject <span[^>]*>user:1</span></h1>", client.get(page).text)
+    drain()
+    # Once erased, the identifier is not kept (the receipt keeps a digest): the page says so.
+    done = client.get(page).text
+    assert "user:1" not in done
+    assert "no longer kept once the erasure commits" in done
 
 
 def test_another_tenants_job_is_not_found(low_threshold, admin_agent, other_tenant):

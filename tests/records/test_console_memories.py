@@ -371,6 +371,23 @@ def test_it_shows_the_version_history(client, tenant, member):
     assert "open conflict" in html
 
 
+def test_a_contenders_page_says_it_is_not_the_current_value(client, tenant, member, reviewer):
+    current = write(tenant, subject="user:82", value="a", source__ref="r:1")
+    contender = write(tenant, subject="user:82", value="b", source__ref="r:2")
+    with tenant_scope(tenant.pk):
+        conflict = contender.conflicts_as_contender.get()
+    signed_in(client, member)
+    html = client.get(url("memory", tenant, record_id=contender.pk)).content.decode()
+    assert "Not the current value." in html
+    assert url("memory", tenant, record_id=current.pk) in html
+    assert "conflicts/" not in html  # a member cannot resolve it: no link to the queue
+    current_page = client.get(url("memory", tenant, record_id=current.pk)).content.decode()
+    assert "Not the current value." not in current_page
+    signed_in(client, reviewer)
+    html = client.get(url("memory", tenant, record_id=contender.pk)).content.decode()
+    assert url("conflict", tenant, conflict_id=conflict.pk) in html
+
+
 def test_it_offers_deletion_and_redaction_only_to_those_allowed(
     client, tenant, member, reviewer, auditor
 ):

@@ -540,6 +540,16 @@ def test_it_refuses_a_damaged_snapshot_and_changes_nothing(client, tenant, revie
     assert request_state(tenant, promotion)[0] == "open"
 
 
+def test_the_bulk_confirmation_lists_every_request_it_decides(client, tenant, reviewer):
+    for n in range(29):
+        pending(tenant, subject=f"user:{n:02d}")
+    page = bulk_confirm(signed_in(client, reviewer), tenant)
+    assert "Approve 29 requests?" in page
+    listed = re.findall(r'<td class="mono">(user:\d+)</td>', page)
+    assert sorted(listed) == [f"user:{n:02d}" for n in range(29)]
+    assert "more" not in page.split('id="confirm-heading"')[1].split("<form")[0]
+
+
 def test_it_caps_a_bulk_approval_at_the_limit_oldest_first(client, tenant, reviewer, monkeypatch):
     monkeypatch.setattr("apps.review.views.decisions.BULK_APPROVE_LIMIT", 2)
     requests = [pending(tenant, subject=f"user:{n}") for n in range(3)]

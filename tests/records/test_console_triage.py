@@ -71,6 +71,27 @@ def test_it_answers_a_list_decision_with_the_row_gone_the_count_and_the_next_car
     assert request_state(tenant, first) == ("approved", "confirmed")
 
 
+def test_it_reports_a_list_decision_once_in_its_undo_notice(client, tenant, reviewer):
+    first = pending(tenant, subject="user:1")
+    pending(tenant, subject="user:2")
+    signed_in(client, reviewer)
+    response = client.post(
+        url("review-approve", tenant, request_id=first.pk),
+        {**LIST, "next": url("review", tenant)},
+        headers=HTMX,
+    )
+    html = response.content.decode()
+    assert html.count("the record is confirmed") == 1
+    toast = re.search(r'<div id="review-toast".*?</div>', html, re.S)
+    assert toast is not None
+    assert "the record is confirmed" in toast.group(0)
+    messages = re.search(r'<div id="messages".*?</div>', html, re.S)
+    assert messages is not None
+    assert "Approved" not in messages.group(0)
+    # Nor is it kept for the next page.
+    assert "Approved" not in client.get(url("review", tenant)).content.decode()
+
+
 def test_it_counts_under_the_filters_of_the_page_the_decision_came_from(client, tenant, reviewer):
     first = pending(tenant, subject="user:1", scope={"domain": "alpha"})
     pending(tenant, subject="user:2", scope={"domain": "alpha"})

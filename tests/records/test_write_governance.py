@@ -13,6 +13,7 @@ from apps.derivations.embeddings import tenant_embedder
 from apps.derivations.models import Embedding, OutboxMessage
 from apps.records.models import MemoryRecord, Observation
 from apps.tenancy.context import tenant_scope
+from tests.conftest import make_agent
 from tests.derivations.support import drain
 
 from .support import RECORDS, audit_events, audit_row_text, row_counts, ts, write, write_ok
@@ -43,7 +44,9 @@ def test_it_raises_the_class_and_shortens_the_lifetime_on_a_higher_class(
     # restricted's provisional rule is 7 days, counted from when the record was written.
     assert ts(again["expires_at"]) - ts(first["observed_at"]) == timedelta(days=7)
     assert any("restricted" in notice and "raised" in notice for notice in again["notices"])
-    stored = agent.get(f"{RECORDS}/{first['id']}").json()
+    # Now restricted: only a credential holding ``restricted`` reads it.
+    assert agent.get(f"{RECORDS}/{first['id']}").status_code == 404
+    stored = make_agent(tenant, "read,restricted").get(f"{RECORDS}/{first['id']}").json()
     assert stored["sensitivity"] == "restricted"
     assert stored["expires_at"] == again["expires_at"]
     [event] = audit_events(tenant, "record.reclassify")

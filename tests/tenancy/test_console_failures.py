@@ -77,3 +77,19 @@ def test_it_offers_the_console_home_when_a_csrf_failure_came_from_elsewhere(revi
     assert response.status_code == 403
     assert "evil.example" not in html
     assert f'href="{reverse("console:home")}"' in html
+
+
+def test_it_tells_the_sign_in_page_that_a_change_without_a_session_was_not_saved(client, tenant):
+    queue = review_url(tenant)
+    response = client.post(
+        f"{queue}00000000-0000-0000-0000-000000000000/approve/",
+        {"reason": "checked"},
+        headers={**HTMX, "HX-Current-URL": f"http://testserver{queue}"},
+    )
+    target = urlparse(response["HX-Redirect"])
+    assert parse_qs(target.query)["unsaved"] == ["1"]
+    html = client.get(response["HX-Redirect"]).content.decode()
+    assert "that change was not saved" in html
+    # A page visited without a session lost nothing: no such warning.
+    plain = client.get(client.get(queue)["Location"]).content.decode()
+    assert "not saved" not in plain

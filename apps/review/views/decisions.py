@@ -93,8 +93,6 @@ CONFLICTS_TEMPLATE = "console/review/conflicts.html"
 CONFLICT_TEMPLATE = "console/review/conflict.html"
 # Refusals listed one by one after a bulk approval; the rest are counted.
 REFUSALS_LISTED = 10
-# Requests a bulk confirmation lists by name; the rest of the snapshot is counted.
-BULK_LISTED = 20
 # What an undo from the queue's toast records as its reason.
 UNDO_REASON = "Undone from the review queue right after deciding."
 
@@ -434,17 +432,21 @@ def _decide(
             return _decision_answer(request, tenant, item, approve_form=form)
         return _decision_answer(request, tenant, item, reject_form=form)
     subject = f"{item.record.subject} · {item.record.key}"
+    # In the triage list the undo notice reports the decision; a message too would say it twice.
+    announce = not _in_list(request)
     try:
         if approve:
             promotion_approve(
                 request=item, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]
             )
-            messages.success(request, f"Approved {subject}: the record is confirmed.")
+            if announce:
+                messages.success(request, f"Approved {subject}: the record is confirmed.")
         else:
             promotion_reject(
                 request=item, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]
             )
-            messages.success(request, f"Rejected {subject}: the record stays provisional.")
+            if announce:
+                messages.success(request, f"Rejected {subject}: the record stays provisional.")
     except OwnEvidence as error:
         return _decision_answer(request, tenant, item, item_error=str(error))
     except Claimed as error:
@@ -543,8 +545,6 @@ def _bulk_context(
         "filter_form": filter_form,
         "filter_summary": filter_form.filter_summary(),
         "batch": batch,
-        "batch_listed": batch[:BULK_LISTED],
-        "batch_unlisted": max(len(batch) - BULK_LISTED, 0),
         "count": len(batch),
         "more_than_limit": count > BULK_APPROVE_LIMIT,
         "bulk_limit": BULK_APPROVE_LIMIT,

@@ -95,6 +95,8 @@ ACTION_LABELS: dict[str, str] = {
     "tenant.create": "Tenant created",
     "membership.set": "Role set",
     "membership.remove": "Member removed",
+    "membership.restricted_grant": "Restricted memories granted",
+    "membership.restricted_withdraw": "Restricted memories withdrawn",
     "credential.issue": "Credential issued",
     "credential.revoke": "Credential revoked",
     "platform.read": "Read by a platform operator",
