@@ -32,6 +32,7 @@ from .models import (
     ConflictState,
     MemoryRecord,
     PromotionEvent,
+    Trust,
 )
 from .responses import (
     FactCheckResponse,
@@ -52,6 +53,7 @@ from .serializers import (
     VersionSerializer,
     audit_field_names,
 )
+from .trust import confirmed_by_json, decision_trust_annotate
 from .validation import WRITE_REJECTED, WRITE_TOO_LARGE, WriteRejected
 
 
@@ -237,7 +239,8 @@ class FactsView(ContractView):
             task_type=self.params.get("task_type", ""),
             conditions=self.params.get("conditions"),
         )
-        facts = selectors.facts_current(subject, as_of, scope)
+        facts = selectors.facts_current(subject, as_of, scope, self.params.get("trust", ""))
+        decision_trust_annotate(facts)
         body: dict[str, Any] = {
             "subject": subject,
             "as_of": as_of,
@@ -250,12 +253,17 @@ class FactsView(ContractView):
 
 
 class FactCheckView(ContractView):
-    """Stale-fact detection: is each (id, version) still current, and if not, why?
+    """Stale-fact detection: is each (id, version) still current, and if not, why? And is it
+    safe to act on?
 
     ``reason``: ``superseded``, ``expired``, ``redacted``, ``deleted`` (with the
     ``deletion_receipt``), or ``not_current`` (a contender awaiting review, or another
     version than the one named). An id this tenant never held is ``found: false`` and not
-    stale, with a ``detail`` saying so."""
+    stale, with a ``detail`` saying so.
+
+    ``safe_to_act`` is true when the version is current, in no open conflict and confirmed
+    (``"trust": "provisional"`` in the body accepts a provisional one, for a step that can be
+    undone); ``unsafe_reasons`` says what stands in the way otherwise."""
 
     required_action = "read"
     body_input = {"POST": FactCheckInput}
@@ -264,7 +272,7 @@ class FactCheckView(ContractView):
     @idempotent(replay="rerun")
     def post(self, request: Request) -> Response:
         items = [(item["id"], item.get("version")) for item in self.body["facts"]]
-        checks = selectors.facts_check(items)
+        checks = selectors.facts_check(items, trust=self.body.get("trust") or Trust.CONFIRMED)
         results = [
             {
                 "id": check.id,
@@ -278,7 +286,19 @@ class FactCheckView(ContractView):
                 "current_version": check.current_version,
                 "deletion_receipt": check.deletion_receipt,
                 "detail": check.detail,
+                "trust": check.trust,
+                "confirmed_by": confirmed_by_json(check.confirmation),
+                "conflict": str(check.conflict) if check.conflict else None,
+                "in_conflict": check.conflict is not None,
+                "safe_to_act": check.safe_to_act,
+                "unsafe_reasons": list(check.unsafe_reasons),
             }
             for check in checks
         ]
-        return Response({"facts": results, "stale": sum(1 for r in results if r["stale"])})
+        return Response(
+            {
+                "facts": results,
+                "stale": sum(1 for r in results if r["stale"]),
+                "unsafe": sum(1 for r in results if not r["safe_to_act"]),
+            }
+        )

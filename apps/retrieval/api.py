@@ -17,6 +17,7 @@ from apps.core.errors import Unavailable
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.models import Summary
 from apps.records.serializers import RecordSerializer
+from apps.records.trust import confirmed_by_json
 from apps.tenancy.models import AgentCredential
 
 from .responses import SearchResponse
@@ -25,9 +26,13 @@ from .serializers import SearchInput
 
 
 def _returned(response: Response) -> dict[str, Any]:
-    """What an Idempotency-Key keeps of a search: the ids it returned, never their content."""
-    results = response.data.get("results", []) if isinstance(response.data, dict) else []
-    return {"returned": [_hit_id(hit) for hit in results]}
+    """What an Idempotency-Key keeps of a search: the ids it returned and withheld, never
+    their content."""
+    data = response.data if isinstance(response.data, dict) else {}
+    memo: dict[str, Any] = {"returned": [_hit_id(hit) for hit in data.get("results", [])]}
+    if withheld := [str(item["record"]) for item in data.get("withheld", [])]:
+        memo["withheld"] = withheld
+    return memo
 
 
 def _hit_id(hit: dict[str, Any]) -> str:
@@ -40,8 +45,10 @@ class SearchView(ContractView):
 
     Each result has the same keys: ``type`` (record or summary), ``record`` or ``summary``
     (the other null), its scope, trust, expires_at, source and provenance, and ``why``: the
-    cosine similarity and text rank behind its fused score. ``purpose=decision`` returns
-    confirmed records only and is audited with the ids it returned.
+    cosine similarity and text rank behind its fused score; a record in open conflict says so
+    (``conflict``, ``in_conflict``), and a confirmed one who confirmed it (``confirmed_by``).
+    ``purpose=decision`` returns confirmed records in no open conflict only (one in conflict
+    is named in ``withheld``) and is audited with the ids it returned.
 
     With an ``Idempotency-Key``, a retry with the same body is answered again from the
     memory as it is now, limited to what the first answer returned, and audited once (the
@@ -71,15 +78,19 @@ class SearchView(ContractView):
             actor=Actor.for_credential(credential),
             audit=replay is None,
         )
-        hits = result.hits
+        hits, withheld = result.hits, result.withheld
         if replay is not None:
             first = set(replay.get("returned", []))
             hits = [hit for hit in hits if str(hit.pk) in first]
+            named = set(replay.get("withheld", []))
+            withheld = [hit for hit in withheld if str(hit.pk) in named]
         records = RecordSerializer()  # one renderer for every hit
+        abstention = _abstention(result.abstention) if not hits else None
         return Response(
             {
                 "results": [_hit(hit, records) for hit in hits],
-                "abstention": _abstention(result.abstention) if not hits else None,
+                "withheld": [_withheld(hit) for hit in withheld],
+                "abstention": abstention,
                 "purpose": self.body.purpose,
                 "plan": result.plan,
                 "model": result.model,
@@ -108,11 +119,23 @@ def _why(hit: Hit) -> dict[str, Any]:
     }
 
 
+def _withheld(hit: Hit) -> dict[str, Any]:
+    """A decision search's hit in open conflict: named by id, never with its value."""
+    assert hit.record is not None
+    return {
+        "record": str(hit.record.pk),
+        "key": hit.record.key,
+        "reason": "in_conflict",
+        "conflict": str(hit.record.open_conflict_id),  # type: ignore[attr-defined]
+    }
+
+
 def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
     if hit.summary is not None:
         return _summary_hit(hit, hit.summary)
     assert hit.record is not None
     record = records.to_representation(hit.record)
+    confirmation = hit.record.confirmation  # type: ignore[attr-defined]
     return {
         "type": "record",
         "record": record,
@@ -121,6 +144,9 @@ def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
         "why": _why(hit),
         "scope": record["scope"],
         "trust": record["trust"],
+        "confirmed_by": confirmed_by_json(confirmation),
+        "conflict": record["conflict"],
+        "in_conflict": record["conflict"] is not None,
         "expires_at": record["expires_at"],
         "source": record["source"],
         "provenance": {
@@ -156,6 +182,9 @@ def _summary_hit(hit: Hit, summary: Summary) -> dict[str, Any]:
         "why": _why(hit),
         "scope": None,
         "trust": None,
+        "confirmed_by": None,
+        "conflict": None,
+        "in_conflict": False,
         "expires_at": None,
         "source": {"kind": "derived", "sources": sources},
         "provenance": {

@@ -58,6 +58,7 @@ from apps.derivations.vectors import (
 )
 from apps.records.models import SENSITIVITY_ORDER, MemoryRecord
 from apps.records.predicates import record_predicate_sql
+from apps.records.trust import decision_trust_annotate
 from apps.tenancy.models import Tenant
 
 from .tenant_indexes import HNSW_INDEXED, domain_index_name, index_name
@@ -153,7 +154,8 @@ class Abstention:
     memories would have matched), ``below_floor`` (candidates exist, none matched the query's
     words and the nearest by meaning is under the relevance floor: ``best_similarity`` says
     how near), ``nothing_matched`` (candidates exist and none matched, with no vector to
-    compare)."""
+    compare), ``in_conflict`` (a decision search, and every memory that matched is in open
+    conflict: the answer's ``withheld`` names them)."""
 
     reason: str
     detail: str
@@ -168,6 +170,8 @@ class SearchResult:
     plan: str
     model: str
     abstention: Abstention | None = None
+    # A decision search's hits in open conflict, left out of ``hits`` (see search_scoped).
+    withheld: list[Hit] = field(default_factory=list)
 
 
 def _expiry_sql(alias: str, params: dict[str, Any]) -> str:
@@ -855,21 +859,52 @@ def search_scoped(
                 text_position=row[5],
             )
         )
+    decision_trust_annotate(h.record for h in hits if h.record is not None)
+    withheld: list[Hit] = []
+    if q.purpose == "decision":
+        # A value a reviewer has not settled is not one to act on irreversibly: the decision
+        # search answers without it and names it in ``withheld`` (ranked as usual, so what is
+        # withheld is what would have been returned).
+        disputed = [getattr(h.record, "open_conflict_id", None) is not None for h in hits]
+        withheld = [h for h, out in zip(hits, disputed, strict=True) if out]
+        hits = [h for h, out in zip(hits, disputed, strict=True) if not out]
     abstention = None
     if not hits:
-        abstention = search_abstention(
-            tenant=tenant, model=embedder.name, q=q, query_vector=query_vector
+        abstention = (
+            _in_conflict_abstention(tenant, q, withheld)
+            if withheld
+            else search_abstention(
+                tenant=tenant, model=embedder.name, q=q, query_vector=query_vector
+            )
         )
     if q.purpose == "decision" and audit:
         # What the agent relied on for a decision is part of the record.
+        data: dict[str, Any] = {"returned": [str(h.pk) for h in hits], "plan": statement.plan}
+        if withheld:
+            data["withheld"] = [str(h.pk) for h in withheld]
         audit_record(
             tenant=tenant,
             actor=actor,
             action="search.decision",
             object_type="search",
-            data={"returned": [str(h.pk) for h in hits], "plan": statement.plan},
+            data=data,
         )
-    return SearchResult(hits=hits, plan=statement.plan, model=embedder.name, abstention=abstention)
+    return SearchResult(
+        hits=hits,
+        plan=statement.plan,
+        model=embedder.name,
+        abstention=abstention,
+        withheld=withheld,
+    )
+
+
+def _in_conflict_abstention(tenant: Tenant, q: SearchQuery, withheld: list[Hit]) -> Abstention:
+    return Abstention(
+        reason="in_conflict",
+        detail=f"Every memory that matched is in open conflict ({len(withheld)}, in "
+        "`withheld`): a decision waits until a reviewer resolves it.",
+        candidates=_candidate_count(tenant, q),
+    )
 
 
 def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:
