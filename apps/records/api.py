@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from apps.api.contract import ContractView, InputRejected
 from apps.api.idempotency import idempotent
 from apps.api.schema import ProblemSerializer
-from apps.audit.services import audit_record
+from apps.audit.services import audit_read, audit_record
 from apps.core.actors import Actor
 from apps.core.errors import NotFound
 from apps.core.pagination import CursorPage
@@ -32,6 +32,7 @@ from .models import (
     ConflictState,
     MemoryRecord,
     PromotionEvent,
+    Sensitivity,
     Trust,
 )
 from .responses import (
@@ -239,8 +240,24 @@ class FactsView(ContractView):
             task_type=self.params.get("task_type", ""),
             conditions=self.params.get("conditions"),
         )
-        facts = selectors.facts_current(subject, as_of, scope, self.params.get("trust", ""))
+        trust = self.params.get("trust", "")
+        facts = selectors.facts_current(subject, as_of, scope, trust)
         decision_trust_annotate(facts)
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        audit_read(
+            tenant=credential.tenant,
+            actor=request_actor(request),
+            action="facts.read",
+            data={
+                "subject": subject,
+                "scope": {k: v for k, v in vars(scope).items() if v},
+                "trust": trust or None,
+                "as_of": as_of,
+                "returned": [str(fact.pk) for fact in facts],
+            },
+            restricted=any(fact.sensitivity == Sensitivity.RESTRICTED for fact in facts),
+        )
         body: dict[str, Any] = {
             "subject": subject,
             "as_of": as_of,
@@ -273,6 +290,19 @@ class FactCheckView(ContractView):
     def post(self, request: Request) -> Response:
         items = [(item["id"], item.get("version")) for item in self.body["facts"]]
         checks = selectors.facts_check(items, trust=self.body.get("trust") or Trust.CONFIRMED)
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        if getattr(self, "idempotent_replay", None) is None:  # a retry was audited the first time
+            audit_read(
+                tenant=credential.tenant,
+                actor=request_actor(request),
+                action="facts.check",
+                data={
+                    "checked": [str(pk) for pk, _ in items],
+                    "found": [check.id for check in checks if check.found],
+                },
+                restricted=any(check.sensitivity == Sensitivity.RESTRICTED for check in checks),
+            )
         results = [
             {
                 "id": check.id,

@@ -219,6 +219,7 @@ class FactCheck:
     # Decision-time trust of the named version (apps.records.trust): its trust, who confirmed
     # it, its open conflict, and whether it is safe to act on at the trust asked for.
     trust: str | None = None
+    sensitivity: str | None = None
     confirmation: Confirmation | None = None
     conflict: uuid.UUID | None = None
     unsafe_reasons: tuple[str, ...] = ()
@@ -329,6 +330,7 @@ def facts_check(
                 current_id=str(head.pk) if head else None,
                 current_version=head.version if head else None,
                 trust=record.trust,
+                sensitivity=record.sensitivity,
                 confirmation=record.confirmation,  # type: ignore[attr-defined]
                 conflict=conflict,
                 unsafe_reasons=tuple(unsafe),
