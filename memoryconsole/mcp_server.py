@@ -57,8 +57,9 @@ INSTRUCTIONS = (
     "reason, scope and sensitivity; recall them by scoped search; check facts held in your "
     "context before acting on them. Before an irreversible step, act only on facts that "
     "check_facts says are safe_to_act (confirmed, current, in no open conflict), or that "
-    "recall with purpose decision returns. For multi-step work: start_run, open_obligation per "
-    "step (the key makes it exactly-once), commit_obligation with the step's result, "
+    "recall with purpose decision returns without in_conflict. For multi-step work: "
+    "start_run, open_obligation per step (the key makes it exactly-once), "
+    "commit_obligation with the step's result, "
     "save_checkpoint after each step, and on restart resume from latest_checkpoint."
 )
 
@@ -386,8 +387,9 @@ def build_server(
         purpose: Annotated[
             Literal["context", "decision"],
             Field(
-                description="decision: confirmed memories in no open conflict only, for "
-                "acting on (those in conflict are named in withheld)"
+                description="decision: confirmed memories only, for acting on (one an open "
+                "conflict contradicts says in_conflict: wait for a reviewer before an "
+                "irreversible step)"
             ),
         ] = "context",
         task_type: Annotated[

@@ -26,13 +26,9 @@ from .serializers import SearchInput
 
 
 def _returned(response: Response) -> dict[str, Any]:
-    """What an Idempotency-Key keeps of a search: the ids it returned and withheld, never
-    their content."""
-    data = response.data if isinstance(response.data, dict) else {}
-    memo: dict[str, Any] = {"returned": [_hit_id(hit) for hit in data.get("results", [])]}
-    if withheld := [str(item["record"]) for item in data.get("withheld", [])]:
-        memo["withheld"] = withheld
-    return memo
+    """What an Idempotency-Key keeps of a search: the ids it returned, never their content."""
+    results = response.data.get("results", []) if isinstance(response.data, dict) else []
+    return {"returned": [_hit_id(hit) for hit in results]}
 
 
 def _hit_id(hit: dict[str, Any]) -> str:
@@ -47,8 +43,9 @@ class SearchView(ContractView):
     (the other null), its scope, trust, expires_at, source and provenance, and ``why``: the
     cosine similarity and text rank behind its fused score; a record in open conflict says so
     (``conflict``, ``in_conflict``), and a confirmed one who confirmed it (``confirmed_by``).
-    ``purpose=decision`` returns confirmed records in no open conflict only (one in conflict
-    is named in ``withheld``) and is audited with the ids it returned.
+    ``purpose=decision`` returns confirmed records only (one in open conflict marked, as in a
+    context search) and is audited with the ids it returned and which of them were in
+    conflict.
 
     With an ``Idempotency-Key``, a retry with the same body is answered again from the
     memory as it is now, limited to what the first answer returned, and audited once (the
@@ -78,19 +75,15 @@ class SearchView(ContractView):
             actor=Actor.for_credential(credential),
             audit=replay is None,
         )
-        hits, withheld = result.hits, result.withheld
+        hits = result.hits
         if replay is not None:
             first = set(replay.get("returned", []))
             hits = [hit for hit in hits if str(hit.pk) in first]
-            named = set(replay.get("withheld", []))
-            withheld = [hit for hit in withheld if str(hit.pk) in named]
         records = RecordSerializer()  # one renderer for every hit
-        abstention = _abstention(result.abstention) if not hits else None
         return Response(
             {
                 "results": [_hit(hit, records) for hit in hits],
-                "withheld": [_withheld(hit) for hit in withheld],
-                "abstention": abstention,
+                "abstention": _abstention(result.abstention) if not hits else None,
                 "purpose": self.body.purpose,
                 "plan": result.plan,
                 "model": result.model,
@@ -116,17 +109,6 @@ def _why(hit: Hit) -> dict[str, Any]:
         "text": None if hit.text_rank is None else round(hit.text_rank, 6),
         "vector_rank": hit.vector_position,
         "text_rank": hit.text_position,
-    }
-
-
-def _withheld(hit: Hit) -> dict[str, Any]:
-    """A decision search's hit in open conflict: named by id, never with its value."""
-    assert hit.record is not None
-    return {
-        "record": str(hit.record.pk),
-        "key": hit.record.key,
-        "reason": "in_conflict",
-        "conflict": str(hit.record.open_conflict_id),  # type: ignore[attr-defined]
     }
 
 

@@ -83,38 +83,20 @@ class SearchHitSerializer(serializers.Serializer[Any]):
         help_text="The open conflict the record takes part in (as the record's own `conflict`).",
     )
     in_conflict = serializers.BooleanField(
-        help_text="An open conflict contradicts it: not a value to act on irreversibly (a "
-        "decision search withholds it). Always false for a summary."
+        help_text="An open conflict contradicts it. It stays the current value until a reviewer "
+        "resolves the conflict, so a decision search still returns it, marked; "
+        "`POST /facts/check` says it is not safe_to_act. Always false for a summary."
     )
     expires_at = serializers.DateTimeField(allow_null=True)
     source = HitSourceSerializer()  # type: ignore[assignment]
     provenance = HitProvenanceSerializer()
 
 
-class WithheldSerializer(serializers.Serializer[Any]):
-    """A memory a decision search matched and left out, by id (never its value)."""
-
-    record = serializers.UUIDField()
-    key = serializers.CharField()
-    reason = serializers.ChoiceField(
-        choices=["in_conflict"],
-        help_text="in_conflict: an open conflict contradicts it; a reviewer has to resolve it "
-        "before a decision acts on it.",
-    )
-    conflict = serializers.UUIDField()
-
-
 class AbstentionSerializer(serializers.Serializer[Any]):
     """Why ``results`` is empty (null when it is not)."""
 
     reason = serializers.ChoiceField(
-        choices=[
-            "nothing_in_scope",
-            "only_provisional",
-            "below_floor",
-            "nothing_matched",
-            "in_conflict",
-        ]
+        choices=["nothing_in_scope", "only_provisional", "below_floor", "nothing_matched"]
     )
     detail = serializers.CharField()
     candidates = serializers.IntegerField(
@@ -128,12 +110,6 @@ class AbstentionSerializer(serializers.Serializer[Any]):
 
 class SearchResponse(serializers.Serializer[Any]):
     results = SearchHitSerializer(many=True)
-    withheld = WithheldSerializer(
-        many=True,
-        help_text="A decision search: the matching memories left out because they are in open "
-        "conflict (in rank order). Always empty for a context search, whose hits carry "
-        "`in_conflict` instead.",
-    )
     abstention = AbstentionSerializer(
         allow_null=True, help_text="Why nothing was returned; null when something was."
     )

@@ -154,8 +154,7 @@ class Abstention:
     memories would have matched), ``below_floor`` (candidates exist, none matched the query's
     words and the nearest by meaning is under the relevance floor: ``best_similarity`` says
     how near), ``nothing_matched`` (candidates exist and none matched, with no vector to
-    compare), ``in_conflict`` (a decision search, and every memory that matched is in open
-    conflict: the answer's ``withheld`` names them)."""
+    compare)."""
 
     reason: str
     detail: str
@@ -170,8 +169,6 @@ class SearchResult:
     plan: str
     model: str
     abstention: Abstention | None = None
-    # A decision search's hits in open conflict, left out of ``hits`` (see search_scoped).
-    withheld: list[Hit] = field(default_factory=list)
 
 
 def _expiry_sql(alias: str, params: dict[str, Any]) -> str:
@@ -859,29 +856,22 @@ def search_scoped(
                 text_position=row[5],
             )
         )
+    # Each record hit says whether an open conflict contradicts it and who confirmed it. A
+    # decision search returns such a hit, marked: the current value holds until a reviewer
+    # resolves the conflict (docs/retrieval.md, "Decision-time trust").
     decision_trust_annotate(h.record for h in hits if h.record is not None)
-    withheld: list[Hit] = []
-    if q.purpose == "decision":
-        # A value a reviewer has not settled is not one to act on irreversibly: the decision
-        # search answers without it and names it in ``withheld`` (ranked as usual, so what is
-        # withheld is what would have been returned).
-        disputed = [getattr(h.record, "open_conflict_id", None) is not None for h in hits]
-        withheld = [h for h, out in zip(hits, disputed, strict=True) if out]
-        hits = [h for h, out in zip(hits, disputed, strict=True) if not out]
     abstention = None
     if not hits:
-        abstention = (
-            _in_conflict_abstention(tenant, q, withheld)
-            if withheld
-            else search_abstention(
-                tenant=tenant, model=embedder.name, q=q, query_vector=query_vector
-            )
+        abstention = search_abstention(
+            tenant=tenant, model=embedder.name, q=q, query_vector=query_vector
         )
     if q.purpose == "decision" and audit:
-        # What the agent relied on for a decision is part of the record.
+        # What the agent relied on for a decision is part of the record, and so is which of
+        # it was disputed when it did.
         data: dict[str, Any] = {"returned": [str(h.pk) for h in hits], "plan": statement.plan}
-        if withheld:
-            data["withheld"] = [str(h.pk) for h in withheld]
+        disputed = [str(h.pk) for h in hits if getattr(h.record, "open_conflict_id", None)]
+        if disputed:
+            data["in_conflict"] = disputed
         audit_record(
             tenant=tenant,
             actor=actor,
@@ -901,13 +891,7 @@ def search_scoped(
             },
             restricted=any(_sensitivity(h) == Sensitivity.RESTRICTED for h in hits),
         )
-    return SearchResult(
-        hits=hits,
-        plan=statement.plan,
-        model=embedder.name,
-        abstention=abstention,
-        withheld=withheld,
-    )
+    return SearchResult(hits=hits, plan=statement.plan, model=embedder.name, abstention=abstention)
 
 
 def _sensitivity(hit: Hit) -> str:
@@ -930,15 +914,6 @@ def _audited_filters(q: SearchQuery) -> dict[str, Any]:
         "top_k": q.top_k,
     }
     return {name: value for name, value in filters.items() if value}
-
-
-def _in_conflict_abstention(tenant: Tenant, q: SearchQuery, withheld: list[Hit]) -> Abstention:
-    return Abstention(
-        reason="in_conflict",
-        detail=f"Every memory that matched is in open conflict ({len(withheld)}, in "
-        "`withheld`): a decision waits until a reviewer resolves it.",
-        candidates=_candidate_count(tenant, q),
-    )
 
 
 def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:

@@ -1,12 +1,14 @@
 """Decision-time trust (issue #34): whether a fact still applies. A confirmed value that a
 third agent contradicts is in open conflict, and every read an agent decides on says so:
-search hits, facts and fact checks; a decision search withholds it."""
+search hits (decision ones included, marked), facts, and fact checks (not safe to act on)."""
 
 from __future__ import annotations
 
 import pytest
 from django.urls import reverse
 
+from apps.audit.models import AuditEvent
+from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from tests.conftest import make_agent
 from tests.records.factories import body
@@ -55,21 +57,20 @@ def test_a_context_hit_in_open_conflict_carries_it(contradicted):
     assert hit["record"]["conflict"] == contradicted["conflict"]
 
 
-def test_a_decision_search_withholds_a_memory_in_open_conflict(contradicted):
+def test_a_decision_search_returns_a_memory_in_open_conflict_marked(contradicted, tenant):
     agent, record = contradicted["agent"], contradicted["record"]
     answer = agent.post(
         "/api/v1/search", {"query": "refund limit", "scope": SCOPE, "purpose": "decision"}
     ).json()
-    assert answer["results"] == []
-    assert answer["withheld"] == [
-        {
-            "record": record["id"],
-            "key": "refund.limit",
-            "reason": "in_conflict",
-            "conflict": contradicted["conflict"],
-        }
-    ]
-    assert answer["abstention"]["reason"] == "in_conflict"
+    # The current value holds until a reviewer resolves the conflict: the decision search
+    # returns it, and says it is disputed.
+    [hit] = answer["results"]
+    assert hit["record"]["id"] == record["id"]
+    assert (hit["in_conflict"], hit["conflict"]) == (True, contradicted["conflict"])
+    assert hit["confirmed_by"]["kind"] == "observation"
+    with tenant_scope(tenant.pk):
+        event = AuditEvent.objects.get(action="search.decision")
+    assert event.data["in_conflict"] == [record["id"]]
 
 
 def test_facts_carry_the_open_conflict(contradicted):
@@ -172,7 +173,7 @@ def test_a_search_hit_says_who_confirmed_it(tenant):
     [hit] = answer["results"]
     assert hit["record"]["id"] == limit["id"]
     assert hit["confirmed_by"]["kind"] == "credential"
-    assert (hit["in_conflict"], hit["conflict"], answer["withheld"]) == (False, None, [])
+    assert (hit["in_conflict"], hit["conflict"]) == (False, None)
 
 
 # --- a tenant that reserves promotions to a person ----------------------------------------

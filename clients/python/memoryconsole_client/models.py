@@ -281,25 +281,12 @@ class SearchHit(TypedDict):
     provenance: dict[str, Any]
 
 
-class Withheld(TypedDict):
-    """A memory a decision search matched and left out (``reason`` in_conflict: a reviewer
-    has to resolve its ``conflict`` first), by id only."""
-
-    record: str
-    key: str
-    reason: Literal["in_conflict"]
-    conflict: str
-
-
 class Abstention(TypedDict):
     """Why a search returned no hits: ``nothing_in_scope``, ``only_provisional``,
-    ``below_floor`` (with the nearest candidate's similarity and the floor),
-    ``nothing_matched`` or ``in_conflict`` (a decision search whose matches are all in open
-    conflict, named in ``withheld``)."""
+    ``below_floor`` (with the nearest candidate's similarity and the floor) or
+    ``nothing_matched``."""
 
-    reason: Literal[
-        "nothing_in_scope", "only_provisional", "below_floor", "nothing_matched", "in_conflict"
-    ]
+    reason: Literal["nothing_in_scope", "only_provisional", "below_floor", "nothing_matched"]
     detail: str
     candidates: int
     best_similarity: float | None
@@ -311,7 +298,6 @@ class SearchResult(TypedDict):
     None when there are hits)."""
 
     results: list[SearchHit]
-    withheld: list[Withheld]
     abstention: Abstention | None
     purpose: Literal["context", "decision"]
     plan: str
@@ -436,7 +422,6 @@ SCHEMA_COMPONENTS: dict[str, type] = {
     "Fact": Fact,
     "ConfirmedBy": ConfirmedBy,
     "FactCheckResult": FactCheck,
-    "Withheld": Withheld,
     "Run": Run,
     "Episode": Episode,
     "Checkpoint": Checkpoint,
