@@ -30,7 +30,9 @@ it asks the ledger:
   uses.
 
 ``stale`` shows the other half of the design: before acting on a fact from its context the
-agent asks ``facts.check`` whether it is still current, and acts on the current version if not.
+agent asks ``facts.check`` whether it is still current, and acts on the current version if not;
+and, since shipping cannot be undone, only on a confirmed value in no open conflict
+(``safe_to_act``): a provisional or disputed one blocks the step.
 
 ``--journal PATH`` appends one JSON line per thing the agent did (started and from which
 checkpoint, opened a step's obligation, acted, committed, checkpointed, finished), each with
@@ -388,15 +390,25 @@ def race(agent: Agent, *, task_id: str, key: str, worker: str, start_at: float =
 
 def act_on_fact(agent: Agent, *, task_id: str, fact: JSON) -> JSON:
     """Ship with the carrier of the shipping preference ``fact`` (``{id, version, value}``,
-    as held in the agent's context), after checking it is still the current version."""
-    [check] = agent.memory.facts.check([{"id": fact["id"], "version": fact["version"]}])
+    as held in the agent's context), after checking it is still the current version and
+    safe to act on: shipping cannot be undone, so the value must be confirmed and in no open
+    conflict (``facts.check`` with ``trust="confirmed"``). If a newer version replaced it, the
+    newer one is checked the same way; otherwise the step is blocked, never done on a value
+    no one has confirmed."""
+    [check] = agent.memory.facts.check(
+        [{"id": fact["id"], "version": fact["version"]}], trust="confirmed"
+    )
     used, value = fact, fact.get("value")
     if not check["current"]:
         current_id = check.get("current_id")
         if not current_id:
             raise StepBlocked(f"fact {fact['id']} is {check.get('reason')}, with no current one")
+        [check_current] = agent.memory.facts.check([{"id": current_id}], trust="confirmed")
+        _require_safe(check_current)
         record = agent.memory.records.get(current_id)
         used, value = {"id": record["id"], "version": record["version"]}, record["value"]
+    else:
+        _require_safe(check)
     body = {"carrier": value, "fact": used["id"], "version": used["version"]}
     key = f"{task_id}:ship"
     performed = perform(
@@ -413,6 +425,14 @@ def act_on_fact(agent: Agent, *, task_id: str, fact: JSON) -> JSON:
         "used": {"id": used["id"], "version": used["version"], "value": value},
         "result": performed.result,
     }
+
+
+def _require_safe(check: Any) -> None:
+    """Refuse an irreversible step on a value the memory does not vouch for (provisional, in
+    open conflict, stale): the agent waits for a reviewer rather than guess."""
+    if not check["safe_to_act"]:
+        reasons = ", ".join(check["unsafe_reasons"])
+        raise StepBlocked(f"fact {check['id']} is not safe to act on: {reasons}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,8 +55,11 @@ T = TypeVar("T")
 INSTRUCTIONS = (
     "Governed memory and state for this agent. Remember facts with their source, owner, "
     "reason, scope and sensitivity; recall them by scoped search; check facts held in your "
-    "context before acting on them. For multi-step work: start_run, open_obligation per "
-    "step (the key makes it exactly-once), commit_obligation with the step's result, "
+    "context before acting on them. Before an irreversible step, act only on facts that "
+    "check_facts says are safe_to_act (confirmed, current, in no open conflict), or that "
+    "recall with purpose decision returns without in_conflict. For multi-step work: "
+    "start_run, open_obligation per step (the key makes it exactly-once), "
+    "commit_obligation with the step's result, "
     "save_checkpoint after each step, and on restart resume from latest_checkpoint."
 )
 
@@ -395,7 +398,11 @@ def build_server(
         domain: Annotated[str, Field(description="Scope: only memories of this domain")],
         purpose: Annotated[
             Literal["context", "decision"],
-            Field(description="decision: confirmed memories only, for acting on"),
+            Field(
+                description="decision: confirmed memories only, for acting on (one an open "
+                "conflict contradicts says in_conflict: wait for a reviewer before an "
+                "irreversible step)"
+            ),
         ] = "context",
         task_type: Annotated[
             str | None,
@@ -438,11 +445,20 @@ def build_server(
         domain: str | None = None,
         task_type: str | None = None,
         as_of: Annotated[str | None, Field(description="RFC 3339: what was known then")] = None,
+        trust: Annotated[
+            Literal["provisional", "confirmed"] | None,
+            Field(
+                description="confirmed: only facts whose value is confirmed, what an "
+                "irreversible step may act on (a provisional one is left out)"
+            ),
+        ] = None,
     ) -> JSON:
-        """The current value of every fact about a subject (never superseded or expired)."""
+        """The current value of every fact about a subject (never superseded or expired),
+        each with its trust, who confirmed it (confirmed_by) and whether an open conflict
+        contradicts it (in_conflict: do not act on it irreversibly)."""
         facts = await _every(
             credentials.client(ctx).facts.list(
-                subject, domain=domain, task_type=task_type, as_of=as_of
+                subject, domain=domain, task_type=task_type, as_of=as_of, trust=trust
             )
         )
         return {"subject": subject, "facts": facts}
@@ -451,12 +467,26 @@ def build_server(
     async def check_facts(
         ctx: Context,
         facts: Annotated[list[FactRef], Field(description="Facts held in context", min_length=1)],
+        trust: Annotated[
+            Literal["provisional", "confirmed"],
+            Field(
+                description="The least trust you will act on: confirmed (the default) before "
+                "an irreversible step; provisional only for a step that can be undone"
+            ),
+        ] = "confirmed",
     ) -> JSON:
-        """Before acting on facts from your context: whether each is still current. A stale
-        one says why and names the current version (read it with read_facts)."""
+        """Before acting on facts from your context: whether each is still current and
+        safe_to_act (current, in no open conflict, at least the trust asked for); if not,
+        unsafe_reasons says why. A stale one names the current version (read it with
+        read_facts)."""
         refs = [_plain(f) for f in facts]
-        checked = await _api(credentials.client(ctx).facts.check(refs))  # type: ignore[arg-type]
-        return {"facts": checked, "stale": sum(1 for c in checked if c.get("stale"))}
+        client = credentials.client(ctx)
+        checked = await _api(client.facts.check(refs, trust=trust))  # type: ignore[arg-type]
+        return {
+            "facts": checked,
+            "stale": sum(1 for c in checked if c.get("stale")),
+            "unsafe": sum(1 for c in checked if not c.get("safe_to_act")),
+        }
 
     @tool
     async def forget(

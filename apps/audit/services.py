@@ -17,7 +17,7 @@ from django.utils import timezone
 # Actor is imported from here by the deletion and erasure modules until they move to
 # apps.governance; its home is apps.core.actors.
 from apps.core.actors import Actor as Actor
-from apps.tenancy.models import Tenant
+from apps.tenancy.models import AuditReads, Tenant
 from apps.tenancy.prepared import prepared_cursor
 
 from .models import AuditChainHead, AuditEvent
@@ -262,3 +262,22 @@ def audit_record(
     )
     assert appended is not None  # unconditional
     return appended
+
+
+def read_audited(tenant: Tenant, *, restricted: bool) -> bool:
+    """Whether the tenant's ``audit_reads`` policy asks for a read to be audited;
+    ``restricted``: the read returned at least one memory of the restricted class."""
+    policy = tenant.audit_reads
+    return policy == AuditReads.ALL or (policy == AuditReads.RESTRICTED and restricted)
+
+
+def audit_read(
+    *, tenant: Tenant, actor: Actor, action: str, data: dict[str, Any], restricted: bool
+) -> AuditEvent | None:
+    """Record a read of memory (a fact read, a fact check, a context search) where the
+    tenant's ``audit_reads`` policy asks for it: who read, with which filters, and the ids of
+    what was returned; never content (the caller passes ids and filters only). Returns the
+    event, or None when the policy leaves this read out."""
+    if not read_audited(tenant, restricted=restricted):
+        return None
+    return audit_record(tenant=tenant, actor=actor, action=action, data=data)

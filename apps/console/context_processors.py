@@ -59,6 +59,8 @@ NAVIGATION: tuple[tuple[str, str, str, str | tuple[str, ...]], ...] = (
     ("evaluation", "Evaluation", "console:evaluation", (VIEW_AUDIT, RUN_EVALUATIONS)),
     ("credentials", "Credentials", "console:credentials", MANAGE_CREDENTIALS),
     ("members", "Members", "console:members", MANAGE_MEMBERS),
+    # Auditors read the policy; administrators change it (as retention rules).
+    ("settings", "Settings", "console:settings", (MANAGE_RETENTION, VIEW_AUDIT)),
 )
 
 

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from apps.api.contract import ContractView, InputRejected
 from apps.api.idempotency import idempotent
 from apps.api.schema import ProblemSerializer
-from apps.audit.services import audit_record
+from apps.audit.services import audit_read, audit_record
 from apps.core.actors import Actor
 from apps.core.errors import NotFound
 from apps.core.pagination import CursorPage
@@ -32,6 +32,8 @@ from .models import (
     ConflictState,
     MemoryRecord,
     PromotionEvent,
+    Sensitivity,
+    Trust,
 )
 from .responses import (
     FactCheckResponse,
@@ -52,6 +54,7 @@ from .serializers import (
     VersionSerializer,
     audit_field_names,
 )
+from .trust import confirmed_by_json, decision_trust_annotate
 from .validation import WRITE_REJECTED, WRITE_TOO_LARGE, WriteRejected
 
 
@@ -257,13 +260,30 @@ class FactsView(ContractView):
             task_type=self.params.get("task_type", ""),
             conditions=self.params.get("conditions"),
         )
+        trust = self.params.get("trust", "")
         paginator = self.pagination_class()
         facts = paginator.paginate_queryset(
             selectors.facts_current(
-                subject, as_of, scope, sees_restricted=sees_restricted(request)
+                subject, as_of, scope, trust, sees_restricted=sees_restricted(request)
             ),
             request,
             view=self,
+        )
+        decision_trust_annotate(facts)
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        audit_read(
+            tenant=credential.tenant,
+            actor=request_actor(request),
+            action="facts.read",
+            data={
+                "subject": subject,
+                "scope": {k: v for k, v in vars(scope).items() if v},
+                "trust": trust or None,
+                "as_of": as_of,
+                "returned": [str(fact.pk) for fact in facts],
+            },
+            restricted=any(fact.sensitivity == Sensitivity.RESTRICTED for fact in facts),
         )
         response = paginator.get_paginated_response(serialize_many(FactSerializer, facts))
         response.data.update({"subject": subject, "as_of": as_of})
@@ -274,12 +294,17 @@ class FactsView(ContractView):
 
 
 class FactCheckView(ContractView):
-    """Stale-fact detection: is each (id, version) still current, and if not, why?
+    """Stale-fact detection: is each (id, version) still current, and if not, why? And is it
+    safe to act on?
 
     ``reason``: ``superseded``, ``expired``, ``redacted``, ``deleted`` (with the
     ``deletion_receipt``), or ``not_current`` (a contender awaiting review, or another
     version than the one named). An id this tenant never held is ``found: false`` and not
-    stale, with a ``detail`` saying so."""
+    stale, with a ``detail`` saying so.
+
+    ``safe_to_act`` is true when the version is current, in no open conflict and confirmed
+    (``"trust": "provisional"`` in the body accepts a provisional one, for a step that can be
+    undone); ``unsafe_reasons`` says what stands in the way otherwise."""
 
     required_action = "read"
     body_input = {"POST": FactCheckInput}
@@ -288,7 +313,24 @@ class FactCheckView(ContractView):
     @idempotent(replay="rerun")
     def post(self, request: Request) -> Response:
         items = [(item["id"], item.get("version")) for item in self.body["facts"]]
-        checks = selectors.facts_check(items, sees_restricted=sees_restricted(request))
+        checks = selectors.facts_check(
+            items,
+            trust=self.body.get("trust") or Trust.CONFIRMED,
+            sees_restricted=sees_restricted(request),
+        )
+        credential = request.auth
+        assert isinstance(credential, AgentCredential)
+        if getattr(self, "idempotent_replay", None) is None:  # a retry was audited the first time
+            audit_read(
+                tenant=credential.tenant,
+                actor=request_actor(request),
+                action="facts.check",
+                data={
+                    "checked": [str(pk) for pk, _ in items],
+                    "found": [check.id for check in checks if check.found],
+                },
+                restricted=any(check.sensitivity == Sensitivity.RESTRICTED for check in checks),
+            )
         results = [
             {
                 "id": check.id,
@@ -302,7 +344,19 @@ class FactCheckView(ContractView):
                 "current_version": check.current_version,
                 "deletion_receipt": check.deletion_receipt,
                 "detail": check.detail,
+                "trust": check.trust,
+                "confirmed_by": confirmed_by_json(check.confirmation),
+                "conflict": str(check.conflict) if check.conflict else None,
+                "in_conflict": check.conflict is not None,
+                "safe_to_act": check.safe_to_act,
+                "unsafe_reasons": list(check.unsafe_reasons),
             }
             for check in checks
         ]
-        return Response({"facts": results, "stale": sum(1 for r in results if r["stale"])})
+        return Response(
+            {
+                "facts": results,
+                "stale": sum(1 for r in results if r["stale"]),
+                "unsafe": sum(1 for r in results if not r["safe_to_act"]),
+            }
+        )

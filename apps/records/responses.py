@@ -12,6 +12,7 @@ from apps.api.schema import PageLinkField
 
 from .serializers import (
     ActorSerializer,
+    ConfirmedBySerializer,
     FactSerializer,
     ObservationSerializer,
     PromotionEventSerializer,
@@ -137,11 +138,31 @@ class FactCheckResult(serializers.Serializer[Any]):
     current_version = serializers.IntegerField(allow_null=True)
     deletion_receipt = serializers.UUIDField(allow_null=True)
     detail = serializers.CharField(allow_null=True)
+    trust = serializers.ChoiceField(
+        choices=["provisional", "confirmed"],
+        allow_null=True,
+        help_text="The named version's trust; null when it is not found.",
+    )
+    confirmed_by = ConfirmedBySerializer(allow_null=True)
+    conflict = serializers.UUIDField(
+        allow_null=True, help_text="The open conflict the named version takes part in."
+    )
+    in_conflict = serializers.BooleanField()
+    safe_to_act = serializers.BooleanField(
+        help_text="Current, in no open conflict, and at least the trust asked for (default "
+        "confirmed). A value in open conflict stays current (and not stale) until a reviewer "
+        "resolves it, but is not safe to act on."
+    )
+    unsafe_reasons = serializers.ListField(
+        child=serializers.ChoiceField(choices=["not_found", "stale", "in_conflict", "provisional"]),
+        help_text="Why it is not safe to act on; empty when it is.",
+    )
 
 
 class FactCheckResponse(serializers.Serializer[Any]):
     facts = FactCheckResult(many=True)
     stale = serializers.IntegerField(help_text="How many of the facts are stale.")
+    unsafe = serializers.IntegerField(help_text="How many of the facts are not safe to act on.")
 
 
 class ConsentRevocationSerializer(serializers.Serializer[Any]):

@@ -28,7 +28,9 @@ from .models import (
     PromotionState,
     RecordStatus,
     Scope,
+    Trust,
 )
+from .trust import Confirmation, UnsafeReason, decision_trust_annotate
 
 
 def records_live(now: datetime | None = None) -> MemoryRecordQuerySet:
@@ -138,6 +140,7 @@ def facts_current(
     subject: str,
     as_of: datetime | None = None,
     scope: ScopeFilter | None = None,
+    trust: str = "",
     *,
     sees_restricted: bool,
 ) -> QuerySet[MemoryRecord]:
@@ -145,9 +148,12 @@ def facts_current(
     ones. One key may have a current value in each of several scopes.
 
     With ``as_of``: what the memory held at that moment (:meth:`MemoryRecordQuerySet.held_at`),
-    including versions that have expired since.
+    including versions that have expired since. With ``trust``: only the facts whose current
+    value has that trust.
     """
     where = (scope or ScopeFilter()).q()
+    if trust:
+        where &= Q(trust=trust)
     order = ("key", "scope_domain", "scope_task_type", "fact_id")
     visible = MemoryRecord.objects.visible(sees_restricted=sees_restricted)
     held = visible.live().current() if as_of is None else visible.held_at(as_of)
@@ -220,16 +226,31 @@ class FactCheck:
     current_version: int | None
     deletion_receipt: str | None = None
     detail: str | None = None
+    # Decision-time trust of the named version (apps.records.trust): its trust, who confirmed
+    # it, its open conflict, and whether it is safe to act on at the trust asked for.
+    trust: str | None = None
+    sensitivity: str | None = None
+    confirmation: Confirmation | None = None
+    conflict: uuid.UUID | None = None
+    unsafe_reasons: tuple[str, ...] = ()
+
+    @property
+    def safe_to_act(self) -> bool:
+        return not self.unsafe_reasons
 
 
 NOT_FOUND_DETAIL = "No record with this id exists in this tenant."
 
 
 def facts_check(
-    items: list[tuple[uuid.UUID, int | None]], *, sees_restricted: bool
+    items: list[tuple[uuid.UUID, int | None]],
+    *,
+    trust: str = Trust.CONFIRMED,
+    sees_restricted: bool,
 ) -> list[FactCheck]:
     """For each (record id, version): is it still the current value of its fact, and if not,
-    why (:class:`StaleReason`) and which version is current now.
+    why (:class:`StaleReason`) and which version is current now; and whether it is safe to act
+    on: current, in no open conflict, and at least ``trust`` (:class:`UnsafeReason`).
 
     A deleted version is told from one that never existed by the deletion receipts (ids
     only). RLS shows this tenant's rows alone, so another tenant's id reads as unknown, and so
@@ -239,6 +260,7 @@ def facts_check(
     now = timezone.now()
     visible = MemoryRecord.objects.visible(sees_restricted=sees_restricted)
     stored = {r.pk: r for r in visible.filter(pk__in=ids)}
+    decision_trust_annotate(stored.values())
     live_ids = set(visible.live(now).filter(pk__in=ids).values_list("pk", flat=True))
     missing = [pk for pk in ids if pk not in stored]
     receipt_of: dict[uuid.UUID, DeletionReceipt] = {}
@@ -277,6 +299,9 @@ def facts_check(
                     current_version=head.version if head else None,
                     deletion_receipt=str(receipt.pk) if receipt else None,
                     detail=None if receipt else NOT_FOUND_DETAIL,
+                    unsafe_reasons=(
+                        UnsafeReason.STALE if receipt is not None else UnsafeReason.NOT_FOUND,
+                    ),
                 )
             )
             continue
@@ -295,6 +320,19 @@ def facts_check(
             reason = StaleReason.REDACTED
         elif not is_current:
             reason = StaleReason.NOT_CURRENT
+        conflict = record.open_conflict_id  # type: ignore[attr-defined]
+        unsafe = [
+            why
+            for why, applies in (
+                (UnsafeReason.STALE, reason is not None),
+                (UnsafeReason.IN_CONFLICT, conflict is not None),
+                (
+                    UnsafeReason.PROVISIONAL,
+                    trust == Trust.CONFIRMED and record.trust != Trust.CONFIRMED,
+                ),
+            )
+            if applies
+        ]
         out.append(
             FactCheck(
                 id=str(pk),
@@ -306,6 +344,11 @@ def facts_check(
                 status=record.status if record.pk in live_ids else RecordStatus.EXPIRED,
                 current_id=str(head.pk) if head else None,
                 current_version=head.version if head else None,
+                trust=record.trust,
+                sensitivity=record.sensitivity,
+                confirmation=record.confirmation,  # type: ignore[attr-defined]
+                conflict=conflict,
+                unsafe_reasons=tuple(unsafe),
             )
         )
     return out

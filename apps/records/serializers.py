@@ -57,6 +57,7 @@ from .models import (
     SourceKind,
     Trust,
 )
+from .trust import confirmed_by_json
 from .validation import (
     CONDITIONS_BYTES,
     CONSENT_REF_MESSAGE,
@@ -279,7 +280,49 @@ class ConflictSerializer(serializers.Serializer[Conflict]):
         return _actor(conflict, "resolver") if conflict.resolver_type else None
 
 
-class FactSerializer(serializers.Serializer[MemoryRecord]):
+class ConfirmedBySerializer(serializers.Serializer[Any]):
+    """Who confirmed a version (its latest promotion); null while it is provisional."""
+
+    kind = serializers.ChoiceField(
+        choices=["person", "credential", "observation"],
+        help_text="person: a reviewer in the console (or a person's correction); credential: "
+        "an agent credential with the review action; observation: a second independent "
+        "observation of the same value, under the tenant's auto_promote_on_second_observation.",
+    )
+    id = serializers.CharField(
+        help_text="The person's or the credential's id; for an observation, the observation's."
+    )
+    label = serializers.CharField(help_text="The person's username or the credential's name.")  # type: ignore[assignment]
+    at = serializers.DateTimeField(help_text="When it was confirmed.")
+    promotion_event = serializers.UUIDField()
+
+
+class DecisionTrustFields:
+    """What an agent needs besides the value to decide whether to act on it: the open
+    conflict (the same id as a record's ``conflict``) and who confirmed it. A serializer using
+    it declares ``conflict``, ``in_conflict`` and ``confirmed_by`` as method fields; its
+    records must have been through ``apps.records.trust.decision_trust_annotate``."""
+
+    @extend_schema_field(serializers.UUIDField(allow_null=True))
+    def get_conflict(self, record: MemoryRecord) -> str | None:
+        value = record.open_conflict_id  # type: ignore[attr-defined]
+        return str(value) if value else None
+
+    @extend_schema_field(
+        serializers.BooleanField(
+            help_text="An open conflict contradicts this value: a reviewer has not settled "
+            "which value holds, so it is not one to act on irreversibly."
+        )
+    )
+    def get_in_conflict(self, record: MemoryRecord) -> bool:
+        return record.open_conflict_id is not None  # type: ignore[attr-defined]
+
+    @extend_schema_field(ConfirmedBySerializer(allow_null=True))
+    def get_confirmed_by(self, record: MemoryRecord) -> dict[str, Any] | None:
+        return confirmed_by_json(record.confirmation)  # type: ignore[attr-defined]
+
+
+class FactSerializer(DecisionTrustFields, serializers.Serializer[MemoryRecord]):
     """A fact as the state layer reads it: the current version of one key in one scope."""
 
     key = serializers.CharField()
@@ -293,6 +336,9 @@ class FactSerializer(serializers.Serializer[MemoryRecord]):
     written_at = serializers.DateTimeField()
     source = SourceSerializer(source="*")  # type: ignore[assignment]
     expires_at = serializers.DateTimeField(allow_null=True)
+    conflict = serializers.SerializerMethodField()
+    in_conflict = serializers.SerializerMethodField()
+    confirmed_by = serializers.SerializerMethodField()
 
 
 class RecordWriteResponse(RecordSerializer):
@@ -782,6 +828,14 @@ class FactCheckItem(StrictSerializer):
 
 class FactCheckInput(StrictSerializer):
     facts = FactCheckItem(many=True, max_length=500, min_length=1)  # type: ignore[call-arg]
+    trust = StrictChoiceField(
+        choices=Trust.values,
+        required=False,
+        allow_null=True,
+        help_text="The least trust the caller will act on (default confirmed: what an "
+        "irreversible step needs). provisional: a provisional version is safe_to_act too, "
+        "for a step that can be undone.",
+    )
 
 
 # --- query parameters ---------------------------------------------------------------------------
@@ -828,4 +882,11 @@ class FactsQuery(PageQuery):
     )
     as_of = TimestampField(
         required=False, past=True, help_text="What the memory held at that moment (not ahead)."
+    )
+    trust = StrictChoiceField(
+        choices=Trust.values,
+        required=False,
+        help_text="confirmed: only facts whose current value is confirmed (what an irreversible "
+        "step may act on); a fact whose current value is provisional is left out, not replaced "
+        "by an older version.",
     )

@@ -599,7 +599,8 @@ def _observe_evidence(
         )
         return WriteOutcome(record, "observed", notices=notices)
     evidence = {"observations": [str(o) for o in record.observations.values_list("pk", flat=True)]}
-    if tenant.auto_promote_on_second_observation:
+    # A tenant that reserves promotions to a person gets a request for review instead.
+    if tenant.auto_promote_on_second_observation and not tenant.promotion_requires_person:
         _promote(
             tenant, record, Actor.system("second independent observation"), evidence, None, now
         )

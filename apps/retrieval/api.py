@@ -17,6 +17,7 @@ from apps.core.errors import Unavailable
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
 from apps.derivations.models import Summary
 from apps.records.serializers import RecordSerializer
+from apps.records.trust import confirmed_by_json
 from apps.tenancy.models import AgentCredential
 
 from .responses import SearchResponse
@@ -40,8 +41,11 @@ class SearchView(ContractView):
 
     Each result has the same keys: ``type`` (record or summary), ``record`` or ``summary``
     (the other null), its scope, trust, expires_at, source and provenance, and ``why``: the
-    cosine similarity and text rank behind its fused score. ``purpose=decision`` returns
-    confirmed records only and is audited with the ids it returned.
+    cosine similarity and text rank behind its fused score; a record in open conflict says so
+    (``conflict``, ``in_conflict``), and a confirmed one who confirmed it (``confirmed_by``).
+    ``purpose=decision`` returns confirmed records only (one in open conflict marked, as in a
+    context search) and is audited with the ids it returned and which of them were in
+    conflict.
 
     With an ``Idempotency-Key``, a retry with the same body is answered again from the
     memory as it is now, limited to what the first answer returned, and audited once (the
@@ -113,6 +117,7 @@ def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
         return _summary_hit(hit, hit.summary)
     assert hit.record is not None
     record = records.to_representation(hit.record)
+    confirmation = hit.record.confirmation  # type: ignore[attr-defined]
     return {
         "type": "record",
         "record": record,
@@ -121,6 +126,9 @@ def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
         "why": _why(hit),
         "scope": record["scope"],
         "trust": record["trust"],
+        "confirmed_by": confirmed_by_json(confirmation),
+        "conflict": record["conflict"],
+        "in_conflict": record["conflict"] is not None,
         "expires_at": record["expires_at"],
         "source": record["source"],
         "provenance": {
@@ -156,6 +164,9 @@ def _summary_hit(hit: Hit, summary: Summary) -> dict[str, Any]:
         "why": _why(hit),
         "scope": None,
         "trust": None,
+        "confirmed_by": None,
+        "conflict": None,
+        "in_conflict": False,
         "expires_at": None,
         "source": {"kind": "derived", "sources": sources},
         "provenance": {

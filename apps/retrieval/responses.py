@@ -12,7 +12,12 @@ from typing import Any
 from rest_framework import serializers
 
 from apps.derivations.responses import SummarySourceSerializer
-from apps.records.serializers import ActorSerializer, RecordSerializer, ScopeSerializer
+from apps.records.serializers import (
+    ActorSerializer,
+    ConfirmedBySerializer,
+    RecordSerializer,
+    ScopeSerializer,
+)
 
 
 class WhySerializer(serializers.Serializer[Any]):
@@ -70,6 +75,18 @@ class SearchHitSerializer(serializers.Serializer[Any]):
     why = WhySerializer()
     scope = ScopeSerializer(allow_null=True)
     trust = serializers.CharField(allow_null=True)
+    confirmed_by = ConfirmedBySerializer(
+        allow_null=True, help_text="Who confirmed it; null while provisional and for a summary."
+    )
+    conflict = serializers.UUIDField(
+        allow_null=True,
+        help_text="The open conflict the record takes part in (as the record's own `conflict`).",
+    )
+    in_conflict = serializers.BooleanField(
+        help_text="An open conflict contradicts it. It stays the current value until a reviewer "
+        "resolves the conflict, so a decision search still returns it, marked; "
+        "`POST /facts/check` says it is not safe_to_act. Always false for a summary."
+    )
     expires_at = serializers.DateTimeField(allow_null=True)
     source = HitSourceSerializer()  # type: ignore[assignment]
     provenance = HitProvenanceSerializer()

@@ -48,7 +48,7 @@ from django.core.cache import caches
 from django.db import connection
 from django.utils import timezone
 
-from apps.audit.services import audit_record
+from apps.audit.services import audit_read, audit_record
 from apps.core.actors import Actor
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder, inclusion_margin
 from apps.derivations.models import Summary
@@ -56,8 +56,9 @@ from apps.derivations.vectors import (
     similarity_from_distance,
     unit_length,
 )
-from apps.records.models import SENSITIVITY_ORDER, MemoryRecord
+from apps.records.models import SENSITIVITY_ORDER, MemoryRecord, Sensitivity
 from apps.records.predicates import record_predicate_sql
+from apps.records.trust import decision_trust_annotate
 from apps.tenancy.models import Tenant
 
 from .tenant_indexes import HNSW_INDEXED, domain_index_name, index_name
@@ -864,21 +865,64 @@ def search_scoped(
                 text_position=row[5],
             )
         )
+    # Each record hit says whether an open conflict contradicts it and who confirmed it. A
+    # decision search returns such a hit, marked: the current value holds until a reviewer
+    # resolves the conflict (docs/retrieval.md, "Decision-time trust").
+    decision_trust_annotate(h.record for h in hits if h.record is not None)
     abstention = None
     if not hits:
         abstention = search_abstention(
             tenant=tenant, model=embedder.name, q=q, query_vector=query_vector
         )
     if q.purpose == "decision" and audit:
-        # What the agent relied on for a decision is part of the record.
+        # What the agent relied on for a decision is part of the record, and so is which of
+        # it was disputed when it did.
+        data: dict[str, Any] = {"returned": [str(h.pk) for h in hits], "plan": statement.plan}
+        disputed = [str(h.pk) for h in hits if getattr(h.record, "open_conflict_id", None)]
+        if disputed:
+            data["in_conflict"] = disputed
         audit_record(
             tenant=tenant,
             actor=actor,
             action="search.decision",
             object_type="search",
-            data={"returned": [str(h.pk) for h in hits], "plan": statement.plan},
+            data=data,
+        )
+    if q.purpose == "context" and audit:
+        audit_read(
+            tenant=tenant,
+            actor=actor,
+            action="search.context",
+            data={
+                "filters": _audited_filters(q),
+                "returned": [str(h.pk) for h in hits],
+                "plan": statement.plan,
+            },
+            restricted=any(_sensitivity(h) == Sensitivity.RESTRICTED for h in hits),
         )
     return SearchResult(hits=hits, plan=statement.plan, model=embedder.name, abstention=abstention)
+
+
+def _sensitivity(hit: Hit) -> str:
+    item = hit.record if hit.record is not None else hit.summary
+    assert item is not None
+    return item.sensitivity
+
+
+def _audited_filters(q: SearchQuery) -> dict[str, Any]:
+    """What a read audit keeps of a search: its filters. Not the query's text, which may
+    quote memory content or personal data, nor a vector."""
+    scope = {"domain": q.domain, "task_type": q.task_type, "conditions": q.conditions}
+    filters = {
+        "scope": {name: value for name, value in scope.items() if value},
+        "scope_match": q.scope_match,
+        "subject": q.subject,
+        "keys": q.keys,
+        "sensitivity_max": q.sensitivity_max,
+        "as_of": q.as_of,
+        "top_k": q.top_k,
+    }
+    return {name: value for name, value in filters.items() if value}
 
 
 def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:

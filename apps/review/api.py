@@ -116,7 +116,9 @@ class PromotionDecisionView(ContractView):
             200: PromotionRequestSerializer,
             (403, PROBLEM_CONTENT_TYPE): OpenApiResponse(
                 ProblemSerializer,
-                description="The credential wrote the record: it cannot decide on it.",
+                description="The credential wrote the record: it cannot decide on it. Or "
+                "(an approval) the tenant's policy reserves promotions to a person: the "
+                "problem's `policy` is `promotion_requires_person`, and nothing changed.",
             ),
             (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
                 ProblemSerializer,

@@ -44,6 +44,7 @@ from apps.records.services import (
     record_digest,
 )
 from apps.records.validation import MAX_VALUE_BYTES, json_problem, render_content
+from apps.tenancy.models import Tenant
 
 from .claims import claim_end, claim_holder_is, claims_active
 
@@ -67,6 +68,21 @@ class Claimed(RecordError):
             claimed_until=claim.expires_at.isoformat().replace("+00:00", "Z"),
         )
         self.claim = claim
+
+
+class PersonRequired(RecordError):
+    """The tenant's policy (``promotion_requires_person``) reserves confirming a record to a
+    person; an agent credential's approval is refused."""
+
+    status = 403
+    slug = "promotion-requires-person"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This tenant's policy promotion_requires_person reserves promotions to a person: "
+            "an agent credential cannot approve one. A reviewer approves it in the console.",
+            policy="promotion_requires_person",
+        )
 
 
 def _refuse_if_claimed(request: PromotionRequest, actor: Actor, now: datetime) -> None:
@@ -155,8 +171,13 @@ def _lock_request(request: PromotionRequest) -> PromotionRequest:
 @transaction.atomic
 def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -> PromotionEvent:
     """Confirm the record, for a non-empty ``reason``. The record's own writer cannot approve
-    it: promotion needs an independent source or a person."""
+    it: promotion needs an independent source or a person; where the tenant's policy says so
+    (``promotion_requires_person``), a person (:class:`PersonRequired`)."""
     _require_reason(reason)
+    if actor.type != ActorType.USER and (
+        Tenant.objects.filter(pk=request.tenant_id, promotion_requires_person=True).exists()
+    ):
+        raise PersonRequired()
     request = _lock_request(request)
     now = timezone.now()
     _refuse_if_claimed(request, actor, now)

@@ -1,11 +1,12 @@
-"""Console routes of tenant administration (agent credentials, members), included under
-``/console/t/<tenant_slug>/`` in the ``console`` namespace (apps/console/urls.py)."""
+"""Console routes of tenant administration (agent credentials, members, the tenant's policy),
+included under ``/console/t/<tenant_slug>/`` in the ``console`` namespace
+(apps/console/urls.py)."""
 
 from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from . import views
+from . import views, views_settings
 
 urlpatterns: list[URLPattern] = [
     path("credentials/", views.credentials, name="credentials"),
@@ -16,6 +17,7 @@ urlpatterns: list[URLPattern] = [
         name="credential-revoke",
     ),
     path("members/", views.members, name="members"),
+    path("settings/", views_settings.tenant_settings, name="settings"),
     path("members/<uuid:membership_id>/role/", views.member_role, name="member-role"),
     path("members/<uuid:membership_id>/remove/", views.member_remove, name="member-remove"),
     path(

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 
-from .models import DEFAULT_ACTIONS, Action, Membership, Role, Tenant
+from .models import DEFAULT_ACTIONS, Action, AuditReads, Membership, Role, Tenant
 
 ACTION_HELP = {
     Action.READ: "read records and facts",
@@ -87,3 +87,31 @@ class MemberAddForm(forms.Form):
 
 class MemberRoleForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices)
+
+
+class TenantPolicyForm(forms.Form):
+    """How the tenant's records are confirmed and which reads of them are audited. The rules
+    between the settings are the service's (``tenant_policy_set``)."""
+
+    auto_promote_on_second_observation = forms.BooleanField(
+        required=False,
+        label="Confirm on a second independent observation",
+        help_text="When a second, independent source writes the same value, confirm the "
+        "record at once (who confirmed it then reads “observation”) instead of opening a "
+        "promotion request for review.",
+    )
+    promotion_requires_person = forms.BooleanField(
+        required=False,
+        label="Only a person may confirm a record",
+        help_text="Promotion requests are approved by reviewers here in the console; an agent "
+        "credential with the review action gets a 403 naming this policy. Off (the default), "
+        "such a credential may approve a record it did not write.",
+    )
+    audit_reads = forms.ChoiceField(
+        choices=AuditReads.choices,
+        widget=forms.RadioSelect,
+        label="Audit reads of memory",
+        help_text="Fact reads, fact checks and context searches (the API's and this console's "
+        "search) append an audit event naming who read, the filters and the ids returned, "
+        "never the content. Decision searches are always audited.",
+    )

@@ -11,6 +11,15 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 
+class AuditReads(models.TextChoices):
+    """Which reads of memory (fact reads, fact checks, context searches) are audited. A
+    decision search is audited whatever this says."""
+
+    OFF = "off", "none"
+    RESTRICTED = "restricted", "those that return a restricted memory"
+    ALL = "all", "every read"
+
+
 class Tenant(models.Model):
     """An isolated memory space. Every tenant table carries its id, enforced by RLS.
 
@@ -25,6 +34,19 @@ class Tenant(models.Model):
         default=False,
         help_text="Confirm a record at once when an independent source observes the same "
         "value, instead of opening a promotion request for review.",
+    )
+    promotion_requires_person = models.BooleanField(
+        default=False,
+        help_text="Only a person (a reviewer in the console) may confirm a record: an agent "
+        "credential's approval is refused, and a second observation opens a promotion request "
+        "instead of confirming at once.",
+    )
+    audit_reads = models.CharField(
+        max_length=16,
+        choices=AuditReads.choices,
+        default=AuditReads.RESTRICTED,
+        help_text="Which fact reads, fact checks and context searches are audited (who, the "
+        "filters, the ids returned; never content). Decision searches are always audited.",
     )
     embedding_model = models.CharField(
         max_length=100,

@@ -14,7 +14,15 @@ from apps.core.actors import Actor
 
 from .audit_trail import audit_record
 from .context import tenant_scope
-from .models import DEFAULT_ACTIONS, Action, AgentCredential, Membership, Role, Tenant
+from .models import (
+    DEFAULT_ACTIONS,
+    Action,
+    AgentCredential,
+    AuditReads,
+    Membership,
+    Role,
+    Tenant,
+)
 from .permissions import sync_role_permissions
 
 TOKEN_PREFIX = "mc_"  # noqa: S105 - a public prefix, not a secret
@@ -222,3 +230,56 @@ def credential_revoke(
             object_id=str(locked.pk),
             data={"reason": reason, "target": {"credential": str(locked.pk), "name": locked.name}},
         )
+
+
+# The tenant's trust and read-audit policy, as the console's settings page edits it.
+POLICY_FIELDS = ("auto_promote_on_second_observation", "promotion_requires_person", "audit_reads")
+
+
+@transaction.atomic
+def tenant_policy_set(
+    *,
+    tenant: Tenant,
+    actor: Actor,
+    auto_promote_on_second_observation: bool,
+    promotion_requires_person: bool,
+    audit_reads: str,
+) -> Tenant:
+    """Set how records are confirmed and which reads are audited; audited with what changed.
+
+    Refused (``ValidationError``, nothing changed): an unknown ``audit_reads``, and
+    confirming on a second observation while promotions need a person (the two contradict:
+    no person would take part)."""
+    if audit_reads not in AuditReads.values:
+        raise ValidationError({"audit_reads": [f"Choose one of {', '.join(AuditReads.values)}."]})
+    if auto_promote_on_second_observation and promotion_requires_person:
+        raise ValidationError(
+            {
+                "auto_promote_on_second_observation": [
+                    "A second observation cannot confirm a record at once while promotions "
+                    "need a person: untick one of the two."
+                ]
+            }
+        )
+    locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    before = {name: getattr(locked, name) for name in POLICY_FIELDS}
+    locked.auto_promote_on_second_observation = auto_promote_on_second_observation
+    locked.promotion_requires_person = promotion_requires_person
+    locked.audit_reads = audit_reads
+    after = {name: getattr(locked, name) for name in POLICY_FIELDS}
+    changed = [name for name in POLICY_FIELDS if before[name] != after[name]]
+    if not changed:
+        return locked
+    locked.save(update_fields=changed)
+    audit_record(
+        tenant=locked,
+        actor=actor,
+        action="tenant.policy",
+        object_type="tenant",
+        object_id=str(locked.pk),
+        data={
+            "before": {name: before[name] for name in changed},
+            "after": {name: after[name] for name in changed},
+        },
+    )
+    return locked

@@ -293,6 +293,29 @@ def test_a_superseded_fact_is_reported_stale_with_the_current_one(live_api: Live
     assert [(f["id"], f["value"]) for f in facts["facts"]] == [(new["id"], "carrier_b")]
 
 
+def test_the_fact_tools_ask_for_confirmed_values_before_an_irreversible_step(
+    live_api: LiveServer,
+) -> None:
+    """A value just remembered is provisional: check_facts (confirmed by default) says it is
+    not safe to act on, and read_facts with trust confirmed leaves it out."""
+    who = subject()
+
+    async def scenario(client: Client) -> list[dict[str, Any]]:
+        written = await call(client, "remember", **remember_args(who, value="carrier_a"))
+        checked = await call(client, "check_facts", facts=[{"id": written["id"]}])
+        everything = await call(client, "read_facts", subject=who)
+        confirmed = await call(client, "read_facts", subject=who, trust="confirmed")
+        return [checked, everything, confirmed]
+
+    checked, everything, confirmed = with_mcp(live_api)(scenario)
+    [verdict] = checked["facts"]
+    assert (verdict["current"], verdict["safe_to_act"]) == (True, False)
+    assert verdict["unsafe_reasons"] == ["provisional"]
+    assert checked["unsafe"] == 1
+    assert [f["trust"] for f in everything["facts"]] == ["provisional"]
+    assert confirmed["facts"] == []
+
+
 def test_a_fact_forgotten_since_is_reported_not_current(live_api: LiveServer) -> None:
     who = subject()
 

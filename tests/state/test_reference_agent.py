@@ -7,7 +7,8 @@ fake side-effect services of ``examples/fake_services.py``.
    latest checkpoint (counted in the audit trail: no step at or before it was looked at
    again, and only a step whose commit a kill prevented was acted on twice);
 2. the same tool call twice: one side effect for one key, two for two keys;
-3. a stale fact in the agent's context: detected through /facts/check, the current one used;
+3. a stale fact in the agent's context: detected through /facts/check, the current one used
+   (and never a value no one has confirmed, or one in open conflict);
 4. N processes race to commit one obligation: one side effect, every loser sees the winner.
 """
 
@@ -234,9 +235,22 @@ def test_it_gives_one_side_effect_per_idempotency_key(live_server, agent, servic
 # --- 3. a stale fact --------------------------------------------------------------------------
 
 
+def _confirm(writer: Any, reviewer: Any, record_id: str) -> None:
+    """A reviewing credential confirms ``writer``'s record (what an irreversible step needs)."""
+    opened = writer.post(
+        f"/api/v1/records/{record_id}/promotion-requests", {"reason": "the customer said so"}
+    )
+    assert opened.status_code == 201, opened.content[:500]
+    approved = reviewer.post(
+        f"/api/v1/promotion-requests/{opened.json()['id']}/approve", {"reason": "checked"}
+    )
+    assert approved.status_code == 200, approved.content[:500]
+
+
 def test_it_detects_a_stale_fact_and_acts_on_the_current_one(live_server, agent, tenant, services):
     reviewer = make_agent(tenant, "read,review", name="reviewer")
     old = agent.post("/api/v1/records", record_body(value="carrier_a")).json()
+    _confirm(agent, reviewer, old["id"])
     new = agent.post(
         "/api/v1/records", record_body(value="carrier_b", source__ref="interaction:5000")
     ).json()
@@ -246,6 +260,7 @@ def test_it_detects_a_stale_fact_and_acts_on_the_current_one(live_server, agent,
         {"resolution": "accept_new", "reason": "the customer changed carrier"},
     )
     assert resolved.status_code == 200, resolved.content[:500]
+    _confirm(agent, reviewer, new["id"])
 
     # The agent's context still holds version 1, as retrieved before the change.
     context_fact = {"id": old["id"], "version": old["version"], "value": old["value"]}
@@ -265,8 +280,9 @@ def test_it_detects_a_stale_fact_and_acts_on_the_current_one(live_server, agent,
     assert effect["body"]["fact"] == new["id"]
 
 
-def test_it_acts_on_a_current_fact_without_a_detour(live_server, agent, services):
+def test_it_acts_on_a_current_fact_without_a_detour(live_server, agent, tenant, services):
     fact = agent.post("/api/v1/records", record_body(value="carrier_a")).json()
+    _confirm(agent, make_agent(tenant, "read,review", name="reviewer"), fact["id"])
     client = _in_process_agent(live_server, agent.token, services)
     outcome = reference_agent.act_on_fact(
         client,
@@ -275,6 +291,28 @@ def test_it_acts_on_a_current_fact_without_a_detour(live_server, agent, services
     )
     assert outcome["stale"] is False
     assert services.ledger.stats()["log"][0]["body"]["carrier"] == "carrier_a"
+
+
+@pytest.mark.parametrize("disputed", [False, True], ids=["provisional", "in_conflict"])
+def test_it_never_ships_on_a_value_no_one_has_confirmed(
+    live_server, agent, tenant, services, disputed
+):
+    fact = agent.post("/api/v1/records", record_body(value="carrier_a")).json()
+    if disputed:
+        _confirm(agent, make_agent(tenant, "read,review", name="reviewer"), fact["id"])
+        other = make_agent(tenant, name="other-writer")
+        contender = other.post(
+            "/api/v1/records", record_body(value="carrier_b", source__ref="interaction:5001")
+        ).json()
+        assert contender["outcome"] == "conflict"
+    client = _in_process_agent(live_server, agent.token, services)
+    with pytest.raises(reference_agent.StepBlocked, match="not safe to act on"):
+        reference_agent.act_on_fact(
+            client,
+            task_id="order-11",
+            fact={"id": fact["id"], "version": fact["version"], "value": "carrier_a"},
+        )
+    assert services.ledger.stats()["effects"] == 0
 
 
 # --- 4. N agents, one obligation --------------------------------------------------------------

@@ -39,6 +39,7 @@ from .models import (
     SourceInput,
     Summary,
     SummarySource,
+    Trust,
     Version,
 )
 
@@ -312,27 +313,41 @@ class Facts(_Resource):
         task_type: str | None = None,
         conditions: str | None = None,
         as_of: str | None = None,
+        trust: Trust | None = None,
         page_size: int | None = None,
     ) -> AsyncIterator[Fact]:
         """Every current fact of the subject (with ``as_of``, what the memory held then),
-        page after page (``page_size`` per request), by key."""
+        page after page (``page_size`` per request), by key. Before an irreversible step, ask
+        for ``trust="confirmed"``: a fact whose current value is provisional is then left out.
+        Each fact says who confirmed it (``confirmed_by``) and its open conflict
+        (``in_conflict``, ``conflict``)."""
         params = query(
             subject=subject,
             domain=domain,
             task_type=task_type,
             conditions=conditions,
             as_of=as_of,
+            trust=trust,
             page_size=page_size,
         )
         return cast(AsyncIterator[Fact], self._c.pages(get("/api/v1/facts", params)))
 
     async def check(
-        self, facts: builtins.list[FactRef], *, idempotency_key: str | None = None
+        self,
+        facts: builtins.list[FactRef],
+        *,
+        trust: Trust | None = None,
+        idempotency_key: str | None = None,
     ) -> builtins.list[FactCheck]:
         """For each fact held in context, whether it is still current (a stale one names
-        the reason and the current version)."""
+        the reason and the current version), and whether it is ``safe_to_act`` on: current,
+        in no open conflict and confirmed (``trust="provisional"`` accepts a provisional one,
+        for a step that can be undone); ``unsafe_reasons`` says why not."""
         call = post(
-            "/api/v1/facts/check", {"facts": facts}, idempotency_key=idempotency_key, ok=(200,)
+            "/api/v1/facts/check",
+            body(facts=facts, trust=trust),
+            idempotency_key=idempotency_key,
+            ok=(200,),
         )
         return cast(builtins.list[FactCheck], (await self._c.send(call))["facts"])
 

@@ -14,6 +14,7 @@ RetentionBasis = Literal["session", "consent", "contract", "indefinite"]
 Purpose = Literal["context", "decision"]
 ScopeMatch = Literal["contained", "exact"]
 Resolution = Literal["keep_current", "accept_new", "corrected"]
+Trust = Literal["provisional", "confirmed"]
 
 
 # --- request parts -------------------------------------------------------------------------
@@ -184,9 +185,22 @@ class Conflict(TypedDict):
     resolved_at: str | None
 
 
+class ConfirmedBy(TypedDict):
+    """Who confirmed a version: ``kind`` person (a reviewer), credential (an agent credential
+    with the review action) or observation (a second independent observation; ``id`` is the
+    observation's)."""
+
+    kind: Literal["person", "credential", "observation"]
+    id: str
+    label: str
+    at: str
+    promotion_event: str
+
+
 class Fact(TypedDict):
     """The current version of one scoped fact of a subject (``fact`` names the fact, ``id``
-    the version)."""
+    the version). ``confirmed_by`` is None while it is provisional; ``in_conflict`` says an
+    open conflict (``conflict``) contradicts it: not a value to act on irreversibly."""
 
     key: str
     id: str
@@ -199,11 +213,15 @@ class Fact(TypedDict):
     source: Source
     expires_at: str | None
     scope: Scope
+    confirmed_by: ConfirmedBy | None
+    conflict: str | None
+    in_conflict: bool
 
 
 class FactCheck(TypedDict):
     """Whether a fact held in context is still current; a stale one has a ``reason`` and,
-    where there is one, the ``current_id``."""
+    where there is one, the ``current_id``. ``safe_to_act``: current, in no open conflict
+    and at least the trust asked for (default confirmed); ``unsafe_reasons`` says why not."""
 
     id: str
     version: int | None
@@ -214,6 +232,14 @@ class FactCheck(TypedDict):
     reason: NotRequired[str]
     current_id: NotRequired[str | None]
     current_version: NotRequired[int | None]
+    deletion_receipt: NotRequired[str | None]
+    detail: NotRequired[str | None]
+    trust: Trust | None
+    confirmed_by: ConfirmedBy | None
+    conflict: str | None
+    in_conflict: bool
+    safe_to_act: bool
+    unsafe_reasons: list[Literal["not_found", "stale", "in_conflict", "provisional"]]
 
 
 class Why(TypedDict):
@@ -247,6 +273,9 @@ class SearchHit(TypedDict):
     why: Why
     scope: Scope | None
     trust: str | None
+    confirmed_by: ConfirmedBy | None
+    conflict: str | None
+    in_conflict: bool
     expires_at: str | None
     source: dict[str, Any]
     provenance: dict[str, Any]
@@ -391,6 +420,8 @@ SCHEMA_COMPONENTS: dict[str, type] = {
     "PromotionRequest": PromotionRequest,
     "Conflict": Conflict,
     "Fact": Fact,
+    "ConfirmedBy": ConfirmedBy,
+    "FactCheckResult": FactCheck,
     "Run": Run,
     "Episode": Episode,
     "Checkpoint": Checkpoint,

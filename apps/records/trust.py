@@ -1,0 +1,139 @@
+"""Decision-time trust: what an agent needs besides a version's value to know whether it may
+act on it. Whether the version takes part in an open conflict, and who confirmed it.
+
+Every read an agent decides on (search hits, ``/facts``, ``/facts/check``) calls
+:func:`decision_trust_annotate` on the versions it returns, so they all say the same, in two
+queries whatever the number of versions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from rest_framework import serializers
+
+from apps.core.actors import ActorType
+
+from .models import Conflict, ConflictState, MemoryRecord, PromotionEvent, Trust
+
+
+class ConfirmedByKind:
+    PERSON = "person"
+    CREDENTIAL = "credential"
+    # The system promoted on a second independent observation (the tenant's
+    # auto_promote_on_second_observation): no one approved it, two sources agreed.
+    OBSERVATION = "observation"
+
+
+KIND_OF_PROMOTER: dict[str, str] = {
+    ActorType.USER.value: ConfirmedByKind.PERSON,
+    ActorType.CREDENTIAL.value: ConfirmedByKind.CREDENTIAL,
+    ActorType.SYSTEM.value: ConfirmedByKind.OBSERVATION,
+}
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """Who confirmed a version: its latest promotion event.
+
+    ``id`` is the person's or the credential's id; for an observation, the id of the
+    observation that corroborated the value."""
+
+    kind: str
+    id: str
+    label: str
+    at: datetime
+    promotion_event: uuid.UUID
+
+
+def _confirmation(event: PromotionEvent) -> Confirmation:
+    kind = KIND_OF_PROMOTER.get(event.promoted_by_type, ConfirmedByKind.OBSERVATION)
+    actor_id = event.promoted_by_id
+    if kind == ConfirmedByKind.OBSERVATION:
+        observations = (event.evidence or {}).get("observations") or [""]
+        actor_id = str(observations[-1])
+    return Confirmation(
+        kind=kind,
+        id=actor_id,
+        label=event.promoted_by_label,
+        at=event.promoted_at,
+        promotion_event=event.pk,
+    )
+
+
+def open_conflicts_of(record_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
+    """For each of ``record_ids`` in an open conflict, that conflict's id. A conflict counts
+    while both its versions are live, as the review queue shows it (``selectors.conflicts``):
+    one whose other side has expired is moot, and no reviewer is asked to resolve it."""
+    ids = list(record_ids)
+    if not ids:
+        return {}
+    live = MemoryRecord.objects.live().values("pk")
+    found: dict[uuid.UUID, uuid.UUID] = {}
+    rows = (
+        Conflict.objects.filter(state=ConflictState.OPEN)
+        .filter(Q(current_record_id__in=ids) | Q(contender_id__in=ids))
+        .filter(current_record__in=live, contender__in=live)
+        .order_by("opened_at", "id")
+        .values_list("pk", "current_record_id", "contender_id")
+    )
+    wanted = set(ids)
+    for conflict_id, current_id, contender_id in rows:
+        for record_id in (current_id, contender_id):
+            if record_id in wanted:
+                found.setdefault(record_id, conflict_id)
+    return found
+
+
+def confirmations_of(record_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Confirmation]:
+    """For each confirmed record of ``record_ids``, its latest promotion (a version returned
+    to provisional and approved again was confirmed by the second approval)."""
+    ids = list(record_ids)
+    if not ids:
+        return {}
+    events = (
+        PromotionEvent.objects.filter(record_id__in=ids)
+        .order_by("record_id", "-promoted_at", "-id")
+        .distinct("record_id")
+    )
+    return {event.record_id: _confirmation(event) for event in events}
+
+
+def decision_trust_annotate(records: Iterable[MemoryRecord]) -> None:
+    """Set ``open_conflict_id`` (read by ``RecordSerializer``'s ``conflict``) and
+    ``confirmation`` on each record."""
+    records = list(records)
+    conflicts = open_conflicts_of(r.pk for r in records)
+    confirmed = confirmations_of(r.pk for r in records if r.trust == Trust.CONFIRMED)
+    for record in records:
+        record.open_conflict_id = conflicts.get(record.pk)  # type: ignore[attr-defined]
+        record.confirmation = (  # type: ignore[attr-defined]
+            confirmed.get(record.pk) if record.trust == Trust.CONFIRMED else None
+        )
+
+
+def confirmed_by_json(confirmation: Confirmation | None) -> dict[str, Any] | None:
+    """The ``confirmed_by`` member of an item (null for a provisional version)."""
+    if confirmation is None:
+        return None
+    return {
+        "kind": confirmation.kind,
+        "id": confirmation.id,
+        "label": confirmation.label,
+        "at": serializers.DateTimeField().to_representation(confirmation.at),
+        "promotion_event": str(confirmation.promotion_event),
+    }
+
+
+class UnsafeReason:
+    """Why a version is not safe to act on (``/facts/check``'s ``unsafe_reasons``)."""
+
+    NOT_FOUND = "not_found"
+    STALE = "stale"
+    IN_CONFLICT = "in_conflict"
+    PROVISIONAL = "provisional"
