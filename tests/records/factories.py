@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 from typing import Any
 
 import factory
@@ -10,9 +11,12 @@ from django.utils import timezone
 
 
 def observed_now() -> str:
-    """Now, to the second, as a write's ``observed_at``: a record's lifetime counts from its
-    observation, so a fixed date would soon be one that has already expired."""
-    return timezone.now().isoformat(timespec="seconds").replace("+00:00", "Z")
+    """Now, to the next whole second, as a write's ``observed_at``: a record's lifetime counts
+    from its observation, so a fixed date would soon be one that has already expired. Rounding
+    up keeps it at or just ahead of the write (the API allows 30 seconds ahead, and then counts
+    from the write), so even a sub-second ttl has not run out before a slow write arrives."""
+    ahead = timezone.now().replace(microsecond=0) + timedelta(seconds=1)
+    return ahead.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 BASE: dict[str, Any] = {
