@@ -269,7 +269,8 @@ def at_risk_figures(expected: set[tuple[str, str]], found: set[tuple[str, str]])
     return {
         "expected": len(expected),
         "found": len(found),
-        "at_risk_recall": _share(len(hit), len(expected)),
+        # Nothing made at risk (no changed memory had been returned): nothing to miss.
+        "at_risk_recall": _share(len(hit), len(expected)) if expected else 1.0,
         "at_risk_precision": _share(len(hit), len(found))
         if found
         else (1.0 if not expected else 0.0),

@@ -514,10 +514,17 @@ def sweep_chart(results: dict[str, Any], *, chart_id: str = "chart-sweep") -> st
                 f"{shown(p[figure], 'share')}, abstained {shown(p['abstention_rate'], 'share')}"
                 "</title></circle>"
             )
-            if figure == "recall_precision":
+
+        if figure == "recall_precision":
+            # One label per place: floors that give the same figures share it.
+            places: dict[tuple[int, int], list[str]] = {}
+            for p in usable:
+                at = (round(x(p["abstention_rate"])), round(y(p[figure]) / 8))
+                places.setdefault(at, []).append(f"{p['floor']:g}")
+            for (px, py), floors in places.items():
                 parts.append(
-                    f'<text x="{x(p["abstention_rate"]) + 5:.1f}" '
-                    f'y="{y(p[figure]) - 6:.1f}" fill="#555" font-size="10">{p["floor"]}</text>'
+                    f'<text x="{px + 5}" y="{py * 8 - 6}" fill="#555" font-size="10">'
+                    f"floor {', '.join(floors)}</text>"
                 )
         parts.append(f'<rect x="{legend_x}" y="24" width="12" height="12" fill="{colour}"></rect>')
         parts.append(f'<text x="{legend_x + 16}" y="34" fill="#1a1a1a">{label}</text>')

@@ -149,3 +149,50 @@ def test_a_deliberately_broken_configuration_fails_the_thresholds(
     assert found["passed"] is False
     assert {"record.wrong_scope_decisions", "record.provisional_irreversible_decisions"} <= failed
     assert found["record"]["settings"]["min_similarity"] == 0.9
+
+
+def test_generated_sets_give_intervals_and_a_class_below_its_recorded_figure_fails(
+    tmp_path: Any, django_db_setup: Any, django_db_blocker: Any
+):
+    """Two seeds on the lexical model (seconds): every class of each half gets an interval,
+    and a recorded figure the run falls below fails it, as CI's step would."""
+    import json
+
+    from apps.evaluation.gates import BASELINE_FORMAT
+    from apps.evaluation.scenarios.generate import CLASSES
+    from apps.evaluation.seeded import evaluate_generated
+
+    recorded = tmp_path / "baseline.json"
+    recorded.write_text(
+        json.dumps(
+            {
+                "format": BASELINE_FORMAT,
+                "embedding_model": "hashing-256",
+                "classes": {"held_out": {"paraphrase": {"mean": 1.0, "half_width": 0.0}}},
+                "targets_reached": [],
+            }
+        )
+    )
+    with django_db_blocker.unblock():
+        found = evaluate_generated(
+            seeds=[25, 26],
+            per_class=1,
+            against=("store",),
+            policy=TenantPolicy("hashing-256", auto_promote_on_second_observation=False),
+            baseline=recorded,
+            probes=False,
+        )
+    record = found["intervals"]["record"]
+    assert set(record) == {"tuning", "held_out"}
+    assert set(record["held_out"]["by_class"]) == set(CLASSES)
+    assert record["held_out"]["all"]["decision_accuracy"]["n"] == 2
+    assert set(found["intervals"]) == {"record", "store"}
+    assert [t["name"] for t in found["targets"]] == [
+        "record.headline_accuracy_over_store",
+        "record.headline_missed_rate",
+    ]
+    gate = next(t for t in found["thresholds"] if t["name"].startswith("record.held_out."))
+    # A paraphrase shares no word with its memory: the lexical model cannot find it.
+    assert gate["name"] == "record.held_out.paraphrase.decision_accuracy"
+    assert gate["passed"] is False
+    assert found["passed"] is False
