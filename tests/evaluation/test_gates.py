@@ -57,6 +57,9 @@ def test_a_class_below_its_recorded_figure_by_more_than_its_interval_fails():
     assert failed[0]["name"] == "record.held_out.paraphrase.decision_accuracy"
     assert failed[0]["passed"] is False
     assert gates_check(noisy, baseline, embedding_model="e5-small")[0][0]["passed"] is True
+    # One decision of the class's nine flipping is within noise, whatever the interval.
+    one_less = intervals([_seed({"paraphrase": 0.7}, {"paraphrase": 0.5})] * 3, ["record"])
+    assert gates_check(one_less, baseline, embedding_model="e5-small")[0][0]["passed"] is True
     checks, note = gates_check(worse, baseline, embedding_model="hashing-256")
     assert checks == []
     assert "hashing-256" in note
