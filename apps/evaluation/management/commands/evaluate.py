@@ -139,12 +139,22 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         raw = options["against"]
         # call_command passes the option as given, not through its type.
-        against = _baselines(raw) if isinstance(raw, str) else tuple(raw or ())
+        try:
+            against = _baselines(raw) if isinstance(raw, str) else tuple(raw or ())
+        except argparse.ArgumentTypeError as exc:
+            raise CommandError(str(exc), returncode=2) from exc
         settings = RecordSettings(
             min_similarity=options["min_similarity"],
             scope_filter=not options["without_scope"],
             confirmed_for_decisions=not options["provisional_decisions"],
         )
+        if not settings.is_default and (options["tenant"] or options["record_baseline"]):
+            # A tenant's stored run and the recorded figures measure the product as designed.
+            raise CommandError(
+                "--min-similarity, --without-scope and --provisional-decisions do not go with "
+                "--tenant or --record-baseline.",
+                returncode=2,
+            )
         progress = ProgressBar(sys.stderr)
         beside = f"beside {' and '.join(against)} " if against else ""
         try:
