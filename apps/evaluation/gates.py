@@ -238,7 +238,7 @@ def gates_check(
             tolerance = max(
                 float(recorded["half_width"]), float(current.get("half_width") or 0), one_decision
             )
-            bound = round(float(recorded["mean"]) - tolerance, 4)
+            bound = max(0.0, round(float(recorded["mean"]) - tolerance, 4))
             value = current.get("mean")
             checks.append(
                 {
