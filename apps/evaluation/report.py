@@ -192,6 +192,14 @@ HALF_TITLES = {
 }
 
 
+# Shorter, for a chart's title line (beside its note).
+CHART_HALF_TITLES = {
+    "held_out": "held-out half (the headline)",
+    "tuning": "tuning half",
+    "all": "all decisions",
+}
+
+
 def interval_lines(results: dict[str, Any]) -> list[str]:
     """Per half and class: accuracy of each configuration with its 95 % interval over seeds,
     and the record's recall@k, missed and wrong; then the targets and the floor sweep."""
@@ -453,7 +461,7 @@ def class_chart(results: dict[str, Any], *, half: str = "", chart_id: str = "cha
         )
     seeds = len((results.get("scenario_set") or {}).get("seeds") or [])
     return grouped_bars(
-        f"Decisions as labelled, {HALF_TITLES.get(half, half)}",
+        f"Decisions as labelled, {CHART_HALF_TITLES.get(half, half)}",
         groups,
         chart_id=chart_id,
         note=f"mean and 95 % interval over {seeds} seeds",
