@@ -19,6 +19,9 @@ be checked on a hand-made case. Definitions (also in ``docs/evaluation.md``):
   removed memory; **unsound dependencies** are dependencies on a memory that must not
   influence the decision (anything but relevant: not confirmed where it must be, or out of
   scope, stale, deleted).
+* **missed**: the share of decisions that fell back to the default while a relevant memory
+  of the key existed (the memory was not found); **wrong**: the share that acted on a memory
+  that must not apply (anything but relevant); **abstained**: the share answered with nothing.
 * **stale-entry influence**: re-run each decision with its expired, superseded and
   provisional-before-irreversible memories masked; the share of decisions that change.
 * **residue rate**: of the removed canaries, the share whose token is still readable in at
@@ -32,11 +35,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from apps.records.redaction import REDACTION_MARKER
+
 from .scenarios import (
     DELETED,
     HARMFUL,
     OUT_OF_SCOPE,
     PROVISIONAL,
+    REDACTED,
     RELEVANT,
     STALE,
     Scenario,
@@ -93,10 +99,11 @@ def same_value(left: Any, right: Any) -> bool:
 
 def decide(scenario: Scenario, retrieved: Sequence[Retrieved]) -> tuple[Any, Retrieved | None]:
     """The decision rule: the latest observed retrieved memory of the key (the first in rank
-    among equals), else the default. Returns the decision and the memory it used."""
+    among equals), else the default. Returns the decision and the memory it used. A value
+    that reads as redacted is no value to act on: an agent given "[REDACTED]" skips it."""
     chosen: Retrieved | None = None
     for item in retrieved:
-        if item.key != scenario.decision.key:
+        if item.key != scenario.decision.key or item.value == REDACTION_MARKER:
             continue
         if chosen is None or item.observed_at > chosen.observed_at:
             chosen = item
@@ -122,6 +129,9 @@ class DecisionFigures:
     dependencies: int = 0
     unsound_dependencies: int = 0
     stale_changed: int = 0
+    missed: int = 0
+    wrong: int = 0
+    abstained: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         returned = self.returned
@@ -142,6 +152,10 @@ class DecisionFigures:
             "stale_decisions": sum(self.deciding.get(label, 0) for label in STALE),
             "provisional_irreversible_decisions": self.deciding.get(PROVISIONAL, 0),
             "deleted_decisions": self.deciding.get(DELETED, 0),
+            "redacted_decisions": self.deciding.get(REDACTED, 0),
+            "missed_rate": _share(self.missed, self.decisions),
+            "wrong_rate": _share(self.wrong, self.decisions),
+            "abstention_rate": _share(self.abstained, self.decisions),
             "removal_sensitivity": _share(self.sensitive, self.decisions),
             "dependencies": self.dependencies,
             "unsound_dependencies": self.unsound_dependencies,
@@ -169,6 +183,10 @@ def _add_decision(figures: DecisionFigures, run: DecisionRun) -> None:
         label = run.label_of(used)
         if label in HARMFUL:
             figures.deciding[label] = figures.deciding.get(label, 0) + 1
+        figures.wrong += int(label != RELEVANT)
+    elif any(m.label == RELEVANT and m.key == scenario.decision.key for m in scenario.memories):
+        figures.missed += 1
+    figures.abstained += int(not run.retrieved)
     changed = False
     for item, label in zip(distinct, labels, strict=True):
         without = [
@@ -187,8 +205,7 @@ def _add_decision(figures: DecisionFigures, run: DecisionRun) -> None:
         figures.stale_changed += 1
 
 
-def decision_figures(runs: Iterable[DecisionRun]) -> dict[str, Any]:
-    """The decision figures of one configuration: overall and by scenario class."""
+def _figures_of(runs: list[DecisionRun]) -> dict[str, Any]:
     overall = DecisionFigures()
     by_class: dict[str, DecisionFigures] = {}
     for run in runs:
@@ -197,6 +214,19 @@ def decision_figures(runs: Iterable[DecisionRun]) -> dict[str, Any]:
     return {
         **overall.as_dict(),
         "by_class": {cls: figures.as_dict() for cls, figures in by_class.items()},
+    }
+
+
+def decision_figures(runs: Iterable[DecisionRun]) -> dict[str, Any]:
+    """The decision figures of one configuration: overall and by scenario class, and the same
+    for each half of a generated set (``by_half``: ``tuning``, ``held_out``)."""
+    runs = list(runs)
+    halves = list(dict.fromkeys(run.scenario.half for run in runs if run.scenario.half))
+    return {
+        **_figures_of(runs),
+        "by_half": {
+            half: _figures_of([r for r in runs if r.scenario.half == half]) for half in halves
+        },
     }
 
 
@@ -239,7 +269,8 @@ def at_risk_figures(expected: set[tuple[str, str]], found: set[tuple[str, str]])
     return {
         "expected": len(expected),
         "found": len(found),
-        "at_risk_recall": _share(len(hit), len(expected)),
+        # Nothing made at risk (no changed memory had been returned): nothing to miss.
+        "at_risk_recall": _share(len(hit), len(expected)) if expected else 1.0,
         "at_risk_precision": _share(len(hit), len(found))
         if found
         else (1.0 if not expected else 0.0),
@@ -257,6 +288,7 @@ GUARANTEES: dict[str, dict[str, float]] = {
     "record.stale_decisions": {"max": 0.0},
     "record.provisional_irreversible_decisions": {"max": 0.0},
     "record.deleted_decisions": {"max": 0.0},
+    "record.redacted_decisions": {"max": 0.0},
 }
 
 

@@ -19,6 +19,7 @@ change afterwards are replayed through ``GET /api/v1/evaluation/decisions-at-ris
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -38,6 +39,7 @@ from apps.derivations.embeddings import record_embed, summary_embed
 from apps.derivations.models import Embedding, OutboxMessage, OutboxState, Summary
 from apps.derivations.outbox import EMBED_RECORD, EMBED_SUMMARY, outbox_finish
 from apps.records.models import MemoryRecord
+from apps.records.redaction import REDACTION_MARKER
 from apps.records.services import records_compact_expired
 from apps.records.validation import ttl_parse
 from apps.state.models import Checkpoint, Episode, Obligation
@@ -55,9 +57,30 @@ from .metrics import (
 )
 from .sandbox import ApiAgent, EvaluationFailed, ProgressCallback, Sandbox, TenantPolicy, in_sandbox
 from .scenarios import Canary, MemorySpec, Scenario, ScenarioSet
+from .store import NamespacedStore
 
 EXPIRY_REMOVALS = frozenset({"expire_ttl", "revoke_consent", "close_run"})
 REVIEW_REASON = "confirmed by the evaluation's reviewer"
+BASELINES = ("store", "cache")
+# The relevance floors of the sweep (precision against abstention), around e5-small's 0.85.
+SWEEP_FLOORS = (0.75, 0.8, 0.825, 0.85, 0.875, 0.9)
+
+
+@dataclass(frozen=True)
+class RecordSettings:
+    """How the evaluation's agent uses the product. The defaults are the product as designed;
+    each other value breaks one guarantee on purpose, to show the gates notice:
+    ``min_similarity`` overrides the model's relevance floor, ``scope_filter=False`` searches
+    without the decision's scope, ``confirmed_for_decisions=False`` takes every decision with
+    ``purpose: "context"`` (provisional memories included)."""
+
+    min_similarity: float | None = None
+    scope_filter: bool = True
+    confirmed_for_decisions: bool = True
+
+    @property
+    def is_default(self) -> bool:
+        return self == RecordSettings()
 
 
 def _when(raw: Any) -> str:
@@ -91,6 +114,7 @@ class RecordConfiguration:
     """The product, through its API, in the sandbox."""
 
     sandbox: Sandbox
+    settings: RecordSettings = field(default_factory=RecordSettings)
     record_ids: dict[str, str] = field(default_factory=dict)  # "scenario/memory" -> record id
     by_record: dict[str, str] = field(default_factory=dict)  # record id -> "scenario/memory"
     runs: dict[str, str] = field(default_factory=dict)  # scenario or canary id -> run id
@@ -204,6 +228,12 @@ class RecordConfiguration:
                 )
             elif memory.fate == "erase":
                 erase = True
+            elif memory.fate == "redact":
+                self.writer.call(
+                    "POST",
+                    f"records/{record_id}/redact",
+                    {"fields": [""], "reason": "asked to redact"},
+                )
             elif memory.fate == "revoke_consent":
                 ref = memory.retention["consent_ref"]
                 self.writer.call("POST", f"consents/{ref}/revoke", {"reason": "consent withdrawn"})
@@ -248,15 +278,22 @@ class RecordConfiguration:
 
     # --- deciding -------------------------------------------------------------------------
 
-    def retrieve(self, scenario: Scenario) -> tuple[Retrieved, ...]:
-        decision = scenario.decision
-        body = {
+    def retrieve(
+        self, scenario: Scenario, *, min_similarity: float | None = None
+    ) -> tuple[Retrieved, ...]:
+        decision, settings = scenario.decision, self.settings
+        confirmed_only = decision.irreversible and settings.confirmed_for_decisions
+        body: dict[str, Any] = {
             "query": decision.query,
-            "scope": decision.scope,
-            "purpose": "decision" if decision.irreversible else "context",
+            "purpose": "decision" if confirmed_only else "context",
             "top_k": decision.top_k,
             "subject": scenario.subject,
         }
+        if settings.scope_filter:
+            body["scope"] = decision.scope
+        floor = settings.min_similarity if min_similarity is None else min_similarity
+        if floor is not None:
+            body["min_similarity"] = floor
         found = self.writer.call("POST", "search", body)["results"]
         retrieved = []
         for hit in found:
@@ -341,6 +378,8 @@ class CacheConfiguration:
         for memory in scenario.memories:
             if memory.fate == "delete":
                 self.cache.delete(self.item_ids[f"{scenario.id}/{memory.id}"])
+            elif memory.fate == "redact":
+                self.cache.redact(self.item_ids[f"{scenario.id}/{memory.id}"])
         if any(m.fate == "erase" for m in scenario.memories):
             self.cache.erase_subject(scenario.subject)
         # A cache has no versions, conflicts, trust or expiry: the rest leaves it as it is.
@@ -352,6 +391,64 @@ class CacheConfiguration:
         retrieved = []
         for item in found:
             scenario_id, _, memory_id = self.by_item.get(item.id, "").partition("/")
+            retrieved.append(
+                Retrieved(
+                    memory=memory_id if scenario_id == scenario.id else "",
+                    key=item.key,
+                    value=item.value,
+                    observed_at=_when(item.observed_at),
+                )
+            )
+        return tuple(retrieved)
+
+
+@dataclass
+class StoreConfiguration:
+    """The fair baseline (:class:`apps.evaluation.store.NamespacedStore`), given the same writes
+    and removals as an application on LangGraph's store makes them."""
+
+    store: NamespacedStore
+    holder: dict[tuple[tuple[str, str], str], str] = field(default_factory=dict)
+
+    def write_scenario(self, scenario: Scenario) -> None:
+        session = f"session:{scenario.id}"
+        for memory in scenario.memories:
+            namespace = (scenario.subject, str(memory.scope.get("domain", "")))
+            retention = memory.retention
+            self.store.put(
+                namespace=namespace,
+                key=memory.key,
+                value=memory.value,
+                content=memory.content,
+                observed_at=memory.observed_at,
+                ttl_seconds=_ttl_seconds(retention) or None,
+                consent_ref=str(retention.get("consent_ref", "")),
+                session=session if retention.get("basis") == "session" else "",
+            )
+            # Which scenario memory the item now holds: a write of the same key replaced it.
+            self.holder[(namespace, memory.key)] = f"{scenario.id}/{memory.id}"
+        for memory in scenario.memories:
+            namespace = (scenario.subject, str(memory.scope.get("domain", "")))
+            holds = self.holder.get((namespace, memory.key)) == f"{scenario.id}/{memory.id}"
+            if memory.fate == "delete" and holds:
+                self.store.delete(namespace, memory.key)
+            elif memory.fate == "redact" and holds:
+                self.store.redact(namespace, memory.key, marker=REDACTION_MARKER)
+            elif memory.fate == "revoke_consent":
+                self.store.revoke_consent(str(memory.retention["consent_ref"]))
+        if any(m.fate == "erase" for m in scenario.memories):
+            self.store.erase_subject(scenario.subject)
+        if any(m.retention.get("basis") == "session" for m in scenario.memories):
+            self.store.close_session(session)
+
+    def retrieve(self, scenario: Scenario) -> tuple[Retrieved, ...]:
+        namespace = (scenario.subject, str(scenario.decision.scope.get("domain", "")))
+        found = self.store.search(
+            namespace=namespace, query=scenario.decision.query, limit=scenario.decision.top_k
+        )
+        retrieved = []
+        for item in found:
+            scenario_id, _, memory_id = self.holder.get((namespace, item.key), "").partition("/")
             retrieved.append(
                 Retrieved(
                     memory=memory_id if scenario_id == scenario.id else "",
@@ -628,15 +725,42 @@ def _canary_run(
 # --- the whole run ------------------------------------------------------------------------------
 
 
-def _steps(scenario_set: ScenarioSet, *, against_cache: bool) -> int:
-    per_decision = 2 if against_cache else 1
+def _steps(scenario_set: ScenarioSet, *, baselines: tuple[str, ...], sweep: bool) -> int:
     replays = sum(1 for s in scenario_set.scenarios if s.after is not None)
+    decisions = len(scenario_set.scenarios)
     return (
-        len(scenario_set.scenarios) * (per_decision + 1)
+        decisions * 2 * (len(baselines) + 1)  # written and decided in each configuration
         + len(scenario_set.canaries) * 2
         + replays
+        + (len(SWEEP_FLOORS) if sweep else 0)
         + 2
     )
+
+
+def _sweep(record: RecordConfiguration, scenarios: list[Scenario]) -> list[dict[str, Any]]:
+    """The record's decisions again at each relevance floor of ``SWEEP_FLOORS``: precision
+    against abstention (the held-out half, or the whole set when it has no halves)."""
+    points = []
+    for floor in SWEEP_FLOORS:
+        runs = [DecisionRun(s, record.retrieve(s, min_similarity=floor)) for s in scenarios]
+        figures = decision_figures(runs)
+        points.append(
+            {
+                "floor": floor,
+                **{
+                    name: figures[name]
+                    for name in (
+                        "decision_accuracy",
+                        "recall_precision",
+                        "recall_at_k",
+                        "abstention_rate",
+                        "missed_rate",
+                        "wrong_rate",
+                    )
+                },
+            }
+        )
+    return points
 
 
 def evaluate_in_sandbox(
@@ -644,11 +768,17 @@ def evaluate_in_sandbox(
     progress: ProgressCallback,
     *,
     scenario_set: ScenarioSet,
-    against_cache: bool = True,
+    against: tuple[str, ...] = ("cache",),
+    settings: RecordSettings | None = None,
+    sweep: bool = False,
+    keep_runs: bool = False,
 ) -> dict[str, Any]:
-    """Run ``scenario_set`` in ``sandbox`` (and the cache); the figures of each."""
+    """Run ``scenario_set`` in ``sandbox`` and through each baseline of ``against`` (``store``,
+    ``cache``); the figures of each. With ``keep_runs``, ``_runs`` holds every configuration's
+    decisions (for figures pooled over several sets; not JSON)."""
     started = time.monotonic()
-    total = _steps(scenario_set, against_cache=against_cache)
+    baselines = tuple(name for name in BASELINES if name in against)
+    total = _steps(scenario_set, baselines=baselines, sweep=sweep)
     done = 0
     phases: dict[str, float] = {}
     mark = [time.monotonic()]
@@ -661,15 +791,23 @@ def evaluate_in_sandbox(
         mark[0] = now
         progress(phase, done, total)
 
-    record = RecordConfiguration(sandbox)
+    record = RecordConfiguration(sandbox, settings or RecordSettings())
     embedder = get_embedder(sandbox.tenant.embedding_model)
-    cache = CacheConfiguration(NearestNeighbourCache(embedder)) if against_cache else None
+    cache = CacheConfiguration(NearestNeighbourCache(embedder)) if "cache" in baselines else None
+    store = StoreConfiguration(NamespacedStore(embedder)) if "store" in baselines else None
+    others: dict[str, CacheConfiguration | StoreConfiguration] = {
+        name: configuration
+        for name, configuration in (("store", store), ("cache", cache))
+        if configuration is not None
+    }
 
     for scenario in scenario_set.scenarios:
         record.write_scenario(scenario)
-        if cache is not None:
-            cache.write_scenario(scenario)
-        step("writing the scenarios' memories")
+        step("writing the scenarios' memories (record)")
+    for name, configuration in others.items():
+        for scenario in scenario_set.scenarios:
+            configuration.write_scenario(scenario)
+            step(f"writing the scenarios' memories ({name})")
     record_canaries = RecordCanaries(record)
     cache_canaries = CacheCanaries(cache.cache) if cache is not None else None
     for canary in scenario_set.canaries:
@@ -689,19 +827,22 @@ def evaluate_in_sandbox(
     record.wait_for_expiry()
     step("embedding, as the worker does")
 
-    record_runs, cache_runs = [], []
+    runs: dict[str, list[DecisionRun]] = {"record": []}
     for scenario in scenario_set.scenarios:
-        record_runs.append(DecisionRun(scenario, record.retrieve(scenario)))
+        runs["record"].append(DecisionRun(scenario, record.retrieve(scenario)))
         step("deciding (record)")
-        if cache is not None:
-            cache_runs.append(DecisionRun(scenario, cache.retrieve(scenario)))
-            step("deciding (cache)")
+    for name, configuration in others.items():
+        runs[name] = []
+        for scenario in scenario_set.scenarios:
+            runs[name].append(DecisionRun(scenario, configuration.retrieve(scenario)))
+            step(f"deciding ({name})")
 
     # Residue: every read right after the removal; stored rows too, except for an expiry,
     # whose rows go at the next sweep (reads hide them from the moment it expires).
     first_reads = {i.canary.id: record_canaries.probe_reads(i) for i in record_canaries.items}
     first_stored = {i.canary.id: record_canaries.probe_stored(i) for i in record_canaries.items}
-    record.sweep_expired()
+    if record_canaries.items:
+        record.sweep_expired()
     step("sweeping what expired, as beat does")
     record_canary_runs = []
     for item in record_canaries.items:
@@ -723,29 +864,50 @@ def evaluate_in_sandbox(
             _canary_run(canary, [cache_canaries.probe(canary)]) for canary in scenario_set.canaries
         ]
 
+    # A decision is at risk when a memory it was given changed since: the listing must name
+    # each later change to a memory the record returned for its decision.
     expected: set[tuple[str, str]] = set()
+    returned = {(run.scenario.id, item.memory) for run in runs["record"] for item in run.retrieved}
     for scenario in scenario_set.scenarios:
         if scenario.after is not None:
             record.change_later(scenario)
-            expected.add((f"{scenario.id}/{scenario.after.memory}", scenario.after.change))
+            if (scenario.id, scenario.after.memory) in returned:
+                expected.add((f"{scenario.id}/{scenario.after.memory}", scenario.after.change))
             step("changing memories after their decisions")
-    found = record.decisions_at_risk() if expected else set()
+    changed = any(s.after is not None for s in scenario_set.scenarios)
+    found = record.decisions_at_risk() if changed else set()
 
     results: dict[str, Any] = {
         "record": {
-            "decisions": decision_figures(record_runs),
+            "decisions": decision_figures(runs["record"]),
             "residue": residue_figures(record_canary_runs),
-            "at_risk": at_risk_figures(expected, found) if expected else {},
+            "at_risk": at_risk_figures(expected, found) if changed else {},
         },
-        "seconds": round(time.monotonic() - started, 1),
-        "phase_seconds": {phase: round(seconds, 1) for phase, seconds in phases.items()},
     }
+    if record.settings != RecordSettings():
+        results["record"]["settings"] = dataclasses.asdict(record.settings)
+    if sweep:
+        held_out = [s for s in scenario_set.scenarios if s.half in {"", "held_out"}]
+        results["record"]["floor_sweep"] = _sweep(record, held_out)
+        step("sweeping the relevance floor (record)", len(SWEEP_FLOORS))
+    if store is not None:
+        results["store"] = {"decisions": decision_figures(runs["store"])}
     if cache is not None:
         results["cache"] = {
-            "decisions": decision_figures(cache_runs),
+            "decisions": decision_figures(runs["cache"]),
             "residue": residue_figures(cache_canary_runs),
         }
+    results["seconds"] = round(time.monotonic() - started, 1)
+    results["phase_seconds"] = {phase: round(seconds, 1) for phase, seconds in phases.items()}
+    if keep_runs:
+        results["_runs"] = runs
     return results
+
+
+def _against(against: tuple[str, ...] | None, against_cache: bool) -> tuple[str, ...]:
+    if against is not None:
+        return tuple(against)
+    return ("cache",) if against_cache else ()
 
 
 def evaluate(
@@ -753,15 +915,27 @@ def evaluate(
     *,
     policy: TenantPolicy | None = None,
     against_cache: bool = True,
+    against: tuple[str, ...] | None = None,
+    settings: RecordSettings | None = None,
+    sweep: bool = False,
     progress: ProgressCallback | None = None,
+    keep_runs: bool = False,
 ) -> dict[str, Any]:
     """Run ``scenario_set`` in a sandbox that is gone afterwards; the figures, the threshold
     checks and what was run. Progress reaches ``progress(phase, done, total)`` in this thread.
+    ``against`` names the baselines (``store``, ``cache``); without it, ``against_cache``.
     """
     policy = policy or TenantPolicy.default()
+    baselines = _against(against, against_cache)
     figures = in_sandbox(
         lambda sandbox, report: evaluate_in_sandbox(
-            sandbox, report, scenario_set=scenario_set, against_cache=against_cache
+            sandbox,
+            report,
+            scenario_set=scenario_set,
+            against=baselines,
+            settings=settings,
+            sweep=sweep,
+            keep_runs=keep_runs,
         ),
         policy=policy,
         progress=progress,

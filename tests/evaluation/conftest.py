@@ -51,10 +51,12 @@ def small_set_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_set_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two decisions and one canary: enough for a command's whole path, in a few seconds."""
     data = small_set_data()
+    changed = next(d for d in data["decisions"] if d.get("after"))
     data = {
         **data,
         "name": "tiny",
-        "decisions": data["decisions"][:2],
+        # One decision changed afterwards, so the decisions-at-risk figures are measured.
+        "decisions": [changed, next(d for d in data["decisions"] if d is not changed)],
         "canaries": data["canaries"][:1],
     }
     path = tmp_path_factory.mktemp("scenarios") / "tiny.json"

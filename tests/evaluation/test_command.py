@@ -64,3 +64,12 @@ def test_an_unusable_scenario_file_or_tenant_exits_2(tmp_path: Path, tiny_set_pa
     with pytest.raises(CommandError, match="No tenant 'nope'") as unknown:
         call_command("evaluate", scenarios=tiny_set_path, tenant="nope")
     assert unknown.value.returncode == 2
+
+
+def test_a_broken_configuration_is_never_recorded_nor_stored_for_a_tenant(tenant):
+    for options in ({"tenant": tenant.slug}, {"record_baseline": True}):
+        with pytest.raises(CommandError, match="do not go with") as refused:
+            call_command("evaluate", without_scope=True, **options)
+        assert refused.value.returncode == 2
+    with pytest.raises(CommandError, match="unknown baseline nope"):
+        call_command("evaluate", against="store,nope")

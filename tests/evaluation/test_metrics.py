@@ -180,3 +180,49 @@ def test_the_guarantees_hold_whatever_a_scenario_file_says():
     assert merged["record.residue_rate"] == {"max": 0.0}
     assert merged["record.wrong_scope_decisions"] == {"max": 0.0}
     assert merged["record.recall_at_k"] == {"min": 0.9}
+
+
+def test_it_counts_missed_beside_wrong_and_abstained():
+    found = scenario(
+        [memory("m1", "relevant", "v"), memory("n1", "noise", key="other")], expected="v"
+    )
+    trap = scenario(
+        [memory("m1", "out_of_scope", "w")], expected="default", sid="s2", cls="abstain"
+    )
+    figures = decision_figures(
+        [
+            DecisionRun(found, got(found, "n1")),  # the relevant memory was there, not found
+            DecisionRun(trap, got(trap, "m1")),  # acted on what must not apply
+            DecisionRun(trap, ()),  # nothing: the right answer
+        ]
+    )
+    assert figures["missed_rate"] == pytest.approx(1 / 3)
+    assert figures["wrong_rate"] == pytest.approx(1 / 3)
+    assert figures["abstention_rate"] == pytest.approx(1 / 3)
+    assert figures["by_class"]["abstain"]["missed_rate"] == 0.0
+
+
+def test_a_redacted_value_is_nothing_to_act_on():
+    s = scenario([memory("m1", "redacted", "v")], expected="default")
+    redacted = Retrieved(memory="m1", key="k", value="[REDACTED]", observed_at="2025-01-01")
+    assert decide(s, (redacted,)) == ("default", None)
+    # A memory that kept the value it had before its redaction (a cache's index) is acted on.
+    acted = decision_figures([DecisionRun(s, got(s, "m1"))])
+    assert acted["redacted_decisions"] == 1
+    assert acted["wrong_rate"] == 1.0
+
+
+def test_it_reports_each_half_on_its_own():
+    import dataclasses
+
+    s = scenario([memory("m1", "relevant", "v")], expected="v")
+    tuning = dataclasses.replace(s, half="tuning")
+    held_out = dataclasses.replace(s, half="held_out", id="s2")
+    figures = decision_figures([DecisionRun(tuning, got(tuning, "m1")), DecisionRun(held_out, ())])
+    assert figures["by_half"]["tuning"]["decision_accuracy"] == 1.0
+    assert figures["by_half"]["held_out"]["decision_accuracy"] == 0.0
+    assert figures["by_half"]["held_out"]["by_class"]["c"]["missed_rate"] == 1.0
+
+
+def test_nothing_made_at_risk_is_nothing_missed():
+    assert at_risk_figures(set(), set())["at_risk_recall"] == 1.0

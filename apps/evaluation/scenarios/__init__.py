@@ -25,13 +25,22 @@ EXPIRED = "expired"
 SUPERSEDED = "superseded"
 PROVISIONAL = "provisional"  # provisional before an irreversible decision
 DELETED = "deleted"
-LABELS = (RELEVANT, NOISE, OUT_OF_SCOPE, EXPIRED, SUPERSEDED, PROVISIONAL, DELETED)
+REDACTED = "redacted"  # its value was redacted before the decision: nothing left to act on
+LABELS = (RELEVANT, NOISE, OUT_OF_SCOPE, EXPIRED, SUPERSEDED, PROVISIONAL, DELETED, REDACTED)
 # Labels of memories that must not influence the decision.
-HARMFUL = frozenset({OUT_OF_SCOPE, EXPIRED, SUPERSEDED, PROVISIONAL, DELETED})
+HARMFUL = frozenset({OUT_OF_SCOPE, EXPIRED, SUPERSEDED, PROVISIONAL, DELETED, REDACTED})
 STALE = frozenset({EXPIRED, SUPERSEDED})
 
 # What happens to a memory after it is written (before the decision).
-FATES = ("superseded", "delete", "erase", "expire_ttl", "revoke_consent", "close_run")
+FATES = (
+    "superseded",
+    "delete",
+    "erase",
+    "expire_ttl",
+    "revoke_consent",
+    "close_run",
+    "redact",
+)
 FATE_LABELS = {
     "superseded": SUPERSEDED,
     "delete": DELETED,
@@ -39,7 +48,11 @@ FATE_LABELS = {
     "expire_ttl": EXPIRED,
     "revoke_consent": EXPIRED,
     "close_run": EXPIRED,
+    "redact": REDACTED,
 }
+# Halves of a generated set: thresholds and tuning look at the first, the headline is the
+# second (a hand-written set has none: every decision counts as held out).
+HALVES = ("tuning", "held_out")
 # How a canary is removed.
 REMOVALS = ("delete", "erase", "redact", "expire_ttl", "revoke_consent", "close_run")
 # What may change about a memory after a decision relied on it (decisions at risk).
@@ -103,6 +116,8 @@ class Scenario:
     memories: tuple[MemorySpec, ...]
     decision: DecisionSpec
     after: LaterChange | None = None
+    half: str = ""
+    language: str = ""  # the memory's and the question's ("fa", or "ru->en" across two)
 
     def memory(self, memory_id: str) -> MemorySpec:
         return next(m for m in self.memories if m.id == memory_id)
@@ -233,8 +248,6 @@ def _consistency(c: _Checker, scenario: Scenario, path: str) -> None:
             c.problems.append(f"{where}.fate: replaced by a later memory, so superseded")
         if m.label == RELEVANT and m.trust == "provisional" and scenario.decision.irreversible:
             c.problems.append(f"{where}.label: provisional before an irreversible decision")
-        if m.label == RELEVANT and m.scope.get("domain") != scenario.decision.scope.get("domain"):
-            c.problems.append(f"{where}.label: relevant, but observed in another domain")
         if m.contends and m.trust != "provisional":
             c.problems.append(f"{where}.trust: a contender is provisional until a review")
         if m.fate == "revoke_consent" and not m.retention.get("consent_ref"):
@@ -304,6 +317,8 @@ def _scenario(c: _Checker, data: Any, path: str) -> Scenario | None:
         memories=tuple(m for m in memories if m is not None),
         decision=decision,
         after=after,
+        half=c.choice(data.get("half", ""), ("", *HALVES), f"{path}.half"),
+        language=str(data.get("language", "")),
     )
     if len(c.problems) == before:
         _consistency(c, scenario, path)
