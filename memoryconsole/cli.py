@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import sys
 
-# Commands that change the schema run as the owner role; everything else as the application
-# role, under row-level security.
-OWNER_COMMANDS = frozenset({"migrate", "makemigrations", "sqlmigrate", "showmigrations", "flush"})
+# Commands that change the schema run as the owner role (a restore migrates the schema it
+# restored); everything else as the application role, under row-level security.
+OWNER_COMMANDS = frozenset(
+    {"migrate", "makemigrations", "sqlmigrate", "showmigrations", "flush", "restore"}
+)
 # Commands that never touch the database or the instance's home: they start no server and
 # generate no secret (the image runs collectstatic while it is built).
 INSTANCE_FREE_COMMANDS = frozenset(
