@@ -12,11 +12,14 @@ product's own commands are spelled with hyphens here and with underscores as Dja
 from __future__ import annotations
 
 import os
+import re
 import sys
 
-# Commands that change the schema run as the owner role; everything else as the application
-# role, under row-level security.
-OWNER_COMMANDS = frozenset({"migrate", "makemigrations", "sqlmigrate", "showmigrations", "flush"})
+# Commands that change the schema run as the owner role (a restore migrates the schema it
+# restored); everything else as the application role, under row-level security.
+OWNER_COMMANDS = frozenset(
+    {"migrate", "makemigrations", "sqlmigrate", "showmigrations", "flush", "restore"}
+)
 # Commands that never touch the database or the instance's home: they start no server and
 # generate no secret (the image runs collectstatic while it is built).
 INSTANCE_FREE_COMMANDS = frozenset(
@@ -35,8 +38,57 @@ def prepare_environment(argv: list[str]) -> list[str]:
     return args
 
 
+# Listed by --help though it is no Django command (it needs neither Django nor a database).
+MCP_HELP = "Serve the API as MCP tools to an agent, over stdio or streamable HTTP"
+# Django's commands the product replaces with a refusal; --help lists them with Django's.
+REFUSALS = frozenset({"dumpdata", "loaddata"})
+
+
+def _one_line(text: str, width: int = 76) -> str:
+    """A command's help as one line: its first sentence or clause, cut at a word."""
+    first = re.split(r"(?<=[.:;])\s", text.strip(), maxsplit=1)[0].rstrip(".:;")
+    if len(first) > width:
+        first = first[: width - 3].rsplit(" ", 1)[0] + " ..."
+    return first
+
+
+def print_help() -> None:
+    """The product's commands first, one line each, then Django's by name."""
+    import django
+    from django.core.management import get_commands, load_command_class
+
+    from memoryconsole import about
+
+    django.setup()
+    product = {"mcp": MCP_HELP}
+    others = []
+    for name, app in get_commands().items():
+        if (app == "memoryconsole" or app.startswith("apps.")) and name not in REFUSALS:
+            product[name.replace("_", "-")] = _one_line(str(load_command_class(app, name).help))
+        else:
+            others.append(name)
+    print(f"memoryconsole {about.version()}\n")
+    print("Usage: memoryconsole COMMAND [options]   (memoryconsole COMMAND --help for its own)\n")
+    print("Memory Console commands:")
+    width = max(map(len, product))
+    for name in sorted(product):
+        print(f"  {name.ljust(width)}  {product[name]}")
+    print("\nDjango's commands (dumpdata and loaddata point to backup and restore):")
+    for index in range(0, len(sorted(others)), 6):
+        print("  " + ", ".join(sorted(others)[index : index + 6]))
+
+
 def main(argv: list[str] | None = None) -> None:
     raw = list(sys.argv if argv is None else argv)
+    if len(raw) > 1 and raw[1] == "--version":
+        from memoryconsole import about
+
+        print(f"memoryconsole {about.version()}")
+        return
+    if len(raw) == 1 or raw[1] in {"-h", "--help"} or raw[1:] == ["help"]:
+        prepare_environment(raw[:1])
+        print_help()
+        return
     if len(raw) > 1 and raw[1] == "mcp":
         # The MCP server talks to the API over HTTP; it needs neither Django nor a database.
         from memoryconsole import mcp_server

@@ -15,6 +15,7 @@ revoked credential's calls fail at once. While the API cannot be reached the che
 
     memoryconsole mcp                                  # stdio, for a local agent
     memoryconsole mcp --transport http --port 8765     # streamable HTTP at /mcp
+    memoryconsole mcp --print-config claude            # a host's configuration (mcp_hosts)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -48,6 +50,8 @@ from memoryconsole_client import (
 from pydantic import AnyHttpUrl, BaseModel, Field
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
+
+from memoryconsole import mcp_hosts
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -628,7 +632,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--url", help="the API's address (default: $MEMORYCONSOLE_URL)")
+    parser.add_argument(
+        "--print-config",
+        metavar="HOST",
+        help="print the stdio configuration of a host (claude, cursor or vscode) and exit",
+    )
+    parser.add_argument(
+        "--token", help="with --print-config: the agent credential (default: $MEMORYCONSOLE_TOKEN)"
+    )
     args = parser.parse_args(argv)
+    if args.print_config is not None or args.token is not None:
+        if args.print_config is None:
+            parser.exit(2, "memoryconsole mcp: --token goes with --print-config only\n")
+        if args.transport != "stdio":
+            parser.exit(2, "memoryconsole mcp: --print-config describes the stdio server only\n")
+        sys.exit(mcp_hosts.print_config(args.print_config, url=args.url, token=args.token))
     # httpx logs each request's URL at INFO, query string and all (a subject, say): the API's
     # own access log drops query strings, and so does this server by not logging them.
     logging.getLogger("httpx").setLevel(logging.WARNING)

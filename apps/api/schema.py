@@ -194,6 +194,12 @@ class ProblemAutoSchema(AutoSchema):
             return None
         return serializer_for(self.view, self.method, kind)
 
+    def _get_format_parameters(self) -> list[Any]:
+        # drf-spectacular offers ``?format=`` where a view has several renderers (an export's
+        # stream beside its errors' JSON); the contract refuses every query parameter an
+        # operation does not declare, that one included, so it is never offered.
+        return []
+
     def get_request_serializer(self) -> Any:
         if isinstance(self.view, ContractMixin):
             return self._contract("body")

@@ -162,3 +162,50 @@ class DeletionReceipt(TenantOwned):
 
     def __str__(self) -> str:
         return f"receipt {self.pk} ({self.kind})"
+
+
+class ErasureLedgerEntry(models.Model):
+    """What one erasure, deletion, redaction or run close removed, by id: the record a
+    restore reads to re-apply it (:mod:`apps.governance.ledger`), so restoring a backup
+    taken before it never brings the removed data back.
+
+    ``memoryconsole restore`` keeps this table as it is and restores everything else, so
+    the ledger outlives every backup it postdates. It is written in the removal's own
+    transaction (no removal without its entry, no entry for one rolled back) and holds ids,
+    field paths and the reason: never content. ``tenant_id`` is a bare column, not a foreign
+    key, so that restoring the tenants' table from an older backup leaves it untouched.
+    """
+
+    append_only = True
+
+    class Kind(models.TextChoices):
+        ERASURE = "erasure"
+        DELETION = "deletion"
+        REDACTION = "redaction"
+        RUN_CLOSE = "run_close"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant_id = models.UUIDField()
+    recorded_at = models.DateTimeField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # The receipt (or audit event) the removal left, for the operator to match them up.
+    reference = models.CharField(max_length=64, blank=True)
+    reason = models.TextField(blank=True)
+    # Ids by name (facts, records, runs, obligations) and, for a redaction, its fields.
+    target = models.JSONField()
+
+    deletion_rules = deletion.Rules(
+        unrelated={
+            "target": "the ledger keeps the ids it re-applies a removal to",
+            "tenant_id": "a tenant, not subject data: no foreign key, so a restore keeps it",
+        }
+    )
+
+    class Meta:
+        db_table = "audit_erasureledger"
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["tenant_id", "recorded_at"], name="ledger_tenant_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"ledger {self.kind} {self.reference} at {self.recorded_at:%Y-%m-%d %H:%M:%S}"

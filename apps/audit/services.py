@@ -20,7 +20,7 @@ from apps.core.actors import Actor as Actor
 from apps.tenancy.models import AuditReads, Tenant
 from apps.tenancy.prepared import prepared_cursor
 
-from .models import AuditChainHead, AuditEvent
+from .models import AuditChainHead, AuditEvent, ErasureLedgerEntry
 
 GENESIS = "0" * 64
 # Strands of each tenant's chain (see AuditEvent). Stored per event and per head, so the
@@ -281,3 +281,23 @@ def audit_read(
     if not read_audited(tenant, restricted=restricted):
         return None
     return audit_record(tenant=tenant, actor=actor, action=action, data=data)
+
+
+def erasure_ledger_append(
+    *,
+    tenant_id: uuid.UUID | str,
+    kind: str,
+    target: dict[str, Sequence[Any]],
+    reason: str,
+    reference: str = "",
+) -> None:
+    """Record a removal in the erasure ledger (:class:`ErasureLedgerEntry`), in the caller's
+    transaction: what a restore re-applies to an older backup. ``target`` names ids only."""
+    ErasureLedgerEntry.objects.create(
+        tenant_id=tenant_id,
+        recorded_at=timezone.now(),
+        kind=kind,
+        target={name: [str(item) for item in items] for name, items in target.items()},
+        reason=reason,
+        reference=reference[:64],
+    )

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps.audit.services import audit_record, content_digest
+from apps.audit.services import audit_record, content_digest, erasure_ledger_append
 from apps.core.actors import Actor
 from apps.core.errors import Invalid
 from apps.records.models import SENSITIVITY_ORDER, Fact, MemoryRecord, RecordStatus, RedactionState
@@ -215,4 +215,11 @@ def record_redact(
         },
     )
     derived.stamp(event.pk)
+    erasure_ledger_append(
+        tenant_id=record.tenant_id,
+        kind="redaction",
+        target={"records": [record.pk], "fields": paths},
+        reason=reason,
+        reference=str(event.pk),
+    )
     return RedactionResult(record=record, fields=paths, counts=counts)

@@ -24,7 +24,14 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from apps.audit.models import DeletionReceipt
-from apps.audit.services import Actor, audit_append, audit_event, audit_record, content_digest
+from apps.audit.services import (
+    Actor,
+    audit_append,
+    audit_event,
+    audit_record,
+    content_digest,
+    erasure_ledger_append,
+)
 from apps.core import deletion
 from apps.derivations.services import DerivationRejected
 from apps.governance.state_erasure import state_erase, state_erasure_counts
@@ -214,12 +221,19 @@ def erasure_run(
             if not fact_ids:
                 break
             batch = _erase_batch(tenant, actor, parent, fact_ids, reason, {selector: value})
+            erasure_ledger_append(
+                tenant_id=tenant.pk,
+                kind="erasure",
+                target={"facts": fact_ids},
+                reason=reason,
+                reference=str(parent.pk),
+            )
         receipt_ids.extend(batch.pop("_receipts_sample", []))
         for name, count in batch.items():
             totals[name] += count
         if progress is not None:
             progress(totals["records"], max(to_erase, totals["records"]))
-    state_erased = _state_erase(selector, value, reason)
+    state_erased = _state_erase(tenant, selector, value, reason, parent)
     for name, count in state_erased.counts.items():
         totals[name] += count
     with transaction.atomic():
@@ -254,9 +268,20 @@ def erasure_run(
     return ErasureResult(receipt=parent, totals=dict(totals), receipt_ids=receipt_ids[:1000])
 
 
-def _state_erase(selector: str, value: str, reason: str) -> Any:
+def _state_erase(
+    tenant: Tenant, selector: str, value: str, reason: str, parent: DeletionReceipt
+) -> Any:
     with transaction.atomic():
-        return state_erase(selector=selector, value=value, reason=reason)
+        erased = state_erase(selector=selector, value=value, reason=reason)
+        if erased.run_ids or erased.obligation_ids:
+            erasure_ledger_append(
+                tenant_id=tenant.pk,
+                kind="erasure",
+                target={"runs": erased.run_ids, "obligations": erased.obligation_ids},
+                reason=reason,
+                reference=str(parent.pk),
+            )
+        return erased
 
 
 # One receipt per fact, the batch's receipts sent as one JSON document (one ``json.dumps``,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from . import api
+from .export_api import SubjectExportView
 
 urlpatterns = [
     path("records/<str:record_id>", api.RecordView.as_view(), name="api-record"),
@@ -16,6 +17,7 @@ urlpatterns = [
         api.DeletionReceiptDetailView.as_view(),
         name="api-receipt",
     ),
+    path("subjects/<path:subject>/export", SubjectExportView.as_view(), name="api-subject-export"),
     path(
         "consents/<str:consent_ref>/revoke",
         api.ConsentRevokeView.as_view(),

@@ -25,6 +25,7 @@ from apps.audit.services import (
     audit_event,
     audit_record,
     content_digest,
+    erasure_ledger_append,
     subject_digest,
 )
 from apps.core import deletion
@@ -808,6 +809,16 @@ def _versions_delete(
         },
     )
     receipt.save(force_insert=True)
+    if kind != "expiry":
+        # An expired version stays hidden by the read-time predicate after a restore, and
+        # compaction removes it again; a deletion asked for must be re-applied.
+        erasure_ledger_append(
+            tenant_id=fact.tenant_id,
+            kind="deletion",
+            target={"facts": [fact.pk] if whole_fact else [], "records": record_ids},
+            reason=reason,
+            reference=str(receipt.pk),
+        )
     # The event, and the invalidated summaries naming the event: one statement.
     audit_append(event, alongside=purge.stamp_statements(event.pk))
     return DeletionResult(receipt=receipt, record_ids=record_ids)

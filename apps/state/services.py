@@ -22,7 +22,13 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.audit.services import audit_append, audit_event, audit_record, content_digest
+from apps.audit.services import (
+    audit_append,
+    audit_event,
+    audit_record,
+    content_digest,
+    erasure_ledger_append,
+)
 from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
@@ -256,6 +262,14 @@ def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
     )
     discarded.stamp(event.pk)
     derived.stamp(event.pk)
+    # A backup taken while the run was open holds its episodes: a restore closes it again.
+    erasure_ledger_append(
+        tenant_id=locked.tenant_id,
+        kind="run_close",
+        target={"runs": [locked.pk]},
+        reason=reason or "run closed",
+        reference=str(event.pk),
+    )
     return locked
 
 

@@ -264,6 +264,47 @@ def test_a_large_erasure_is_a_job_the_client_waits_for(mc: MemoryConsole) -> Non
     assert mc.receipts.get(receipt["id"])["id"] == receipt["id"]
 
 
+def test_a_subjects_export_streams_what_the_tenant_holds(
+    live_api: LiveServer, mc: MemoryConsole
+) -> None:
+    who = subject()
+    written = mc.records.write(**memory(who))
+    exported = list(mc.subjects.export(who))
+    assert [item["type"] for item in exported] == [
+        "header",
+        "fact",
+        *["audit_event"] * (len(exported) - 3),
+        "end",
+    ]
+    assert exported[1]["versions"][0]["id"] == written["id"]
+
+    # Another tenant holds nothing about the subject: the header and zero counts, nothing else.
+    with MemoryConsole(live_api.url, live_api.other_token) as rival:
+        assert [item["type"] for item in rival.subjects.export(who)] == ["header", "end"]
+
+    async def exported_async() -> list[dict[str, Any]]:
+        async with AsyncMemoryConsole(live_api.url, live_api.token) as client:
+            return [item async for item in client.subjects.export(who)]
+
+    assert [item["id"] for item in asyncio.run(exported_async())[1:2]] == [exported[1]["id"]]
+    with MemoryConsole(live_api.url, live_api.default_token) as default, pytest.raises(Forbidden):
+        list(default.subjects.export(who))  # no audit action
+
+
+def test_an_export_cut_off_before_its_end_is_an_error() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.url.raw_path == b"/api/v1/subjects/user:a%2Fb/export"
+        assert request.headers["Accept"] == "application/x-ndjson"
+        return httpx.Response(200, content=b'{"type": "header"}\n{"type": "fact"}\n')
+
+    transport = httpx.MockTransport(answer)
+    with MemoryConsole("http://mc.test", "mc_x", transport=transport) as client:
+        items = client.subjects.export("user:a/b")
+        assert next(items)["type"] == "header"
+        with pytest.raises(TransportError, match="before its end line"):
+            list(items)
+
+
 def test_each_error_is_its_own_class(live_api: LiveServer, mc: MemoryConsole) -> None:
     with MemoryConsole(live_api.url, "mc_not-a-token") as stranger, pytest.raises(Unauthorized):
         stranger.me()

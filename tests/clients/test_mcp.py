@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -17,6 +18,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from memoryconsole_client import MemoryConsole, NotFound, hit_id
+
+from tests.processes import memoryconsole_command
 
 from .conftest import LiveServer
 from .test_client import memory, subject
@@ -53,10 +56,15 @@ def _server(live: LiveServer, token: str) -> StdioServerParameters:
     )
 
 
-def with_mcp(live: LiveServer, token: str | None = None) -> Callable[..., Any]:
+def with_mcp(
+    live: LiveServer, token: str | None = None, server: StdioServerParameters | None = None
+) -> Callable[..., Any]:
+    """Run a scenario against a stdio server: this suite's (``token``'s), or ``server``."""
+    parameters = server or _server(live, token or live.token)
+
     def run(scenario: Callable[[Client], Awaitable[Any]]) -> Any:
         async def main() -> Any:
-            async with Client(_server(live, token or live.token)) as client:
+            async with Client(parameters) as client:
                 return await scenario(client)
 
         return asyncio.run(main())
@@ -183,6 +191,37 @@ def test_it_refuses_to_work_without_a_credential(live_api: LiveServer) -> None:
     result = with_mcp(live_api, token="mc_revoked-or-wrong")(scenario)
     assert result.is_error
     assert "401" in result.content[0].text
+
+
+@pytest.mark.parametrize("host", ["claude", "vscode"])
+def test_a_printed_host_configuration_starts_the_server_from_any_directory(
+    live_api: LiveServer, tmp_path: Path, host: str
+) -> None:
+    # Printed from this checkout, as a user would, with the credential in the environment.
+    printed = subprocess.run(
+        [*memoryconsole_command(), "mcp", "--print-config", host, "--url", live_api.url],
+        env={**os.environ, "MEMORYCONSOLE_TOKEN": live_api.token},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    config = json.loads(printed.stdout)
+    entry = config["servers" if host == "vscode" else "mcpServers"]["memoryconsole"]
+    assert Path(entry["command"]).is_absolute()
+    # Started as a host starts it: the printed command, arguments and variables only (the SDK
+    # passes on a few safe variables of its own, no PYTHONPATH), from another directory.
+    server = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env=entry["env"], cwd=tmp_path
+    )
+
+    async def scenario(client: Client) -> tuple[set[str], dict[str, Any]]:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        return tools, await call(client, "read_facts", subject=subject())
+
+    tools, facts = with_mcp(live_api, server=server)(scenario)
+    assert tools >= TOOLS
+    assert facts["facts"] == []  # the printed URL and credential reached the API
 
 
 # --- the state flows, through MCP tools ---------------------------------------------------

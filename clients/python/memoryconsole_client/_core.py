@@ -3,15 +3,17 @@ the reading of answers. The two clients differ only in how they wait."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
-from .errors import ApiError, error_for
+from .errors import ApiError, TransportError, error_for
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 USER_AGENT = "memoryconsole-client/0.1"
@@ -194,3 +196,27 @@ def page_of(parsed: Any) -> tuple[list[Any], str | None]:
         next_url = parsed.get("next")
         return parsed["results"], str(next_url) if next_url else None
     raise ApiError(200, parsed, method="GET", path="(page)")
+
+
+EXPORT_MEDIA_TYPE = "application/x-ndjson"
+EXPORT_END = "end"
+
+
+def export_path(subject: str) -> str:
+    """The export's path; the subject quoted whole (``:`` kept, ``/`` and the rest escaped)."""
+    return f"/api/v1/subjects/{quote(subject, safe=':')}/export"
+
+
+def export_item(line: str) -> dict[str, Any] | None:
+    """One exported line, or None for a blank one."""
+    if not line.strip():
+        return None
+    item = json.loads(line)
+    if not isinstance(item, dict):
+        raise ValueError(f"an export line is not a JSON object: {line[:80]!r}")
+    return item
+
+
+def export_cut_off(path: str) -> TransportError:
+    """A stream that ended without its ``end`` line: the export is incomplete."""
+    return TransportError(f"GET {path}: the export ended before its end line; retry it")

@@ -81,6 +81,7 @@ class MemoryConsole:
         self.audit_events = AuditEvents(self)
         self.promotion_requests = PromotionRequests(self)
         self.conflicts = Conflicts(self)
+        self.subjects = Subjects(self)
 
     def __enter__(self) -> MemoryConsole:
         return self
@@ -690,3 +691,32 @@ class Conflicts(_Resource):
             ok=(200,),
         )
         return cast(Conflict, self._c.send(call))
+
+
+class Subjects(_Resource):
+    """What the tenant holds about a subject (credentials with the ``audit`` action)."""
+
+    def export(self, subject: str) -> Iterator[dict[str, Any]]:
+        """Everything the tenant holds about ``subject``, item by item as the server streams
+        it (``memoryconsole.export/1``, docs/export.md): the ``header`` first, then facts with
+        their versions, legal holds, runs, obligations, summaries, deletion receipts and audit
+        events, the ``end`` item (with the counts) last. A stream cut off before its ``end``
+        raises ``TransportError``; an error answer raises before the first item."""
+        path = _core.export_path(subject)
+        headers = {**self._c._settings.request_headers(get(path))}
+        headers["Accept"] = _core.EXPORT_MEDIA_TYPE
+        try:
+            with self._c._http.stream("GET", path, headers=headers) as response:
+                if response.status_code != 200:
+                    response.read()
+                    _core.result(get(path), response, _core.parse(response))
+                last = None
+                for line in response.iter_lines():
+                    item = _core.export_item(line)
+                    if item is not None:
+                        last = item
+                        yield item
+        except httpx.TransportError as error:
+            raise TransportError(f"GET {path}: {error!r}") from error
+        if last is None or last.get("type") != _core.EXPORT_END:
+            raise _core.export_cut_off(path)
