@@ -226,10 +226,14 @@ class Agent:
         return self.client.delete(path, headers=self._headers(headers))
 
 
-def make_agent(tenant: Tenant, actions: str | None = None, name: str = "agent") -> Agent:
+def make_agent(
+    tenant: Tenant, actions: str | None = None, name: str = "agent", *, sees_restricted: bool = True
+) -> Agent:
     from django.test import Client
 
-    credential = AgentCredentialFactory(tenant=tenant, name=name, actions=actions)
+    credential = AgentCredentialFactory(
+        tenant=tenant, name=name, actions=actions, sees_restricted=sees_restricted
+    )
     return Agent(Client(), tenant, credential.token, credential)
 
 

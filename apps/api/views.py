@@ -18,13 +18,18 @@ class CredentialSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField()
     tenant = serializers.CharField(help_text="The tenant's slug.")
     actions = serializers.ListField(child=serializers.CharField())
+    sees_restricted = serializers.BooleanField(
+        help_text="Whether its reads include memories of the restricted sensitivity class "
+        "(true unless it was issued without)."
+    )
     embedded_database = serializers.BooleanField(
         help_text="Whether the server runs on its embedded PostgreSQL."
     )
 
 
 class MeView(ContractView):
-    """The credential making the request: its tenant, name and actions."""
+    """The credential making the request: its tenant, name, actions and whether it sees
+    restricted memories."""
 
     @extend_schema(responses=CredentialSerializer)
     def get(self, request: Request) -> Response:
@@ -35,6 +40,7 @@ class MeView(ContractView):
                 "name": credential.name,
                 "tenant": credential.tenant.slug,
                 "actions": list(credential.actions),
+                "sees_restricted": credential.sees_restricted,
                 "embedded_database": settings.DATABASE_TARGET.embedded,
             }
         )

@@ -193,14 +193,11 @@ class Sandbox:
 
         return cls(
             tenant=tenant,
-            # The scenarios' agents work with restricted memories (health, finance): they hold
-            # the action that lets a credential read them.
-            writer=agent(
-                "agent",
-                ["read", "write", "search", "delete", "erase", "state", "audit", "restricted"],
-            ),
-            observer=agent("independent-source", ["read", "write", "restricted"]),
-            reviewer=agent("reviewer", ["read", "review", "restricted"]),
+            # The scenarios' agents read restricted memories (health, finance) too, as every
+            # credential does unless issued without.
+            writer=agent("agent", ["read", "write", "search", "delete", "erase", "state", "audit"]),
+            observer=agent("independent-source", ["read", "write"]),
+            reviewer=agent("reviewer", ["read", "review"]),
         )
 
     @contextmanager

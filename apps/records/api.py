@@ -83,10 +83,11 @@ def with_open_conflict(queryset: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecor
 
 
 def sees_restricted(request: Request) -> bool:
-    """Whether the request's credential may read restricted memories (its ``restricted``
-    action); without it they read as missing, like another tenant's."""
+    """Whether the request's credential may read restricted memories (its ``sees_restricted``,
+    true unless it was issued without); otherwise they read as missing, like another
+    tenant's."""
     credential = request.auth
-    return isinstance(credential, AgentCredential) and credential.allows("restricted")
+    return isinstance(credential, AgentCredential) and credential.sees_restricted
 
 
 def record_or_404(request: Request, record_id: str) -> MemoryRecord:

@@ -260,9 +260,10 @@ class MemoryRecordQuerySet(models.QuerySet["MemoryRecord"]):
 
     def visible(self, *, sees_restricted: bool) -> MemoryRecordQuerySet:
         """What the reader may see: ``restricted`` records only for a person holding
-        ``view_restricted`` or a credential holding the ``restricted`` action. Every read a
-        person or an agent makes (lists, a record by id, history, facts, checks) applies it,
-        so a hidden record reads as missing, like another tenant's."""
+        ``view_restricted`` or a credential with ``sees_restricted`` (every credential unless
+        issued without). Every read a person or an agent makes (lists, a record by id,
+        history, facts, checks) applies it, so a hidden record reads as missing, like another
+        tenant's."""
         if sees_restricted:
             return self
         return self.exclude(sensitivity=Sensitivity.RESTRICTED)

@@ -71,7 +71,7 @@ class SearchView(ContractView):
         replay = getattr(self, "idempotent_replay", None)
         result = search_scoped(
             tenant=credential.tenant,
-            q=search_visible(self.body, sees_restricted=credential.allows("restricted")),
+            q=search_visible(self.body, sees_restricted=credential.sees_restricted),
             actor=Actor.for_credential(credential),
             audit=replay is None,
         )

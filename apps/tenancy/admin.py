@@ -266,7 +266,15 @@ class MembershipAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignor
 class AgentCredentialAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Read-only, plus a revoke action. Issue credentials in the console: a token is shown once."""
 
-    list_display = ("name", "token_prefix", "actions", "created_at", "last_used_at", "revoked_at")
+    list_display = (
+        "name",
+        "token_prefix",
+        "actions",
+        "sees_restricted",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     list_select_related = ("created_by", "revoked_by")
     search_fields = ("name", "token_prefix")
     actions = ("revoke_selected",)

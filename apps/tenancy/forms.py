@@ -18,12 +18,12 @@ ACTION_HELP = {
     Action.STATE: "runs, checkpoints and obligations",
     Action.ERASE: "erase by subject, owner or consent",
     Action.AUDIT: "browse the audit log",
-    Action.RESTRICTED: "read restricted memories too (records, facts, search, summaries)",
 }
 
 
 class CredentialIssueForm(forms.Form):
-    """Name and actions of a new agent credential, plus the form's one-time nonce."""
+    """Name, actions and restricted sight of a new agent credential, plus the form's one-time
+    nonce."""
 
     name = forms.CharField(
         max_length=100,
@@ -36,6 +36,13 @@ class CredentialIssueForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         error_messages={"required": "Choose at least one action."},
         help_text="Grant only what the agent needs.",
+    )
+    sees_restricted = forms.BooleanField(
+        label="Sees restricted memories",
+        required=False,
+        initial=True,
+        help_text="Its reads (records, facts, search, summaries) include memories of the "
+        "restricted sensitivity class. Clear it for an agent that must not see them.",
     )
     # Marks one rendering of the form; a second submission of it issues nothing (views.py).
     nonce = forms.CharField(widget=forms.HiddenInput, max_length=64)

@@ -153,8 +153,6 @@ class Action(models.TextChoices):
     STATE = "state", "state"
     ERASE = "erase", "erase"
     AUDIT = "audit", "audit"
-    # Reads (records, facts, search, summaries) include memories of the restricted class.
-    RESTRICTED = "restricted", "restricted"
 
 
 DEFAULT_ACTIONS: tuple[str, ...] = ("read", "write", "search", "state")
@@ -172,6 +170,10 @@ class AgentCredential(TenantOwned):
     token_hash = models.CharField(max_length=64, unique=True)
     token_prefix = models.CharField(max_length=12, help_text="First characters, to recognise it")
     actions = ArrayField(models.CharField(max_length=16, choices=Action.choices))
+    # Whether its reads (records, facts, search, summaries) include memories of the restricted
+    # class. An agent credential is the tenant's own service, so it does unless an admin issues
+    # a narrower one (``create-token --no-restricted``, the console's checkbox).
+    sees_restricted = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -177,10 +177,14 @@ def credential_issue(
     tenant: Tenant,
     name: str,
     actions: list[str] | str | None = None,
+    sees_restricted: bool = True,
     actor: Actor,
     created_by: Any = None,
 ) -> tuple[AgentCredential, str]:
-    """Issue an agent credential. Returns it with the token, which is never retrievable again."""
+    """Issue an agent credential. Returns it with the token, which is never retrievable again.
+
+    ``sees_restricted``: whether its reads include memories of the restricted class (an agent
+    credential is the tenant's own service, so by default they do)."""
     name = (name or "").strip()
     if not name:
         raise ValidationError({"name": ["a credential needs a name"]})
@@ -193,6 +197,7 @@ def credential_issue(
             token_hash=hash_token(token),
             token_prefix=token[:10],
             actions=chosen,
+            sees_restricted=bool(sees_restricted),
             created_by=created_by,
         )
         audit_record(
@@ -201,7 +206,7 @@ def credential_issue(
             action="credential.issue",
             object_type="credential",
             object_id=str(credential.pk),
-            data={"actions": chosen},
+            data={"actions": chosen, "sees_restricted": credential.sees_restricted},
         )
         return credential, token
 

@@ -257,7 +257,11 @@ def credentials(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     if not form_nonce_consume(request, form.cleaned_data["nonce"]):
         # A repeated submission of one form: issue nothing, offer a fresh form instead.
         again = _fresh_issue_form(
-            {"name": form.cleaned_data["name"], "actions": form.cleaned_data["actions"]},
+            {
+                "name": form.cleaned_data["name"],
+                "actions": form.cleaned_data["actions"],
+                "sees_restricted": form.cleaned_data["sees_restricted"],
+            },
             nonce=form_nonce_issue(request),
         )
         return render_page(
@@ -270,6 +274,7 @@ def credentials(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         tenant=tenant,
         name=form.cleaned_data["name"],
         actions=form.cleaned_data["actions"],
+        sees_restricted=form.cleaned_data["sees_restricted"],
         actor=Actor.for_user(request.user),
         created_by=request.user,
     )

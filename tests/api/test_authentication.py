@@ -36,6 +36,8 @@ def test_it_identifies_the_credential_and_its_tenant(agent, tenant):
     assert body["id"] == str(agent.credential.pk)
     assert body["tenant"] == tenant.slug
     assert body["actions"] == ["read", "write", "search", "state"]
+    # Restricted memories are no action: a credential sees them unless issued without.
+    assert body["sees_restricted"] is True
 
 
 def test_it_takes_the_tenant_from_the_credential_not_the_request(

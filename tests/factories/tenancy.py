@@ -82,10 +82,12 @@ def person(tenant: Tenant, username: str, role: str = Role.MEMBER) -> Any:
 class AgentCredentialFactory(TenantOwnedFactory[AgentCredential]):
     """An agent credential issued by ``credential_issue``; the token it was issued with is on
     the instance as ``.token`` (only its hash is stored). ``actions`` is a comma-separated
-    string or a list; None means the default actions."""
+    string or a list; None means the default actions. ``sees_restricted`` as issued
+    (default True)."""
 
     name = "agent"
     actions: Any = None
+    sees_restricted = True
     created_by = None
 
     class Meta:
@@ -99,6 +101,7 @@ class AgentCredentialFactory(TenantOwnedFactory[AgentCredential]):
             tenant=kwargs["tenant"],
             name=kwargs["name"],
             actions=kwargs["actions"],
+            sees_restricted=kwargs["sees_restricted"],
             actor=SYSTEM,
             created_by=kwargs["created_by"],
         )

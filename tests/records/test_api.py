@@ -293,11 +293,8 @@ def test_it_keeps_sub_day_ttls(agent):
     [("restricted", 90), ("personal", 365), ("internal", 730), ("public", None)],
 )
 def test_it_gives_a_promoted_record_the_confirmed_lifetime(
-    tenant, agent, second_agent, sensitivity, days
+    agent, second_agent, review_agent, sensitivity, days
 ):
-    # A restricted record is reviewed and read only by credentials holding ``restricted``.
-    review_agent = make_agent(tenant, "review,restricted", name="reviewer-bot")
-    reader = make_agent(tenant, "read,restricted", name="reader-bot")
     first = write_ok(agent, sensitivity=sensitivity, retention__ttl=None)
     request_id = write_ok(second_agent, sensitivity=sensitivity, source__ref="interaction:9001")[
         "promotion_request"
@@ -306,7 +303,7 @@ def test_it_gives_a_promoted_record_the_confirmed_lifetime(
         f"/api/v1/promotion-requests/{request_id}/approve", {"reason": "ok"}
     )
     assert approved.status_code == 200, approved.content
-    record = _record(reader, first["id"])
+    record = _record(agent, first["id"])
     assert record["trust"] == "confirmed"
     if days is None:
         assert record["expires_at"] is None

@@ -44,9 +44,10 @@ def test_it_raises_the_class_and_shortens_the_lifetime_on_a_higher_class(
     # restricted's provisional rule is 7 days, counted from when the record was written.
     assert ts(again["expires_at"]) - ts(first["observed_at"]) == timedelta(days=7)
     assert any("restricted" in notice and "raised" in notice for notice in again["notices"])
-    # Now restricted: only a credential holding ``restricted`` reads it.
-    assert agent.get(f"{RECORDS}/{first['id']}").status_code == 404
-    stored = make_agent(tenant, "read,restricted").get(f"{RECORDS}/{first['id']}").json()
+    # Now restricted: a credential issued without restricted sight no longer reads it.
+    blind = make_agent(tenant, "read", name="blind", sees_restricted=False)
+    assert blind.get(f"{RECORDS}/{first['id']}").status_code == 404
+    stored = agent.get(f"{RECORDS}/{first['id']}").json()
     assert stored["sensitivity"] == "restricted"
     assert stored["expires_at"] == again["expires_at"]
     [event] = audit_events(tenant, "record.reclassify")

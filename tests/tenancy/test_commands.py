@@ -115,8 +115,32 @@ def test_create_token_records_the_issue_in_the_audit_log(tenant):
     credential = _credentials(tenant)[-1]
     with tenant_scope(tenant.pk):
         event = AuditEvent.objects.get(action="credential.issue", object_id=str(credential.pk))
-    assert event.data == {"actions": ["read"]}
+    assert event.data == {"actions": ["read"], "sees_restricted": True}
     assert event.actor_label == "create-token"
+
+
+def test_create_token_issues_a_credential_that_sees_restricted_memories_by_default(tenant):
+    run("create_token", tenant.slug, "--name", "default-bot")
+    assert _credentials(tenant)[-1].sees_restricted is True
+
+
+def test_create_token_no_restricted_issues_one_that_does_not(tenant):
+    out, _ = run("create_token", tenant.slug, "--name", "narrow", "--no-restricted")
+    credential = _credentials(tenant)[-1]
+    assert credential.sees_restricted is False
+    assert credential.actions == ["read", "write", "search", "state"]
+    with tenant_scope(tenant.pk):
+        event = AuditEvent.objects.get(action="credential.issue", object_id=str(credential.pk))
+    assert event.data == {"actions": ["read", "write", "search", "state"], "sees_restricted": False}
+    me = Client().get("/api/v1/me", headers={"Authorization": f"Bearer {out.strip()}"}).json()
+    assert me["sees_restricted"] is False
+
+
+def test_create_token_has_no_restricted_action(tenant):
+    # The action set is API.md's, exactly: restricted sight is not an action.
+    with pytest.raises(CommandError):
+        run("create_token", tenant.slug, "--name", "x", "--actions", "read,restricted")
+    assert _credentials(tenant) == []
 
 
 def test_create_token_names_the_bad_actions(tenant):

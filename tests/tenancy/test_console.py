@@ -336,6 +336,31 @@ def test_it_preselects_the_default_actions(client, tenant, owner):
     assert checked == {"read", "write", "search", "state"}
 
 
+def test_its_issue_form_checks_sees_restricted_memories_by_default(client, tenant, owner):
+    html = signed_in(client, owner).get(url("credentials", tenant)).content.decode()
+    assert "Sees restricted memories" in html
+    assert re.search(r'<input type="checkbox" name="sees_restricted"[^>]*checked', html)
+
+
+@pytest.mark.parametrize("sees", [True, False])
+def test_it_issues_a_credential_with_or_without_restricted_sight(client, tenant, owner, sees):
+    signed_in(client, owner)
+    page = client.get(url("credentials", tenant)).content.decode()
+    data = {"name": "bot", "actions": ["read"], "nonce": nonce_of(page)}
+    if sees:
+        data["sees_restricted"] = "on"  # an unchecked checkbox is not sent at all
+    html = client.post(url("credentials", tenant), data).content.decode()
+    [credential] = credentials_of(tenant)
+    assert credential.sees_restricted is sees
+    with tenant_scope(tenant.pk):
+        event = AuditEvent.objects.get(action="credential.issue")
+    assert event.data == {"actions": ["read"], "sees_restricted": sees}
+    said = "It sees restricted memories." if sees else "It does not see restricted memories."
+    assert said in html
+    listing = client.get(url("credentials", tenant)).content.decode()
+    assert ("no restricted memories" in listing) is not sees
+
+
 @pytest.mark.parametrize(
     "data",
     [

@@ -1,9 +1,8 @@
 """Restricted memories need a permission: ``view_restricted`` for people (admins and reviewers
-hold it by role and get it here; an admin grants it to a member or auditor), the
-``restricted`` action for agent credentials (no existing credential gets it: an admin issues
-one that holds it)."""
+hold it by role and get it here; an admin grants it to a member or auditor). Agent
+credentials get ``sees_restricted``: every existing one keeps seeing them (True), and an admin
+can issue a narrower one that does not."""
 
-import django.contrib.postgres.fields
 from django.db import migrations, models
 
 from apps.tenancy.migration_grants import grant_to_role
@@ -49,26 +48,10 @@ class Migration(migrations.Migration):
             name="sees_restricted",
             field=models.BooleanField(default=False),
         ),
-        migrations.AlterField(
+        migrations.AddField(
             model_name="agentcredential",
-            name="actions",
-            field=django.contrib.postgres.fields.ArrayField(
-                base_field=models.CharField(
-                    choices=[
-                        ("read", "read"),
-                        ("write", "write"),
-                        ("search", "search"),
-                        ("delete", "delete"),
-                        ("review", "review"),
-                        ("state", "state"),
-                        ("erase", "erase"),
-                        ("audit", "audit"),
-                        ("restricted", "restricted"),
-                    ],
-                    max_length=16,
-                ),
-                size=None,
-            ),
+            name="sees_restricted",
+            field=models.BooleanField(default=True),
         ),
         migrations.RunPython(
             grant_to_role(VIEW_RESTRICTED, NAME, "admin"), migrations.RunPython.noop

@@ -1,4 +1,4 @@
-"""``memoryconsole create-token TENANT --name NAME [--actions a,b,...]``.
+"""``memoryconsole create-token TENANT --name NAME [--actions a,b,...] [--no-restricted]``.
 
 Prints the new token, and nothing else, on stdout: ``TOKEN=$(memoryconsole create-token ...)``.
 """
@@ -30,14 +30,32 @@ class Command(BaseCommand):
             help=f"comma-separated, from: {', '.join(Action.values)} "
             f"(default: {','.join(DEFAULT_ACTIONS)})",
         )
+        parser.add_argument(
+            "--no-restricted",
+            action="store_true",
+            help="its reads leave out memories of the restricted sensitivity class (by default "
+            "a credential sees them, like every other memory of its tenant)",
+        )
 
-    def handle(self, *args: Any, tenant: str, name: str, actions: str, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        tenant: str,
+        name: str,
+        actions: str,
+        no_restricted: bool = False,
+        **options: Any,
+    ) -> None:
         found = tenant_by_slug(tenant)
         if found is None:
             raise CommandError(f"no tenant {tenant!r}; create it with: memoryconsole create-tenant")
         try:
             _, token = credential_issue(
-                tenant=found, name=name, actions=actions, actor=Actor.system("create-token")
+                tenant=found,
+                name=name,
+                actions=actions,
+                sees_restricted=not no_restricted,
+                actor=Actor.system("create-token"),
             )
         except ValidationError as exc:
             raise CommandError(_messages(exc)) from exc
