@@ -47,6 +47,7 @@ from typing import Any
 from django.core.cache import caches
 from django.db import connection
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from apps.audit.services import audit_read, audit_record
 from apps.core.actors import Actor
@@ -876,8 +877,13 @@ def search_scoped(
         )
     if q.purpose == "decision" and audit:
         # What the agent relied on for a decision is part of the record, and so is which of
-        # it was disputed when it did.
-        data: dict[str, Any] = {"returned": [str(h.pk) for h in hits], "plan": statement.plan}
+        # it was disputed when it did. The filters (never the query's text) let a replay
+        # find what became a candidate since (apps.evaluation.replay).
+        data: dict[str, Any] = {
+            "returned": [str(h.pk) for h in hits],
+            "plan": statement.plan,
+            "filters": _audited_filters(q),
+        }
         disputed = [str(h.pk) for h in hits if getattr(h.record, "open_conflict_id", None)]
         if disputed:
             data["in_conflict"] = disputed
@@ -923,6 +929,31 @@ def _audited_filters(q: SearchQuery) -> dict[str, Any]:
         "top_k": q.top_k,
     }
     return {name: value for name, value in filters.items() if value}
+
+
+def query_of_audited_filters(filters: dict[str, Any], *, purpose: str) -> SearchQuery:
+    """The search an audit event's ``filters`` (:func:`_audited_filters`) describe, without
+    its text: the same candidates, nothing to rank them by."""
+    scope = filters.get("scope") or {}
+    as_of = filters.get("as_of")
+    return SearchQuery(
+        purpose=purpose,
+        domain=str(scope.get("domain") or ""),
+        task_type=str(scope.get("task_type") or ""),
+        conditions=scope.get("conditions") or None,
+        scope_match=str(filters.get("scope_match") or "contained"),
+        subject=str(filters.get("subject") or ""),
+        keys=[str(key) for key in filters.get("keys") or []],
+        sensitivity_max=str(filters.get("sensitivity_max") or ""),
+        as_of=parse_datetime(str(as_of)) if as_of else None,
+        top_k=int(filters.get("top_k") or 10),
+    )
+
+
+def candidate_predicate_sql(q: SearchQuery, params: dict[str, Any]) -> str:
+    """The condition on ``r`` (records) a record meets to be a ranking candidate of ``q``,
+    exactly as the search applies it; needs ``%(tenant)s`` and ``%(now)s`` in ``params``."""
+    return _candidate_sql(q, params)
 
 
 def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:

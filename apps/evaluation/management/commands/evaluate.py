@@ -1,8 +1,12 @@
 """``memoryconsole evaluate``: run generated scenario sets (one per seed) or a scenario file in
 a sandbox, beside the fair store and the cache; print the figures, check them.
 
-Exit status: 0 when every threshold, guarantee and gate holds, 1 when one fails, 2 when the
-evaluation could not run (an unreadable scenario file, an unknown tenant, a refused call).
+With ``--tenant SLUG --replay``: replay the tenant's audited decision searches of a period on
+today's memory instead (:mod:`apps.evaluation.replay`).
+
+Exit status: 0 when every threshold, guarantee and gate holds (a replay: when it ran), 1 when
+one fails, 2 when the evaluation could not run (an unreadable scenario file, an unknown
+tenant, a bad period, a refused call).
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from apps.core.actors import Actor
 from apps.evaluation.gates import baseline_of, baseline_path, baseline_read
+from apps.evaluation.replay import PeriodError, period_parse, replay_summary, replay_table
 from apps.evaluation.report import class_chart, comparison_chart, html_report, text_table
 from apps.evaluation.runner import BASELINES, RecordSettings, evaluate
 from apps.evaluation.sandbox import EvaluationFailed, TenantPolicy
@@ -24,6 +30,7 @@ from apps.evaluation.scenarios import ScenarioError, scenarios_load
 from apps.evaluation.scenarios.generate import DEFAULT_PER_CLASS
 from apps.evaluation.seeded import DEFAULT_SEEDS, evaluate_generated, seeds_from
 from apps.evaluation.services import evaluation_run_execute, evaluation_run_open
+from apps.tenancy.context import tenant_scope
 from apps.tenancy.selectors import tenant_by_slug
 
 
@@ -127,6 +134,24 @@ class Command(BaseCommand):
             "(shaped like LangGraph's store: namespaces, replace by key, real delete, TTL), "
             "cache (plain nearest neighbours).",
         )
+        parser.add_argument(
+            "--replay",
+            action="store_true",
+            help="With --tenant: re-run the tenant's audited decision searches of a period on "
+            "today's memory and count how many would now return something different, and why "
+            "(new memory, deleted, superseded, expired, conflict, ...). The question of a "
+            "search is not kept, so a new memory is one that may now rank. Nothing is written.",
+        )
+        parser.add_argument(
+            "--since",
+            help="With --replay: the period's start, RFC 3339 or a duration back from now "
+            "(P7D; default P30D).",
+        )
+        parser.add_argument(
+            "--until",
+            help="With --replay: the period's end (exclusive), RFC 3339 or a duration back "
+            "from now (default now).",
+        )
         parser.add_argument("--json", type=Path, help="Write the figures as JSON here.")
         parser.add_argument("--html", type=Path, help="Write an HTML report with plots here.")
         parser.add_argument(
@@ -137,6 +162,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["replay"] or options["since"] or options["until"]:
+            self._replay(options)
+            return
         raw = options["against"]
         # call_command passes the option as given, not through its type.
         try:
@@ -256,3 +284,41 @@ class Command(BaseCommand):
         self.stderr.write(f"stored as evaluation run {finished.pk} of {slug}")
         results: dict[str, Any] = finished.results
         return results
+
+    def _replay(self, options: dict[str, Any]) -> None:
+        """``--replay``: the tenant's decision searches of the period, on today's memory."""
+        if not options["replay"]:
+            raise CommandError("--since and --until go with --replay.", returncode=2)
+        if not options["tenant"]:
+            raise CommandError("--replay needs --tenant SLUG.", returncode=2)
+        others = [
+            f"--{name.replace('_', '-')}"
+            for name in ("scenarios", "record_baseline", "against", "html", "plot")
+            if options[name]
+        ]
+        if others:
+            raise CommandError(f"{', '.join(others)} do not go with --replay.", returncode=2)
+        slug = options["tenant"]
+        tenant = tenant_by_slug(slug)
+        if tenant is None:
+            raise CommandError(f"No tenant {slug!r}.", returncode=2)
+        try:
+            since, until = period_parse(options["since"], options["until"], now=timezone.now())
+        except PeriodError as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        bar = ProgressBar(sys.stderr)
+        self.stderr.write(
+            f"replaying the decision searches of {slug} from "
+            f"{since.isoformat(timespec='seconds')} to {until.isoformat(timespec='seconds')}"
+        )
+        with tenant_scope(tenant.pk):
+            summary = replay_summary(
+                since=since,
+                until=until,
+                progress=lambda done, total: bar("replaying decision searches", done, total),
+            )
+        self.stdout.write(replay_table(summary, slug), ending="")
+        if options["json"]:
+            options["json"].write_text(
+                json.dumps(summary.as_json(slug), indent=1, default=str) + "\n"
+            )
