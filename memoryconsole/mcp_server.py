@@ -49,6 +49,8 @@ from pydantic import AnyHttpUrl, BaseModel, Field
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
 
+from apps.core.arguments import port_number
+
 JSON = dict[str, Any]
 T = TypeVar("T")
 
@@ -584,7 +586,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="memoryconsole mcp", description=__doc__.splitlines()[0])
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=port_number, default=8765)
     parser.add_argument("--url", help="the API's address (default: $MEMORYCONSOLE_URL)")
     args = parser.parse_args(argv)
     # httpx logs each request's URL at INFO, query string and all (a subject, say): the API's

@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.core.actors import Actor
+from apps.core.arguments import writable_file
 from apps.evaluation.report import comparison_chart, html_report, text_table
 from apps.evaluation.runner import evaluate
 from apps.evaluation.sandbox import EvaluationFailed, TenantPolicy
@@ -68,10 +69,12 @@ class Command(BaseCommand):
             choices=["cache"],
             help="Run the same scenarios against a plain nearest-neighbour cache, side by side.",
         )
-        parser.add_argument("--json", type=Path, help="Write the figures as JSON here.")
-        parser.add_argument("--html", type=Path, help="Write an HTML report with plots here.")
+        parser.add_argument("--json", type=writable_file, help="Write the figures as JSON here.")
         parser.add_argument(
-            "--plot", type=Path, help="Write the record-versus-cache chart (SVG) here."
+            "--html", type=writable_file, help="Write an HTML report with plots here."
+        )
+        parser.add_argument(
+            "--plot", type=writable_file, help="Write the record-versus-cache chart (SVG) here."
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
