@@ -326,7 +326,9 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Beat keeps its schedule (and when each task last ran) in the database, in transactions,
 # never in a local file that a stop at the wrong moment leaves half-written.
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's scheduler, made to reconnect after the broker went away
+# (memoryconsole.beat).
+CELERY_BEAT_SCHEDULER = "memoryconsole.beat:Scheduler"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     # Expiry is enforced at read time; compaction only reclaims what reads already hide.
