@@ -39,6 +39,7 @@ NOT_FOR_DEPLOYMENT = {
     "MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER": "tuning: the default fits production",
     "MEMORYCONSOLE_STATIC_COLLECTED": "set by the Dockerfile, which runs collectstatic",
     "MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT": "tuning: the default fits production",
+    "MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT": "tuning: the default fits production",
 }
 
 

@@ -77,3 +77,15 @@ def test_it_offers_the_console_home_when_a_csrf_failure_came_from_elsewhere(revi
     assert response.status_code == 403
     assert "evil.example" not in html
     assert f'href="{reverse("console:home")}"' in html
+
+
+def test_a_refused_page_is_logged_in_one_line_without_a_traceback(client, member, tenant, caplog):
+    client.force_login(member)
+    caplog.clear()
+    # A member's role does not allow the evaluation page: 403.
+    refused = reverse("console:evaluation", kwargs={"tenant_slug": tenant.slug})
+    assert client.get(refused).status_code == 403
+    [record] = [r for r in caplog.records if r.name == "django.request"]
+    assert record.getMessage() == f"Forbidden (Permission denied): {refused}"
+    assert record.exc_info is None
+    assert "Traceback" not in caplog.text
