@@ -243,9 +243,8 @@ def test_it_runs_celery_on_the_real_app(
 
 
 def test_it_keeps_the_beat_schedule_in_the_database(services: dict[str, Any]) -> None:
-    from django.conf import settings
-
     from celery.utils.imports import symbol_by_name
+    from django.conf import settings
     from django_celery_beat.schedulers import DatabaseScheduler
 
     # django-celery-beat's, made to reconnect to the broker (memoryconsole.beat).
