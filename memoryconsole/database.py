@@ -18,6 +18,8 @@ Configuration:
 * ``MEMORYCONSOLE_DATABASE_NAME`` (embedded only): another database on the embedded server.
 * ``MEMORYCONSOLE_DB_ROLE=owner`` makes a process use the owner; the ``memoryconsole`` and
   ``manage.py`` entry points set it for the commands that change the schema.
+* ``MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT``: how long one statement of a web request may
+  run, waits for locks included (:func:`request_statement_timeout`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,31 @@ class DatabaseTarget:
     @property
     def app_role(self) -> str:
         return str(self.app["USER"])
+
+
+# A web request's statements are cancelled after this many seconds (apps.api.middleware):
+# below gunicorn's worker timeout (memoryconsole/gunicorn_conf.py), so a request blocked on a
+# lock answers 503 and rolls back instead of its worker being killed mid-request.
+REQUEST_STATEMENT_TIMEOUT_DEFAULT = 20.0
+# gunicorn's worker timeout stays this much above it: time to roll back and answer.
+REQUEST_TIMEOUT_MARGIN = 10
+
+
+def request_statement_timeout() -> float:
+    """``MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT`` in seconds (default 20): a positive number."""
+    raw = os.environ.get("MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT", "").strip()
+    if not raw:
+        return REQUEST_STATEMENT_TIMEOUT_DEFAULT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < 24 * 60 * 60:
+        raise ValueError(
+            "MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT must be a number of seconds above 0 and "
+            f"below a day, not {raw!r}"
+        )
+    return seconds
 
 
 def _django_entry(url: str) -> dict[str, Any]:

@@ -7,6 +7,10 @@ are personal data with no place in a log kept for operations.
 
 from __future__ import annotations
 
+import math
+
+from memoryconsole.database import REQUEST_TIMEOUT_MARGIN, request_statement_timeout
+
 accesslog = "-"
 access_log_format = '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms'
 
@@ -19,3 +23,9 @@ worker_class = "memoryconsole.gunicorn_worker.ProblemSyncWorker"
 limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 8190
+
+# A worker silent this long is killed, and its client gets an empty answer. The database
+# cancels a request's statement before that (MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT), so a
+# request blocked on a lock answers 503 with Retry-After and rolls back; at the defaults this
+# is gunicorn's own 30 s.
+timeout = max(30, math.ceil(request_statement_timeout()) + REQUEST_TIMEOUT_MARGIN)

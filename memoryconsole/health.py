@@ -1,6 +1,7 @@
 """``GET /api/v1/health``: the database, the pgvector extension, the task broker and whether
-background work completes. It asks every layer (the broker is the Celery app's, the work is
-the outbox's), so it sits in the project above the apps."""
+background work completes, queued (the outbox) and scheduled (beat's tasks). It asks every
+layer (the broker is the Celery app's, the work is the outbox's), so it sits in the project
+above the apps."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.derivations.selectors import BackgroundWork, background_work
 
 from .celery import broker_status
+from .scheduled import ScheduledTask, overdue_after, scheduled_work
 
 
 class WorkSerializer(serializers.Serializer[dict[str, Any]]):
@@ -31,6 +33,19 @@ class WorkSerializer(serializers.Serializer[dict[str, Any]]):
     )
     done_last_minute = serializers.IntegerField(help_text="Items finished in the last minute.")
     dead = serializers.IntegerField(help_text="Items whose retries ran out (see the admin).")
+
+
+class ScheduledTaskSerializer(serializers.Serializer[dict[str, Any]]):
+    name = serializers.CharField(help_text='The schedule entry, e.g. "reclaim-deleted".')
+    task = serializers.CharField(help_text="The task it runs.")
+    every_seconds = serializers.FloatField()
+    last_succeeded_seconds_ago = serializers.FloatField(
+        allow_null=True, help_text="null: not once since beat first scheduled it."
+    )
+    overdue = serializers.BooleanField(
+        help_text="No success for its interval plus the larger of that interval and "
+        "WORK_STALLED_AFTER."
+    )
 
 
 class HealthSerializer(serializers.Serializer[dict[str, Any]]):
@@ -43,11 +58,17 @@ class HealthSerializer(serializers.Serializer[dict[str, Any]]):
     vector = serializers.CharField(help_text="The pgvector extension's version.")
     broker = serializers.CharField(help_text='"ok (<transport>)" or "unreachable (<transport>)".')
     work = WorkSerializer()
+    scheduled = ScheduledTaskSerializer(
+        many=True, help_text="Beat's tasks (empty until beat has started once)."
+    )
 
 
-def health_reasons(broker: str, work: BackgroundWork) -> list[str]:
+def health_reasons(
+    broker: str, work: BackgroundWork, scheduled: list[ScheduledTask] | None = None
+) -> list[str]:
     """Why the service is degraded (empty when it is not): the broker cannot be reached, or
-    committed work has waited longer than ``WORK_STALLED_AFTER`` seconds, or some has died."""
+    committed work has waited longer than ``WORK_STALLED_AFTER`` seconds, or some has died, or
+    a scheduled task has not succeeded for longer than its schedule allows."""
     reasons = []
     if not broker.startswith("ok"):
         reasons.append(f"The task broker is {broker}.")
@@ -60,7 +81,23 @@ def health_reasons(broker: str, work: BackgroundWork) -> list[str]:
         )
     if work.dead:
         reasons.append(f"{work.dead} background item(s) failed every retry (see the admin).")
+    overdue = [each for each in scheduled or [] if each.overdue]
+    if overdue:
+        reasons.append(
+            "Scheduled work is not completing (check beat and the worker): "
+            + "; ".join(_overdue_text(each) for each in overdue)
+            + "."
+        )
     return reasons
+
+
+def _overdue_text(each: ScheduledTask) -> str:
+    limit = overdue_after(each.every_seconds)
+    every = f"{each.name} (every {each.every_seconds:g} s, limit {limit:g} s)"
+    if each.last_succeeded_seconds_ago is None:
+        waited = int(each.waiting_seconds)
+        return f"{every} has not succeeded in the {waited} s since beat scheduled it"
+    return f"{every} last succeeded {int(each.last_succeeded_seconds_ago)} s ago"
 
 
 def _unavailable(detail: str) -> Response:
@@ -100,9 +137,10 @@ def health(request: Request) -> Response:
     broker = broker_status()
     try:
         work = background_work()
+        scheduled = scheduled_work()
     except DatabaseError:
         return _unavailable("The database is unreachable.")
-    reasons = health_reasons(broker, work)
+    reasons = health_reasons(broker, work, scheduled)
     return Response(
         {
             "status": "degraded" if reasons else "ok",
@@ -111,5 +149,15 @@ def health(request: Request) -> Response:
             "vector": row[0],
             "broker": broker,
             "work": asdict(work),
+            "scheduled": [
+                {
+                    "name": each.name,
+                    "task": each.task,
+                    "every_seconds": each.every_seconds,
+                    "last_succeeded_seconds_ago": each.last_succeeded_seconds_ago,
+                    "overdue": each.overdue,
+                }
+                for each in scheduled
+            ],
         }
     )

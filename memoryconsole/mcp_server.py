@@ -51,6 +51,7 @@ from pydantic import AnyHttpUrl, BaseModel, Field
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
 
+from apps.core.arguments import port_number
 from memoryconsole import mcp_hosts
 
 JSON = dict[str, Any]
@@ -630,7 +631,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="memoryconsole mcp", description=__doc__.splitlines()[0])
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=port_number, default=8765)
     parser.add_argument("--url", help="the API's address (default: $MEMORYCONSOLE_URL)")
     parser.add_argument(
         "--print-config",

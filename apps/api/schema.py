@@ -13,7 +13,7 @@ decides it.
   undeclared query parameter or body member, ``401``/``403``/``429`` for authenticated
   operations, ``409``/``422`` for an idempotency key (and ``410``, the ``IdempotencyTombstone``
   problem, where a retry replays a stored response), ``413``/``415`` for bodies, ``414`` for a
-  URL too long to read, ``503`` while the database is away),
+  URL too long to read, ``503`` while the database is away or a request runs out of time),
   each as the one ``Problem`` component. An operation's own ``@extend_schema(responses=...)``
   keeps its description for a status it names; the pipeline's is appended to it.
 """
@@ -179,8 +179,9 @@ def _problem_codes(
             RETRY_AFTER,
         )
     codes[503] = (
-        f"The database is unavailable; nothing was changed. Retry after `Retry-After` "
-        f"seconds ({DATABASE_RETRY_AFTER}).",
+        "The database is unavailable (type `.../database-unavailable`), or the request ran "
+        "out of time waiting for it, a lock held by other work say (`.../database-timeout`); "
+        f"nothing was changed. Retry after `Retry-After` seconds ({DATABASE_RETRY_AFTER}).",
         RETRY_AFTER,
     )
     return codes

@@ -16,6 +16,7 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -78,10 +79,37 @@ DATABASE_RETRY_AFTER = 5
 DATABASE_UNAVAILABLE = "The database is unavailable; nothing was changed. Retry shortly."
 
 
+# A request whose statement ran past the request's statement timeout, or gave up waiting for
+# a lock: it is rolled back, and the same request may well succeed once the lock is released.
+DATABASE_TIMED_OUT = (
+    "The request ran out of time waiting for the database (a lock held by other work, or a "
+    "slow statement); it was rolled back and nothing was changed. Retry shortly."
+)
+
+
 def database_unavailable(error: BaseException) -> bool:
-    """Whether ``error`` means the database cannot be reached now (a connection refused or
-    lost, the server restarting): a condition to retry, not a fault of the request."""
+    """Whether ``error`` means the database cannot serve the request now (a connection refused
+    or lost, the server restarting, a statement cancelled by the request's timeout): a
+    condition to retry, not a fault of the request."""
     return isinstance(error, OperationalError | InterfaceError)
+
+
+def database_timed_out(error: BaseException) -> bool:
+    """Whether ``error`` is a statement cancelled by ``statement_timeout`` (or another
+    cancellation) or a lock not granted within ``lock_timeout``."""
+    cause = error if isinstance(error, psycopg.Error) else error.__cause__
+    return isinstance(cause, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable)
+
+
+def database_unavailable_body(error: BaseException) -> dict[str, Any]:
+    """The 503 problem for ``error`` (see :func:`database_unavailable`), and its log line: one
+    line, no traceback, nothing of the statement (it may quote what the request held)."""
+    if database_timed_out(error):
+        cause = error if isinstance(error, psycopg.Error) else error.__cause__
+        logger.warning("request ran out of time in the database: %s", type(cause).__name__)
+        return problem_body(503, DATABASE_TIMED_OUT, slug="database-timeout")
+    logger.warning("database unavailable: %s", type(error).__name__)
+    return problem_body(503, DATABASE_UNAVAILABLE, slug="database-unavailable")
 
 
 def _title(status_code: int) -> str:
@@ -180,8 +208,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """
     _roll_back_request(context)
     if database_unavailable(exc):
-        logger.warning("database unavailable: %s", type(exc).__name__)
-        body = problem_body(503, DATABASE_UNAVAILABLE, slug="database-unavailable")
+        body = database_unavailable_body(exc)
         return _response(body, {"Retry-After": str(DATABASE_RETRY_AFTER)})
     headers: dict[str, str] = {}
     if isinstance(exc, Http404):

@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from memoryconsole import health
+from memoryconsole.scheduled import scheduled_run_succeeded, scheduled_runs_expect
 
 from .support import PROBLEM, assert_problem
 
@@ -127,7 +128,7 @@ def test_it_reports_health_without_credentials(monkeypatch):
     response = Client().get("/api/v1/health")
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"status", "reasons", "database", "vector", "broker", "work"}
+    assert set(body) == {"status", "reasons", "database", "vector", "broker", "work", "scheduled"}
     assert body["database"] == "ok"
     assert re.fullmatch(r"\d+\.\d+(\.\d+)?", body["vector"])
     assert body["broker"].startswith(("ok", "unreachable"))
@@ -182,3 +183,39 @@ def test_it_reports_degraded_health_when_work_died(tenant):
     body = Client().get("/api/v1/health").json()
     assert body["status"] == "degraded"
     assert body["work"]["dead"] == 1
+
+
+def test_it_reports_degraded_health_while_scheduled_work_is_not_completing(settings):
+    settings.WORK_STALLED_AFTER = 120
+    now = timezone.now()
+    scheduled_runs_expect(now - timedelta(minutes=8))  # beat started 8 minutes ago
+    scheduled_run_succeeded("derivations.outbox_relay", now - timedelta(minutes=5))
+    scheduled_run_succeeded("derivations.reclaim", now - timedelta(minutes=5))
+    body = Client().get("/api/v1/health").json()
+    assert body["status"] == "degraded"
+    [reason] = [r for r in body["reasons"] if r.startswith("Scheduled work is not completing")]
+    # Every 2 s: overdue 122 s after its last success. Every 10 minutes: not yet, at 5.
+    assert "relay-outbox (every 2 s, limit 122 s) last succeeded 300 s ago" in reason
+    assert "reclaim-deleted" not in reason
+    # Every 15 minutes and never succeeded: overdue 30 minutes after beat scheduled it.
+    assert "compact-expired-records" not in reason
+    scheduled = {each["name"]: each for each in body["scheduled"]}
+    assert scheduled["relay-outbox"]["overdue"] is True
+    assert scheduled["reclaim-deleted"]["last_succeeded_seconds_ago"] >= 300
+    assert scheduled["compact-expired-records"]["last_succeeded_seconds_ago"] is None
+
+    scheduled_run_succeeded("derivations.outbox_relay")
+    body = Client().get("/api/v1/health").json()
+    assert not any(r.startswith("Scheduled work") for r in body["reasons"])
+
+
+def test_it_reports_a_scheduled_task_that_never_succeeded(settings):
+    settings.WORK_STALLED_AFTER = 120
+    scheduled_runs_expect(timezone.now() - timedelta(minutes=31))
+    scheduled_run_succeeded("derivations.outbox_relay")
+    body = Client().get("/api/v1/health").json()
+    [reason] = [r for r in body["reasons"] if r.startswith("Scheduled work is not completing")]
+    assert (
+        "compact-expired-records (every 900 s, limit 1800 s) has not succeeded in the 1860 s "
+        "since beat scheduled it" in reason
+    )

@@ -93,3 +93,15 @@ def test_it_tells_the_sign_in_page_that_a_change_without_a_session_was_not_saved
     # A page visited without a session lost nothing: no such warning.
     plain = client.get(client.get(queue)["Location"]).content.decode()
     assert "not saved" not in plain
+
+
+def test_a_refused_page_is_logged_in_one_line_without_a_traceback(client, member, tenant, caplog):
+    client.force_login(member)
+    caplog.clear()
+    # A member's role does not allow the evaluation page: 403.
+    refused = reverse("console:evaluation", kwargs={"tenant_slug": tenant.slug})
+    assert client.get(refused).status_code == 403
+    [record] = [r for r in caplog.records if r.name == "django.request"]
+    assert record.getMessage() == f"Forbidden (Permission denied): {refused}"
+    assert record.exc_info is None
+    assert "Traceback" not in caplog.text

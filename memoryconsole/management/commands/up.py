@@ -35,6 +35,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
+from apps.core.arguments import port_number, positive_int
 from memoryconsole import embedded
 from memoryconsole.supervisor import STOP_TIMEOUT, Supervisor
 
@@ -136,10 +137,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-        parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+        parser.add_argument("--port", type=port_number, default=8000, help="port to listen on")
         parser.add_argument("--demo", action="store_true", help="load the demo tenant (idempotent)")
         parser.add_argument(
-            "--workers", type=int, default=2, help="gunicorn worker processes (default 2)"
+            "--workers", type=positive_int, default=2, help="gunicorn worker processes (default 2)"
         )
 
     # --- output -----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.core.arguments import positive_int
 from apps.derivations.embedders import EmbedderUnavailable
 from apps.derivations.reembed import BATCH_SIZE, ReembedRefused, reembed_embedder, tenant_reembed
 from apps.tenancy.models import Tenant
@@ -61,7 +62,7 @@ class Command(BaseCommand):
             "source has its vector (default: the tenant's current model)",
         )
         parser.add_argument(
-            "--batch-size", type=int, default=BATCH_SIZE, help=f"default {BATCH_SIZE}"
+            "--batch-size", type=positive_int, default=BATCH_SIZE, help=f"default {BATCH_SIZE}"
         )
 
     def handle(

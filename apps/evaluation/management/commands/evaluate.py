@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from apps.core.actors import Actor
+from apps.core.arguments import writable_file
 from apps.evaluation.gates import baseline_of, baseline_path, baseline_read
 from apps.evaluation.replay import PeriodError, period_parse, replay_summary, replay_table
 from apps.evaluation.report import class_chart, comparison_chart, html_report, text_table
@@ -152,11 +153,13 @@ class Command(BaseCommand):
             help="With --replay: the period's end (exclusive), RFC 3339 or a duration back "
             "from now (default now).",
         )
-        parser.add_argument("--json", type=Path, help="Write the figures as JSON here.")
-        parser.add_argument("--html", type=Path, help="Write an HTML report with plots here.")
+        parser.add_argument("--json", type=writable_file, help="Write the figures as JSON here.")
+        parser.add_argument(
+            "--html", type=writable_file, help="Write an HTML report with plots here."
+        )
         parser.add_argument(
             "--plot",
-            type=Path,
+            type=writable_file,
             help="Write the per-class chart (generated sets; else record beside the baselines) "
             "as SVG here.",
         )

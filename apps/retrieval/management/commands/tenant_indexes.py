@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.core.arguments import maintenance_work_mem, positive_int
 from apps.retrieval.tenant_indexes import (
     domain_index_name,
     index_name,
@@ -28,13 +29,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--min",
-            type=int,
+            type=positive_int,
             default=None,
             help=f"embeddings that earn a tenant its index (default "
             f"{settings.TENANT_HNSW_MIN_EMBEDDINGS:,})",
         )
         parser.add_argument(
             "--maintenance-work-mem",
+            type=maintenance_work_mem,
             default=settings.HNSW_BUILD_MEMORY,
             help="memory for each build (default %(default)s); the graph should fit in it",
         )
