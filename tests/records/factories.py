@@ -11,10 +11,15 @@ from django.utils import timezone
 
 
 def observed_now() -> str:
-    """Now, to the next whole second, as a write's ``observed_at``: a record's lifetime counts
-    from its observation, so a fixed date would soon be one that has already expired. Rounding
-    up keeps it at or just ahead of the write (the API allows 30 seconds ahead, and then counts
-    from the write), so even a sub-second ttl has not run out before a slow write arrives."""
+    """Now, to the second, as a write's ``observed_at``: a record's lifetime counts from its
+    observation, so a fixed date would soon be one that has already expired."""
+    return timezone.now().isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def observed_just_ahead() -> str:
+    """The next whole second, as ``observed_at``: ahead of the write (the API allows 30
+    seconds and then counts from the write), so a sub-second ttl cannot run out before a
+    slow write arrives."""
     ahead = timezone.now().replace(microsecond=0) + timedelta(seconds=1)
     return ahead.isoformat(timespec="seconds").replace("+00:00", "Z")
 

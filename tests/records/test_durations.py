@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from apps.core.validation import format_duration, parse_duration
 from tests.api.support import assert_problem
 
+from .factories import observed_just_ahead
 from .support import RECORDS, write
 
 ECHOED = [
@@ -29,10 +30,10 @@ ECHOED = [
 @pytest.mark.django_db
 @pytest.mark.parametrize(("sent", "echoed"), ECHOED)
 def test_it_echoes_a_ttl_it_accepts_again(agent, sent, echoed):
-    first = write(agent, subject="user:1", retention__ttl=sent)
+    first = write(agent, subject="user:1", retention__ttl=sent, observed_at=observed_just_ahead())
     assert first.status_code == 201, first.content
     assert first.json()["retention"]["ttl"] == echoed
-    again = write(agent, subject="user:2", retention__ttl=echoed)
+    again = write(agent, subject="user:2", retention__ttl=echoed, observed_at=observed_just_ahead())
     assert again.status_code == 201, again.content
     assert again.json()["retention"]["ttl"] == echoed
     assert first.json()["expires_at"] is not None
