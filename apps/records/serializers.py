@@ -782,7 +782,16 @@ class ConflictResolveInput(StrictSerializer):
             {
                 "properties": {
                     "resolution": {"not": {"enum": [Resolution.CORRECTED.value]}},
-                    "value": {"type": "null"},
+                    # Null only (OpenAPI 3.0 has no "type": "null"): no other JSON type.
+                    "value": {
+                        "nullable": True,
+                        "not": {
+                            "anyOf": [
+                                {"type": name}
+                                for name in ("string", "number", "boolean", "object", "array")
+                            ]
+                        },
+                    },
                 }
             },
             {

@@ -75,7 +75,7 @@ def test_a_decision_search_returns_a_memory_in_open_conflict_marked(contradicted
 
 def test_facts_carry_the_open_conflict(contradicted):
     agent, record = contradicted["agent"], contradicted["record"]
-    facts = agent.get("/api/v1/facts", {"subject": "policy:refunds"}).json()["facts"]
+    facts = agent.get("/api/v1/facts", {"subject": "policy:refunds"}).json()["results"]
     [fact] = facts
     assert fact["id"] == record["id"]
     assert fact["in_conflict"] is True
@@ -125,7 +125,7 @@ def provisional_and_confirmed(tenant):
 
 def test_facts_take_trust_and_say_who_confirmed_each(tenant):
     writer, reviewer, limit, _ = provisional_and_confirmed(tenant)
-    everything = writer.get("/api/v1/facts", {"subject": "policy:refunds"}).json()["facts"]
+    everything = writer.get("/api/v1/facts", {"subject": "policy:refunds"}).json()["results"]
     by_key = {fact["key"]: fact for fact in everything}
     assert by_key["refund.window"]["trust"] == "provisional"
     assert by_key["refund.window"]["confirmed_by"] is None
@@ -137,12 +137,12 @@ def test_facts_take_trust_and_say_who_confirmed_each(tenant):
     )
     confirmed = writer.get("/api/v1/facts", {"subject": "policy:refunds", "trust": "confirmed"})
     assert confirmed.status_code == 200, confirmed.json()
-    assert [fact["id"] for fact in confirmed.json()["facts"]] == [limit["id"]]
+    assert [fact["id"] for fact in confirmed.json()["results"]] == [limit["id"]]
 
 
 def test_a_fact_confirmed_by_a_second_observation_says_so(contradicted):
     agent, record = contradicted["agent"], contradicted["record"]
-    [fact] = agent.get("/api/v1/facts", {"subject": "policy:refunds"}).json()["facts"]
+    [fact] = agent.get("/api/v1/facts", {"subject": "policy:refunds"}).json()["results"]
     detail = agent.get(f"/api/v1/records/{record['id']}").json()
     second = detail["observations"][-1]
     assert fact["confirmed_by"]["kind"] == "observation"
@@ -223,7 +223,7 @@ def test_a_persons_approval_is_one_a_fact_names(client, tenant, reviewer):
         "console:review-approve", kwargs={"tenant_slug": tenant.slug, "request_id": opened["id"]}
     )
     assert client.post(approve, {"reason": "checked with finance"}).status_code == 302
-    [fact] = writer.get("/api/v1/facts", {"subject": "policy:refunds"}).json()["facts"]
+    [fact] = writer.get("/api/v1/facts", {"subject": "policy:refunds"}).json()["results"]
     assert fact["confirmed_by"]["kind"] == "person"
     assert (fact["confirmed_by"]["id"], fact["confirmed_by"]["label"]) == (
         str(reviewer.pk),

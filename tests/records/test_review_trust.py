@@ -43,7 +43,12 @@ def test_it_never_lets_an_agent_confirm_its_own_value(tenant):
     assert conflict_id
 
     for resolution in ("corrected", "accept_new", "keep_current"):
-        refused = assert_problem(_resolve(writer, conflict_id, resolution, value=99999), 403)
+        refused = assert_problem(
+            _resolve(
+                writer, conflict_id, resolution, value=99999 if resolution == "corrected" else None
+            ),
+            403,
+        )
         assert "wrote" in refused["detail"]
     with tenant_scope(tenant.pk):
         assert Conflict.objects.get(pk=conflict_id).state == "open"

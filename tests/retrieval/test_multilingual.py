@@ -190,7 +190,7 @@ def test_a_subject_in_any_script_is_one_subject_in_one_spelling(semantic_agent):
     upper = remember(semantic_agent, "Alice wants short answers", subject="user:Alice")
     assert upper["subject"] == "user:alice"
     facts = semantic_agent.get("/api/v1/facts", {"subject": "user:ALICE"}).json()
-    assert [fact["value"] for fact in facts["facts"]] == ["Alice wants short answers"]
+    assert [fact["value"] for fact in facts["results"]] == ["Alice wants short answers"]
     answer = ask(semantic_agent, "short answers", subject="user:Alice")
     assert found(answer) == [upper["id"]]
     hits = found(ask(semantic_agent, "پاسخ کوتاه", subject="user:علی"))

@@ -165,6 +165,10 @@ class PromotionRequest(TypedDict):
     decided_by: dict[str, str] | None
     decided_at: str | None
     decision_reason: str
+    # The reviewer holding the request (their name) and until when; both None when no
+    # claim is in force. Another's decision is refused (409) while it holds.
+    claimed_by: str | None
+    claimed_until: str | None
 
 
 class Conflict(TypedDict):
