@@ -92,7 +92,10 @@ def _state(home: Path) -> dict[str, Any]:
     return state
 
 
+# Its own fresh embedded server, a backup, removals and a restore take minutes: it runs in
+# .ci/run's fault step (a restore is recovery from losing the database), not the suite.
 @pytest.mark.slow
+@pytest.mark.faults
 def test_it_restores_a_backup_without_bringing_back_what_was_removed_since(
     tmp_path: Path,
 ) -> None:
