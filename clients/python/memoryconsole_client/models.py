@@ -165,6 +165,9 @@ class PromotionRequest(TypedDict):
     decided_by: dict[str, str] | None
     decided_at: str | None
     decision_reason: str
+    # The person holding it in the console while a claim lasts (others' decisions are a 409).
+    claimed_by: str | None
+    claimed_until: str | None
 
 
 class Conflict(TypedDict):
@@ -183,6 +186,9 @@ class Conflict(TypedDict):
     resolver: dict[str, str] | None
     reason: str
     resolved_at: str | None
+    # The person holding it in the console while a claim lasts (others' resolutions are a 409).
+    claimed_by: str | None
+    claimed_until: str | None
 
 
 class ConfirmedBy(TypedDict):
