@@ -688,16 +688,22 @@ class ConsentRevocation(TenantOwned):
 
 
 class ReviewClaim(TenantOwned):
-    """A reviewer's claim on an open promotion request, so two reviewers do not work the same
-    item: while it lasts, everyone sees who holds it, and a decision by anyone else is refused.
+    """A reviewer's claim on an open promotion request or an open conflict (exactly one of
+    the two), so two reviewers do not work the same item: while it lasts, everyone sees who
+    holds it, and a decision (a resolution) by anyone else is refused.
 
     A claim ends when it expires (a read-time predicate: an expired claim is ignored by every
-    read, never swept), when its holder releases it, or when the request is decided. One row
-    per request: a claim taken after the last one lapsed replaces it. The audit log keeps
+    read, never swept), when its holder releases it, or when the item is decided. One row
+    per item: a claim taken after the last one lapsed replaces it. The audit log keeps
     every claim and release."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    request = models.OneToOneField(PromotionRequest, on_delete=models.CASCADE, related_name="claim")
+    request = models.OneToOneField(
+        PromotionRequest, null=True, blank=True, on_delete=models.CASCADE, related_name="claim"
+    )
+    conflict = models.OneToOneField(
+        Conflict, null=True, blank=True, on_delete=models.CASCADE, related_name="claim"
+    )
     # Claims are people's (the console's); an agent credential never holds one.
     holder_id = models.CharField(max_length=64)
     holder_label = models.CharField(max_length=200)
@@ -710,9 +716,16 @@ class ReviewClaim(TenantOwned):
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["tenant", "holder_id", "expires_at"], name="claim_tenant_holder")
         ]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.CheckConstraint(
+                condition=models.Q(request__isnull=False, conflict__isnull=True)
+                | models.Q(request__isnull=True, conflict__isnull=False),
+                name="review_claim_one_item",
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"claim on {self.request_id} by {self.holder_label}"
+        return f"claim on {self.request_id or self.conflict_id} by {self.holder_label}"
 
 
 class ReasonDecision(models.TextChoices):

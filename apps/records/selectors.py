@@ -368,9 +368,10 @@ def conflicts(state: str | None, *, sees_restricted: bool) -> QuerySet[Conflict]
     would return the expired record's content. One with a side the reader may not see
     (restricted) is not shown either."""
     live = records_live().visible(sees_restricted=sees_restricted)
-    queryset = Conflict.objects.select_related("current_record", "contender", "fact").filter(
-        current_record__in=live, contender__in=live
-    )
+    # With its claim, which the API shows (who holds it, until when).
+    queryset = Conflict.objects.select_related(
+        "current_record", "contender", "fact", "claim"
+    ).filter(current_record__in=live, contender__in=live)
     if state:
         queryset = queryset.filter(state=state)
     return queryset.order_by("-opened_at", "-id")

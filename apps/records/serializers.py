@@ -218,7 +218,31 @@ class PromotionEventSerializer(serializers.Serializer[PromotionEvent]):
         return _actor(event, "promoted_by")
 
 
-class PromotionRequestSerializer(serializers.Serializer[PromotionRequest]):
+class ClaimFields:
+    """Who holds a review item in the console, and until when (``claimed_by``,
+    ``claimed_until``): a serializer using it declares both as method fields, and its items
+    come with their claim (``select_related("claim")``)."""
+
+    def _claim(self, item: PromotionRequest | Conflict) -> ReviewClaim | None:
+        # An expired claim is ignored by every read (apps.review.claims): never swept.
+        try:
+            claim = item.claim
+        except ReviewClaim.DoesNotExist:
+            return None
+        return claim if claim.expires_at > timezone.now() else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_claimed_by(self, item: PromotionRequest | Conflict) -> str | None:
+        claim = self._claim(item)
+        return claim.holder_label if claim else None
+
+    @extend_schema_field({"type": "string", "format": "date-time", "nullable": True})
+    def get_claimed_until(self, item: PromotionRequest | Conflict) -> str | None:
+        claim = self._claim(item)
+        return serializers.DateTimeField().to_representation(claim.expires_at) if claim else None
+
+
+class PromotionRequestSerializer(ClaimFields, serializers.Serializer[PromotionRequest]):
     id = serializers.UUIDField()
     record = serializers.UUIDField(source="record_id")
     state = serializers.CharField()
@@ -241,28 +265,11 @@ class PromotionRequestSerializer(serializers.Serializer[PromotionRequest]):
     def get_requested_by(self, request: PromotionRequest) -> dict[str, str]:
         return _actor(request, "requested_by")
 
-    def _claim(self, request: PromotionRequest) -> ReviewClaim | None:
-        # An expired claim is ignored by every read (apps.review.claims): never swept.
-        try:
-            claim = request.claim
-        except ReviewClaim.DoesNotExist:
-            return None
-        return claim if claim.expires_at > timezone.now() else None
-
-    def get_claimed_by(self, request: PromotionRequest) -> str | None:
-        claim = self._claim(request)
-        return claim.holder_label if claim else None
-
-    @extend_schema_field({"type": "string", "format": "date-time", "nullable": True})
-    def get_claimed_until(self, request: PromotionRequest) -> str | None:
-        claim = self._claim(request)
-        return serializers.DateTimeField().to_representation(claim.expires_at) if claim else None
-
     def get_decided_by(self, request: PromotionRequest) -> dict[str, str] | None:
         return _actor(request, "decided_by") if request.decided_by_type else None
 
 
-class ConflictSerializer(serializers.Serializer[Conflict]):
+class ConflictSerializer(ClaimFields, serializers.Serializer[Conflict]):
     id = serializers.UUIDField()
     state = serializers.CharField()
     subject = serializers.CharField(source="fact.subject")
@@ -275,6 +282,14 @@ class ConflictSerializer(serializers.Serializer[Conflict]):
     resolver = serializers.SerializerMethodField()
     reason = serializers.CharField(allow_blank=True)
     resolved_at = serializers.DateTimeField(allow_null=True)
+    claimed_by = serializers.SerializerMethodField(
+        help_text="The person working on it in the console, while a claim lasts (a resolution "
+        "by anyone else is a 409 until then); null when no one holds it."
+    )
+    claimed_until = serializers.SerializerMethodField(
+        help_text="When that claim ends (it ends sooner when released or resolved); null when "
+        "no one holds it."
+    )
 
     def get_resolver(self, conflict: Conflict) -> dict[str, str] | None:
         return _actor(conflict, "resolver") if conflict.resolver_type else None

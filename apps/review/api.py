@@ -179,7 +179,10 @@ class ConflictResolveView(ContractView):
                 description="The credential wrote one of the versions: it cannot resolve it.",
             ),
             (409, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer, description="The conflict is already resolved."
+                ProblemSerializer,
+                description="The conflict is already resolved, or a reviewer in the console "
+                "holds it: a claim, named by `claimed_by` and `claimed_until`, refuses every "
+                "other resolution until it ends.",
             ),
         },
     )

@@ -1,16 +1,19 @@
-"""Claims on promotion requests: a reviewer takes a batch of open requests for a while, so
-two reviewers do not work the same items.
+"""Claims on review items (promotion requests and open conflicts): a reviewer takes a batch
+of open items for a while, so two reviewers do not work the same items.
 
-While a claim lasts, everyone sees who holds the request, and a decision on it by anyone
-else is refused (:func:`claim_refusal`, called by ``promotion_approve`` and
-``promotion_reject`` under the request's lock, so a decision and a claim never both win).
+While a claim lasts, everyone sees who holds the item, and a decision on it by anyone else is
+refused (:func:`claim_refusal`, called by ``promotion_approve``, ``promotion_reject`` and
+``conflict_resolve`` under the item's lock, so a decision and a claim never both win).
 Claims end on their own: an expired claim is ignored by every read (``expires_at`` is
 compared with the time of the read), so nothing has to sweep them. Taking and releasing
 claims are audited; the expiry is not an event (nothing changes when it passes).
 
 Only people hold claims: they are how reviewers in the console share out a queue. An agent
 credential's decision through the API is refused like anyone else's while a person holds
-the request.
+the item.
+
+Each function takes the kind of item as ``kind`` (:data:`PROMOTIONS`, the default, or
+:data:`CONFLICTS`): one table, one set of rules, for both queues.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -27,15 +31,77 @@ from django.utils import timezone
 from apps.audit.services import audit_record
 from apps.core.actors import Actor, ActorType
 from apps.core.errors import DomainError
-from apps.records.models import PromotionRequest, PromotionState, ReviewClaim
+from apps.records.models import (
+    Conflict,
+    ConflictState,
+    Fact,
+    PromotionRequest,
+    PromotionState,
+    ReviewClaim,
+)
 from apps.tenancy.models import Tenant
 
-# The most requests one claim takes: a batch is a page or two of work, not the queue.
+# The most items one claim takes: a batch is a page or two of work, not the queue.
 CLAIM_BATCH_LIMIT = 50
+
+Claimable = PromotionRequest | Conflict
 
 
 class ClaimError(DomainError):
     """A claim that cannot be taken or released as asked (the message says why)."""
+
+
+@dataclass(frozen=True)
+class ClaimKind:
+    """What a claim holds: the claim's column naming it, the open state, what it loads with
+    the item (to name it), and its name in audit events and messages."""
+
+    model: type[PromotionRequest] | type[Conflict]
+    column: str  # the ReviewClaim field naming the item
+    open_state: str
+    related: str  # loaded with the item: what names it (the record, the fact)
+    object_type: str  # in audit events
+    target: str  # the audit event's list of ids
+    noun: str  # in messages
+
+    def of(self, ids: Collection[uuid.UUID] | uuid.UUID) -> Q:
+        """Claims naming the item ``ids`` (one id or several)."""
+        if isinstance(ids, uuid.UUID):
+            return Q(**{f"{self.column}_id": ids})
+        return Q(**{f"{self.column}_id__in": list(ids)})
+
+    def item_of(self, claim: ReviewClaim) -> uuid.UUID | None:
+        return getattr(claim, f"{self.column}_id")  # type: ignore[no-any-return]
+
+
+PROMOTIONS = ClaimKind(
+    model=PromotionRequest,
+    column="request",
+    open_state=PromotionState.OPEN,
+    related="record",
+    object_type="promotion_request",
+    target="promotion_requests",
+    noun="request",
+)
+CONFLICTS = ClaimKind(
+    model=Conflict,
+    column="conflict",
+    open_state=ConflictState.OPEN,
+    related="fact",
+    object_type="conflict",
+    target="conflicts",
+    noun="conflict",
+)
+
+
+def claim_kind(claim: ReviewClaim) -> ClaimKind:
+    return CONFLICTS if claim.conflict_id is not None else PROMOTIONS
+
+
+def item_label(item: Claimable) -> str:
+    """How messages name an item: its subject and key."""
+    named = item.fact if isinstance(item, Conflict) else item.record
+    return f"{named.subject} · {named.key}"
 
 
 def claims_active(now: datetime | None = None) -> QuerySet[ReviewClaim]:
@@ -43,23 +109,25 @@ def claims_active(now: datetime | None = None) -> QuerySet[ReviewClaim]:
     return ReviewClaim.objects.filter(expires_at__gt=now or timezone.now())
 
 
-def held_by_others(holder_id: str, now: datetime) -> Q:
-    """Promotion requests another person holds at ``now`` (for filtering the queue)."""
-    return Q(
-        Exists(claims_active(now).filter(request_id=OuterRef("pk")).exclude(holder_id=holder_id))
-    )
+def _held(kind: ClaimKind, now: datetime) -> QuerySet[ReviewClaim]:
+    return claims_active(now).filter(**{f"{kind.column}_id": OuterRef("pk")})
 
 
-def held_by(holder_id: str, now: datetime) -> Q:
-    """Promotion requests ``holder_id`` holds at ``now``."""
-    return Q(Exists(claims_active(now).filter(request_id=OuterRef("pk"), holder_id=holder_id)))
+def held_by_others(holder_id: str, now: datetime, kind: ClaimKind | None = None) -> Q:
+    """Items another person holds at ``now`` (for filtering a queue)."""
+    return Q(Exists(_held(kind or PROMOTIONS, now).exclude(holder_id=holder_id)))
 
 
-def claim_in_force(request: PromotionRequest, now: datetime) -> ReviewClaim | None:
-    """The request's claim if one is in force at ``now``, from the row loaded with the request
+def held_by(holder_id: str, now: datetime, kind: ClaimKind | None = None) -> Q:
+    """Items ``holder_id`` holds at ``now``."""
+    return Q(Exists(_held(kind or PROMOTIONS, now).filter(holder_id=holder_id)))
+
+
+def claim_in_force(item: Claimable, now: datetime) -> ReviewClaim | None:
+    """The item's claim if one is in force at ``now``, from the row loaded with the item
     (``select_related("claim")``) when there is one, else from the database."""
     try:
-        claim = request.claim
+        claim = item.claim
     except ReviewClaim.DoesNotExist:
         return None
     return claim if claim.expires_at > now else None
@@ -69,33 +137,48 @@ def claim_holder_is(claim: ReviewClaim, actor: Actor) -> bool:
     return actor.type == ActorType.USER and claim.holder_id == actor.id
 
 
-def claim_end(*, request: PromotionRequest) -> None:
-    """A decided request is no longer held (called under the request's lock by a decision)."""
-    ReviewClaim.objects.filter(request_id=request.pk).delete()
+def claim_refusal(item: Claimable, actor: Actor, now: datetime) -> ReviewClaim | None:
+    """The claim that refuses ``actor``'s decision on ``item`` (locked by the caller, as a
+    claim locks it too): someone else's, in force at ``now``; None when the actor may decide."""
+    kind = CONFLICTS if isinstance(item, Conflict) else PROMOTIONS
+    claim = claims_active(now).filter(kind.of(item.pk)).first()
+    return claim if claim is not None and not claim_holder_is(claim, actor) else None
+
+
+def claim_end(item: Claimable) -> None:
+    """A decided item is no longer held (called under the item's lock by a decision)."""
+    kind = CONFLICTS if isinstance(item, Conflict) else PROMOTIONS
+    ReviewClaim.objects.filter(kind.of(item.pk)).delete()
 
 
 @dataclass
 class ClaimOutcome:
-    """What a claim (or a release) did: the requests it took (or let go), those another person
+    """What a claim (or a release) did: the items it took (or let go), those another person
     holds, and those no longer open (decided meanwhile, or gone)."""
 
-    done: list[PromotionRequest] = field(default_factory=list)
-    held: list[tuple[PromotionRequest, ReviewClaim]] = field(default_factory=list)
+    done: list[Any] = field(default_factory=list)
+    held: list[tuple[Any, ReviewClaim]] = field(default_factory=list)
     closed: int = 0
     until: datetime | None = None
+    kind: ClaimKind = PROMOTIONS
 
 
-def _person(actor: Actor) -> None:
+def _person(actor: Actor, kind: ClaimKind) -> None:
     if actor.type != ActorType.USER:
-        raise ClaimError("Only a person claims promotion requests.")
+        raise ClaimError(f"Only a person claims {kind.target.replace('_', ' ')}.")
 
 
-def _locked(request_ids: Collection[uuid.UUID]) -> list[PromotionRequest]:
+def _locked(ids: Collection[uuid.UUID], kind: ClaimKind) -> list[Any]:
     # A fixed order: two reviewers claiming overlapping batches lock them in the same order.
+    if kind is CONFLICTS:
+        # A resolution locks its fact, then the fact's open conflicts: a claim takes the same
+        # order, so a claim and a resolution never wait on each other in a cycle.
+        facts = Conflict.objects.filter(pk__in=list(ids)).values("fact_id")
+        list(Fact.objects.select_for_update().filter(pk__in=facts).order_by("pk").values("pk"))
     return list(
-        PromotionRequest.objects.select_for_update(of=("self",))
-        .select_related("record")
-        .filter(pk__in=list(request_ids))
+        kind.model.objects.select_for_update(of=("self",))
+        .select_related(kind.related)
+        .filter(pk__in=list(ids))
         .order_by("pk")
     )
 
@@ -107,116 +190,132 @@ def claims_take(
     request_ids: Sequence[uuid.UUID],
     actor: Actor,
     duration: timedelta | None = None,
+    kind: ClaimKind = PROMOTIONS,
 ) -> ClaimOutcome:
-    """Claim the open requests ``request_ids`` for ``actor`` (a person) for ``duration``
-    (default: the tenant's ``review_claim_duration``), renewing those they already hold.
+    """Claim the open items ``request_ids`` (promotion requests, or conflicts for
+    ``kind=CONFLICTS``) for ``actor`` (a person) for ``duration`` (default: the tenant's
+    ``review_claim_duration``), renewing those they already hold.
 
-    A request another person holds stays theirs (reported in ``held``); one no longer open is
-    counted in ``closed``. One audit event names every request taken."""
-    _person(actor)
+    An item another person holds stays theirs (reported in ``held``); one no longer open is
+    counted in ``closed``. One audit event names every item taken."""
+    _person(actor, kind)
     if len(request_ids) > CLAIM_BATCH_LIMIT:
-        raise ClaimError(f"One claim takes at most {CLAIM_BATCH_LIMIT} requests.")
+        raise ClaimError(f"One claim takes at most {CLAIM_BATCH_LIMIT} {kind.noun}s.")
     now = timezone.now()
     until = now + (duration or tenant.review_claim_duration)
-    outcome = ClaimOutcome(until=until)
-    locked = _locked(request_ids)
+    outcome = ClaimOutcome(until=until, kind=kind)
+    locked = _locked(request_ids, kind)
     outcome.closed = len(set(request_ids)) - len(locked)
-    claims = {claim.request_id: claim for claim in claims_active(now).filter(request__in=locked)}
-    for request in locked:
-        claim = claims.get(request.pk)
-        if request.state != PromotionState.OPEN:
+    claims = {
+        kind.item_of(claim): claim
+        for claim in claims_active(now).filter(kind.of([item.pk for item in locked]))
+    }
+    for item in locked:
+        claim = claims.get(item.pk)
+        if item.state != kind.open_state:
             outcome.closed += 1
         elif claim is not None and not claim_holder_is(claim, actor):
-            outcome.held.append((request, claim))
+            outcome.held.append((item, claim))
         else:
-            outcome.done.append(request)
+            outcome.done.append(item)
     if not outcome.done:
         return outcome
     ReviewClaim.objects.bulk_create(
         [
             ReviewClaim(
                 tenant_id=tenant.pk,
-                request=request,
                 holder_id=actor.id,
                 holder_label=actor.label[:200],
                 claimed_at=now,
                 expires_at=until,
+                **{kind.column: item},
             )
-            for request in outcome.done
+            for item in outcome.done
         ],
         update_conflicts=True,
-        unique_fields=["request"],
+        unique_fields=[kind.column],
         update_fields=["holder_id", "holder_label", "claimed_at", "expires_at"],
     )
-    ids = [str(request.pk) for request in outcome.done]
+    _audit(tenant, actor, "review.claim", outcome, reason="claimed for review", until=until)
+    return outcome
+
+
+def _audit(
+    tenant: Tenant,
+    actor: Actor,
+    action: str,
+    outcome: ClaimOutcome,
+    *,
+    reason: str,
+    until: datetime | None = None,
+) -> None:
+    ids = [str(item.pk) for item in outcome.done]
+    data: dict[str, Any] = {"reason": reason, "count": len(ids)}
+    if until is not None:
+        data["until"] = until.isoformat()
     audit_record(
         tenant=tenant,
         actor=actor,
-        action="review.claim",
-        object_type="promotion_request",
+        action=action,
+        object_type=outcome.kind.object_type,
         object_id=ids[0],
-        data={
-            "reason": "claimed for review",
-            "count": len(ids),
-            "until": until.isoformat(),
-            "target": {"promotion_requests": ids},
-        },
+        data={**data, "target": {outcome.kind.target: ids}},
         lane_key=f"review-claims:{actor.id}",
     )
-    return outcome
 
 
 @transaction.atomic
 def claims_release(
-    *, tenant: Tenant, actor: Actor, request_ids: Sequence[uuid.UUID] | None = None
+    *,
+    tenant: Tenant,
+    actor: Actor,
+    request_ids: Sequence[uuid.UUID] | None = None,
+    kind: ClaimKind = PROMOTIONS,
 ) -> ClaimOutcome:
-    """Let go of ``actor``'s claims on ``request_ids`` (all of theirs when None), so others
-    may take those requests at once. Another person's claim is never released (reported in
-    ``held``). One audit event names every request released."""
-    _person(actor)
+    """Let go of ``actor``'s claims on the items ``request_ids`` (all of theirs of this
+    ``kind`` when None), so others may take them at once. Another person's claim is never
+    released (reported in ``held``). One audit event names every item released."""
+    _person(actor, kind)
     now = timezone.now()
-    outcome = ClaimOutcome()
+    outcome = ClaimOutcome(kind=kind)
     mine = claims_active(now).filter(holder_id=actor.id)
     if request_ids is not None:
         if len(request_ids) > CLAIM_BATCH_LIMIT:
-            raise ClaimError(f"One release takes at most {CLAIM_BATCH_LIMIT} requests.")
-        locked = _locked(request_ids)
-        claims = {c.request_id: c for c in claims_active(now).filter(request__in=locked)}
-        for request in locked:
-            claim = claims.get(request.pk)
+            raise ClaimError(f"One release takes at most {CLAIM_BATCH_LIMIT} {kind.noun}s.")
+        locked = _locked(request_ids, kind)
+        claims = {
+            kind.item_of(c): c for c in claims_active(now).filter(kind.of([i.pk for i in locked]))
+        }
+        for item in locked:
+            claim = claims.get(item.pk)
             if claim is None:
                 continue
             if claim_holder_is(claim, actor):
-                outcome.done.append(request)
+                outcome.done.append(item)
             else:
-                outcome.held.append((request, claim))
+                outcome.held.append((item, claim))
     else:
         outcome.done = [
-            claim.request
-            for claim in mine.select_for_update(of=("self",)).select_related("request")
+            getattr(claim, kind.column)
+            for claim in mine.filter(**{f"{kind.column}__isnull": False})
+            .select_for_update(of=("self",))
+            .select_related(kind.column)
         ]
     if not outcome.done:
         return outcome
-    ids = [str(request.pk) for request in outcome.done]
-    ReviewClaim.objects.filter(request_id__in=ids, holder_id=actor.id).delete()
-    audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="review.release",
-        object_type="promotion_request",
-        object_id=ids[0],
-        data={
-            "reason": "released by its holder",
-            "count": len(ids),
-            "target": {"promotion_requests": ids},
-        },
-        lane_key=f"review-claims:{actor.id}",
-    )
+    ReviewClaim.objects.filter(kind.of([item.pk for item in outcome.done])).filter(
+        holder_id=actor.id
+    ).delete()
+    _audit(tenant, actor, "review.release", outcome, reason="released by its holder")
     return outcome
 
 
-def claims_held_count(*, holder_id: str, now: datetime | None = None) -> int:
-    """How many open requests ``holder_id`` holds."""
+def claims_held_count(
+    *, holder_id: str, now: datetime | None = None, kind: ClaimKind = PROMOTIONS
+) -> int:
+    """How many open items of ``kind`` ``holder_id`` holds."""
     return (
-        claims_active(now).filter(holder_id=holder_id, request__state=PromotionState.OPEN).count()
+        claims_active(now)
+        .filter(holder_id=holder_id, **{f"{kind.column}__state": kind.open_state})
+        .count()
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from .views import claims, decisions, lead
+from .views import claims, conflicts, decisions, lead
 
 urlpatterns: list[URLPattern] = [
     path("review/", decisions.review_queue, name="review"),
@@ -37,11 +37,20 @@ urlpatterns: list[URLPattern] = [
     path("review/<uuid:request_id>/approve/", decisions.review_approve, name="review-approve"),
     path("review/<uuid:request_id>/reject/", decisions.review_reject, name="review-reject"),
     path("review/<uuid:request_id>/reverse/", decisions.review_reverse, name="review-reverse"),
-    path("conflicts/", decisions.conflicts, name="conflicts"),
-    path("conflicts/<uuid:conflict_id>/", decisions.conflict_detail, name="conflict"),
+    path("conflicts/", conflicts.conflicts, name="conflicts"),
+    path("conflicts/claims/", conflicts.conflict_claim, name="conflicts-claim"),
+    path("conflicts/claims/next/", conflicts.conflict_claim_batch, name="conflicts-claim-batch"),
+    path(
+        "conflicts/claims/release/",
+        conflicts.conflict_release_all,
+        name="conflicts-release-all",
+    ),
+    path("conflicts/selection/", conflicts.conflict_selection, name="conflicts-selection"),
+    path("conflicts/bulk-resolve/", conflicts.conflict_bulk_resolve, name="conflicts-bulk-resolve"),
+    path("conflicts/<uuid:conflict_id>/", conflicts.conflict_detail, name="conflict"),
     path(
         "conflicts/<uuid:conflict_id>/resolve/",
-        decisions.conflict_resolve_view,
+        conflicts.conflict_resolve_view,
         name="conflict-resolve",
     ),
 ]

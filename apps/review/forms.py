@@ -23,6 +23,7 @@ from apps.review.claims import CLAIM_BATCH_LIMIT
 from apps.review.queues import (
     BULK_APPROVE_LIMIT,
     ClaimFilter,
+    ConflictGroup,
     ConflictOrder,
     ConflictQueueFilters,
     PromotionQueueFilters,
@@ -80,8 +81,9 @@ class PagerForm(forms.Form):
         return query.urlencode()
 
 
-class PromotionQueueFilterForm(PagerForm):
-    """Filters of the promotion queue (all optional) and its keyset cursors."""
+class QueueFilterForm(PagerForm):
+    """What both queues filter on (all optional) and how their one-line filter bar folds the
+    rarely used filters behind "More filters" (``MORE_FIELDS``)."""
 
     key = forms.CharField(
         required=False,
@@ -102,6 +104,59 @@ class PromotionQueueFilterForm(PagerForm):
         help_text="Scope domain, e.g. “commerce”.",
         widget=forms.TextInput(attrs={"spellcheck": "false"}),
     )
+    claim = forms.ChoiceField(required=False, label="Claimed", choices=ClaimFilter.choices)
+    # One key exactly (a group's link); the key field above is a prefix.
+    key_exact = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
+
+    MORE_FIELDS: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, reviewer_id: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # "Held by me" means the person looking (claims filters read it).
+        self.reviewer_id = reviewer_id
+
+    def more_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.MORE_FIELDS]
+
+    @property
+    def more_in_use(self) -> int:
+        """How many of the folded filters are set (the disclosure says so while folded)."""
+        return sum(1 for name in self.MORE_FIELDS if self.is_bound and self.data.get(name))
+
+    def _chosen(self, name: str) -> str:
+        if not self.is_bound or not self.is_valid():
+            return ""
+        return self.cleaned_data.get(name) or ""
+
+    @property
+    def grouping(self) -> str:
+        return self._chosen("group")
+
+    @property
+    def order(self) -> str:
+        return self._chosen("sort")
+
+    def _text(self, name: str) -> str:
+        return (self.cleaned_data.get(name) or "").strip()
+
+    def filter_summary(self) -> list[tuple[str, str]]:
+        """(label, value) of each filter in use, to say what a bulk decision covers."""
+        if not self.is_bound or not self.is_valid():
+            return []
+        summary = []
+        for name in self.FILTER_FIELDS:
+            value = self.cleaned_data.get(name)
+            if value:
+                field = self[name]
+                choices = dict(getattr(field.field, "choices", ()))
+                label = "Key (exactly)" if name == "key_exact" else str(field.label)
+                summary.append((label, str(choices.get(value, value))))
+        return summary
+
+
+class PromotionQueueFilterForm(QueueFilterForm):
+    """Filters of the promotion queue (all optional) and its keyset cursors."""
+
     sensitivity = forms.ChoiceField(required=False, choices=SENSITIVITY_CHOICES)
     age = forms.ChoiceField(
         required=False, label="Pending for", choices=PENDING_AGE_CHOICES, help_text="At least."
@@ -117,9 +172,6 @@ class PromotionQueueFilterForm(PagerForm):
         label="Source",
         choices=[("", "Any source"), *SOURCE_KIND_LABELS.items()],
     )
-    claim = forms.ChoiceField(required=False, label="Claimed", choices=ClaimFilter.choices)
-    # One key exactly (a group's link); the key field above is a prefix.
-    key_exact = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
 
     sort = forms.ChoiceField(required=False, label="Order", choices=QUEUE_ORDER_CHOICES)
     group = forms.ChoiceField(required=False, label="Group by", choices=QueueGroup.choices)
@@ -139,31 +191,6 @@ class PromotionQueueFilterForm(PagerForm):
     # Folded behind "More filters" in the queue's filter bar: used less than key and subject.
     MORE_FIELDS = ("domain", "sensitivity", "writer", "source", "age", "claim", "group")
 
-    def __init__(self, *args: Any, reviewer_id: str = "", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # "Held by me" means the person looking (claims filters read it).
-        self.reviewer_id = reviewer_id
-
-    def more_fields(self) -> list[forms.BoundField]:
-        return [self[name] for name in self.MORE_FIELDS]
-
-    @property
-    def more_in_use(self) -> int:
-        """How many of the folded filters are set (the disclosure says so while folded)."""
-        return sum(1 for name in self.MORE_FIELDS if self.is_bound and self.data.get(name))
-
-    @property
-    def grouping(self) -> str:
-        if not self.is_bound or not self.is_valid():
-            return QueueGroup.NONE
-        return self.cleaned_data.get("group") or QueueGroup.NONE
-
-    @property
-    def order(self) -> str:
-        if not self.is_bound or not self.is_valid():
-            return QueueOrder.OLDEST
-        return self.cleaned_data.get("sort") or QueueOrder.OLDEST
-
     def filters(self) -> PromotionQueueFilters:
         """The cleaned filters (none when the form is unbound or invalid)."""
         if not self.is_bound or not self.is_valid():
@@ -171,54 +198,22 @@ class PromotionQueueFilterForm(PagerForm):
         data = self.cleaned_data
         age = data.get("age")
         return PromotionQueueFilters(
-            key=(data.get("key") or "").strip(),
-            key_exact=(data.get("key_exact") or "").strip(),
-            subject=(data.get("subject") or "").strip(),
-            domain=(data.get("domain") or "").strip(),
+            key=self._text("key"),
+            key_exact=self._text("key_exact"),
+            subject=self._text("subject"),
+            domain=self._text("domain"),
             sensitivity=data.get("sensitivity") or "",
-            writer=(data.get("writer") or "").strip(),
+            writer=self._text("writer"),
             source=data.get("source") or "",
             pending_at_least=timedelta(days=int(age)) if age else None,
             claim=data.get("claim") or "",
             reviewer_id=self.reviewer_id,
         )
 
-    def filter_summary(self) -> list[tuple[str, str]]:
-        """(label, value) of each filter in use, to say what a bulk approval covers."""
-        if not self.is_bound or not self.is_valid():
-            return []
-        summary = []
-        for name in self.FILTER_FIELDS:
-            value = self.cleaned_data.get(name)
-            if value:
-                field = self[name]
-                choices = dict(getattr(field.field, "choices", ()))
-                label = "Key (exactly)" if name == "key_exact" else str(field.label)
-                summary.append((label, str(choices.get(value, value))))
-        return summary
 
+class ConflictQueueForm(QueueFilterForm):
+    """Filters of the conflict queue (all optional), its order, grouping and keyset cursors."""
 
-class ConflictQueueForm(PagerForm):
-    """Filters of the conflict queue (all optional), its order and its keyset cursors."""
-
-    key = forms.CharField(
-        required=False,
-        max_length=200,
-        help_text="Exact key or a prefix, e.g. “shipping.”.",
-        widget=forms.TextInput(attrs={"spellcheck": "false"}),
-    )
-    subject = forms.CharField(
-        required=False,
-        max_length=200,
-        help_text="Exact, e.g. “user:8812”.",
-        widget=forms.TextInput(attrs={"spellcheck": "false"}),
-    )
-    domain = forms.CharField(
-        required=False,
-        max_length=100,
-        help_text="Scope domain, e.g. “commerce”.",
-        widget=forms.TextInput(attrs={"spellcheck": "false"}),
-    )
     sensitivity = forms.ChoiceField(
         required=False, choices=SENSITIVITY_CHOICES, help_text="Of the current value."
     )
@@ -226,15 +221,11 @@ class ConflictQueueForm(PagerForm):
         required=False, label="Open for", choices=PENDING_AGE_CHOICES, help_text="At least."
     )
     sort = forms.ChoiceField(required=False, label="Order", choices=ConflictOrder.choices)
+    group = forms.ChoiceField(required=False, label="Group by", choices=ConflictGroup.choices)
 
-    FILTER_FIELDS = ("key", "subject", "domain", "sensitivity", "age")
-    ORDER_FIELDS = ("sort",)
-
-    @property
-    def order(self) -> str:
-        if not self.is_bound or not self.is_valid():
-            return ConflictOrder.OLDEST
-        return self.cleaned_data.get("sort") or ConflictOrder.OLDEST
+    FILTER_FIELDS = ("key", "key_exact", "subject", "domain", "sensitivity", "age", "claim")
+    ORDER_FIELDS = ("sort", "group")
+    MORE_FIELDS = ("domain", "sensitivity", "age", "claim", "group")
 
     def filters(self) -> ConflictQueueFilters:
         if not self.is_bound or not self.is_valid():
@@ -242,11 +233,14 @@ class ConflictQueueForm(PagerForm):
         data = self.cleaned_data
         age = data.get("age")
         return ConflictQueueFilters(
-            key=(data.get("key") or "").strip(),
-            subject=(data.get("subject") or "").strip(),
-            domain=(data.get("domain") or "").strip(),
+            key=self._text("key"),
+            key_exact=self._text("key_exact"),
+            subject=self._text("subject"),
+            domain=self._text("domain"),
             sensitivity=data.get("sensitivity") or "",
             pending_at_least=timedelta(days=int(age)) if age else None,
+            claim=data.get("claim") or "",
+            reviewer_id=self.reviewer_id,
         )
 
 
@@ -304,6 +298,16 @@ class ReverseForm(forms.Form):
     )
 
 
+def _carry_filters(form: QueueFilterForm) -> None:
+    """A confirmation carries the queue's filters hidden (to go back to the same queue, and
+    to decide only what still matches them); a bulk decision takes the oldest matching items,
+    whatever the queue's order or grouping."""
+    for name in form.FILTER_FIELDS:
+        form.fields[name].widget = forms.HiddenInput()
+    for name in form.ORDER_FIELDS:
+        del form.fields[name]
+
+
 class RequestSnapshotField(forms.Field):
     """The ids of the requests a confirmation listed, one hidden input each."""
 
@@ -356,11 +360,7 @@ class BulkApproveForm(PromotionQueueFilterForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in self.FILTER_FIELDS:
-            self.fields[name].widget = forms.HiddenInput()
-        # A bulk decision takes the oldest matching requests, whatever the queue's order.
-        del self.fields["sort"]
-        del self.fields["group"]
+        _carry_filters(self)
         if self.rejects:
             self.fields["reason"].label = "Reason for rejecting these"
             self.fields[
@@ -383,6 +383,56 @@ class SelectionForm(PromotionQueueFilterForm):
 
     requests = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+
+
+# What a bulk resolution may decide: a corrected value is one conflict's own.
+BULK_RESOLUTIONS = [
+    (Resolution.KEEP_CURRENT, "Keep the current values"),
+    (Resolution.ACCEPT_NEW, "Accept the new values"),
+]
+
+
+class ConflictSelectionForm(ConflictQueueForm):
+    """The conflicts a reviewer ticked, with the queue's filters and the resolution chosen:
+    the start of a confirmation that lists exactly them."""
+
+    conflicts = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
+    resolution = forms.ChoiceField(
+        choices=BULK_RESOLUTIONS,
+        error_messages={"required": "Choose how to resolve them: keep current or accept new."},
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["conflicts"].error_messages["required"] = "Tick the conflicts to resolve first."
+
+
+class ConflictBulkForm(ConflictQueueForm):
+    """Resolve exactly the open conflicts a confirmation listed, all the same way and for one
+    reason (each resolution is audited on its own). As for promotion requests, the snapshot
+    of ids travels with the filters that produced it, and nothing outside it is resolved."""
+
+    conflicts = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
+    resolution = forms.ChoiceField(
+        choices=BULK_RESOLUTIONS,
+        label="Resolution",
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose how to resolve them: keep current or accept new."},
+    )
+    nonce = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    reason = forms.CharField(
+        max_length=REASON_MAX_LENGTH,
+        label="Reason for resolving these",
+        help_text="Kept with every resolution, e.g. “the CRM export is the newer source”.",
+        error_messages={"required": "Say why you resolve them so: the reason is kept with each."},
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _carry_filters(self)
+        self.fields["conflicts"].error_messages["required"] = (
+            "This confirmation lists no conflict; go back to the queue and start again."
+        )
 
 
 class ConflictResolveForm(forms.Form):
@@ -451,6 +501,19 @@ class ClaimForm(forms.Form):
         )
 
 
+class ConflictClaimForm(ClaimForm):
+    """Claim or release the conflicts listed (a row's button, or the ticked ones)."""
+
+    requests = None  # type: ignore[assignment]
+    conflicts = RequestSnapshotField(max_items=CLAIM_BATCH_LIMIT)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        forms.Form.__init__(self, *args, **kwargs)
+        self.fields["conflicts"].error_messages["required"] = (
+            "Select the conflicts to claim or release first."
+        )
+
+
 class ClaimBatchForm(PromotionQueueFilterForm):
     """Claim the next ``size`` requests the queue's filters match that nobody else holds."""
 
@@ -504,3 +567,16 @@ class ClaimDurationForm(forms.Form):
 
     def duration(self) -> timedelta:
         return timedelta(minutes=self.cleaned_data["claim_minutes"])
+
+
+class ConflictClaimBatchForm(ConflictQueueForm):
+    """Claim the next ``size`` open conflicts the queue's filters match that nobody else
+    holds (the same limits as for promotion requests)."""
+
+    size = ClaimBatchForm.base_fields["size"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        messages = self.fields["size"].error_messages
+        for code, message in messages.items():
+            messages[code] = str(message).replace("request", "conflict")

@@ -6,14 +6,15 @@ page's observations and version history fetched in one query per kind, so the nu
 queries does not grow with the page or the queue. Every read applies the expiry predicate
 through :func:`records_live`; row-level security applies the tenant.
 
-The one change here, :func:`promotions_approve_bulk`, only loops over the existing
-``promotion_approve`` service, so each approval keeps its own rules, locks and audit event.
+The changes here (:func:`promotions_approve_bulk`, :func:`promotions_reject_bulk`,
+:func:`conflicts_resolve_bulk`) only loop over the existing decision services, so each
+decision keeps its own rules, locks and audit event.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -48,16 +49,17 @@ from apps.records.models import (
     Observation,
     PromotionRequest,
     PromotionState,
+    Resolution,
     Sensitivity,
 )
 from apps.records.selectors import records_live
 from apps.records.services import RecordError
-from apps.review.claims import held_by, held_by_others
-from apps.review.services import promotion_approve, promotion_reject
+from apps.review.claims import CONFLICTS, ClaimKind, held_by, held_by_others
+from apps.review.services import conflict_resolve, promotion_approve, promotion_reject
 
 QUEUE_PAGE_SIZE = 20
-# Each conflict shows two versions and a history: fewer per page keeps the page light.
-CONFLICT_PAGE_SIZE = 10
+# A compact row per conflict (its versions and history fold under it): a page is a screen.
+CONFLICT_PAGE_SIZE = 20
 # A bulk approval runs every approval in one transaction (each some 15 statements, with the
 # tenant's audit chain locked until commit); this many keeps one request to a few seconds.
 # The rest stays queued for the next run.
@@ -207,6 +209,23 @@ class PromotionQueueFilters:
         )
 
 
+def _claimed(
+    queryset: QuerySet[QueueItem],
+    claim: str,
+    reviewer_id: str,
+    now: datetime,
+    kind: ClaimKind | None = None,
+) -> QuerySet[QueueItem]:
+    """``queryset`` narrowed by a :class:`ClaimFilter` read for ``reviewer_id``."""
+    if claim == ClaimFilter.MINE:
+        return queryset.filter(held_by(reviewer_id, now, kind))
+    if claim == ClaimFilter.AVAILABLE:
+        return queryset.exclude(held_by_others(reviewer_id, now, kind))
+    if claim == ClaimFilter.OTHERS:
+        return queryset.filter(held_by_others(reviewer_id, now, kind))
+    return queryset
+
+
 def _open_requests(filters: PromotionQueueFilters, now: datetime) -> QuerySet[PromotionRequest]:
     queryset = PromotionRequest.objects.filter(state=PromotionState.OPEN).filter(
         _live("record_id", now)
@@ -229,12 +248,7 @@ def _open_requests(filters: PromotionQueueFilters, now: datetime) -> QuerySet[Pr
         queryset = queryset.filter(requested_at__lte=now - filters.pending_at_least)
     if filters.requested_until is not None:
         queryset = queryset.filter(requested_at__lte=filters.requested_until)
-    if filters.claim == ClaimFilter.MINE:
-        queryset = queryset.filter(held_by(filters.reviewer_id, now))
-    elif filters.claim == ClaimFilter.AVAILABLE:
-        queryset = queryset.exclude(held_by_others(filters.reviewer_id, now))
-    elif filters.claim == ClaimFilter.OTHERS:
-        queryset = queryset.filter(held_by_others(filters.reviewer_id, now))
+    queryset = _claimed(queryset, filters.claim, filters.reviewer_id, now)
     if filters.shown:
         queryset = queryset.exclude(pk__in=list(filters.shown))
     return queryset
@@ -392,7 +406,8 @@ GROUPS_SHOWN = 50
 
 @dataclass(frozen=True)
 class RequestGroup:
-    """Pending requests sharing one subject, key, writer or source kind."""
+    """Pending requests sharing one subject, key, writer or source kind (or open conflicts
+    sharing one key, subject or domain)."""
 
     value: str
     count: int
@@ -412,12 +427,19 @@ def promotion_queue_groups(
     """The pending requests matching ``filters`` grouped ``by`` a :class:`QueueGroup`,
     largest group first (then oldest), in one aggregate query: a reviewer decides a group
     together through the bulk confirmation, which lists exactly its requests."""
-    column = GROUP_FIELDS[by]
+    queryset = _open_requests(filters, timezone.now())
+    return _grouped(queryset, by, GROUP_FIELDS[by], "requested_at", limit)
+
+
+def _grouped(
+    queryset: QuerySet[QueueItem], by: str, column: str, moment_field: str, limit: int
+) -> RequestGroups:
+    """``queryset``'s items grouped by ``column``, largest group first (then oldest by
+    ``moment_field``), in one aggregate query."""
     rows = list(
-        _open_requests(filters, timezone.now())
-        .order_by()
+        queryset.order_by()
         .values_list(column)
-        .annotate(total=Count("id"), oldest=Min("requested_at"))
+        .annotate(total=Count("id"), oldest=Min(moment_field))
         .order_by("-total", "oldest", column)[: limit + 1]
     )
     groups = [
@@ -485,7 +507,8 @@ def _conflicts_live(now: datetime) -> QuerySet[Conflict]:
 
 
 def _with_version_details(queryset: QuerySet[Conflict]) -> QuerySet[Conflict]:
-    return queryset.select_related("current_record", "contender", "fact").prefetch_related(
+    # The claim in the same row, as for promotion requests: who holds each costs no query.
+    return queryset.select_related("current_record", "contender", "fact", "claim").prefetch_related(
         _observations_prefetch("current_record__observations"),
         _observations_prefetch("contender__observations"),
     )
@@ -541,23 +564,39 @@ class ConflictOrder(TextChoices):
 @dataclass(frozen=True)
 class ConflictQueueFilters:
     """What a reviewer narrowed the conflict queue to, as for promotion requests: ``key`` a
-    prefix, the rest exact; sensitivity is the current version's."""
+    prefix, ``key_exact`` one key (a group's link), the rest exact; sensitivity is the current
+    version's; ``claim`` a :class:`ClaimFilter` read for ``reviewer_id``."""
 
     key: str = ""
+    key_exact: str = ""
     subject: str = ""
     domain: str = ""
     sensitivity: str = ""
     pending_at_least: timedelta | None = None
+    claim: str = ""
+    reviewer_id: str = ""
 
     @property
     def active(self) -> bool:
-        return any((self.key, self.subject, self.domain, self.sensitivity, self.pending_at_least))
+        return any(
+            (
+                self.key,
+                self.key_exact,
+                self.subject,
+                self.domain,
+                self.sensitivity,
+                self.pending_at_least,
+                self.claim,
+            )
+        )
 
 
 def _open_conflicts(filters: ConflictQueueFilters, now: datetime) -> QuerySet[Conflict]:
     queryset = _conflicts_live(now).filter(state=ConflictState.OPEN)
     if filters.key:
         queryset = queryset.filter(fact__key__startswith=filters.key)
+    if filters.key_exact:
+        queryset = queryset.filter(fact__key=filters.key_exact)
     if filters.subject:
         queryset = queryset.filter(fact__subject=filters.subject)
     if filters.domain:
@@ -566,7 +605,7 @@ def _open_conflicts(filters: ConflictQueueFilters, now: datetime) -> QuerySet[Co
         queryset = queryset.filter(current_record__sensitivity=filters.sensitivity)
     if filters.pending_at_least is not None:
         queryset = queryset.filter(opened_at__lte=now - filters.pending_at_least)
-    return queryset
+    return _claimed(queryset, filters.claim, filters.reviewer_id, now, CONFLICTS)
 
 
 def conflict_queue_page(
@@ -611,6 +650,51 @@ def conflict_queue_count(
     return queryset.order_by()[: limit + 1].count()
 
 
+class ConflictGroup(TextChoices):
+    NONE = "", "No grouping"
+    KEY = "key", "Key"
+    SUBJECT = "subject", "Subject"
+    DOMAIN = "domain", "Domain"
+
+
+CONFLICT_GROUP_FIELDS: dict[str, str] = {
+    ConflictGroup.KEY: "fact__key",
+    ConflictGroup.SUBJECT: "fact__subject",
+    ConflictGroup.DOMAIN: "current_record__scope_domain",
+}
+CONFLICT_GROUP_FILTERS: dict[str, str] = {
+    ConflictGroup.KEY: "key_exact",
+    ConflictGroup.SUBJECT: "subject",
+    ConflictGroup.DOMAIN: "domain",
+}
+
+
+def conflict_queue_groups(
+    *, filters: ConflictQueueFilters, by: str, limit: int = GROUPS_SHOWN
+) -> RequestGroups:
+    """The open conflicts matching ``filters`` grouped ``by`` a :class:`ConflictGroup`,
+    largest group first (then oldest), in one aggregate query: a reviewer resolves a group
+    together through the bulk confirmation, which lists exactly its conflicts."""
+    queryset = _open_conflicts(filters, timezone.now())
+    return _grouped(queryset, by, CONFLICT_GROUP_FIELDS[by], "opened_at", limit)
+
+
+def conflict_queue_selection(
+    *,
+    filters: ConflictQueueFilters,
+    only: Collection[uuid.UUID] | None = None,
+    limit: int = BULK_APPROVE_LIMIT,
+) -> list[Conflict]:
+    """The oldest ``limit`` open conflicts matching ``filters``, pinned to ``only`` when
+    given (as :func:`promotion_queue_selection`): a bulk resolution's batch."""
+    queryset = _open_conflicts(filters, timezone.now()).select_related(
+        "fact", "current_record", "contender", "claim"
+    )
+    if only is not None:
+        queryset = queryset.filter(pk__in=list(only))
+    return list(queryset.order_by("opened_at", "id")[:limit])
+
+
 def conflict_get(conflict_id: uuid.UUID) -> Conflict | None:
     """A conflict (open or resolved) between live versions, with the fact's history."""
     queryset = _with_version_details(_conflicts_live(timezone.now()).filter(pk=conflict_id))
@@ -650,10 +734,25 @@ def attach_history(conflicts: Sequence[Conflict], *, per_fact: int) -> None:
 
 @dataclass
 class BulkDecision:
-    """What a bulk decision did: every request it decided, and each it could not, why."""
+    """What a bulk decision did: every item it decided, and each it could not, why."""
 
-    decided: list[PromotionRequest] = field(default_factory=list)
-    refused: list[tuple[PromotionRequest, str]] = field(default_factory=list)
+    decided: list[Any] = field(default_factory=list)
+    refused: list[tuple[Any, str]] = field(default_factory=list)
+
+
+def _decide_each(items: Iterable[QueueItem], decide: Callable[[QueueItem], object]) -> BulkDecision:
+    """``decide`` each item in turn: a refusal (a :class:`RecordError`, raised inside the
+    decision's own savepoint, so it undoes only its own work) is reported and skipped, and
+    the others still commit."""
+    outcome = BulkDecision()
+    for item in items:
+        try:
+            decide(item)
+        except RecordError as error:
+            outcome.refused.append((item, str(error)))
+        else:
+            outcome.decided.append(item)
+    return outcome
 
 
 @transaction.atomic
@@ -663,18 +762,12 @@ def promotions_approve_bulk(
     """Approve each request with ``promotion_approve``, in one transaction.
 
     A request the rules refuse (the reviewer wrote the record, it was decided meanwhile, its
-    record was superseded) is reported and skipped: ``promotion_approve`` runs in its own
-    savepoint, so a refusal undoes only its own work and the others still commit.
+    record was superseded, another reviewer holds it) is reported and skipped; the others
+    still commit.
     """
-    outcome = BulkDecision()
-    for request in requests:
-        try:
-            promotion_approve(request=request, actor=actor, reason=reason)
-        except RecordError as error:
-            outcome.refused.append((request, str(error)))
-        else:
-            outcome.decided.append(request)
-    return outcome
+    return _decide_each(
+        requests, lambda request: promotion_approve(request=request, actor=actor, reason=reason)
+    )
 
 
 @transaction.atomic
@@ -683,12 +776,29 @@ def promotions_reject_bulk(
 ) -> BulkDecision:
     """Reject each request with ``promotion_reject``, in one transaction; one decided
     meanwhile is reported and skipped, the others still commit (as for approvals)."""
-    outcome = BulkDecision()
-    for request in requests:
-        try:
-            promotion_reject(request=request, actor=actor, reason=reason)
-        except RecordError as error:
-            outcome.refused.append((request, str(error)))
-        else:
-            outcome.decided.append(request)
-    return outcome
+    return _decide_each(
+        requests, lambda request: promotion_reject(request=request, actor=actor, reason=reason)
+    )
+
+
+@transaction.atomic
+def conflicts_resolve_bulk(
+    *, conflicts: Iterable[Conflict], actor: Actor, resolution: str, reason: str
+) -> BulkDecision:
+    """Resolve each conflict with ``conflict_resolve`` (``keep_current`` or ``accept_new``:
+    a corrected value is one conflict's own), in one transaction. Each resolution keeps its
+    own locks, rules and audit event; one refused (another reviewer holds it, it was resolved
+    meanwhile) is reported and skipped, and the others still commit."""
+    if resolution not in (Resolution.KEEP_CURRENT, Resolution.ACCEPT_NEW):
+        raise RecordError(
+            "A bulk resolution keeps the current values or accepts the new ones; a corrected "
+            "value is written conflict by conflict.",
+            status=400,
+            field="resolution",
+        )
+    return _decide_each(
+        conflicts,
+        lambda conflict: conflict_resolve(
+            conflict=conflict, actor=actor, resolution=resolution, reason=reason
+        ),
+    )

@@ -3,7 +3,7 @@ conflict resolution.
 
 Every decision runs in one transaction, locks what it changes (the request, the fact, the
 version), needs a non-empty reason, refuses an actor deciding on its own evidence
-(:class:`OwnEvidence`) or on a request another reviewer holds (:class:`Claimed`), and appends
+(:class:`OwnEvidence`) or on an item another reviewer holds (:class:`Claimed`), and appends
 to the audit chain.
 """
 
@@ -46,7 +46,7 @@ from apps.records.services import (
 from apps.records.validation import MAX_VALUE_BYTES, json_problem, render_content
 from apps.tenancy.models import Tenant
 
-from .claims import claim_end, claim_holder_is, claims_active
+from .claims import Claimable, claim_end, claim_kind, claim_refusal
 
 
 class OwnEvidence(RecordError):
@@ -54,14 +54,14 @@ class OwnEvidence(RecordError):
 
 
 class Claimed(RecordError):
-    """Another person holds the promotion request (a claim, :mod:`apps.review.claims`): a
-    decision by anyone else is refused until the claim ends."""
+    """Another person holds the promotion request or the conflict (a claim,
+    :mod:`apps.review.claims`): a decision by anyone else is refused until the claim ends."""
 
     status = 409
 
     def __init__(self, claim: ReviewClaim) -> None:
         super().__init__(
-            f"{claim.holder_label} is working on this request (claimed until "
+            f"{claim.holder_label} is working on this {claim_kind(claim).noun} (claimed until "
             f"{claim.expires_at:%H:%M} UTC): leave it to them, or wait until the claim ends.",
             claimed_by=claim.holder_label,
             # In the API's spelling of a time (``Z``), as the listing shows it.
@@ -85,11 +85,11 @@ class PersonRequired(RecordError):
         )
 
 
-def _refuse_if_claimed(request: PromotionRequest, actor: Actor, now: datetime) -> None:
-    """Refuse a decision on ``request`` (locked by the caller, as a claim locks it too) while
+def _refuse_if_claimed(item: Claimable, actor: Actor, now: datetime) -> None:
+    """Refuse a decision on ``item`` (locked by the caller, as a claim locks it too) while
     someone other than ``actor`` holds it; a decision ends the claim."""
-    claim = claims_active(now).filter(request_id=request.pk).first()
-    if claim is not None and not claim_holder_is(claim, actor):
+    claim = claim_refusal(item, actor, now)
+    if claim is not None:
         raise Claimed(claim)
 
 
@@ -188,7 +188,7 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
         # The same rule as for opening a request: a version that lost a conflict (or was
         # otherwise retired) since the request was opened is no longer a candidate.
         raise RecordError(f"A {record.status} record cannot be promoted.", status=409)
-    claim_end(request=request)
+    claim_end(request)
     request.state = PromotionState.APPROVED
     request.decided_by_type, request.decided_by_id = actor.type, actor.id
     request.decided_by_label = actor.label[:200]
@@ -220,7 +220,7 @@ def promotion_reject(*, request: PromotionRequest, actor: Actor, reason: str) ->
     request = _lock_request(request)
     now = timezone.now()
     _refuse_if_claimed(request, actor, now)
-    claim_end(request=request)
+    claim_end(request)
     request.state = PromotionState.REJECTED
     request.decided_by_type, request.decided_by_id = actor.type, actor.id
     request.decided_by_label = actor.label[:200]
@@ -281,6 +281,8 @@ def conflict_resolve(
     )
     if conflict.state != ConflictState.OPEN:
         raise RecordError("The conflict is already resolved.", resolution=conflict.resolution)
+    now = timezone.now()
+    _refuse_if_claimed(conflict, actor, now)
     current, contender = conflict.current_record, conflict.contender
     by_person = actor.type == ActorType.USER
     if not by_person and (_wrote(actor, current) or _wrote(actor, contender)):
@@ -288,7 +290,6 @@ def conflict_resolve(
             "This credential wrote a version in this conflict, so it cannot resolve it; "
             "ask an independent reviewer."
         )
-    now = timezone.now()
     winner: MemoryRecord
     if resolution == Resolution.KEEP_CURRENT:
         winner = current
@@ -369,6 +370,7 @@ def conflict_resolve(
     Conflict.objects.filter(fact=fact, state=ConflictState.OPEN).exclude(pk=conflict.pk).filter(
         ~Q(current_record=winner)
     ).update(current_record=winner)
+    claim_end(conflict)
     conflict.state = ConflictState.RESOLVED
     conflict.resolution = resolution
     conflict.resolved_record = winner

@@ -8,8 +8,9 @@
  *   r              reject it: opens the reason field (Enter submits the rejection)
  *   1 ... 9        reject it with the tenant's canned reason of that number (the conflict queue:
  *                  1 keep current, 2 accept new, 3 write a corrected value; then the reason)
- *   c              claim the focused request (release it when it is already yours)
- *   x              select / unselect the focused request; Shift+j / Shift+k extend the selection
+ *   c              claim the focused request or conflict (release it when it is already yours)
+ *   x              select / unselect the focused request or conflict; Shift+j / Shift+k extend
+ *                  the selection (in the triage list)
  *   u              undo the last decision while its notice shows
  *   ?              the list of keys
  *
@@ -168,11 +169,13 @@
     var label = document.querySelector("[data-selection-count]");
     if (!label) return;
     var count = document.querySelectorAll("[data-review-select]:checked").length;
+    var noun = label.getAttribute("data-selection-noun") || "requests";
     label.textContent = count
       ? count + " selected"
-      : "Select requests with their checkboxes (x)";
+      : "Select " + noun + " with their checkboxes (x)";
     document.querySelectorAll(
-      "#review-selection button[name=decision], #review-selection [data-review-claim-selected]"
+      "#review-selection button[name=decision], #review-selection [data-review-claim-selected], " +
+        "[data-selection-action]"
     ).forEach(function (b) {
       b.disabled = count === 0;
     });
@@ -352,11 +355,16 @@
         }
         break;
       case "x":
-        if (!inList || !row) return;
-        select(row);
+        if (inList) {
+          if (!row) return;
+          select(row);
+        } else {
+          if (!focusedCard()) return;
+          select(focusedCard());
+        }
         break;
       case "c":
-        if (!decisions) return;
+        if (!decisions && !resolutions) return;
         if (inList) {
           if (!row) return;
           claim(row);
@@ -552,9 +560,32 @@
     }
   }
 
+  // The conflict queue's rows are cards: the focused one (the first open one to begin with)
+  // shows its actions.
+  function markCard(card) {
+    var container = document.querySelector("[data-conflict-list]");
+    if (!container || !card || !container.contains(card)) return;
+    cards().forEach(function (other) {
+      other.classList.toggle("is-focused", other === card);
+    });
+  }
+
+  document.addEventListener("focusin", function (event) {
+    // Ticking a row's box leaves the focused row be: the rows above keep their height, so the
+    // box does not move away under the pointer.
+    if (event.target.matches && event.target.matches("[data-review-select]")) return;
+    var card = event.target.closest && event.target.closest("[data-conflict-list] [data-review-item]");
+    if (card) markCard(card);
+  });
+
   // Rows show their actions only when focused once this script runs (review.css): the list is
   // marked here, and again when filtering or paging draws a new one.
   function markEnhanced() {
+    var conflicts = document.querySelector("[data-conflict-list]");
+    if (conflicts) {
+      conflicts.classList.add("is-enhanced");
+      if (!conflicts.querySelector(".is-focused")) markCard(openCards()[0]);
+    }
     var container = list();
     if (!container) return;
     container.classList.add("is-enhanced");

@@ -279,6 +279,7 @@ def test_the_conflict_queue_filters_and_sorts(reviewer_page, tenant, agent, cons
             )
     page = reviewer_page
     page.goto(console_path("conflicts"))
+    page.get_by_text("More filters").click()  # sensitivity is among the folded filters
     page.get_by_label("Sensitivity").select_option("restricted")
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("#conflict-count")).to_have_text("1 open conflict matching these filters")

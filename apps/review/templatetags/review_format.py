@@ -38,5 +38,6 @@ def upto(value: Any, separator: str) -> str:
 
 @register.filter
 def claim_at(item: Any, now: Any) -> Any:
-    """The promotion request's claim in force at ``now`` (None when nobody holds it)."""
+    """The promotion request's or the conflict's claim in force at ``now`` (None when nobody
+    holds it)."""
     return claim_in_force(item, now) if now else None

@@ -29,6 +29,7 @@ from apps.review.claims import (
     claims_held_count,
     claims_release,
     claims_take,
+    item_label,
 )
 from apps.review.forms import ClaimBatchForm, ClaimForm
 from apps.review.queues import (
@@ -65,9 +66,8 @@ def _queue_url(tenant: Tenant) -> str:
 
 def _held_message(outcome: ClaimOutcome) -> str:
     named = "; ".join(
-        f"{request.record.subject} · {request.record.key} by {claim.holder_label} "
-        f"until {claim.expires_at:%H:%M} UTC"
-        for request, claim in outcome.held[:HELD_LISTED]
+        f"{item_label(item)} by {claim.holder_label} until {claim.expires_at:%H:%M} UTC"
+        for item, claim in outcome.held[:HELD_LISTED]
     )
     more = len(outcome.held) - HELD_LISTED
     return (
@@ -76,18 +76,20 @@ def _held_message(outcome: ClaimOutcome) -> str:
     )
 
 
-def _report(request: ConsoleRequest, outcome: ClaimOutcome, *, claiming: bool) -> None:
+def claims_report(request: ConsoleRequest, outcome: ClaimOutcome, *, claiming: bool) -> None:
+    """Say what a claim (or a release) did: what it took, what stays another's, what was
+    decided meanwhile."""
     done = len(outcome.done)
-    plural = "s" if done != 1 else ""
+    noun = outcome.kind.noun + ("s" if done != 1 else "")
     if claiming and done:
         assert outcome.until is not None
         messages.success(
             request,
-            f"Claimed {done} request{plural} until {outcome.until:%H:%M} UTC: other reviewers "
+            f"Claimed {done} {noun} until {outcome.until:%H:%M} UTC: other reviewers "
             "see them as yours and cannot decide them meanwhile.",
         )
     elif done:
-        messages.success(request, f"Released {done} request{plural}: anyone may take them now.")
+        messages.success(request, f"Released {done} {noun}: anyone may take them now.")
     elif not outcome.held and not outcome.closed:
         messages.info(request, "Nothing to release: you hold none of these.")
     if outcome.held:
@@ -143,7 +145,7 @@ def review_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     except ClaimError as error:
         messages.error(request, str(error))
         outcome = ClaimOutcome()
-    _report(request, outcome, claiming=claiming)
+    claims_report(request, outcome, claiming=claiming)
     if request.htmx and request.POST.get("view") == "list":
         return _claimed_rows(request, tenant, ids)
     return redirect(back)
@@ -168,7 +170,7 @@ def review_claim_batch(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     outcome = claims_take(
         tenant=tenant, request_ids=[item.pk for item in batch], actor=Actor.for_user(request.user)
     )
-    _report(request, outcome, claiming=True)
+    claims_report(request, outcome, claiming=True)
     query = QueryDict(form.query_for(), mutable=True)
     query["claim"] = ClaimFilter.MINE
     return redirect(f"{_queue_url(tenant)}?{query.urlencode()}")
@@ -179,7 +181,7 @@ def review_claim_batch(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
 def review_release_all(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Let go of every request the reviewer holds (end of a shift, a batch left half done)."""
     outcome = claims_release(tenant=tenant, actor=Actor.for_user(request.user))
-    _report(request, outcome, claiming=False)
+    claims_report(request, outcome, claiming=False)
     return redirect(_safe_next(request, _queue_url(tenant)))
 
 

@@ -1,5 +1,5 @@
-"""Console: the review queues. Pending promotion requests (approve, reject, bulk approve) and
-open conflicts (keep current, accept new, write a corrected value).
+"""Console: the promotion queue. Pending promotion requests (approve, reject, bulk approve);
+the conflict queue is :mod:`apps.review.views.conflicts`.
 
 Thin views: a form parses, a selector of :mod:`apps.review.queues` reads within the tenant,
 the records services change and audit. Decisions answer htmx with the updated item (it
@@ -11,6 +11,7 @@ shows the first one.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,35 +26,29 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.core.actors import Actor, ActorType
 from apps.core.pagination import Cursor
-from apps.records.models import Conflict, PromotionRequest, PromotionState, ReviewReason
+from apps.records.models import PromotionRequest, PromotionState, ReviewReason
 from apps.records.services import RecordError
 from apps.review.claims import claims_held_count
 from apps.review.forms import (
     ApproveForm,
     BulkApproveForm,
-    ConflictQueueForm,
-    ConflictResolveForm,
     PromotionQueueFilterForm,
+    QueueFilterForm,
     RejectForm,
     ReverseForm,
     SelectionForm,
 )
 from apps.review.queues import (
     BULK_APPROVE_LIMIT,
-    CONFLICT_PAGE_SIZE,
     COUNT_LIMIT,
     GROUP_FILTERS,
     QUEUE_PAGE_SIZE,
     ClaimFilter,
-    ConflictOrder,
     QueueGroup,
     QueueOrder,
     QueuePage,
     RequestGroups,
     arrivals_mark,
-    conflict_get,
-    conflict_queue_count,
-    conflict_queue_page,
     promotion_queue_count,
     promotion_queue_groups,
     promotion_queue_page,
@@ -68,14 +63,13 @@ from apps.review.reasons import review_reasons
 from apps.review.services import (
     Claimed,
     OwnEvidence,
-    conflict_resolve,
     promotion_approve,
     promotion_reject,
     promotion_reopen,
     promotion_return_to_provisional,
 )
 from apps.tenancy.models import Tenant
-from apps.tenancy.permissions import RESOLVE_CONFLICTS, REVIEW_PROMOTIONS
+from apps.tenancy.permissions import REVIEW_PROMOTIONS
 from apps.tenancy.templatetags.console_format import human_label
 from apps.tenancy.views import (
     ConsoleRequest,
@@ -236,14 +230,20 @@ def _arrivals_url(tenant: Tenant, filter_query: str, since: Cursor, *, listed: b
     return f"{url}?{query.urlencode()}"
 
 
-def _group_rows(
-    tenant: Tenant, form: PromotionQueueFilterForm, groups: RequestGroups
+def group_rows(
+    form: QueueFilterForm,
+    groups: RequestGroups,
+    *,
+    queue_url: str,
+    bulk_url: str,
+    selector: str,
+    by_label: str,
+    decisions: dict[str, str],
+    label_of: Callable[[str], str] = lambda value: "",
 ) -> dict[str, Any]:
-    """Each group with the links that show it and that decide it together (the bulk
-    confirmation, which lists exactly the group's requests)."""
-    base = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
-    bulk = reverse("console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug})
-    selector = GROUP_FILTERS[groups.by]
+    """Each group with the links that show it (the queue filtered by ``selector``) and that
+    decide it together: ``decisions`` names each link and the query it adds to the bulk
+    confirmation's, which lists exactly the group's items."""
     rows = []
     for group in groups.groups:
         query = QueryDict(form.query_for(), mutable=True)
@@ -255,18 +255,27 @@ def _group_rows(
         rows.append(
             {
                 "group": group,
-                "label": human_label(group.value) if groups.by == QueueGroup.SOURCE else "",
-                "show_url": f"{base}?{shown}",
-                "approve_url": f"{bulk}?{shown}",
-                "reject_url": f"{bulk}?decision=reject&{shown}",
+                "label": label_of(group.value),
+                "show_url": f"{queue_url}?{shown}",
+                **{name: f"{bulk_url}?{extra}{shown}" for name, extra in decisions.items()},
             }
         )
-    return {
-        "by": groups.by,
-        "by_label": QueueGroup(groups.by).label.lower(),
-        "rows": rows,
-        "more": groups.more,
-    }
+    return {"by": groups.by, "by_label": by_label, "rows": rows, "more": groups.more}
+
+
+def _group_rows(
+    tenant: Tenant, form: PromotionQueueFilterForm, groups: RequestGroups
+) -> dict[str, Any]:
+    return group_rows(
+        form,
+        groups,
+        queue_url=reverse("console:review", kwargs={"tenant_slug": tenant.slug}),
+        bulk_url=reverse("console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug}),
+        selector=GROUP_FILTERS[groups.by],
+        by_label=QueueGroup(groups.by).label.lower(),
+        decisions={"approve_url": "", "reject_url": "decision=reject&"},
+        label_of=lambda value: human_label(value) if groups.by == QueueGroup.SOURCE else "",
+    )
 
 
 @tenant_view(REVIEW_PROMOTIONS)
@@ -676,152 +685,3 @@ def _filtered_queue_url(tenant: Tenant, filter_form: PromotionQueueFilterForm) -
     queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
     query = filter_form.query_for() if filter_form.is_valid() else ""
     return f"{queue_url}?{query}" if query else queue_url
-
-
-# --- the conflict queue ---------------------------------------------------------------------
-
-
-def _conflicts_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
-    form = ConflictQueueForm(request.GET or None)
-    base = reverse("console:conflicts", kwargs={"tenant_slug": tenant.slug})
-    page = None
-    count = 0
-    earlier_url = later_url = None
-    paged_on = False
-    if not form.is_bound or form.is_valid():
-        cursors = form.cleaned_data if form.is_bound else {}
-        filters = form.filters()
-        page = conflict_queue_page(
-            filters=filters,
-            order=form.order,
-            after=cursors.get("after"),
-            before=cursors.get("before") if form.order == ConflictOrder.OLDEST else None,
-            size=CONFLICT_PAGE_SIZE,
-        )
-        count = conflict_queue_count(filters=filters)
-        paged_on = form.order != ConflictOrder.OLDEST and cursors.get("after") is not None
-        if page.earlier_than is not None:
-            earlier_url = f"{base}?{form.query_for(before=page.earlier_than.token())}"
-        if page.later_than is not None:
-            later_url = f"{base}?{form.query_for(after=page.later_than.token())}"
-    filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
-    pager_query = form.query_for() if form.is_bound else ""
-    return {
-        **_reviewer_context(request, tenant, "conflicts"),
-        "filter_form": form,
-        "pager_form": form,
-        "page": page,
-        "count": count,
-        "count_limit": COUNT_LIMIT,
-        "filtered": filtered,
-        "first_url": f"{base}?{pager_query}" if pager_query else base,
-        "paged_on": paged_on,
-        "earlier_url": earlier_url,
-        "later_url": later_url,
-        "next_url": request.get_full_path(),
-        "resolve_form": None,
-    }
-
-
-@tenant_view(RESOLVE_CONFLICTS)
-@require_GET
-def conflicts(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
-    """Open conflicts, oldest first: both versions side by side, their provenance, history."""
-    return render_page(
-        request, CONFLICTS_TEMPLATE, _conflicts_context(request, tenant), partial="results"
-    )
-
-
-def _conflict_or_404(conflict_id: uuid.UUID) -> Conflict:
-    found = conflict_get(conflict_id)
-    if found is None:
-        raise Http404("No such conflict")
-    return found
-
-
-def _conflict_context(
-    request: ConsoleRequest, tenant: Tenant, conflict: Conflict, **extra: Any
-) -> dict[str, Any]:
-    queue_url = reverse("console:conflicts", kwargs={"tenant_slug": tenant.slug})
-    return {
-        **_reviewer_context(request, tenant, "conflicts"),
-        "conflict": conflict,
-        "next_url": _safe_next(request, queue_url) if request.method == "POST" else queue_url,
-        # The conflict's own page opens the history; an item replaced in the queue keeps the
-        # queue's compact form.
-        "full_history": not request.htmx,
-        **extra,
-    }
-
-
-@tenant_view(RESOLVE_CONFLICTS)
-@require_GET
-def conflict_detail(
-    request: ConsoleRequest, tenant: Tenant, conflict_id: uuid.UUID
-) -> HttpResponse:
-    """One conflict with the fact's whole history (up to the history limit)."""
-    conflict = _conflict_or_404(conflict_id)
-    return render(request, CONFLICT_TEMPLATE, _conflict_context(request, tenant, conflict))
-
-
-def _resolve_answer(
-    request: ConsoleRequest,
-    tenant: Tenant,
-    conflict: Conflict,
-    *,
-    form: ConflictResolveForm | None = None,
-) -> HttpResponse:
-    context = _conflict_context(request, tenant, conflict, resolve_form=form)
-    if request.htmx:
-        queue_url = reverse("console:conflicts", kwargs={"tenant_slug": tenant.slug})
-        shown = urlsplit(_safe_next(request, queue_url))
-        queue_form = ConflictQueueForm(QueryDict(shown.query) if shown.query else None)
-        filters = queue_form.filters()
-        context.update(
-            count=conflict_queue_count(filters=filters),
-            count_limit=COUNT_LIMIT,
-            filtered=filters.active,
-        )
-        return render(request, f"{CONFLICTS_TEMPLATE}#item_response", context)
-    if form is not None and form.errors:
-        return render(request, CONFLICT_TEMPLATE, context, status=400)
-    queue_url = reverse("console:conflicts", kwargs={"tenant_slug": tenant.slug})
-    return redirect(_safe_next(request, queue_url))
-
-
-@tenant_view(RESOLVE_CONFLICTS)
-@require_POST
-def conflict_resolve_view(
-    request: ConsoleRequest, tenant: Tenant, conflict_id: uuid.UUID
-) -> HttpResponse:
-    """Keep the current value, accept the new one, or write a corrected value; the losing
-    version is superseded, never deleted. A bad corrected value changes nothing."""
-    conflict = _conflict_or_404(conflict_id)
-    form = ConflictResolveForm(request.POST)
-    if not form.is_valid():
-        return _resolve_answer(request, tenant, conflict, form=form)
-    label = f"{conflict.fact.subject} · {conflict.fact.key}"
-    resolution = form.cleaned_data["resolution"]
-    try:
-        conflict_resolve(
-            conflict=conflict,
-            actor=Actor.for_user(request.user),
-            resolution=resolution,
-            reason=form.cleaned_data["reason"],
-            value=form.cleaned_data["parsed_value"],
-        )
-    except RecordError as error:
-        if "resolution" in error.extra:
-            # A repeated click, or another reviewer resolved it first: show that resolution.
-            messages.info(request, f"{label}: {error}")
-            return _resolve_answer(request, tenant, _conflict_or_404(conflict_id))
-        field = error.field
-        form.add_error(field if field in form.fields else None, str(error))
-        return _resolve_answer(request, tenant, conflict, form=form)
-    outcome = {
-        "keep_current": "kept the current value",
-        "accept_new": "accepted the new value",
-        "corrected": "wrote a corrected value",
-    }[resolution]
-    messages.success(request, f"Resolved {label}: {outcome}. The other version is superseded.")
-    return _resolve_answer(request, tenant, _conflict_or_404(conflict_id))

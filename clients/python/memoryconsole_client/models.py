@@ -187,6 +187,9 @@ class Conflict(TypedDict):
     resolver: dict[str, str] | None
     reason: str
     resolved_at: str | None
+    # The person holding it in the console while a claim lasts (others' resolutions are a 409).
+    claimed_by: str | None
+    claimed_until: str | None
 
 
 class ConfirmedBy(TypedDict):
