@@ -144,6 +144,9 @@ def _assert_nothing_left(home: Path, up: Up) -> None:
     assert leftovers == [], f"left running after up exited: {leftovers}\n{up.output()}"
 
 
+# Two full starts of `up` and a Ctrl-C between: minutes on a busy machine, so it runs in
+# .ci/run's fault step, beside the kill tests.
+@pytest.mark.faults
 def test_it_serves_the_product_stops_on_ctrl_c_and_keeps_the_data_for_the_next_up(
     tmp_path: Path,
 ) -> None:

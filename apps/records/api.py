@@ -263,12 +263,15 @@ class FactsView(ContractView):
         )
         trust = self.params.get("trust", "")
         paginator = self.pagination_class()
-        facts = paginator.paginate_queryset(
-            selectors.facts_current(
-                subject, as_of, scope, trust, sees_restricted=sees_restricted(request)
-            ),
-            request,
-            view=self,
+        facts = (
+            paginator.paginate_queryset(
+                selectors.facts_current(
+                    subject, as_of, scope, trust, sees_restricted=sees_restricted(request)
+                ),
+                request,
+                view=self,
+            )
+            or []
         )
         decision_trust_annotate(facts)
         credential = request.auth

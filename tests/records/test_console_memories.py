@@ -761,5 +761,5 @@ def test_the_review_queue_shows_each_conflict_in_its_scope(client, tenant, revie
     html = client.get(reverse("console:conflicts", kwargs={"tenant_slug": tenant.slug})).content
     text = html.decode()
     assert text.count("conflict-item") >= 1
-    assert "in support/chat" in text
+    assert 'title="Scope">support/chat' in text
     assert "complete" not in text  # the legal value is its own fact, never paired

@@ -95,6 +95,8 @@ def _committed_steps(tenant: Any) -> int:
         return Obligation.objects.filter(state="committed").count()
 
 
+# A kill test (SIGKILL at each step, then a resumed run): it runs in .ci/run's fault step.
+@pytest.mark.faults
 def test_it_resumes_after_sigkill_from_its_checkpoint_with_the_outcome_of_an_uninterrupted_run(
     live_server, other_tenant, services, reference_services, tmp_path
 ):
