@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from datetime import timedelta
 from typing import Any
 
@@ -20,8 +19,7 @@ UNSTORABLE_NUL = "Must not contain the NUL character (U+0000)."
 UNSTORABLE_SURROGATE = "Must be valid Unicode (no unpaired surrogate code points)."
 UNSTORABLE_NUMBER = "Must be a finite number (this one overflows a double)."
 UNDERFLOWING_NUMBER = (
-    "Must be a number a double holds (this one is too small: it would be stored as 0 or "
-    "rounded below the double's precision)."
+    "Must be a number a double holds (this one is too small: it would be stored as 0)."
 )
 REPEATED_MEMBER = "Named more than once in the same object; give each member once."
 
@@ -63,19 +61,19 @@ def json_object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 class _UnderflowedFloat(float):
-    """A nonzero number literal that a double holds only as 0 or as a subnormal (``1e-400``,
-    ``5e-324``), for :func:`json_body_problems` to refuse: stored, it would silently be
-    another number, as an overflow would be infinity (which is refused too)."""
+    """A nonzero number literal that a double holds only as 0 (``1e-400``), for
+    :func:`json_body_problems` to refuse: stored, it would silently be zero, as an overflow
+    would be infinity (which is refused too). A subnormal (``5e-324``) is a double like any
+    other, rounded as any literal with more digits than a double keeps, and is accepted."""
 
 
 _NONZERO_DIGIT = re.compile(r"[1-9]")
-_SMALLEST_NORMAL = sys.float_info.min
 
 
 def _json_float(literal: str) -> float:
     """``parse_float`` of every JSON read of a request."""
     value = float(literal)
-    if -_SMALLEST_NORMAL < value < _SMALLEST_NORMAL:
+    if value == 0.0:
         mantissa = literal.partition("e")[0].partition("E")[0]
         if _NONZERO_DIGIT.search(mantissa):
             return _UnderflowedFloat(value)
@@ -102,9 +100,8 @@ def json_body_problems(value: Any, limit: int = MAX_JSON_DEPTH) -> dict[str, lis
     or value) holding NUL or an unpaired surrogate, and every number that overflowed to
     infinity, is named by its path: PostgreSQL can store none of them in text or jsonb, so
     each would otherwise fail at the database, whatever the endpoint. So is every nonzero
-    number that underflowed (to 0, or to a subnormal), which would be stored as another
-    number, and every member an object named twice, of which only one value would be kept
-    (both read by :func:`json_loads`).
+    number that underflowed to 0, which would be stored as zero, and every member an object
+    named twice, of which only one value would be kept (both read by :func:`json_loads`).
     Iterative: no recursion of our own through a body the client shaped.
     """
     problems: dict[str, list[str]] = {}

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import StreamingHttpResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -74,7 +73,8 @@ class SubjectExportView(ContractView):
         parameters=[
             OpenApiParameter(
                 "subject",
-                OpenApiTypes.STR,
+                # As a write's subject: what a schema-valid client sends is what is accepted.
+                {"type": "string", "pattern": SUBJECT_RE.pattern, "maxLength": IDENTIFIER_CHARS},
                 OpenApiParameter.PATH,
                 description="kind:identifier, e.g. user:8812 (compared case-folded, NFC).",
             )
