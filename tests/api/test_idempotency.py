@@ -40,8 +40,9 @@ def _counts(tenant):
 
 
 def test_it_replays_the_first_response(agent, tenant):
-    first = _post(agent, body(), "key-1")
-    again = _post(agent, body(), "key-1")
+    sent = body()  # one body: a retry sends the same bytes, observed_at included
+    first = _post(agent, sent, "key-1")
+    again = _post(agent, sent, "key-1")
     assert first.status_code == again.status_code == 201
     assert again.json() == first.json()
     assert again["Idempotent-Replayed"] == "true"
@@ -113,10 +114,11 @@ def test_it_forgets_keys_after_24_hours(agent, tenant):
 
 
 def test_it_still_replays_within_24_hours(agent, tenant):
-    _post(agent, body(), "recent-key")
+    sent = body()
+    _post(agent, sent, "recent-key")
     with tenant_scope(tenant.pk):
         IdempotencyKey.objects.update(created_at=timezone.now() - timedelta(hours=23))
-    assert _post(agent, body(), "recent-key")["Idempotent-Replayed"] == "true"
+    assert _post(agent, sent, "recent-key")["Idempotent-Replayed"] == "true"
 
 
 @pytest.mark.parametrize(
@@ -312,10 +314,11 @@ def test_it_still_refuses_the_same_key_with_another_body_after_a_deletion(tenant
 
 def test_it_leaves_a_tombstone_that_erasure_verification_accepts(tenant):
     agent = make_agent(tenant, "read,write,erase,audit", name="eraser")
-    _post(agent, body(subject="user:erased"), "key-erased")
+    sent = body(subject="user:erased")
+    _post(agent, sent, "key-erased")
     erased = agent.post("/api/v1/erasures", {"subject": "user:erased", "reason": "asked"})
     assert erased.status_code == 200, erased.content
-    again = _post(agent, body(subject="user:erased"), "key-erased")
+    again = _post(agent, sent, "key-erased")
     assert_problem(again, 410)
     assert again["Idempotent-Tombstone"] == "true"
     assert _counts(tenant) == (0, 0)
@@ -403,12 +406,13 @@ def test_it_takes_an_idempotency_key_on_fact_checks(agent, tenant):
 def test_a_retry_after_the_record_expired_replays_no_content(agent, tenant):
     """Until the expiry sweep replaces it with a tombstone, the stored response held the
     expired value, and a retry handed it back (found by the evaluation's canaries)."""
-    first = _post(agent, body(value="carrier_secret"), "key-expiring")
+    sent = body(value="carrier_secret")
+    first = _post(agent, sent, "key-expiring")
     with tenant_scope(tenant.pk):
         MemoryRecord.objects.filter(pk=first.json()["id"]).update(
             expires_at=timezone.now() - timedelta(minutes=1)
         )
-    again = _post(agent, body(value="carrier_secret"), "key-expiring")
+    again = _post(agent, sent, "key-expiring")
     assert assert_problem(again, 410)["state"] == "expired"
     assert_conforms(again, RECORDS, "POST")
     assert again["Idempotent-Tombstone"] == "true"
