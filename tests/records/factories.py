@@ -17,10 +17,10 @@ def observed_now() -> str:
 
 
 def observed_just_ahead() -> str:
-    """The next whole second, as ``observed_at``: ahead of the write (the API allows 30
-    seconds and then counts from the write), so a sub-second ttl cannot run out before a
-    slow write arrives."""
-    ahead = timezone.now().replace(microsecond=0) + timedelta(seconds=1)
+    """A whole second twenty seconds ahead, as ``observed_at``: the API accepts an
+    observation up to 30 seconds ahead (clock skew) and counts its ttl from it, so a
+    sub-second ttl cannot run out before a write on a loaded machine arrives."""
+    ahead = timezone.now().replace(microsecond=0) + timedelta(seconds=20)
     return ahead.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
