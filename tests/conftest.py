@@ -35,6 +35,26 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+# The modules that drive a live ``up`` (the Python client and the MCP servers) share one
+# session-scoped server (tests/clients/conftest.py): each xdist worker that met one of them
+# would start its own, at half a minute each.
+LIVE_SERVER_PACKAGE = "tests/clients/"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (addopts: a module stays on one worker, so its module fixtures build
+    once) with the live-server package as one unit, so one worker runs it on one server."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(LIVE_SERVER_PACKAGE):
+                return LIVE_SERVER_PACKAGE
+            return super()._split_scope(nodeid)
+
+    return Scheduling(config, log)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked ``redis`` needs a Redis that answers: skipped where there is none, but
     failed where the run requires one (CI), so a missing broker never passes as a skip."""

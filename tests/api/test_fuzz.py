@@ -3,7 +3,7 @@
 Hypothesis fires random methods, paths (every route under /api/v1/, found from the URLconf,
 with real, random and hostile path arguments, plus paths that match nothing), query
 strings, headers and bodies at the API, authenticated in every way a client can be.
-``MEMORYCONSOLE_FUZZ_EXAMPLES`` raises the number of requests (default 300) for a long run.
+``MEMORYCONSOLE_FUZZ_EXAMPLES`` raises the number of requests (default 150) for a long run.
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def check(response: Any, method: str) -> None:
 
 
 @settings(
-    max_examples=int(os.environ.get("MEMORYCONSOLE_FUZZ_EXAMPLES", "300")),
+    max_examples=int(os.environ.get("MEMORYCONSOLE_FUZZ_EXAMPLES", "150")),
     deadline=None,
     database=None,
     suppress_health_check=[
@@ -657,7 +657,7 @@ def objects(world, tenant, other_tenant) -> dict[str, Any]:
 
 
 @settings(
-    max_examples=int(os.environ.get("MEMORYCONSOLE_FUZZ_SCHEMA_EXAMPLES", "400")),
+    max_examples=int(os.environ.get("MEMORYCONSOLE_FUZZ_SCHEMA_EXAMPLES", "200")),
     deadline=None,
     database=None,
     suppress_health_check=[
