@@ -735,10 +735,15 @@ def run(
     says, in the caller's transaction (the caller locks the roots first). With ``cursor``, as
     one generated statement on it (the fast path: one round trip); without, through the ORM.
     Both give the same outcome (a test holds them to it)."""
-    plan = Plan(deleted=deleted, withdrawn=withdrawn)
     if cursor is None:
-        return plan.execute(now=now, reason=reason)
-    return plan.statement().run(
+        return Plan(deleted=deleted, withdrawn=withdrawn).execute(now=now, reason=reason)
+    # The statement depends on the roots' models only (one per shape, built once): the plan's
+    # querysets, which only the ORM path reads, would cost more Python than the statement
+    # costs the database for one fact (docs/performance.md, "Request path").
+    return statement_for(
+        tuple(m._meta.label for m in deleted or {}),
+        tuple(m._meta.label for m in withdrawn or {}),
+    ).run(
         cursor,
         deleted={m._meta.label: ids for m, ids in (deleted or {}).items()},
         withdrawn={m._meta.label: ids for m, ids in (withdrawn or {}).items()},
