@@ -91,7 +91,11 @@ def sees_restricted(request: Request) -> bool:
 
 
 def record_or_404(request: Request, record_id: str) -> MemoryRecord:
-    record = selectors.record_get(record_id, sees_restricted=sees_restricted(request))
+    # Without its observations: no API answer reads them from the record (the detail
+    # queries them in its own order), and a delete or a promotion needs none.
+    record = selectors.record_get(
+        record_id, sees_restricted=sees_restricted(request), observations=False
+    )
     if record is None:
         raise not_found("record")
     return record

@@ -51,20 +51,22 @@ def expired_since(pk: uuid.UUID) -> bool:
     )
 
 
-def record_get(record_id: Any, *, sees_restricted: bool) -> MemoryRecord | None:
+def record_get(
+    record_id: Any, *, sees_restricted: bool, observations: bool = True
+) -> MemoryRecord | None:
     """A live record by id, or None (missing, expired, deleted, another tenant's, or a
-    restricted one the reader may not see)."""
+    restricted one the reader may not see). ``observations``: with its observations
+    prefetched, oldest first (the console's page shows them; the API's reads its own)."""
     try:
         pk = uuid.UUID(str(record_id))
     except (ValueError, TypeError):
         return None
-    return (
-        records_live()
-        .visible(sees_restricted=sees_restricted)
-        .filter(pk=pk)
-        .prefetch_related(Prefetch("observations", Observation.objects.order_by("recorded_at")))
-        .first()
-    )
+    found = records_live().visible(sees_restricted=sees_restricted).filter(pk=pk)
+    if observations:
+        found = found.prefetch_related(
+            Prefetch("observations", Observation.objects.order_by("recorded_at"))
+        )
+    return found.first()
 
 
 RECORD_FILTERS = ("subject", "key", "domain", "task_type", "trust", "status", "sensitivity")
