@@ -7,11 +7,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from rest_framework import serializers
 
 from apps.core.actors import Actor
 from apps.records import services
 from apps.records.models import MemoryRecord
-from apps.records.serializers import RecordSerializer, write_input
+from apps.records.serializers import RecordSerializer, record_representation, write_input
 from apps.tenancy.context import tenant_scope
 
 from .factories import body
@@ -82,5 +83,20 @@ def test_a_record_renders_every_declared_member(tenant) -> None:
         "conflict": str(second.conflict.pk),
     }
     assert set(expected) == set(RecordSerializer().fields)
+    # RecordSerializer renders through record_representation (the hot path); DRF's own
+    # rendering of the declared fields gives the same members, in the same order.
+    with tenant_scope(tenant.pk):
+        contender = MemoryRecord.objects.get(pk=second.record.pk)  # supersedes the first
+    contender.ttl_requested = None  # no ttl asked for
+    for item, context in (
+        (record, {}),
+        (stored, conflicts),
+        (contender, {}),
+        (contender, {"conflicts": {contender.pk: None}}),
+    ):
+        drf = serializers.Serializer.to_representation(RecordSerializer(context=context), item)
+        fast = record_representation(item, conflicts=context.get("conflicts"))
+        assert list(fast.items()) == list(drf.items())
+        assert RecordSerializer(item, context=context).data == fast
     assert record.expires_at is not None
     assert record.expires_at - record.written_at <= timedelta(days=2, hours=3)
