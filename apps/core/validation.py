@@ -93,6 +93,17 @@ def _child_path(parent: str, key: str | int) -> str:
     return f"{parent}.{key}" if parent else key
 
 
+def _plain_scalar(value: Any) -> bool:
+    """A value :func:`json_body_problems` has nothing to say about: a finite double as parsed,
+    an integer, a boolean, null, or a string a text column holds."""
+    kind = type(value)
+    if kind is float:  # exactly: an _UnderflowedFloat is a float subclass
+        return math.isfinite(value)
+    if kind is int or kind is bool or value is None:
+        return True
+    return kind is str and unstorable_text(value) is None
+
+
 def json_body_problems(value: Any, limit: int = MAX_JSON_DEPTH) -> dict[str, list[str]] | None:
     """What no field of any request may hold, by field path; ``None`` when there is nothing.
 
@@ -131,12 +142,16 @@ def json_body_problems(value: Any, limit: int = MAX_JSON_DEPTH) -> dict[str, lis
         if depth > limit:
             return {"body": [TOO_DEEP]}
         for key, child in children:
-            child_path = _child_path(path, key)
-            key_problem = unstorable_text(key) if isinstance(key, str) else None
-            if key_problem:
-                problems.setdefault(child_path, []).append(key_problem)
+            if isinstance(key, str):
+                key_problem = unstorable_text(key)
+                if key_problem:
+                    problems.setdefault(_child_path(path, key), []).append(key_problem)
+                    continue
+            if _plain_scalar(child):
+                # Nothing to report, nothing below: not stacked, and no path built (a
+                # vector's 384 numbers were most of a search's validation).
                 continue
-            stack.append((child, child_path, depth + 1))
+            stack.append((child, _child_path(path, key), depth + 1))
     return problems or None
 
 

@@ -78,7 +78,7 @@ def vector_checked(raw: Any, *, dimension: int, model: str = "") -> list[float]:
             SQUARED_LENGTH_LIMIT
         ):
             raise VectorRejected(TOO_LONG)
-    return [float(x) for x in stored]
+    return stored.tolist()  # Python floats, each the float32 value exactly
 
 
 def vector_storable(vector: Any) -> bool:
