@@ -28,7 +28,8 @@ and connection): search p50/p95/p99 and requests/s through the HTTP API (gunicor
 loopback, agent credential); the same filtered statement as raw SQL (psycopg, no
 prepared-statement reuse); a bare DRF endpoint running that SQL (no authentication, no ORM,
 no serialisation: the floor for any Django API); exact numpy brute force over the same
-candidates. Then recall@10 against exact search and under-returned queries over ``--queries``
+candidates; for the API, its requests/s over the bare endpoint's and its p50 over the raw
+SQL's (issue 38's ratio, target at most 1.3x). Then recall@10 against exact search and under-returned queries over ``--queries``
 searches through the product's search function, the EXPLAIN plan per selectivity, and the
 issue's targets beside the measurements. Text-embedding time (hashing embedder) is reported
 separately: these searches send vectors.
@@ -1126,8 +1127,10 @@ def report_timings(
     for clients in client_counts:
         for name in SCOPES:
             bare = timings[("bare DRF", name, clients)]
+            raw = timings[("raw SQL", name, clients)]
             for path in PATHS:
                 t = timings[(path, name, clients)]
+                api = path == "HTTP API"
                 rows.append(
                     [
                         name,
@@ -1139,7 +1142,8 @@ def report_timings(
                         t.p95_ms,
                         t.percentile(99) * 1000,
                         t.per_second,
-                        f"{t.per_second / bare.per_second:.2f}x" if path == "HTTP API" else "",
+                        f"{t.per_second / bare.per_second:.2f}x" if api else "",
+                        f"{t.p50_ms / raw.p50_ms:.2f}x" if api else "",
                     ]
                 )
     print(
@@ -1154,7 +1158,8 @@ def report_timings(
                 "p95 ms",
                 "p99 ms",
                 "req/s",
-                "API/bare",
+                "API/bare req/s",
+                "API/SQL p50",
             ],
             rows,
         )
@@ -1225,6 +1230,18 @@ def report_quality(
                     f"API >= 0.6x bare DRF req/s, {name}, {clients} client(s)",
                     f"{ratio:.2f}x",
                     ratio >= 0.6,
+                )
+            )
+    for clients in client_counts:
+        for name in SCOPES:
+            api = timings[("HTTP API", name, clients)]
+            raw = timings[("raw SQL", name, clients)]
+            ratio = api.p50_ms / raw.p50_ms
+            checks.append(
+                (
+                    f"API p50 <= 1.3x the same SQL bare (issue 38), {name}, {clients} client(s)",
+                    f"{ratio:.2f}x ({api.p50_ms:.2f} / {raw.p50_ms:.2f} ms)",
+                    ratio <= 1.3,
                 )
             )
     for q in quality:
