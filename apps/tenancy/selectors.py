@@ -76,10 +76,19 @@ def credential_for_token(token: str, *, activate: bool = False) -> AgentCredenti
             raise TenantContextError("a credential is looked up inside a transaction")
         # A revoked credential's row is not returned, so its tenant is never entered. The
         # setting that lets the transaction see this one credential goes first: the lookup's
-        # row-level security policy reads it.
+        # row-level security policy reads it. Both in one round trip where parameters are
+        # bound on the client (Django's default): one query string of two statements, which
+        # the server runs in order; the cursor then moves on to the lookup's rows.
+        expose = "SELECT set_config(%s, %s, true)"
         with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config(%s, %s, true)", [TOKEN_HASH_SETTING, digest])
-            cursor.execute(_activating_lookup_sql(), [digest])
+            if connection.settings_dict["OPTIONS"].get("server_side_binding"):
+                cursor.execute(expose, [TOKEN_HASH_SETTING, digest])
+                cursor.execute(_activating_lookup_sql(), [digest])
+            else:
+                cursor.execute(
+                    f"{expose}; {_activating_lookup_sql()}", [TOKEN_HASH_SETTING, digest, digest]
+                )
+                cursor.nextset()
             row = cursor.fetchone()
         if row is None:
             return None
