@@ -293,7 +293,22 @@ def erasure_ledger_append(
 ) -> None:
     """Record a removal in the erasure ledger (:class:`ErasureLedgerEntry`), in the caller's
     transaction: what a restore re-applies to an older backup. ``target`` names ids only."""
-    ErasureLedgerEntry.objects.create(
+    erasure_ledger_entry(
+        tenant_id=tenant_id, kind=kind, target=target, reason=reason, reference=reference
+    ).save(force_insert=True)
+
+
+def erasure_ledger_entry(
+    *,
+    tenant_id: uuid.UUID | str,
+    kind: str,
+    target: dict[str, Sequence[Any]],
+    reason: str,
+    reference: str = "",
+) -> ErasureLedgerEntry:
+    """The entry :func:`erasure_ledger_append` stores, unsaved (for a caller that inserts it
+    with other rows in one statement: a record's deletion)."""
+    return ErasureLedgerEntry(
         tenant_id=tenant_id,
         recorded_at=timezone.now(),
         kind=kind,

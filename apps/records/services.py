@@ -25,7 +25,7 @@ from apps.audit.services import (
     audit_event,
     audit_record,
     content_digest,
-    erasure_ledger_append,
+    erasure_ledger_entry,
     subject_digest,
 )
 from apps.core import deletion
@@ -808,20 +808,22 @@ def _versions_delete(
             "target": {"fact": str(fact.pk), "subject": fact.subject, "key": fact.key},
         },
     )
-    receipt.save(force_insert=True)
+    rows = [insert_statement(receipt)]
     if kind != "expiry":
         # An expired version stays hidden by the read-time predicate after a restore, and
         # compaction removes it again; a deletion asked for must be re-applied.
-        erasure_ledger_append(
+        entry = erasure_ledger_entry(
             tenant_id=fact.tenant_id,
             kind="deletion",
             target={"facts": [fact.pk] if whole_fact else [], "records": record_ids},
             reason=reason,
             reference=str(receipt.pk),
         )
-    # The event, and the invalidated summaries naming the event: one statement.
-    audit_append(event, alongside=purge.stamp_statements(event.pk))
-    return DeletionResult(receipt=receipt, record_ids=record_ids)
+        rows.append(insert_statement(entry))
+    # The event, the receipt, the ledger's entry and the invalidated summaries naming the
+    # event: one statement (three round trips were a tenth of a delete).
+    audit_append(event, alongside=[*rows, *purge.stamp_statements(event.pk)])
+    return DeletionResult(receipt=stored(receipt), record_ids=record_ids)
 
 
 def versions_purge(
