@@ -361,6 +361,40 @@ def rendering_ratio(tenant_id: uuid.UUID, rounds: int = 200) -> None:
     )
 
 
+def conflicts_ratio(tenant_id: uuid.UUID, rounds: int = 200) -> None:
+    """The open-conflicts lookup of a search's ten hits: the statement behind
+    ``open_conflicts_of`` beside the queryset it replaced (each run, none found)."""
+    try:
+        from apps.records.trust import OPEN_CONFLICTS_SQL  # noqa: F401 (only to know it is there)
+    except ImportError:
+        return  # an earlier version of the code, without it
+    from django.db.models import Q
+
+    from apps.records.models import Conflict, ConflictState, MemoryRecord
+    from apps.records.trust import open_conflicts_of
+    from apps.tenancy.context import tenant_scope
+
+    with tenant_scope(tenant_id):
+        ids = list(MemoryRecord.objects.values_list("pk", flat=True)[:10])
+        fast = orm = 0.0
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            open_conflicts_of(ids)
+            t1 = time.perf_counter()
+            list(
+                Conflict.objects.filter(state=ConflictState.OPEN)
+                .filter(Q(current_record_id__in=ids) | Q(contender_id__in=ids))
+                .order_by("opened_at", "id")
+                .values_list("pk", "current_record_id", "contender_id")
+            )
+            t2 = time.perf_counter()
+            fast, orm = fast + t1 - t0, orm + t2 - t1
+    print(
+        f"open conflicts of ten hits: the queryset {orm / rounds * 1000:.3f} ms, the statement "
+        f"{fast / rounds * 1000:.3f} ms ({orm / fast:.1f}x; a fast path must show >= 1.5x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2000)
@@ -431,6 +465,7 @@ def main() -> None:
         if own is not None:
             print(f"\n[{'PASS' if own <= 0.3 else 'FAIL'}] write's own share: {own:.1%}")
         rendering_ratio(tenant.pk)
+        conflicts_ratio(tenant.pk)
         if args.profile:
             profile("write", args.parts, lambda i: another_write(args.parts + i), args.top)
             profile("search", args.parts, search, args.top)

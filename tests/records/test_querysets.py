@@ -8,14 +8,16 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.audit.services import Actor
 from apps.governance import services as governance_services
 from apps.records import services
-from apps.records.models import Fact, LegalHold, MemoryRecord
+from apps.records.models import Conflict, ConflictState, Fact, LegalHold, MemoryRecord
 from apps.records.predicates import record_predicate_sql
 from apps.records.serializers import write_input
+from apps.records.trust import open_conflicts_of
 from apps.tenancy.context import tenant_scope
 
 from .factories import body
@@ -149,3 +151,39 @@ def test_a_revoked_consent_ends_a_record_unless_held(tenant) -> None:
         assert record.pk in _ids(MemoryRecord.objects.expired(now))
         assert record.pk not in _ids(MemoryRecord.objects.live(now))
     assert record.pk not in _sql_ids(tenant, "live", now)
+
+
+def test_open_conflicts_of_is_the_queryset_it_replaced(tenant, other_tenant) -> None:
+    """The statement behind ``open_conflicts_of`` (the search's hot path) finds what the
+    queryset finds: open conflicts only, both sides live, oldest first, this tenant's."""
+
+    def conflicted(subject: str, tenant: Any = tenant) -> tuple[MemoryRecord, MemoryRecord]:
+        first = _write(tenant, subject=subject, value="a")
+        return first, _write(tenant, subject=subject, value="b")
+
+    live_pair = conflicted("user:1")
+    resolved = conflicted("user:2")
+    expired = conflicted("user:3")
+    foreign = conflicted("user:4", other_tenant)
+    alone = _write(tenant, subject="user:5")
+    with tenant_scope(tenant.pk):
+        Conflict.objects.filter(contender=resolved[1]).update(state=ConflictState.RESOLVED)
+    _expire_at(tenant, expired[1], timezone.now() - timedelta(seconds=1))
+    ids = [r.pk for pair in (live_pair, resolved, expired, foreign) for r in pair] + [alone.pk]
+
+    with tenant_scope(tenant.pk):
+        live = MemoryRecord.objects.live().values("pk")
+        rows = (
+            Conflict.objects.filter(state=ConflictState.OPEN)
+            .filter(Q(current_record_id__in=ids) | Q(contender_id__in=ids))
+            .filter(current_record__in=live, contender__in=live)
+            .order_by("opened_at", "id")
+            .values_list("pk", "current_record_id", "contender_id")
+        )
+        expected: dict[Any, Any] = {}
+        for conflict_id, *sides in rows:
+            for side in sides:
+                expected.setdefault(side, conflict_id)
+        found = open_conflicts_of(ids)
+    assert found == expected
+    assert set(found) == {live_pair[0].pk, live_pair[1].pk}
