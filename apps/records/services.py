@@ -53,9 +53,9 @@ from .models import (
     RetentionBasis,
     Scope,
     Trust,
-    record_held,
     scope_canonical,
 )
+from .predicates import record_predicate_sql
 from .retention import Lifetime, Limits, lifetime, lifetime_ended
 from .selectors import records_live
 from .statements import insert_statement, stored
@@ -701,6 +701,18 @@ LOCK_FACT_FOR_DELETE_SQL = (
 )
 
 
+# Every version of a fact, locked, with whether an active legal hold covers it: the columns
+# a deletion's receipt and digest read. ``MemoryRecord.objects.filter(fact_id=...)
+# .annotate(held=record_held()).only(...).order_by("version").select_for_update(of=("self",))``
+# as one statement with the held predicate's compiled clause (apps.records.predicates): the
+# queryset cost more to build than the statement to run (docs/performance.md, "Request path").
+VERSIONS_FOR_DELETE_SQL = (
+    "SELECT r.id, r.fact_id, r.subject, r.key, r.value, r.content, r.written_at, "  # noqa: S608 (a model's table)
+    f"{{held}} AS held FROM {MemoryRecord._meta.db_table} r"
+    " WHERE r.fact_id = %(fact)s ORDER BY r.version FOR UPDATE OF r"
+)
+
+
 def record_delete(
     *, record: MemoryRecord, actor: Actor, reason: str, kind: str = "record", parent: Any = None
 ) -> DeletionResult:
@@ -724,13 +736,9 @@ def record_delete(
     # After the fact's lock (a new statement, a new snapshot): a hold placed on the fact
     # meanwhile holds a key-share lock on it until it commits, so it is seen here. Every
     # version of the fact, locked, with whether an active legal hold covers it.
-    versions = list(
-        MemoryRecord.objects.filter(fact_id=fact.pk)
-        .annotate(held=record_held())
-        .only("id", "fact_id", "subject", "key", "value", "content", "written_at")
-        .order_by("version")
-        .select_for_update(of=("self",))
-    )
+    params: dict[str, Any] = {"fact": fact.pk}
+    held = record_predicate_sql("held", "r", params)
+    versions = list(MemoryRecord.objects.raw(VERSIONS_FOR_DELETE_SQL.format(held=held), params))
     if any(version.held for version in versions):  # type: ignore[attr-defined]
         raise Held("A legal hold keeps this record; lift the hold before deleting it.")
     for version in versions:

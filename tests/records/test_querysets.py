@@ -3,6 +3,7 @@ the same predicates as the clauses hand-written statements take (apps.records.pr
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -14,9 +15,18 @@ from django.utils import timezone
 from apps.audit.services import Actor
 from apps.governance import services as governance_services
 from apps.records import services
-from apps.records.models import Conflict, ConflictState, Fact, LegalHold, MemoryRecord
+from apps.records.models import (
+    Conflict,
+    ConflictState,
+    Fact,
+    LegalHold,
+    MemoryRecord,
+    record_held,
+)
 from apps.records.predicates import record_predicate_sql
+from apps.records.selectors import record_get
 from apps.records.serializers import write_input
+from apps.records.services import VERSIONS_FOR_DELETE_SQL
 from apps.records.trust import open_conflicts_of
 from apps.tenancy.context import tenant_scope
 
@@ -187,3 +197,62 @@ def test_open_conflicts_of_is_the_queryset_it_replaced(tenant, other_tenant) -> 
         found = open_conflicts_of(ids)
     assert found == expected
     assert set(found) == {live_pair[0].pk, live_pair[1].pk}
+
+
+def _fields(record: MemoryRecord | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {f.attname: getattr(record, f.attname) for f in MemoryRecord._meta.concrete_fields}
+
+
+def test_a_record_by_id_and_a_facts_versions_are_the_querysets_they_replaced(
+    tenant, other_tenant
+) -> None:
+    """``record_get`` and the deletion's versions are statements over the compiled
+    predicates (a request's hot path); they find what the querysets find."""
+    now = timezone.now()
+    live = _write(tenant, subject="user:live")
+    newer = _write(tenant, subject="user:live", value="other")  # a second version, in conflict
+    expired = _write(tenant, subject="user:gone")
+    held = _write(tenant, subject="user:held")
+    restricted = _write(tenant, subject="user:secret", sensitivity="restricted")
+    foreign = _write(other_tenant, subject="user:live")
+    for record in (expired, held):
+        _expire_at(tenant, record, now - timedelta(minutes=1))
+    with tenant_scope(tenant.pk):
+        governance_services.legal_hold_place(
+            tenant=tenant, actor=PERSON, reason="litigation", subject="user:held"
+        )
+        ids = [r.pk for r in (live, newer, expired, held, restricted, foreign)]
+        for sees_restricted in (True, False):
+            for pk in [*ids, uuid.uuid4()]:
+                queryset = (
+                    MemoryRecord.objects.live()
+                    .visible(sees_restricted=sees_restricted)
+                    .filter(pk=pk)
+                    .first()
+                )
+                found = record_get(pk, sees_restricted=sees_restricted, observations=False)
+                assert _fields(found) == _fields(queryset), (pk, sees_restricted)
+        with_observations = record_get(live.pk, sees_restricted=True)
+        assert with_observations is not None
+        assert [o.pk for o in with_observations.observations.all()] == list(
+            live.observations.order_by("recorded_at").values_list("pk", flat=True)
+        )
+        assert record_get("not an id", sees_restricted=True) is None
+
+        for fact_id in (live.fact_id, held.fact_id):
+            params: dict[str, Any] = {"fact": fact_id}
+            sql = VERSIONS_FOR_DELETE_SQL.format(held=record_predicate_sql("held", "r", params))
+            statement = [
+                (v.pk, v.value, v.content, v.written_at, v.held)
+                for v in MemoryRecord.objects.raw(sql, params)
+            ]
+            queryset = [
+                (v.pk, v.value, v.content, v.written_at, v.held)
+                for v in MemoryRecord.objects.filter(fact_id=fact_id)
+                .annotate(held=record_held())
+                .order_by("version")
+            ]
+            assert statement == queryset
+            assert {is_held for *_rest, is_held in statement} == {fact_id == held.fact_id}
