@@ -395,6 +395,58 @@ def conflicts_ratio(tenant_id: uuid.UUID, rounds: int = 200) -> None:
     )
 
 
+def explain_deletion(tenant_id: uuid.UUID) -> None:
+    """EXPLAIN ANALYZE of the generated deletion statement for one fact, as deletion runs it:
+    prepared, planned generically (``apps.tenancy.prepared``), in a transaction rolled back."""
+    import re
+
+    import psycopg
+    from django.utils import timezone
+
+    from apps.core import deletion
+    from apps.records.models import MemoryRecord
+    from apps.tenancy.context import tenant_scope
+    from benchmarks.retrieval_search import app_conninfo
+
+    with tenant_scope(tenant_id):
+        records = list(MemoryRecord.objects.filter(is_current=True)[:2])
+    labels = ("records.MemoryRecord", "records.Fact")
+    statement = deletion.statement_for(labels)
+    names: list[str] = []
+
+    def numbered(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    sql = re.sub(r"%\((\w+)\)s", numbered, statement.sql).replace("%%", "%")
+    with psycopg.connect(**app_conninfo()) as conn, conn.transaction(force_rollback=True):
+        conn.execute("SELECT set_config('memoryconsole.tenant_id', %s, true)", [str(tenant_id)])
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute("PREPARE deletion AS " + sql)
+        # The first execution plans (once per connection); the second, another fact's,
+        # reuses the plan, as every later delete on the connection does.
+        for run, record in zip(("planned", "plan reused"), records, strict=True):
+            params = statement.params(
+                deleted={labels[0]: [record.pk], labels[1]: [record.fact_id]},
+                withdrawn=None,
+                now=timezone.now(),
+                reason="benchmark",
+            )
+            values = ", ".join(psycopg.sql.Literal(str(params[n])).as_string() for n in names)
+            rows = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE deletion({values})")
+            lines = [str(row[0]) for row in rows.fetchall()]
+            scans = [line for line in lines if "Scan on" in line and "never executed" not in line]
+            timing = [
+                line for line in lines if line.startswith(("Planning Time", "Execution Time"))
+            ]
+            sequential = sum("Seq Scan" in line for line in scans)
+            print(
+                f"deletion statement, {run}: {'; '.join(timing)}; {len(scans)} scans run, "
+                f"{sequential} sequential"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2000)
@@ -466,6 +518,7 @@ def main() -> None:
             print(f"\n[{'PASS' if own <= 0.3 else 'FAIL'}] write's own share: {own:.1%}")
         rendering_ratio(tenant.pk)
         conflicts_ratio(tenant.pk)
+        explain_deletion(tenant.pk)
         if args.profile:
             profile("write", args.parts, lambda i: another_write(args.parts + i), args.top)
             profile("search", args.parts, search, args.top)

@@ -29,10 +29,10 @@ loopback, agent credential); the same filtered statement as raw SQL (psycopg, no
 prepared-statement reuse); a bare DRF endpoint running that SQL (no authentication, no ORM,
 no serialisation: the floor for any Django API); exact numpy brute force over the same
 candidates; for the API, its requests/s over the bare endpoint's and its p50 over the raw
-SQL's (issue 38's ratio, target at most 1.3x). Then recall@10 against exact search and under-returned queries over ``--queries``
-searches through the product's search function, the EXPLAIN plan per selectivity, and the
-issue's targets beside the measurements. Text-embedding time (hashing embedder) is reported
-separately: these searches send vectors.
+SQL's (issue 38's ratio, target at most 1.3x). Then recall@10 against exact search and
+under-returned queries over ``--queries`` searches through the product's search function, the
+EXPLAIN plan per selectivity, and the issue's targets beside the measurements. Text-embedding
+time (hashing embedder) is reported separately: these searches send vectors.
 """
 
 from __future__ import annotations
