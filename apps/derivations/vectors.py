@@ -78,7 +78,8 @@ def vector_checked(raw: Any, *, dimension: int, model: str = "") -> list[float]:
             SQUARED_LENGTH_LIMIT
         ):
             raise VectorRejected(TOO_LONG)
-    return stored.tolist()  # Python floats, each the float32 value exactly
+    components: list[float] = stored.tolist()  # Python floats, each float32's value exactly
+    return components
 
 
 def vector_storable(vector: Any) -> bool:
