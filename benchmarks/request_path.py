@@ -211,6 +211,7 @@ class PartTimer:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.statements = 0
         self.active = False
         self._undo: list[tuple[Any, str, Any]] = []
         self._depth: dict[str, int] = {}
@@ -256,6 +257,7 @@ class PartTimer:
             return execute(sql, params, many, context)
         finally:
             if self.active:
+                self.statements += 1
                 label = "every database statement (but COMMIT)"
                 self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - started
 
@@ -289,6 +291,9 @@ def parts(label: str, count: int, operation: Callable[[int], object]) -> float |
     rows.sort(key=lambda row: order.index(row[0]) if row[0] in order else len(order))
     print(f"\n{label}: {count} requests, {total / count * 1000:.2f} ms each, by part\n")
     print(table(["part", "share", "ms per request"], rows))
+    # Exact whatever the load: each is a round trip (psycopg's BEGIN, the request's statement
+    # timeout and COMMIT come on top).
+    print(f"\n{label}: {timer.statements / count:.1f} statements per request")
     if label != "write":
         return None
     own = sum(timer.seconds.get(part, 0.0) for part in OWN_WORK) / total
@@ -484,9 +489,11 @@ def main() -> None:
                 raise RuntimeError(f"search {i}: {len(answer['results'])} hits")
 
         raw, raw_conn = raw_search(tenant.pk, bodies)
-        raw(0)
-        searches, raw_sql = interleaved(args.searches, search, raw)
-        raw_conn.close()
+        try:  # closed before the database is dropped, whatever happens
+            raw(0)
+            searches, raw_sql = interleaved(args.searches, search, raw)
+        finally:
+            raw_conn.close()
         extra = args.parts + (args.parts if args.profile else 0)
         deleted = iter(rng.sample(ids, min(len(ids), args.deletes + extra)))
 
