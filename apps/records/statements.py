@@ -5,7 +5,9 @@ embedding work and the audit event reach PostgreSQL as one statement (data-modif
 ``WITH`` clauses, :func:`apps.audit.services.audit_append`): a write costs two round trips
 instead of seven. Written with the ORM, one statement per row, the write's ratio to raw
 INSERTs of the same rows was more than 1.5 times this one's (docs/performance.md), so this
-one path stays; every other change saves through the ORM.
+one path stays. A record's deletion uses it too, for its receipt and the erasure ledger's
+entry beside its audit event (two round trips of a delete's twelve); every other change saves
+through the ORM.
 
 Each row's INSERT is rendered from the model's public field API: every concrete,
 non-generated field's column, and the value its ``pre_save`` and ``get_db_prep_save`` give,
