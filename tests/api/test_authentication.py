@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from psycopg import sql
 
@@ -95,6 +96,17 @@ def test_it_refuses_a_revoked_credential_like_an_unknown_one(tenant):
         agent.client.get("/api/v1/me", headers={"Authorization": "Bearer mc_never-issued"}), 401
     )
     assert revoked == unknown
+
+
+def test_it_looks_the_credential_up_in_two_statements_where_the_server_binds(tenant, monkeypatch):
+    """With server-side binding (a database option) a query string holds one statement: the
+    setting and the lookup go apart, with the same outcome, revocation included."""
+    agent = make_agent(tenant)
+    options = {**connection.settings_dict["OPTIONS"], "server_side_binding": True}
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", options)
+    assert agent.get("/api/v1/me").json()["id"] == str(agent.credential.pk)
+    credential_revoke(credential=agent.credential, actor=Actor.system("tests"), reason="retired")
+    assert_problem(agent.get("/api/v1/me"), 401)
 
 
 def test_it_refuses_a_token_with_a_changed_character(agent):
