@@ -238,12 +238,13 @@ def _warm(agent):
 @pytest.mark.django_db(transaction=True)
 def test_it_answers_409_while_the_first_request_is_in_flight(agent, tenant, monkeypatch):
     _warm(agent)
-    with HeldWrite(monkeypatch, agent, body(), "key-in-flight") as first:
-        second = _post(_client_copy(agent), body(), "key-in-flight")
+    sent = body()  # one body: each body() observes now, and a second may pass meanwhile
+    with HeldWrite(monkeypatch, agent, sent, "key-in-flight") as first:
+        second = _post(_client_copy(agent), sent, "key-in-flight")
         problem = assert_problem(second, 409)
         assert "in progress" in problem["detail"]
     assert first.response.status_code == 201
-    third = _post(agent, body(), "key-in-flight")
+    third = _post(agent, sent, "key-in-flight")
     assert third["Idempotent-Replayed"] == "true"
     assert third.json() == first.response.json()
     assert _counts(tenant) == (1, 1)
