@@ -878,6 +878,10 @@ def check_quality(big: Any, corpus: Corpus, sets: dict[str, QuerySet]) -> list[Q
                 task_type=scope.get("task_type", ""),
                 conditions=scope.get("conditions"),
                 top_k=TOP_K,
+                # As the timed searches (search_body): the memories hold conditions beyond the
+                # scope's, which only the exact match keeps (the contained one found none in
+                # the 1 % and 10 % scopes, whose truth is every memory of the scope).
+                scope_match="exact" if q.scope is not None else "contained",
             )
             with tenant_scope(big.pk):
                 result = search_scoped(tenant=big, q=query, actor=actor)
