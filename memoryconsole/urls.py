@@ -1,4 +1,4 @@
-"""Top-level routes: console, admin, API, schema and docs."""
+"""Top-level routes: console, admin, API, schema and docs, and the operators' metrics."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from .health import health
+from .metrics import metrics
 
 urlpatterns = [
     path("", lambda request: redirect("console:home"), name="root"),
@@ -24,6 +25,8 @@ urlpatterns = [
     path("api/v1/", include("apps.evaluation.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    # Prometheus' default path; not part of the agent API (its own access rule).
+    path("metrics", metrics, name="metrics"),
 ]
 
 handler400 = "apps.core.problems.handler400"

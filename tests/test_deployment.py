@@ -40,6 +40,8 @@ NOT_FOR_DEPLOYMENT = {
     "MEMORYCONSOLE_STATIC_COLLECTED": "set by the Dockerfile, which runs collectstatic",
     "MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT": "tuning: the default fits production",
     "MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT": "tuning: the default fits production",
+    "MEMORYCONSOLE_METRICS_ALLOW": "optional: scrapers present the metrics token instead",
+    "MEMORYCONSOLE_LOG_FORMAT": "the default (json) fits production",
 }
 
 

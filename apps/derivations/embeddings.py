@@ -13,6 +13,7 @@ import numpy as np
 from django.utils import timezone
 
 from apps.audit.services import content_digest
+from apps.core.metrics import embedding_rows
 from apps.records.client_vectors import VECTOR_FIELD
 from apps.records.models import MemoryRecord
 from apps.records.services import record_digest
@@ -389,9 +390,14 @@ def embeddings_drain(
                 with tenant_scope(tenant_id):
                     outbox_failed(claimed, error=repr(exc), now=timezone.now())
                 total.failed += len(claimed)
+                embedding_rows.labels("failed").inc(len(claimed))
                 progressed = True
                 continue
             total.add(outcome)
+            # Counted once the batch's transaction has committed: /metrics' drain rate is
+            # work that stays done.
+            embedding_rows.labels("finished").inc(outcome.finished)
+            embedding_rows.labels("deferred").inc(outcome.deferred)
             if outcome.claimed:
                 progressed = True
             if outcome.claimed >= limit and not retried and wake is not None and not helped:

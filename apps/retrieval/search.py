@@ -51,6 +51,7 @@ from django.utils.dateparse import parse_datetime
 
 from apps.audit.services import audit_read, audit_record
 from apps.core.actors import Actor
+from apps.core.metrics import search_abstentions
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder, inclusion_margin
 from apps.derivations.models import Summary
 from apps.derivations.vectors import (
@@ -875,6 +876,7 @@ def search_scoped(
         abstention = search_abstention(
             tenant=tenant, model=embedder.name, q=q, query_vector=query_vector
         )
+        search_abstentions.labels(abstention.reason).inc()
     if q.purpose == "decision" and audit:
         # What the agent relied on for a decision is part of the record, and so is which of
         # it was disputed when it did. The filters (never the query's text) let a replay

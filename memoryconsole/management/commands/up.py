@@ -36,7 +36,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
 from apps.core.arguments import port_number, positive_int
-from memoryconsole import embedded
+from memoryconsole import embedded, instance
 from memoryconsole.supervisor import STOP_TIMEOUT, Supervisor
 
 READY_TIMEOUT = 90.0  # seconds for the web server to answer its health check
@@ -224,6 +224,9 @@ class Command(BaseCommand):
             self._load_demo()
         self._check_stop()
 
+        # Web workers and the Celery worker count into one directory, so /metrics sums them.
+        metrics = instance.metrics_directory_fresh(str(port))
+        self.supervisor.env[instance.METRICS_DIRECTORY_ENV] = str(metrics)
         self.say("starting the Celery worker, Celery beat and gunicorn ...")
         loglevel = os.environ.get("LOG_LEVEL", "INFO").upper()
         commands = child_commands(
