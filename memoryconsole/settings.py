@@ -199,8 +199,8 @@ SERVED_BEYOND_THIS_MACHINE = any(
     host not in {"127.0.0.1", "localhost", "[::1]", "::1"} for host in ALLOWED_HOSTS
 )
 SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", SERVED_BEYOND_THIS_MACHINE)
-# The container's health check asks over plain HTTP from inside.
-SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
+# Health checks and probes ask over plain HTTP from inside the container or the cluster.
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health(/ready|/live)?$"]
 SECURE_HSTS_SECONDS = int(
     os.environ.get("SECURE_HSTS_SECONDS", "31536000" if SERVED_BEYOND_THIS_MACHINE else "0")
 )
