@@ -20,10 +20,20 @@ import sys
 OWNER_COMMANDS = frozenset(
     {"migrate", "makemigrations", "sqlmigrate", "showmigrations", "flush", "restore"}
 )
-# Commands that never touch the database or the instance's home: they start no server and
-# generate no secret (the image runs collectstatic while it is built).
+# Commands that never prepare the instance: they start no server and generate no secret (the
+# image runs collectstatic while it is built). healthcheck reads the database when it runs,
+# and says it is unreachable rather than start the embedded one.
 INSTANCE_FREE_COMMANDS = frozenset(
-    {"help", "version", "check", "collectstatic", "findstatic", "diffsettings", "startapp"}
+    {
+        "help",
+        "version",
+        "check",
+        "collectstatic",
+        "findstatic",
+        "diffsettings",
+        "startapp",
+        "healthcheck",
+    }
 )
 
 
