@@ -105,6 +105,11 @@ def main(argv: list[str] | None = None) -> None:
 
         mcp_server.main(raw[2:])
         return
+    if raw[1:3] == ["healthcheck", "web"] and not {"-h", "--help"} & set(raw[3:]):
+        # A container checks this every few seconds: no Django, whose setup costs a second.
+        from memoryconsole import probe
+
+        sys.exit(probe.web_main(raw[3:]))
     args = prepare_environment(raw)
     command = args[1] if len(args) > 1 and not args[1].startswith("-") else "help"
     if command not in INSTANCE_FREE_COMMANDS:

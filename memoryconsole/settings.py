@@ -20,7 +20,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from . import database, instance
+from . import database, instance, probe
 
 # Importing this module computes values only: it starts no server and writes no file. The
 # entry points prepare the instance first (memoryconsole.instance.setup).
@@ -52,7 +52,8 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = _env_bool("DEBUG", False)
-ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+# The web health check reads it too, without Django (memoryconsole.probe).
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", probe.ALLOWED_HOSTS_DEFAULT)
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [

@@ -21,6 +21,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from memoryconsole import probe
 from memoryconsole.beat import BeatLock, BeatLockLost
 from memoryconsole.management.commands import healthcheck as healthcheck_command
 from memoryconsole.scheduled import scheduled_run_succeeded, scheduled_runs_expect
@@ -158,6 +159,15 @@ def test_web_is_healthy_while_its_liveness_answers_200(
     status, line = healthcheck("web", "--url", "http://127.0.0.1:9/live")
     assert status == 1
     assert line.startswith("web: unhealthy: http://127.0.0.1:9/live does not answer:")
+    # The entry point checks without Django, reading ALLOWED_HOSTS as the settings do.
+    assert probe.host_header(["*"]) == "localhost"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ALLOWED_HOSTS", " memory.example.com ,localhost")
+        assert probe.web_main(["--url", f"{base}/live"]) == 0
+        env.delenv("ALLOWED_HOSTS")
+        assert probe.allowed_hosts() == ["127.0.0.1", "localhost", "[::1]"]
+        assert probe.web_main(["--url", f"{base}/down"]) == 1
+    assert hosts[2:] == ["memory.example.com", "127.0.0.1"]
 
 
 def test_the_command_never_starts_the_embedded_database(tmp_path: Path) -> None:
@@ -174,6 +184,11 @@ def test_the_command_never_starts_the_embedded_database(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("worker: unhealthy: the database is unreachable:")
     assert not (tmp_path / "home").exists(), "the health check prepared an instance"
+    web = subprocess.run(
+        [*run, "web", "--url", "http://127.0.0.1:9/live"], env=env, capture_output=True, text=True
+    )
+    assert web.returncode == 1
+    assert web.stderr.startswith("web: unhealthy: http://127.0.0.1:9/live does not answer")
     refused = subprocess.run(
         [*run, "beat", "--url", "http://x"], env=env, capture_output=True, text=True, timeout=120
     )

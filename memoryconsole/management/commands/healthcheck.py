@@ -7,7 +7,8 @@ ping`` asks every worker through the broker: slow, and it fails with the broker 
 with the worker):
 
 * ``web``: ``GET /api/v1/health/live`` on this machine answers ``200``. It reads nothing else,
-  so a web process is not restarted for the database's absence.
+  so a web process is not restarted for the database's absence. The entry point runs it
+  without Django (``memoryconsole.probe``); this command offers it too.
 * ``worker``: the database answers, and committed background work is not stalled (waiting
   past ``WORK_STALLED_AFTER`` with nothing finished in the last minute): what ``up`` restarts
   the worker for.
@@ -29,8 +30,6 @@ from __future__ import annotations
 
 import os
 import signal
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -38,23 +37,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import Error as DatabaseError
 from django.db import connection
-from django.urls import reverse
 
 from memoryconsole.beat import beat_lock_held
 from memoryconsole.health import STALL_RESTART_EVERY, work_stalled
+from memoryconsole.probe import DEFAULT_URL, Unhealthy, check_web
 from memoryconsole.scheduled import overdue_after, scheduled_work
 
-WEB_TIMEOUT = 5.0
 MAIN_PROCESS = 1  # a container's main process
-
-
-class Unhealthy(Exception):
-    """Why the process is not healthy: printed as one line, exit status 1. ``mended_by_restart``:
-    restarting the process is the remedy (``--stop-main-process``)."""
-
-    def __init__(self, message: str, *, mended_by_restart: bool = False) -> None:
-        super().__init__(message)
-        self.mended_by_restart = mended_by_restart
 
 
 def process_age(pid: int) -> float:
@@ -76,34 +65,6 @@ def stop_main_process_now() -> str:
         )
     os.kill(MAIN_PROCESS, signal.SIGTERM)
     return "sent SIGTERM to the main process (pid 1): its restart policy starts it again"
-
-
-def host_header(allowed_hosts: list[str]) -> str:
-    """A Host the web server accepts (``ALLOWED_HOSTS``): the check connects to this machine,
-    but a server that serves ``memory.example.com`` only would refuse ``127.0.0.1``."""
-    for host in allowed_hosts:
-        if host == "*":
-            break
-        # ".example.com" allows example.com and every subdomain.
-        return host.lstrip(".") or "localhost"
-    return "localhost"
-
-
-def check_web(url: str) -> str:
-    request = urllib.request.Request(  # noqa: S310 - a URL of this machine, given by the operator
-        url, headers={"Host": host_header(settings.ALLOWED_HOSTS)}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=WEB_TIMEOUT) as response:  # noqa: S310
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise Unhealthy(f"{url} does not answer: {reason}") from None
-    if status != 200:
-        raise Unhealthy(f"{url} answered {status}")
-    return f"{url} answered 200"
 
 
 def _database() -> None:
@@ -178,7 +139,7 @@ class Command(BaseCommand):
             raise CommandError("--stop-main-process is for worker and beat", returncode=2)
         try:
             if kind == "web":
-                verdict = check_web(url or f"http://127.0.0.1:8000{reverse('api-health-live')}")
+                verdict = check_web(url or DEFAULT_URL, settings.ALLOWED_HOSTS)
             elif kind == "worker":
                 verdict = check_worker()
             else:
