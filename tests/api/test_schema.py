@@ -102,7 +102,9 @@ def test_it_documents_health_without_auth(schema):
         assert "401" not in operation["responses"], path
     ready = schema["paths"]["/api/v1/health/ready"]["get"]["responses"]["503"]
     assert "degraded" in ready["description"]
-    assert ready["content"]["application/problem+json"]["schema"]["$ref"].endswith("/DegradedProblem")
+    assert ready["content"]["application/problem+json"]["schema"]["$ref"].endswith(
+        "/DegradedProblem"
+    )
 
 
 # --- Swagger UI ---------------------------------------------------------------------------------
