@@ -78,10 +78,13 @@ class LiveSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class DegradedProblemSerializer(ProblemSerializer):
+    # Absent from the 503 of an unavailable database, which has no report to give.
     reasons = serializers.ListField(
-        child=serializers.CharField(), help_text="Why the service is degraded."
+        child=serializers.CharField(), required=False, help_text="Why the service is degraded."
     )
-    health = HealthSerializer(help_text="The whole report, as GET /api/v1/health gives it.")
+    health = HealthSerializer(
+        required=False, help_text="The whole report, as GET /api/v1/health gives it."
+    )
 
 
 # A worker stalled on committed work is restarted, with beat (whose relay re-offers what the

@@ -60,14 +60,20 @@ def test_it_documents_every_error_response_as_a_problem(schema):
                 errors += 1
                 content = response.get("content", {})
                 assert list(content) == [PROBLEM], (path, method, code)
-                # A retry's tombstone is a problem with members of its own (and only a 410).
+                # A retry's tombstone is a problem with members of its own (and only a 410), and
+                # so is readiness's 503, which carries the health report.
                 name = "IdempotencyTombstone" if code == "410" else "Problem"
+                if (path, code) == ("/api/v1/health/ready", "503"):
+                    name = "DegradedProblem"
                 assert content[PROBLEM]["schema"] == {"$ref": f"#/components/schemas/{name}"}
     assert errors
     components = schema["components"]["schemas"]
     problem, tombstone = components["Problem"], components["IdempotencyTombstone"]
     assert set(tombstone["properties"]) >= set(problem["properties"])
     assert set(tombstone["required"]) == {*problem["required"], "id", "state", "first_status"}
+    degraded = components["DegradedProblem"]
+    assert set(degraded["properties"]) == {*problem["properties"], "reasons", "health"}
+    assert set(degraded["required"]) == set(problem["required"])
 
 
 def test_it_documents_the_tombstone_of_every_replayed_write_and_no_other(schema):
