@@ -25,7 +25,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from . import database, instance
+from . import database, instance, probe
 
 # Importing this module computes values only: it starts no server and writes no file. The
 # entry points prepare the instance first (memoryconsole.instance.setup).
@@ -57,7 +57,8 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = _env_bool("DEBUG", False)
-ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+# The web health check reads it too, without Django (memoryconsole.probe).
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", probe.ALLOWED_HOSTS_DEFAULT)
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -206,9 +207,10 @@ SERVED_BEYOND_THIS_MACHINE = any(
     host not in {"127.0.0.1", "localhost", "[::1]", "::1"} for host in ALLOWED_HOSTS
 )
 SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", SERVED_BEYOND_THIS_MACHINE)
-# The container's health check asks over plain HTTP from inside, and so may a scraper on the
-# deployment's own network (a token sent in the clear before a redirect is no safer for it).
-SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$", r"^metrics$"]
+# Health checks, probes and a scraper on the deployment's own network ask over plain HTTP
+# from inside the container or the cluster (a token sent in the clear before a redirect is
+# no safer for it).
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health(/ready|/live)?$", r"^metrics$"]
 SECURE_HSTS_SECONDS = int(
     os.environ.get("SECURE_HSTS_SECONDS", "31536000" if SERVED_BEYOND_THIS_MACHINE else "0")
 )

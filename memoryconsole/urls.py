@@ -7,7 +7,7 @@ from django.shortcuts import redirect
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from .health import health
+from .health import health, health_live, health_ready
 from .metrics import metrics
 
 urlpatterns = [
@@ -15,6 +15,8 @@ urlpatterns = [
     path("console/", include("apps.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/health", health, name="api-health"),
+    path("api/v1/health/ready", health_ready, name="api-health-ready"),
+    path("api/v1/health/live", health_live, name="api-health-live"),
     path("api/v1/", include("apps.api.urls")),
     path("api/v1/", include("apps.records.urls")),
     path("api/v1/", include("apps.review.urls")),
