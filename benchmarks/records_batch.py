@@ -102,6 +102,35 @@ def start_gunicorn(port: int) -> subprocess.Popen[bytes]:
     )
 
 
+def report(model: str, sizes: list[int], single: Timing, batches: list[Timing]) -> None:
+    single_rate = single.per_second
+    rows: list[list[object]] = [
+        ["single POST /records", 1, single.count, single.count, single_rate, single.p50_ms, "1.0x"]
+    ]
+    for size, timing in zip(sizes, batches, strict=True):
+        records = timing.count * size
+        rate = records / timing.wall
+        rows.append(
+            [
+                "POST /records/batch",
+                size,
+                timing.count,
+                records,
+                rate,
+                timing.p50_ms,
+                f"{rate / single_rate:.1f}x",
+            ]
+        )
+    print(
+        "\nNew facts written through the HTTP API (gunicorn, one sync worker, loopback), "
+        f"tenant model {model}\n"
+    )
+    headers = ["path", "items", "requests", "records", "records/s", "p50 ms/request", "vs single"]
+    print(table(headers, rows))
+    started = time.strftime("%Y-%m-%d %H:%M", time.localtime())
+    print(f"\n{started}, embedded PostgreSQL 18, RLS on; every request with an Idempotency-Key.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1000, help="records per path")
@@ -136,33 +165,8 @@ def main() -> None:
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(10)
-
-    single_rate = single.per_second
-    rows: list[list[object]] = [
-        ["single POST /records", 1, single.count, single.count, single_rate, single.p50_ms, "1.0x"]
-    ]
-    for size, timing in zip(sizes, batches, strict=True):
-        records = timing.count * size
-        rate = records / timing.wall
-        rows.append(
-            [
-                "POST /records/batch",
-                size,
-                timing.count,
-                records,
-                rate,
-                timing.p50_ms,
-                f"{rate / single_rate:.1f}x",
-            ]
-        )
-    print(
-        "\nNew facts written through the HTTP API (gunicorn, one sync worker, loopback), "
-        f"tenant model {args.model}\n"
-    )
-    headers = ["path", "items", "requests", "records", "records/s", "p50 ms/request", "vs single"]
-    print(table(headers, rows))
-    started = time.strftime("%Y-%m-%d %H:%M", time.localtime())
-    print(f"\n{started}, embedded PostgreSQL 18, RLS on; every request with an Idempotency-Key.")
+        # Before the database is dropped: the numbers outlive a failed clean-up.
+        report(args.model, sizes, single, batches)
 
 
 if __name__ == "__main__":
