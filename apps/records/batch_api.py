@@ -21,6 +21,7 @@ answers from that, with each record as it is stored now; one deleted or expired 
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db import transaction
@@ -125,6 +126,43 @@ def batch_memo(response: Response) -> dict[str, Any]:
                 }
             )
     return {"items": kept}
+
+
+OUTCOMES = frozenset({"created", "conflict", "observed", "unchanged"})
+
+
+def batch_memo_content_free(body: Any) -> bool:
+    """Whether a stored response is a batch's memo (:func:`batch_memo`) as it writes them:
+    ids, statuses, outcomes and the server's notices, and the problems of refused items (which
+    stored nothing). What erasure verification accepts beside a deleted id, as it accepts a
+    search's memo of the ids it returned."""
+    if not isinstance(body, dict) or set(body) != {"items"} or not isinstance(body["items"], list):
+        return False
+    for item in body["items"]:
+        if not isinstance(item, dict) or not isinstance(item.get("status"), int):
+            return False
+        if "error" in item:
+            if set(item) != {"index", "status", "error"}:
+                return False
+            continue
+        if set(item) != {"index", "status", "id", *WRITE_MEMBERS}:
+            return False
+        notices = item["notices"]
+        if item["outcome"] not in OUTCOMES or not (
+            isinstance(notices, list) and all(isinstance(n, str) for n in notices)
+        ):
+            return False
+        if not all(_is_id(item[name]) for name in ("id", "promotion_request") if item[name]):
+            return False
+    return True
+
+
+def _is_id(value: Any) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
 
 
 def batch_replayed(memo: dict[str, Any]) -> list[dict[str, Any]]:

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from apps.api.models import IdempotencyKey
+from apps.audit.models import DeletionReceipt
+from apps.governance.verification import erasure_verify
 from apps.tenancy.context import tenant_scope
 from tests.api.contract import assert_conforms
 from tests.conftest import make_agent
@@ -122,10 +124,14 @@ def test_a_retry_replays_each_item_without_content_gone_since(tenant):
 
     # The key keeps ids and statuses, not the records: a deleted one is not shown again.
     gone = first.json()["items"][1]["record"]["id"]
-    assert agent.delete(f"/api/v1/records/{gone}").status_code == 200
+    receipt = agent.delete(f"/api/v1/records/{gone}")
+    assert receipt.status_code == 200
     with tenant_scope(tenant.pk):
         (stored,) = IdempotencyKey.objects.all()
-    assert "carrier_a" not in str(stored.response_body)
+        assert "carrier_a" not in str(stored.response_body)
+        # Naming the deleted id beside statuses is no residue, as a search's memo is not.
+        verified = erasure_verify(DeletionReceipt.objects.get(pk=receipt.json()["id"]))
+        assert verified.residues == []
 
     after = assert_conforms(batch(agent, items, key="batch-1"), BATCH, "POST")["items"]
 
