@@ -9,10 +9,10 @@ Starts gunicorn (one sync worker) on loopback against a fresh embedded database,
 Python client sends it). Prints records/s, the time per request and the speed-up over single
 writes. Each batch item is the same body a single write sends, so the difference is what a
 batch shares: the HTTP exchange, authentication and the tenant context, the key's lock and
-lookup, and the commit. What it cannot share is the tenant's embedding model at write:
-``e5-small`` (the default) embeds each new version inside the write, and its engine costs
-the same per text whether given one or many; ``--model hashing-256`` queues the embedding to
-the worker instead, which shows what the batch saves of the rest.
+lookup, and the commit. With ``e5-small`` (the default) a single write embeds its version
+inside the request, while a batch queues its embeddings for the worker (not run here: they
+cost it the model's time afterwards); ``--model hashing-256`` queues them on both paths,
+which shows what the batch saves of the rest.
 """
 
 from __future__ import annotations

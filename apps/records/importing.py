@@ -29,7 +29,7 @@ from apps.audit.services import audit_record
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import parse_duration
-from apps.core.work import EMBED_RECORD, work_enqueue
+from apps.core.work import EMBED_RECORD, work_all_queued, work_enqueue
 from apps.tenancy.models import Tenant
 
 from .models import (
@@ -346,8 +346,9 @@ def facts_import(
             },
             lane_key=str(fact.pk),
         )
-    for record in embedded:
-        record.tenant = tenant
-        # The tenant's own model: at once where it embeds at write, else by the worker.
-        work_enqueue(EMBED_RECORD, record)
+    with work_all_queued():
+        for record in embedded:
+            record.tenant = tenant
+            # With the tenant's own model, by the worker after commit: an import may be large.
+            work_enqueue(EMBED_RECORD, record)
     return done

@@ -9,8 +9,10 @@ import pytest
 
 from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
+from apps.derivations.models import Embedding, OutboxMessage
 from apps.governance.verification import erasure_verify
 from apps.tenancy.context import tenant_scope
+from apps.tenancy.models import Tenant
 from tests.api.contract import assert_conforms
 from tests.conftest import make_agent
 
@@ -45,6 +47,8 @@ def test_it_writes_the_valid_items_and_answers_each_in_order(
         "not an object",
     ]
 
+    # A model that embeds at write: a batch leaves its embeddings to the worker instead.
+    Tenant.objects.filter(pk=tenant.pk).update(embedding_model="e5-small")
     response = batch(agent, items)
 
     assert response.status_code == 200, response.content[:800]
@@ -70,6 +74,10 @@ def test_it_writes_the_valid_items_and_answers_each_in_order(
     # Stored: one fact, two versions; the refused items stored nothing and were audited.
     assert row_counts(tenant) == {"records": 2, "facts": 1, "observations": 2}
     assert fact_values(agent)["shipping.preference"]["value"] == "carrier_a"
+    with tenant_scope(tenant.pk):
+        assert not Embedding.objects.exists()
+        queued = set(OutboxMessage.objects.values_list("object_id", flat=True))
+    assert {str(pk) for pk in queued} == {first["id"], contender["id"]}
     rejected = audit_events(tenant, "record.write_rejected")
     assert sorted(e.data["batch_index"] for e in rejected) == [1, 4, 5, 6]
     # The other tenant's run and fact are untouched: nothing of this batch reached them.
