@@ -1,21 +1,21 @@
 """Check that a deletion left nothing behind: every store is searched for the deleted ids.
 
 Looked at, in the receipt's tenant: every row the deletion definition says a deletion of the
-versions and facts removes, rewrites or withdraws (:meth:`apps.core.deletion.Plan.residues`:
-the versions themselves, with their full-text entries, embeddings, summaries citing them,
-outbox rows, stored API responses, pointers), then stored API responses and outbox payloads
-by any mention of an id, the SQL broker's
-undelivered messages (their decoded bodies, by id and digest), and audit
-events about the records (they may name ids and digests, never hold content: a payload with
-a content-bearing member counts as a residue). A stored response that names a deleted id and
-nothing else (the tombstone a deletion leaves, a search's memo of the ids it returned) is what
-the product keeps on purpose, not a residue. The receipt's content digest is looked for
-where a digest could leak content's identity outside the audit chain: embeddings and stored
-responses. An erasure's state (runs, their episodes and checkpoints, obligation payloads) is
-looked for by the ids its receipt keeps and by content: whatever an erasure by the same
-subject or owner would reach now, its tag and, for a subject, every mention of it in episodes,
-checkpoints and obligations (``apps.governance.state_erasure``). The erased value is read
-back from the erasure's ``erasure.complete`` audit event (the receipt keeps only its digest).
+versions and facts removes, rewrites or withdraws (:meth:`apps.core.deletion.Plan.residues`: the
+versions themselves, with their full-text entries, embeddings, summaries citing them, outbox
+rows, stored API responses, pointers), then stored API responses and outbox payloads by any
+mention of an id, the SQL broker's undelivered messages (their decoded bodies, by id and
+digest), and audit events about the records (they may name ids and digests, never hold content:
+a payload with a content-bearing member counts as a residue). A stored response that names a
+deleted id and nothing else (the tombstone a deletion leaves, a search's memo of the ids it
+returned, a batch write's memo of ids and statuses) is what the product keeps on purpose, not a
+residue. The receipt's content digest is looked for where a digest could leak content's identity
+outside the audit chain: embeddings and stored responses. An erasure's state (runs, their
+episodes and checkpoints, obligation payloads) is looked for by the ids its receipt keeps and by
+content: whatever an erasure by the same subject or owner would reach now, its tag and, for a
+subject, every mention of it in episodes, checkpoints and obligations
+(``apps.governance.state_erasure``). The erased value is read back from the erasure's
+``erasure.complete`` audit event (the receipt keeps only its digest).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from apps.audit.services import content_digest
 from apps.core import deletion
 from apps.derivations.models import Embedding
 from apps.governance.state_erasure import state_residues
+from apps.records.batch_api import batch_memo_content_free
 from apps.records.models import Fact, MemoryRecord
 
 CHUNK = 2000
@@ -97,7 +98,8 @@ def _rows_mentioning(table: str, column: str, pattern: str, values: list[str]) -
 def _responses_with_content(pks: list[Any]) -> list[Any]:
     """Those of the stored API responses ``pks`` that hold more than ids: not a tombstone
     exactly as a deletion leaves it (the id, ``deleted``, a fixed detail), nor a memo of ids
-    (a search's ``{"returned": [ids]}``, apps.api.idempotency). Naming a deleted id is what
+    (a search's ``{"returned": [ids]}``, apps.api.idempotency; a batch write's ids, statuses
+    and outcomes, apps.records.batch_api). Naming a deleted id is what
     each of these is for; content beside it would be a residue."""
     kept: list[Any] = []
     for chunk in _chunks(pks):
@@ -108,7 +110,11 @@ def _responses_with_content(pks: list[Any]) -> list[Any]:
                 "'id', resource_id, 'status', 'deleted', 'detail', %s::text))",
                 [chunk, tombstone_body("")["detail"]],
             )
-            kept += [pk for pk, body in cursor.fetchall() if not _only_ids(json.loads(body))]
+            kept += [
+                pk
+                for pk, body in cursor.fetchall()
+                if not _only_ids(data := json.loads(body)) and not batch_memo_content_free(data)
+            ]
     return kept
 
 

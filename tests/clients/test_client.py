@@ -91,6 +91,14 @@ def test_records_from_write_to_delete(mc: MemoryConsole) -> None:
     assert receipt["id"] in {r["id"] for r in mc.receipts.list()}
     assert mc.receipts.get(receipt["id"])["id"] == receipt["id"]
 
+    # A batch answers each item; a refused one raises nothing and stores nothing.
+    items = [memory(who, key="batch.a"), {**memory(who), "owner": None}]
+    result = mc.records.write_batch(items, idempotency_key=f"batch-{who}")
+    assert [item["status"] for item in result["items"]] == [201, 400]
+    assert result["items"][0]["record"]["key"] == "batch.a"
+    assert "owner" in result["items"][1]["error"]["errors"]
+    assert mc.records.write_batch(items, idempotency_key=f"batch-{who}") == result
+
 
 def test_listing_follows_every_page(live_api: LiveServer, mc: MemoryConsole) -> None:
     who = subject()
@@ -412,8 +420,10 @@ def test_the_async_client_has_the_same_surface(live_api: LiveServer) -> None:
     async def scenario() -> None:
         who = subject()
         async with AsyncMemoryConsole(live_api.url, live_api.token) as client:
-            for n in range(3):
+            for n in range(2):
                 await client.records.write(**memory(who, key=f"async.k{n}"))
+            batch = await client.records.write_batch([memory(who, key="async.k2")])
+            assert (batch["succeeded"], batch["failed"]) == (1, 0)
             listed = [r async for r in client.records.list(subject=who, page_size=2)]
             assert len(listed) == 3
             facts = [f async for f in client.facts.list(who, page_size=2)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import httpx
@@ -15,6 +15,7 @@ from ._core import JOB_FINISHED, Call, RetryPolicy, body, get, post, query
 from .errors import NotFound, TransportError
 from .models import (
     AuditEvent,
+    BatchResult,
     Checkpoint,
     Conflict,
     DeletionReceipt,
@@ -218,6 +219,21 @@ class Records(_Resource):
         payload["value"] = value  # null is a value
         call = post("/api/v1/records", payload, idempotency_key=idempotency_key)
         return cast(RecordWritten, self._c.send(call))
+
+    def write_batch(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> BatchResult:
+        """Write up to 500 memories in one request, each item a ``write``'s keyword arguments
+        as a dict. Answered per item, in order (``result["items"][i]["status"]``: what
+        ``write`` would have got; ``record`` for a 2xx, ``error`` for a refusal): a refused
+        item stores nothing and raises nothing; the others are written. One idempotency key
+        covers the batch, so a retry writes nothing twice."""
+        payload = {"items": [dict(item) for item in items]}
+        call = post("/api/v1/records/batch", payload, idempotency_key=idempotency_key, ok=(200,))
+        return cast(BatchResult, self._c.send(call))
 
     def get(self, record_id: str) -> Record:
         """One record with its provenance, version chain and derived artifacts."""
