@@ -31,6 +31,7 @@ from apps.api.contract import refuse_body
 from apps.api.schema import ProblemSerializer
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.derivations.selectors import BackgroundWork, background_work
+from apps.tenancy.replicas import ReplicaStatus, replica_statuses
 
 from .celery import broker_status
 from .scheduled import ScheduledTask, overdue_after, scheduled_work
@@ -58,10 +59,23 @@ class ScheduledTaskSerializer(serializers.Serializer[dict[str, Any]]):
     )
 
 
+class ReplicaSerializer(serializers.Serializer[dict[str, Any]]):
+    name = serializers.CharField(help_text='The replica\'s alias: "replica1", "replica2", ...')
+    status = serializers.ChoiceField(
+        choices=["ok", "lagging", "unreachable"],
+        help_text="lagging: further behind than MEMORYCONSOLE_REPLICA_MAX_LAG; lagging and "
+        "unreachable replicas are out of rotation (their reads use the primary).",
+    )
+    lag_seconds = serializers.FloatField(
+        allow_null=True, help_text="How far behind the primary it is; null when unreachable."
+    )
+
+
 class HealthSerializer(serializers.Serializer[dict[str, Any]]):
     status = serializers.ChoiceField(
         choices=["ok", "degraded"],
-        help_text='"degraded" when background work is not completing; see reasons.',
+        help_text='"degraded" when background work is not completing or a read replica is out '
+        "of rotation; see reasons.",
     )
     reasons = serializers.ListField(child=serializers.CharField())
     database = serializers.CharField(help_text='"ok" when the database answers.')
@@ -70,6 +84,9 @@ class HealthSerializer(serializers.Serializer[dict[str, Any]]):
     work = WorkSerializer()
     scheduled = ScheduledTaskSerializer(
         many=True, help_text="Beat's tasks (empty until beat has started once)."
+    )
+    replicas = ReplicaSerializer(
+        many=True, help_text="The read replicas (DATABASE_REPLICA_URLS); empty without any."
     )
 
 
@@ -106,7 +123,10 @@ def work_stalled(oldest_waiting_seconds: float | None, done_last_minute: int) ->
 
 
 def health_reasons(
-    broker: str, work: BackgroundWork, scheduled: list[ScheduledTask] | None = None
+    broker: str,
+    work: BackgroundWork,
+    scheduled: list[ScheduledTask] | None = None,
+    replicas: list[ReplicaStatus] | None = None,
 ) -> list[str]:
     """Why the service is degraded (empty when it is not): the broker cannot be reached, or
     committed work has waited longer than ``WORK_STALLED_AFTER`` seconds, or some has died, or
@@ -130,6 +150,16 @@ def health_reasons(
             + "; ".join(_overdue_text(each) for each in overdue)
             + "."
         )
+    for replica in replicas or []:
+        if replica.status == "lagging":
+            reasons.append(
+                f"replica lag: {replica.name} is {replica.lag_seconds:g} s behind (limit "
+                f"{settings.REPLICA_MAX_LAG:g} s); its reads use the primary."
+            )
+        elif replica.status != "ok":
+            reasons.append(
+                f"replica unreachable: {replica.name} does not answer; its reads use the primary."
+            )
     return reasons
 
 
@@ -163,7 +193,8 @@ def health_report() -> dict[str, Any] | Response:
         scheduled = scheduled_work()
     except DatabaseError:
         return _unavailable("The database is unreachable.")
-    reasons = health_reasons(broker, work, scheduled)
+    replicas = replica_statuses()
+    reasons = health_reasons(broker, work, scheduled, replicas)
     return {
         "status": "degraded" if reasons else "ok",
         "reasons": reasons,
@@ -181,6 +212,7 @@ def health_report() -> dict[str, Any] | Response:
             }
             for each in scheduled
         ],
+        "replicas": [asdict(each) for each in replicas],
     }
 
 

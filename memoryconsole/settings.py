@@ -11,6 +11,8 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROX
 tuning (the defaults fit production): MEMORYCONSOLE_WORK_STALLED_AFTER,
 MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER, MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT,
 MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT;
+read replicas (docs/scaling.md): DATABASE_REPLICA_URLS, MEMORYCONSOLE_REPLICA_MAX_LAG,
+MEMORYCONSOLE_REPLICA_RETRY_AFTER;
 observability (docs/observability.md): MEMORYCONSOLE_METRICS_TOKEN, MEMORYCONSOLE_METRICS_ALLOW,
 MEMORYCONSOLE_LOG_FORMAT.
 """
@@ -107,6 +109,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "apps.tenancy.middleware.TenantContextResetMiddleware",
+    # With read replicas: a write answers the primary's position after commit (X-Memory-Position).
+    "apps.tenancy.replicas.WritePositionMiddleware",
     # A request's statements end before gunicorn's worker timeout would end the worker.
     "apps.api.middleware.RequestStatementTimeoutMiddleware",
     "apps.api.middleware.ApiNoStoreMiddleware",
@@ -143,6 +147,17 @@ DATABASES = {
 }
 # Credentials of both roles (copies: Django mutates its own entry, e.g. the test NAME), for
 # the commands and tests that switch explicitly.
+# Streaming replicas (DATABASE_REPLICA_URLS) for the reads that tolerate a little lag, routed
+# by apps.tenancy.replicas (docs/scaling.md). None by default: everything reads the primary.
+# The owner's processes (migrations, maintenance) never read a replica.
+_REPLICAS = {} if DB_ROLE == "owner" else database.replicas(DATABASE_TARGET.app)
+DATABASES.update(_REPLICAS)
+REPLICA_DATABASES = list(_REPLICAS)
+DATABASE_ROUTERS = ["apps.tenancy.replicas.ReplicaRouter"] if REPLICA_DATABASES else []
+# A replica further behind than this many seconds, or that does not answer, leaves the rotation
+# for MEMORYCONSOLE_REPLICA_RETRY_AFTER seconds; then the next read tries it again.
+REPLICA_MAX_LAG = float(os.environ.get("MEMORYCONSOLE_REPLICA_MAX_LAG", "30"))
+REPLICA_RETRY_AFTER = float(os.environ.get("MEMORYCONSOLE_REPLICA_RETRY_AFTER", "10"))
 DATABASE_OWNER = dict(DATABASE_TARGET.owner)
 DATABASE_APP = dict(DATABASE_TARGET.app)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -164,6 +179,23 @@ CACHES: dict[str, dict[str, Any]] = {
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _REDIS_URL}
         if _REDIS_URL.startswith(("redis://", "rediss://"))
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "auth"}
+    ),
+    # The last write position of each agent credential (apps.tenancy.replicas): shared through
+    # Redis where the deployment runs it, so every web worker holds a credential's reads back
+    # from a replica until it has replayed that credential's writes; else per process, and
+    # clients echo X-Memory-Position (docs/api.md).
+    "replica_positions": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _REDIS_URL,
+            "TIMEOUT": 600,
+        }
+        if _REDIS_URL.startswith(("redis://", "rediss://"))
+        else {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "replica-positions",
+            "TIMEOUT": 600,
+        }
     ),
     "search_plans": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",

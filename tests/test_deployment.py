@@ -43,6 +43,9 @@ NOT_FOR_DEPLOYMENT = {
     "MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT": "tuning: the default fits production",
     "MEMORYCONSOLE_METRICS_ALLOW": "optional: scrapers present the metrics token instead",
     "MEMORYCONSOLE_LOG_FORMAT": "the default (json) fits production",
+    "DATABASE_REPLICA_URLS": "optional: a deployment with streaming replicas (docs/scaling.md)",
+    "MEMORYCONSOLE_REPLICA_MAX_LAG": "tuning: the default fits production",
+    "MEMORYCONSOLE_REPLICA_RETRY_AFTER": "tuning: the default fits production",
 }
 
 

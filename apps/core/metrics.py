@@ -49,3 +49,12 @@ def http_method_label(method: str | None) -> str:
     """The method as a label: any other verb is ``other``, so clients cannot add series."""
     method = (method or "").upper()
     return method if method in HTTP_METHODS else "other"
+
+
+replica_reads = Counter(
+    "memoryconsole_replica_reads",
+    "Lag-tolerant reads (apps.tenancy.replicas) by where they were served: replica; primary "
+    "because no replica had replayed the credential's last write (behind), none was in rotation "
+    "(unavailable), or the replica failed during the read (failed).",
+    ["served_by", "reason"],
+)

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from celery import current_app
-from django.db import connection
+from django.conf import settings
+from django.db import DatabaseError, connection
 
 from apps.api.idempotency import tombstone_body
 from apps.api.models import IdempotencyKey
@@ -39,6 +40,7 @@ from apps.derivations.models import Embedding
 from apps.governance.state_erasure import state_residues
 from apps.records.batch_api import batch_memo_content_free
 from apps.records.models import Fact, MemoryRecord
+from apps.tenancy import replicas
 
 CHUNK = 2000
 CONTENT_MEMBERS = ("value", "content", "text", "response_body")
@@ -56,6 +58,7 @@ class Verification:
     record_ids: list[str] = field(default_factory=list)
     residues: list[Residue] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
+    fact_ids: list[str] = field(default_factory=list)  # the facts the deletion removed
 
     @property
     def ok(self) -> bool:
@@ -187,6 +190,7 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
             for pk in ids
             if receipt.kind != "expiry" or not MemoryRecord.objects.filter(fact_id=pk).exists()
         ]
+        result.fact_ids += gone
         for store, detail in deletion.Plan(deleted={Fact: gone}).residues():
             found(store, detail)
     result.checked.append("facts")
@@ -201,6 +205,27 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     _state_verify(receipt, found)
     result.checked += ["runs", "episodes", "checkpoints", "obligation payloads"]
     return result
+
+
+def replica_verify(alias: str, result: Verification) -> list[Residue]:
+    """The stores of a read replica (``alias``) that copy the primary's rows, searched for
+    ``result``'s deleted versions and facts once it has replayed the primary's present
+    (so the deletion): a replica keeps what the primary removed only until it replays it."""
+    label = f"replica {alias}"
+    try:
+        if not replicas.replayed_now(alias, timeout=settings.REPLICA_MAX_LAG):
+            return [
+                Residue(label, f"has not replayed the deletion in {settings.REPLICA_MAX_LAG:g} s")
+            ]
+        found = []
+        with replicas.replica_scope(alias):
+            for ids in _chunks(result.record_ids):
+                found += deletion.Plan(deleted={MemoryRecord: ids}).residues()
+            for ids in _chunks(result.fact_ids):
+                found += deletion.Plan(deleted={Fact: ids}).residues()
+    except DatabaseError as exc:
+        return [Residue(label, f"cannot be checked: {str(exc).strip().splitlines()[0]}")]
+    return [Residue(f"{label}: {store}", detail) for store, detail in found]
 
 
 def _state_verify(receipt: DeletionReceipt, found: Any) -> None:

@@ -24,6 +24,7 @@ from apps.core.errors import NotFound
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.tenancy.models import AgentCredential
+from apps.tenancy.replicas import replica_read
 
 from . import selectors, services
 from .client_vectors import VECTOR_FIELD, client_vector_store
@@ -127,6 +128,7 @@ class RecordListCreateView(ContractView):
         return Response(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
 
     @extend_schema(responses=RecordSerializer(many=True))
+    @replica_read()
     def get(self, request: Request) -> Response:
         filters = {name: self.params.get(name, "") for name in selectors.RECORD_FILTERS}
         queryset = with_open_conflict(
@@ -229,6 +231,7 @@ class RecordDetailView(ContractView):
     query_input: ClassVar[dict[str, Any]] = {}
 
     @extend_schema(responses=RecordDetail)
+    @replica_read()
     def get(self, request: Request, record_id: str) -> Response:
         record = record_or_404(request, record_id)
         record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
@@ -285,6 +288,7 @@ class FactsView(ContractView):
     pagination_class = FactPagination
 
     @extend_schema(responses=FactsResponse)
+    @replica_read(when=lambda view: not view.params.get("fresh"))
     def get(self, request: Request) -> Response:
         subject, as_of = self.params["subject"], self.params.get("as_of")
         scope = selectors.ScopeFilter(

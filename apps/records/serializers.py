@@ -953,3 +953,8 @@ class FactsQuery(PageQuery):
         "step may act on); a fact whose current value is provisional is left out, not replaced "
         "by an older version.",
     )
+    fresh = QueryBooleanField(
+        required=False,
+        help_text="true: read the primary database, never a read replica that may lag behind "
+        "(only matters where replicas are configured: docs/scaling.md). Only `true` or `false`.",
+    )

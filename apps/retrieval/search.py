@@ -62,6 +62,7 @@ from apps.records.models import SENSITIVITY_ORDER, MemoryRecord, Sensitivity
 from apps.records.predicates import record_predicate_sql
 from apps.records.trust import decision_trust_annotate
 from apps.tenancy.models import Tenant
+from apps.tenancy.replicas import reading
 
 from .tenant_indexes import HNSW_INDEXED, domain_index_name, index_name
 
@@ -817,7 +818,7 @@ def _record_from_row(values: Sequence[Any]) -> MemoryRecord:
         f.from_db_value(value, None, connection) if hasattr(f, "from_db_value") else value
         for f, value in zip(RECORD_FIELDS, values, strict=True)
     ]
-    return MemoryRecord.from_db(connection.alias, RECORD_ATTNAMES, row)
+    return MemoryRecord.from_db(reading().alias, RECORD_ATTNAMES, row)
 
 
 def search_scoped(
@@ -828,7 +829,7 @@ def search_scoped(
     replay of a search already audited under its Idempotency-Key)."""
     embedder = get_embedder(tenant.embedding_model)
     query_vector = query_vector_for(q, embedder.name)
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         statement, rows = run_search(
             cursor,
             tenant_id=tenant.pk,
@@ -962,7 +963,7 @@ def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:
     """How many records pass ``q``'s filters (at most ``EXACT_LIMIT + 1``)."""
     params: dict[str, Any] = {"tenant": tenant.pk, "now": timezone.now()}
     where = _candidate_sql(q, params)
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM records_memoryrecord r WHERE {where} "
             f"LIMIT {EXACT_LIMIT + 1}) c",
@@ -976,7 +977,7 @@ def _ranked_rows(
     tenant: Tenant, model: str, q: SearchQuery, query_vector: list[float] | None
 ) -> list[Sequence[Any]]:
     """The ranking rows of ``q`` over records alone (the diagnosis of an empty answer)."""
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         _statement, rows = run_search(
             cursor,
             tenant_id=tenant.pk,

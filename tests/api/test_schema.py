@@ -139,8 +139,18 @@ def test_it_reports_health_without_credentials(monkeypatch):
     response = Client().get("/api/v1/health")
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"status", "reasons", "database", "vector", "broker", "work", "scheduled"}
+    assert set(body) == {
+        "status",
+        "reasons",
+        "database",
+        "vector",
+        "broker",
+        "work",
+        "scheduled",
+        "replicas",
+    }
     assert body["database"] == "ok"
+    assert body["replicas"] == []  # none configured (DATABASE_REPLICA_URLS)
     assert re.fullmatch(r"\d+\.\d+(\.\d+)?", body["vector"])
     assert body["broker"].startswith(("ok", "unreachable"))
 

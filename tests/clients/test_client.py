@@ -375,6 +375,27 @@ def test_a_deletion_sends_its_reason_in_the_body_and_no_body_without_one() -> No
     assert seen[1].content == b""
 
 
+def test_reads_carry_the_latest_write_position_the_server_answered() -> None:
+    """Read-your-writes across read replicas (docs/api.md): each request sends the latest
+    X-Memory-Position the client was answered, never an earlier one."""
+    seen: list[httpx.Request] = []
+    positions = iter(["0/3000148", "0/2FFFFFF", "1/00000010"])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.method == "GET":
+            return httpx.Response(200, json={"id": "r"})
+        return httpx.Response(200, json={"id": "r"}, headers={"X-Memory-Position": next(positions)})
+
+    with MemoryConsole("http://mc.test", "mc_x", transport=httpx.MockTransport(answer)) as client:
+        client.records.get("r")
+        for _ in range(3):
+            client.records.delete("r")
+            client.records.get("r")
+    sent = [request.headers.get("X-Memory-Position") for request in seen]
+    assert sent == [None, None, "0/3000148", "0/3000148", "0/3000148", "0/3000148", "1/00000010"]
+
+
 class DropFirstResponse(httpx.BaseTransport):
     """Delivers the first POST to the server, then loses its answer, as a dropped connection
     would; records the idempotency keys sent."""

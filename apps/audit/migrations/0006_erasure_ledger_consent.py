@@ -4,15 +4,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('audit', '0005_erasure_ledger'),
+        ("audit", "0005_erasure_ledger"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='erasureledgerentry',
-            name='kind',
-            field=models.CharField(choices=[('erasure', 'Erasure'), ('deletion', 'Deletion'), ('redaction', 'Redaction'), ('run_close', 'Run Close'), ('consent_revoke', 'Consent Revoke')], max_length=16),
+            model_name="erasureledgerentry",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("erasure", "Erasure"),
+                    ("deletion", "Deletion"),
+                    ("redaction", "Redaction"),
+                    ("run_close", "Run Close"),
+                    ("consent_revoke", "Consent Revoke"),
+                ],
+                max_length=16,
+            ),
         ),
     ]

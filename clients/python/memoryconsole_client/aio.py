@@ -116,6 +116,7 @@ class AsyncMemoryConsole:
                     raise TransportError(f"{call.method} {call.path}: {error!r}") from error
                 await asyncio.sleep(policy.delay(attempt))
                 continue
+            self._settings.remember(response)
             parsed = _core.parse(response)
             if not last and _core.should_retry(call, response, parsed):
                 await asyncio.sleep(policy.delay(attempt, response))
