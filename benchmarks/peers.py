@@ -102,9 +102,9 @@ def generate(
     records: int, extra: int, tenants: int, queries: int, seed: int
 ) -> dict[str, np.ndarray]:
     """``records`` vectors to load and ``extra`` more to write (and delete) in the rounds, their
-    tenants (an even split, shuffled) and domains (exactly a tenth ``billing``, domain 0, in
-    each tenant), and ``queries`` query vectors with a tenant each, every second one filtered
-    to ``billing``. The same arguments give the same arrays."""
+    tenants (an even split, shuffled) and domains (every tenth record of each tenant by a
+    shuffled rank is ``billing``, domain 0), and ``queries`` query vectors with a tenant each,
+    every second one filtered to ``billing``. The same arguments give the same arrays."""
     rng = np.random.default_rng(seed)
     centers = rng.normal(size=(TOPICS, DIM)).astype(np.float32)
     weights = 1.0 / np.arange(1, TOPICS + 1) ** 0.8
