@@ -333,12 +333,14 @@ class Facts(_Resource):
         as_of: str | None = None,
         trust: Trust | None = None,
         page_size: int | None = None,
+        fresh: bool | None = None,
     ) -> AsyncIterator[Fact]:
         """Every current fact of the subject (with ``as_of``, what the memory held then),
         page after page (``page_size`` per request), by key. Before an irreversible step, ask
         for ``trust="confirmed"``: a fact whose current value is provisional is then left out.
         Each fact says who confirmed it (``confirmed_by``) and its open conflict
-        (``in_conflict``, ``conflict``)."""
+        (``in_conflict``, ``conflict``). ``fresh=True`` reads the primary database where the
+        deployment has read replicas."""
         params = query(
             subject=subject,
             domain=domain,
@@ -347,6 +349,7 @@ class Facts(_Resource):
             as_of=as_of,
             trust=trust,
             page_size=page_size,
+            fresh=fresh,
         )
         return cast(AsyncIterator[Fact], self._c.pages(get("/api/v1/facts", params)))
 
