@@ -3,7 +3,8 @@ standby of the test's embedded server (tests/replica_server.py), routed to by th
 settings a deployment sets.
 
 Which request went where is read from ``memoryconsole_replica_reads_total`` (served_by,
-reason). Data must be committed to replicate: these tests are transactional."""
+reason). Data must be committed to replicate: these tests are transactional. They make a
+standby, pause its replay, and stop it mid-traffic: .ci/run's fault step runs them (`faults`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,11 @@ from tests.conftest import make_agent
 from tests.records.factories import body
 from tests.replica_server import PORT, ReplicaServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, databases="__all__")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.faults,
+    pytest.mark.django_db(transaction=True, databases="__all__"),
+]
 
 ALIAS = "replica1"
 RECORDS = "/api/v1/records"
