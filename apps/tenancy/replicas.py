@@ -210,8 +210,14 @@ def _kept_position(credential: Any) -> str:
         return ""
 
 
+# Set on the responses of ``replica_read`` handlers (searches, listings): requests that
+# changed no memory, whatever their method.
+READ_ONLY_MARK = "memoryconsole_read_only"
+
+
 class WritePositionMiddleware:
-    """After an API request that may have written, answer the primary's WAL position in
+    """After an API request that may have written (an unsafe method, not a ``replica_read``
+    handler such as a search), answer the primary's WAL position in
     ``X-Memory-Position`` and keep it for the credential (read-your-writes). Outside the
     request's transaction (ATOMIC_REQUESTS wraps the view only), so the position is taken
     after the commit: a replica that has replayed it has replayed the write."""
@@ -226,6 +232,7 @@ class WritePositionMiddleware:
             and request.method in _UNSAFE_METHODS
             and request.path.startswith("/api/")
             and response.status_code < 500
+            and not getattr(response, READ_ONLY_MARK, False)
         ):
             self._position_answered(request, response)
         return response
@@ -289,6 +296,13 @@ def replica_read(
     def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(handler)
         def wrapper(view: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+            response = route(view, request, *args, **kwargs)
+            # A read (its only writes are audit events) gives no position to wait for: a
+            # credential that searches on would otherwise wait for its own searches.
+            setattr(response, READ_ONLY_MARK, True)
+            return response
+
+        def route(view: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
             echoed = echoed_position(request)
             if not configured() or (when is not None and not when(view)):
                 return handler(view, request, *args, **kwargs)

@@ -163,6 +163,14 @@ def test_lag_tolerant_reads_use_the_replica_with_the_tenant_and_after_the_creden
     counted = Counted()
     assert {r["id"] for r in bystander.get(RECORDS).json()["results"]} == {record}
     assert counted.since() == {("replica", ""): 1}
+    # A search is a read (it writes its audit event only): it answers no position, so the
+    # credential that searched reads on from the replica.
+    searched = bystander.post(SEARCH, {"query": "carrier", "subject": "user:1"})
+    assert searched.status_code == 200, searched.content[:400]
+    assert replicas.POSITION_HEADER not in searched.headers
+    counted = Counted()
+    assert {r["id"] for r in bystander.get(RECORDS).json()["results"]} == {record}
+    assert counted.since() == {("replica", ""): 1}
     later = writer.post(RECORDS, body(subject="user:1", key="c"))
     echoed = {replicas.POSITION_HEADER: later.headers[replicas.POSITION_HEADER]}
     assert len(bystander.get(RECORDS, headers=echoed).json()["results"]) == 3
