@@ -10,12 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     MEMORYCONSOLE_HOME=/var/lib/memoryconsole \
     MEMORYCONSOLE_STATIC_COLLECTED=true
 
-# curl: the web service's health check. Not pinned: Debian drops a pinned version from its
-# archive at the next security update, and the build would then fail.
-# hadolint ignore=DL3008
-RUN apt-get update \
-    && apt-get install --yes --no-install-recommends curl \
-    && rm -rf /var/lib/apt/lists/*
+# No curl or other tool for the health checks: `memoryconsole healthcheck` is the image's own.
 
 # The dependencies alone, hash-checked from the lockfile: this layer is built again only
 # when the lockfile changes, not with every change of the code.

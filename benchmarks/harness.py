@@ -46,6 +46,16 @@ def bench_database(
 
     def drop() -> None:
         with psycopg.connect(admin, autocommit=True) as conn:
+            # The sessions of a server the benchmark has just stopped may still be ending;
+            # FORCE cannot end them, as the owner may not signal the application role's.
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                others = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [dbname]
+                ).fetchone()
+                if not others or not others[0]:
+                    break
+                time.sleep(0.2)
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
             )

@@ -29,6 +29,13 @@ drained before asking; a model that embeds at write time leaves nothing to drain
    asked again with ``"min_similarity": 0`` to read the similarities a floor decides on:
    the best candidate's of each unrelated query and the sought memory's of each other one.
    The floor suggested from the calibration split is then checked on the test split.
+3. Decision searches on the same set: the floor a decision search is held to for its count
+   of candidates, fitted on the calibration split's unrelated (question, memory) pairs
+   (apps.derivations.embedders.DECISION_FLOOR_CURVES); then every memory is confirmed (a
+   second credential observes it) and each query is asked with ``{"query", "purpose":
+   "decision", "scope", "subject", "top_k": 5}``: a relevant one for its memory's subject
+   (one or two memories), an unrelated one for every subject in turn, which should be
+   answered ``[]`` (target >= 95 %).
 
 ``--json OUT`` writes every figure and each question's outcome, to compare runs and models.
 """
@@ -65,6 +72,7 @@ KS = (1, 5, 10)
 RRF_K = 60
 LOCOMO_TOP_K = 10
 MULTILINGUAL_TOP_K = 5
+MULTILINGUAL_DOMAIN = "assistant"
 # The widest search the API allows: with min_similarity 0 it returns every candidate of the
 # multilingual tenant, so the sought memory's similarity is read even when it ranks low.
 ALL_CANDIDATES = 100
@@ -122,8 +130,14 @@ class Agent:
                 reason="benchmark memories are kept for the whole run",
             )
             _credential, token = credential_issue(tenant=self.tenant, name="bench", actor=actor)
+            _credential, observer = credential_issue(
+                tenant=self.tenant, name="bench-observer", actor=actor
+            )
         self.client = Client(HTTP_HOST="127.0.0.1")
         self.headers = {"authorization": f"Bearer {token}"}
+        # A second credential: an independent source whose observation of the same value
+        # confirms a memory (confirm_all), as a decision search requires.
+        self.observer_headers = {"authorization": f"Bearer {observer}"}
 
     def post(self, path: str, body: dict[str, Any], expected: int) -> Any:
         response = self.client.post(path, body, "application/json", headers=self.headers)
@@ -133,6 +147,19 @@ class Agent:
 
     def write(self, body: dict[str, Any]) -> str:
         return str(self.post("/api/v1/records", body, 201)["id"])
+
+    def confirm_all(self, bodies: Sequence[dict[str, Any]]) -> None:
+        """Confirm every memory written with ``bodies``: the tenant confirms on a second
+        independent observation, and the observer credential observes each again."""
+        self.tenant.auto_promote_on_second_observation = True
+        self.tenant.save(update_fields=["auto_promote_on_second_observation"])
+        for body in bodies:
+            seen = {**body, "source": {**body["source"], "ref": body["source"]["ref"] + ":seen"}}
+            response = self.client.post(
+                "/api/v1/records", seen, "application/json", headers=self.observer_headers
+            )
+            if response.status_code not in (200, 201) or response.json()["trust"] != "confirmed":
+                raise SystemExit(f"observing {body['key']}: {response.content[:600]!r}")
 
     def search(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         results: list[dict[str, Any]] = self.post("/api/v1/search", body, 200)["results"]
@@ -517,6 +544,9 @@ class Asked:
     ranked: list[str]  # memory ids, best first (top_k 5)
     similarity: float | None  # with min_similarity 0: the sought memory's, or the best's
     # for an unrelated query; None when it was not returned at all
+    # An unrelated query's similarity to every memory (min_similarity 0): the pairs a decision
+    # search's floor is fitted on (report_decision_floor).
+    every: list[float] = field(default_factory=list)
 
     @property
     def relevant(self) -> bool:
@@ -553,7 +583,7 @@ def run_multilingual(args: argparse.Namespace) -> dict[str, Any]:
             "observed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "owner": "service:assistant",
             "reason": "stated by the user in a conversation",
-            "scope": {"domain": "assistant"},
+            "scope": {"domain": MULTILINGUAL_DOMAIN},
             "sensitivity": "internal",
             "retention": {"basis": "indefinite"},
         }
@@ -581,17 +611,25 @@ def run_multilingual(args: argparse.Namespace) -> dict[str, Any]:
         else:
             similarity = similarities.get(item["memory"])
         target = memories.get(item["memory"]) if item["memory"] else None
-        asked.append(Asked(item, target["language"] if target else None, ranked, similarity))
+        every_pair = [] if target else sorted(similarities.values())
+        asked.append(
+            Asked(item, target["language"] if target else None, ranked, similarity, every_pair)
+        )
         if n % step == 0 or n == len(queries):
             progress(
                 f"multilingual: asked {n}/{len(queries)} ({time.perf_counter() - started:.0f}s)"
             )
 
     floor = report_multilingual(args, asked)
+    decision_floor = report_decision_floor(args, asked)
+    decided = run_decisions(agent, bodies, list(memories.values()), memory_of, queries)
+    decisions = report_decisions(decided)
     return {
         "memories": len(memories),
         "queries": len(asked),
         "floor": floor,
+        "decision_floor": decision_floor,
+        "decisions": decisions,
         "per_query": [
             {
                 **a.item,
@@ -825,6 +863,183 @@ def report_targets(asked: list[Asked]) -> None:
     print("\nTargets (multilingual set, test split)")
     for label, measured, ok in checks:
         print(f"  [{'PASS' if ok else 'FAIL'}] {label}: {measured}")
+
+
+# --- decision searches over the multilingual set -----------------------------------------------
+
+# Candidate counts the decision floor is fitted over (apps.derivations.embedders
+# .DECISION_FLOOR_CURVES): a decision search is narrowed to a few memories by its filters, and
+# past about a hundred candidates the curve meets the model's floor.
+DECISION_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+DECISION_ALPHA = 1 - TARGET_ABSTAIN
+DECISION_BOOTSTRAP = 2000
+
+
+def _union_quantiles(values: np.ndarray) -> np.ndarray:
+    """For each of DECISION_COUNTS' n: the similarity an unrelated pair exceeds with
+    probability DECISION_ALPHA / n."""
+    return np.array([np.quantile(values, 1 - DECISION_ALPHA / n) for n in DECISION_COUNTS])
+
+
+def report_decision_floor(args: argparse.Namespace, asked: list[Asked]) -> dict[str, Any]:
+    """The decision floor the calibration split suggests (apps.derivations.embedders
+    .DECISION_FLOOR_CURVES). For n candidates: the similarity an unrelated (question, memory)
+    pair exceeds with probability 0.05 / n, so that, by the union bound, an unrelated question
+    answers over n candidates at most 5 % of the time. A question's pairs move together (some
+    questions are near every memory), so the calibration split's 20 unrelated questions, not
+    its pairs, are the sample: the suggestion is the 95th percentile of those quantiles over
+    DECISION_BOOTSTRAP resamples of the questions, fitted as ``base + step * log2(n)``.
+    Beside it: the plain quantiles of both splits (test is never fitted on)."""
+    from apps.derivations.embedders import decision_floor_curve
+
+    per_question = {
+        split: [a.every for a in asked if a.item["split"] == split and a.every]
+        for split in ("calibration", "test")
+    }
+    calibration = per_question["calibration"]
+    if not calibration:
+        return {}
+    plain = {
+        split: _union_quantiles(np.concatenate(rows))
+        for split, rows in per_question.items()
+        if rows
+    }
+    rng = np.random.default_rng(0)
+    resampled = np.array(
+        [
+            _union_quantiles(
+                np.concatenate(
+                    [calibration[i] for i in rng.integers(0, len(calibration), len(calibration))]
+                )
+            )
+            for _ in range(DECISION_BOOTSTRAP)
+        ]
+    )
+    upper = np.percentile(resampled, 100 * TARGET_ABSTAIN, axis=0)
+    counts = np.log2(DECISION_COUNTS)
+    step, base = np.polyfit(counts, upper, 1)
+    current = decision_floor_curve(args.model)
+    print(
+        f"\nDecision floor by candidate count n: the similarity an unrelated (question, memory) "
+        f"pair exceeds with probability {DECISION_ALPHA:.2f} / n; upper: its "
+        f"{TARGET_ABSTAIN:.0%} bound over {DECISION_BOOTSTRAP} resamples of the calibration "
+        f"split's {len(calibration)} unrelated questions. Suggested (upper, fitted): "
+        f"{base:.4f} + {step:.4f} * log2(n); the model's today: "
+        + (f"{current[0]} + {current[1]} * log2(n)" if current else "none")
+        + "\n"
+    )
+    rows = []
+    for index, n in enumerate(DECISION_COUNTS):
+        rows.append(
+            [
+                n,
+                f"{plain['calibration'][index]:.3f}",
+                f"{upper[index]:.3f}",
+                f"{base + step * math.log2(n):.3f}",
+                f"{current[0] + current[1] * math.log2(n):.3f}" if current else "-",
+                f"{plain['test'][index]:.3f}" if "test" in plain else "-",
+            ]
+        )
+    print(table(["candidates", "calibration", "upper", "suggested", "today's curve", "test"], rows))
+    return {
+        "base": float(base),
+        "step": float(step),
+        "upper": upper.tolist(),
+        "quantiles": {split: values.tolist() for split, values in plain.items()},
+    }
+
+
+@dataclass
+class Decided:
+    """One decision search over the multilingual set: the query, asked for one subject."""
+
+    item: dict[str, Any]
+    ranked: list[str]
+    abstention: str | None
+
+    @property
+    def relevant(self) -> bool:
+        return self.item["memory"] is not None
+
+
+def run_decisions(
+    agent: Agent,
+    bodies: Sequence[dict[str, Any]],
+    memories: list[dict[str, Any]],
+    memory_of: dict[str, str],
+    queries: list[dict[str, Any]],
+) -> list[Decided]:
+    """Every memory confirmed, then each query asked as a decision search narrowed to a
+    subject in the memories' domain (``{"query", "purpose": "decision", "scope", "subject",
+    "top_k": 5}``): a relevant query
+    for its memory's subject, an unrelated one for every subject in turn."""
+    agent.confirm_all(bodies)
+    subject_of = {m["id"]: m["subject"] for m in memories}
+    subjects = sorted(set(subject_of.values()))
+    decided = []
+    started = time.perf_counter()
+    for n, item in enumerate(queries, 1):
+        asks = [subject_of[item["memory"]]] if item["memory"] else subjects
+        for subject in asks:
+            answer = agent.post(
+                "/api/v1/search",
+                {
+                    "query": item["query"],
+                    "purpose": "decision",
+                    "scope": {"domain": MULTILINGUAL_DOMAIN},
+                    "subject": subject,
+                    "top_k": 5,
+                },
+                200,
+            )
+            ranked = [memory_of[i] for i in hit_record_ids(answer["results"])]
+            reason = (answer.get("abstention") or {}).get("reason")
+            decided.append(Decided(item, ranked, reason))
+        if n % 50 == 0 or n == len(queries):
+            progress(f"decisions: asked {n}/{len(queries)} ({time.perf_counter() - started:.0f}s)")
+    return decided
+
+
+def report_decisions(decided: list[Decided]) -> dict[str, Any]:
+    categories = ["paraphrase", "inflection", "typo", "crosslingual", "keyword"]
+    print(
+        "\nDecision searches (purpose decision, narrowed to a subject: one or two memories, "
+        "all confirmed): a relevant query asked for its memory's subject, an unrelated one for "
+        "every subject in turn\n"
+    )
+    rows: list[list[object]] = []
+    figures: dict[str, Any] = {}
+    for split in ("test", "calibration"):
+        items = [d for d in decided if d.item["split"] == split]
+        for category in categories:
+            some = [d for d in items if d.item["category"] == category]
+            if not some:
+                continue
+            hit = sum(1 for d in some if d.item["memory"] in d.ranked[:5]) / len(some)
+            empty = sum(1 for d in some if not d.ranked) / len(some)
+            rows.append([split, category, len(some), f"{hit:.2f}", f"{empty:.2f}", "-"])
+        unrelated = [d for d in items if not d.relevant]
+        if unrelated:
+            empty = sum(1 for d in unrelated if not d.ranked) / len(unrelated)
+            reasons = sorted({d.abstention for d in unrelated if d.abstention})
+            rows.append(
+                [split, "unrelated", len(unrelated), "-", f"{empty:.3f}", ", ".join(reasons)]
+            )
+            figures[f"{split}_unrelated_answered_empty"] = empty
+        relevant = [d for d in items if d.relevant]
+        if relevant:
+            figures[f"{split}_relevant_hit5"] = sum(
+                1 for d in relevant if d.item["memory"] in d.ranked[:5]
+            ) / len(relevant)
+    print(table(["split", "queries", "searches", "hit@5", "answered []", "abstention"], rows))
+    test = figures.get("test_unrelated_answered_empty")
+    if test is not None:
+        ok = test >= TARGET_ABSTAIN
+        print(
+            f"  [{'PASS' if ok else 'FAIL'}] unrelated decision searches answered [] >= "
+            f"{TARGET_ABSTAIN:.0%} (test split): {test:.3f}"
+        )
+    return figures
 
 
 # --- main ----------------------------------------------------------------------------------------

@@ -39,6 +39,20 @@ def _instance_setup(**kwargs: Any) -> None:
     instance.setup()
 
 
+@signals.setup_logging.connect
+def _logging_setup(**kwargs: Any) -> None:
+    """The worker and beat log through the settings' ``LOGGING``, as the web server does: one
+    format (``MEMORYCONSOLE_LOG_FORMAT``) for every process, and its filters (the idle outbox
+    relay's lines) on Celery's own loggers. A receiver here replaces Celery's own setup,
+    whose root handler would otherwise write its format of its own; ``LOG_LEVEL`` sets the
+    level."""
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
+
+
 def broker_transport(url: str | None = None) -> str:
     """The transport name of ``url`` (default: the configured broker): ``sqla``, ``redis``..."""
     url = url or str(app.conf.broker_url)

@@ -20,10 +20,20 @@ import sys
 OWNER_COMMANDS = frozenset(
     {"migrate", "makemigrations", "sqlmigrate", "showmigrations", "flush", "restore"}
 )
-# Commands that never touch the database or the instance's home: they start no server and
-# generate no secret (the image runs collectstatic while it is built).
+# Commands that never prepare the instance: they start no server and generate no secret (the
+# image runs collectstatic while it is built). healthcheck reads the database when it runs,
+# and says it is unreachable rather than start the embedded one.
 INSTANCE_FREE_COMMANDS = frozenset(
-    {"help", "version", "check", "collectstatic", "findstatic", "diffsettings", "startapp"}
+    {
+        "help",
+        "version",
+        "check",
+        "collectstatic",
+        "findstatic",
+        "diffsettings",
+        "startapp",
+        "healthcheck",
+    }
 )
 
 
@@ -95,6 +105,11 @@ def main(argv: list[str] | None = None) -> None:
 
         mcp_server.main(raw[2:])
         return
+    if raw[1:3] == ["healthcheck", "web"] and not {"-h", "--help"} & set(raw[3:]):
+        # A container checks this every few seconds: no Django, whose setup costs a second.
+        from memoryconsole import probe
+
+        sys.exit(probe.web_main(raw[3:]))
     args = prepare_environment(raw)
     command = args[1] if len(args) > 1 and not args[1].startswith("-") else "help"
     if command not in INSTANCE_FREE_COMMANDS:

@@ -20,6 +20,9 @@ Configuration:
   ``manage.py`` entry points set it for the commands that change the schema.
 * ``MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT``: how long one statement of a web request may
   run, waits for locks included (:func:`request_statement_timeout`).
+* ``DATABASE_REPLICA_URLS`` (optional, comma-separated): PostgreSQL streaming replicas of the
+  primary that lag-tolerant reads may use (:func:`replicas`, :mod:`apps.tenancy.replicas`,
+  docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -86,6 +89,40 @@ def _django_entry(url: str) -> dict[str, Any]:
     # prepares whatever this says; only apps.tenancy.prepared's cursors do.
     options.setdefault("prepare_threshold", 5)
     return entry
+
+
+REPLICA_ALIAS_PREFIX = "replica"
+# A replica that does not answer this fast is taken out of rotation (reads use the primary)
+# rather than holding a request up.
+REPLICA_CONNECT_TIMEOUT = 2
+
+
+def replicas(app: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``DATABASE_REPLICA_URLS`` as Django database entries ``replica1``, ``replica2``, ... .
+
+    A replica is a physical copy of the primary, so it has the same roles and databases: a
+    URL may name only the host and port; the login and the database default to the
+    application role's (``app``): row-level security applies on replicas as on the primary.
+    Each entry mirrors ``default`` under tests (Django neither creates nor flushes it)."""
+    urls = [u.strip() for u in os.environ.get("DATABASE_REPLICA_URLS", "").split(",") if u.strip()]
+    entries: dict[str, dict[str, Any]] = {}
+    for number, url in enumerate(urls, start=1):
+        parsed = _django_entry(url)
+        entry = dict(app)
+        entry["OPTIONS"] = {
+            **app.get("OPTIONS", {}),
+            "connect_timeout": REPLICA_CONNECT_TIMEOUT,
+            **parsed.get("OPTIONS", {}),  # the URL's own (sslmode, say) win
+        }
+        entry["HOST"], entry["PORT"] = parsed.get("HOST", ""), parsed.get("PORT", "")
+        for key in ("NAME", "USER", "PASSWORD"):
+            if parsed.get(key):
+                entry[key] = parsed[key]
+        # Never the request's transaction: a replica read opens its own (apps.tenancy.replicas).
+        entry["ATOMIC_REQUESTS"] = False
+        entry["TEST"] = {"MIRROR": "default"}
+        entries[f"{REPLICA_ALIAS_PREFIX}{number}"] = entry
+    return entries
 
 
 def resolve(home: Path) -> DatabaseTarget:

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from pathlib import Path
 
 # File names, not secrets.
 SECRET_KEY_FILE = "secret_key"  # noqa: S105
 APP_PASSWORD_FILE = "database_app_password"  # noqa: S105
+METRICS_DIRECTORY = "metrics"
+# prometheus_client's: set before it is imported, it makes every process count into files there.
+METRICS_DIRECTORY_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def home() -> Path:
@@ -31,6 +35,17 @@ def home() -> Path:
     if configured:
         return Path(configured).expanduser().resolve()
     return Path(__file__).resolve().parent.parent / "var"
+
+
+def metrics_directory_fresh(name: str) -> Path:
+    """An empty directory under the home for the metrics of processes about to start
+    together (``up``'s web workers and Celery worker: prometheus_client's multiprocess mode
+    keeps one file per process and sums them at each scrape). Emptied first, as that mode
+    asks: the files of processes that ran before would pile up and add their counts in."""
+    directory = home() / METRICS_DIRECTORY / name
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True, mode=0o700)
+    return directory
 
 
 def read_secret(path: Path) -> str | None:

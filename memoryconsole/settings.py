@@ -10,17 +10,24 @@ behind TLS: SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
 SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD, SECURE_COOKIES, SECURE_PROXY_SSL_HEADER;
 tuning (the defaults fit production): MEMORYCONSOLE_WORK_STALLED_AFTER,
 MEMORYCONSOLE_OUTBOX_REDELIVER_AFTER, MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT,
-MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT.
+MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT;
+read replicas (docs/scaling.md): DATABASE_REPLICA_URLS, MEMORYCONSOLE_REPLICA_MAX_LAG,
+MEMORYCONSOLE_REPLICA_RETRY_AFTER;
+observability (docs/observability.md): MEMORYCONSOLE_METRICS_TOKEN, MEMORYCONSOLE_METRICS_ALLOW,
+MEMORYCONSOLE_LOG_FORMAT.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Any
 
-from . import database, instance
+from django.core.exceptions import ImproperlyConfigured
+
+from . import database, instance, probe
 
 # Importing this module computes values only: it starts no server and writes no file. The
 # entry points prepare the instance first (memoryconsole.instance.setup).
@@ -52,7 +59,8 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = _env_bool("DEBUG", False)
-ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+# The web health check reads it too, without Django (memoryconsole.probe).
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", probe.ALLOWED_HOSTS_DEFAULT)
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -86,6 +94,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: its duration and its log line cover every request, static files and refusals too.
+    "memoryconsole.request_log.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # A URL past the documented limit reaches nothing else (414).
     "apps.api.request_limits.UrlLengthMiddleware",
@@ -99,6 +109,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "apps.tenancy.middleware.TenantContextResetMiddleware",
+    # With read replicas: a write answers the primary's position after commit (X-Memory-Position).
+    "apps.tenancy.replicas.WritePositionMiddleware",
     # A request's statements end before gunicorn's worker timeout would end the worker.
     "apps.api.middleware.RequestStatementTimeoutMiddleware",
     "apps.api.middleware.ApiNoStoreMiddleware",
@@ -135,6 +147,17 @@ DATABASES = {
 }
 # Credentials of both roles (copies: Django mutates its own entry, e.g. the test NAME), for
 # the commands and tests that switch explicitly.
+# Streaming replicas (DATABASE_REPLICA_URLS) for the reads that tolerate a little lag, routed
+# by apps.tenancy.replicas (docs/scaling.md). None by default: everything reads the primary.
+# The owner's processes (migrations, maintenance) never read a replica.
+_REPLICAS = {} if DB_ROLE == "owner" else database.replicas(DATABASE_TARGET.app)
+DATABASES.update(_REPLICAS)
+REPLICA_DATABASES = list(_REPLICAS)
+DATABASE_ROUTERS = ["apps.tenancy.replicas.ReplicaRouter"] if REPLICA_DATABASES else []
+# A replica further behind than this many seconds, or that does not answer, leaves the rotation
+# for MEMORYCONSOLE_REPLICA_RETRY_AFTER seconds; then the next read tries it again.
+REPLICA_MAX_LAG = float(os.environ.get("MEMORYCONSOLE_REPLICA_MAX_LAG", "30"))
+REPLICA_RETRY_AFTER = float(os.environ.get("MEMORYCONSOLE_REPLICA_RETRY_AFTER", "10"))
 DATABASE_OWNER = dict(DATABASE_TARGET.owner)
 DATABASE_APP = dict(DATABASE_TARGET.app)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -156,6 +179,23 @@ CACHES: dict[str, dict[str, Any]] = {
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _REDIS_URL}
         if _REDIS_URL.startswith(("redis://", "rediss://"))
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "auth"}
+    ),
+    # The last write position of each agent credential (apps.tenancy.replicas): shared through
+    # Redis where the deployment runs it, so every web worker holds a credential's reads back
+    # from a replica until it has replayed that credential's writes; else per process, and
+    # clients echo X-Memory-Position (docs/api.md).
+    "replica_positions": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _REDIS_URL,
+            "TIMEOUT": 600,
+        }
+        if _REDIS_URL.startswith(("redis://", "rediss://"))
+        else {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "replica-positions",
+            "TIMEOUT": 600,
+        }
     ),
     "search_plans": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
@@ -199,8 +239,10 @@ SERVED_BEYOND_THIS_MACHINE = any(
     host not in {"127.0.0.1", "localhost", "[::1]", "::1"} for host in ALLOWED_HOSTS
 )
 SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", SERVED_BEYOND_THIS_MACHINE)
-# The container's health check asks over plain HTTP from inside.
-SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
+# Health checks, probes and a scraper on the deployment's own network ask over plain HTTP
+# from inside the container or the cluster (a token sent in the clear before a redirect is
+# no safer for it).
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health(/ready|/live)?$", r"^metrics$"]
 SECURE_HSTS_SECONDS = int(
     os.environ.get("SECURE_HSTS_SECONDS", "31536000" if SERVED_BEYOND_THIS_MACHINE else "0")
 )
@@ -376,14 +418,51 @@ OUTBOX_REDELIVER_AFTER = int(os.environ.get("MEMORYCONSOLE_OUTBOX_REDELIVER_AFTE
 # job's URL) instead of running inside the request; the console always queues a job.
 ERASURE_JOB_THRESHOLD_RECORDS = int(os.environ.get("ERASURE_JOB_THRESHOLD_RECORDS", "1000"))
 
+# --- metrics (GET /metrics, memoryconsole.metrics) -------------------------------------------
+# A scraper presenting this as a Bearer token is served from anywhere; empty: no token opens it.
+METRICS_TOKEN = os.environ.get("MEMORYCONSOLE_METRICS_TOKEN", "").strip()
+
+
+def _env_networks(name: str, default: str) -> list[IPv4Network | IPv6Network]:
+    networks = []
+    for item in _env_list(name, default):
+        try:
+            networks.append(ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an IP address or network (e.g. 10.0.0.0/8)"
+            ) from None
+    return networks
+
+
+# Networks served without the token (comma-separated addresses or CIDR networks). By default
+# the loopback addresses, unless the instance is served beyond this machine: there a TLS proxy
+# on the same host forwards every client from a loopback address.
+METRICS_ALLOW = _env_networks(
+    "MEMORYCONSOLE_METRICS_ALLOW", "" if SERVED_BEYOND_THIS_MACHINE else "127.0.0.0/8,::1"
+)
+
 # --- logging ----------------------------------------------------------------------------------
+# "json": one JSON object per line (log shippers read it as it is); "plain": text to read by
+# eye. The web server, the Celery worker and beat all log through this configuration
+# (memoryconsole.celery), one request per line (memoryconsole.request_log).
+LOG_FORMAT = os.environ.get("MEMORYCONSOLE_LOG_FORMAT", "json").strip().lower()
+if LOG_FORMAT not in {"json", "plain"}:
+    raise ImproperlyConfigured(f"MEMORYCONSOLE_LOG_FORMAT is json or plain, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {
+            "()": "memoryconsole.log_format.PlainFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        },
+        "json": {"()": "memoryconsole.log_format.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "filters": {
-        "refusal_without_traceback": {"()": "memoryconsole.log_filters.RefusalWithoutTraceback"}
+        "refusal_without_traceback": {"()": "memoryconsole.log_filters.RefusalWithoutTraceback"},
+        "outbox_relay_idle": {"()": "memoryconsole.log_filters.OutboxRelayIdle"},
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -391,5 +470,9 @@ LOGGING = {
         "axes": {"level": "WARNING"},
         # A refused request (403, 400...) is one line, without the exception's traceback.
         "django.request": {"filters": ["refusal_without_traceback"]},
+        # The outbox relay runs every 2 s: its lines only when it had work (or failed).
+        "celery.beat": {"filters": ["outbox_relay_idle"]},
+        "celery.worker.strategy": {"filters": ["outbox_relay_idle"]},
+        "celery.app.trace": {"filters": ["outbox_relay_idle"]},
     },
 }

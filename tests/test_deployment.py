@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import os
 import re
 import shutil
@@ -40,6 +41,11 @@ NOT_FOR_DEPLOYMENT = {
     "MEMORYCONSOLE_STATIC_COLLECTED": "set by the Dockerfile, which runs collectstatic",
     "MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT": "tuning: the default fits production",
     "MEMORYCONSOLE_REQUEST_STATEMENT_TIMEOUT": "tuning: the default fits production",
+    "MEMORYCONSOLE_METRICS_ALLOW": "optional: scrapers present the metrics token instead",
+    "MEMORYCONSOLE_LOG_FORMAT": "the default (json) fits production",
+    "DATABASE_REPLICA_URLS": "optional: a deployment with streaming replicas (docs/scaling.md)",
+    "MEMORYCONSOLE_REPLICA_MAX_LAG": "tuning: the default fits production",
+    "MEMORYCONSOLE_REPLICA_RETRY_AFTER": "tuning: the default fits production",
 }
 
 
@@ -286,14 +292,102 @@ def test_it_declares_every_named_volume(compose: dict[str, Any], services: dict[
     assert named <= set(compose.get("volumes") or {})
 
 
-def test_it_checks_the_web_service_through_the_health_endpoint(services: dict[str, Any]) -> None:
+def _healthcheck(service: dict[str, Any]) -> list[str]:
+    """The ``memoryconsole healthcheck`` argv of ``service``'s health check, checked to parse."""
+    from memoryconsole.management.commands.healthcheck import Command
+
+    test = [str(part) for part in service["healthcheck"]["test"]]
+    assert test[0] == "CMD", "exec form: no shell needed in the image"
+    argv = test[1:]
+    assert argv[:2] == ["memoryconsole", "healthcheck"], argv
+    Command().create_parser("memoryconsole", "healthcheck").parse_args(argv[2:])
+    return argv[2:]
+
+
+def test_it_checks_every_app_service_with_the_products_own_health_check(
+    services: dict[str, Any],
+) -> None:
     from django.urls import reverse
 
-    test = " ".join(services["web"]["healthcheck"]["test"])
-    assert reverse("api-health") in test
-    assert "curl" in test
-    # The image must contain the tool the health check runs.
-    assert re.search(r"apt-get install[^\n]*\bcurl\b", DOCKERFILE.read_text())
+    from memoryconsole import probe
+
+    assert _healthcheck(services["web"]) == ["web"]
+    # Its default URL is the liveness on the port gunicorn binds.
+    bind = _option(_command(services["web"]), "--bind", "-b")
+    assert bind is not None
+    liveness = f"http://127.0.0.1:{bind.rsplit(':', 1)[1]}" + reverse("api-health-live")
+    assert liveness == probe.DEFAULT_URL
+    # The worker and beat are stopped when a restart mends what their check finds: Docker
+    # without Swarm restarts no container for being unhealthy.
+    assert _healthcheck(services["worker"]) == ["worker", "--stop-main-process"]
+    assert _healthcheck(services["beat"]) == ["beat", "--stop-main-process"]
+    for name in ("web", "worker", "beat"):
+        assert services[name]["restart"] == "unless-stopped", name
+    assert "curl" not in DOCKERFILE.read_text().split("# No curl", 1)[1]
+
+
+def test_it_runs_the_worker_on_the_thread_pool_as_up_does(services: dict[str, Any]) -> None:
+    from memoryconsole.management.commands.up import child_commands
+
+    [up_worker] = [
+        argv
+        for name, argv in child_commands(
+            host="127.0.0.1", port=8000, workers=1, sql_broker=False
+        ).items()
+        if name == "worker"
+    ]
+    worker = _command(services["worker"])
+    for option in ("--pool", "--concurrency", "--prefetch-multiplier"):
+        assert _option(worker, option) == _option(up_worker, option), option
+    assert _option(worker, "--pool") == "threads"
+
+
+def test_it_runs_exactly_one_beat(services: dict[str, Any]) -> None:
+    from memoryconsole.beat import BeatLock, Scheduler
+
+    assert services["beat"]["deploy"]["replicas"] == 1
+    # ... and beat locks whatever the orchestrator starts.
+    assert "BeatLock()" in inspect.getsource(Scheduler.setup_schedule)
+    assert callable(BeatLock.acquire_or_wait)
+
+
+def test_it_writes_no_secret_into_the_file(services: dict[str, Any]) -> None:
+    for name, service in services.items():
+        for key, value in (service.get("environment") or {}).items():
+            if any(word in key for word in ("PASSWORD", "SECRET", "_URL")):
+                text = str(value)
+                if "://" in text and "@" not in text:
+                    continue  # a URL without credentials (Redis's)
+                assert re.search(r"\$\{[A-Z_]+:\?[^}]+\}", text), f"{name}: {key} is not required"
+    # They go into .env, which git and the image leave out.
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+    assert ".env" in (ROOT / ".dockerignore").read_text().split()
+
+
+def _interpolated(text: str) -> str:
+    """The file as compose reads it with every variable set: ``${A:?m}`` and ``${A}`` a
+    placeholder, ``${A:-d}`` its default, ``$$`` a dollar sign."""
+    text = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", text)
+    text = re.sub(r"\$\{[A-Z_]+(:\?[^}]*)?\}", "placeholder", text)
+    return text.replace("$$", "$")
+
+
+def test_it_is_a_valid_compose_file() -> None:
+    """No container engine runs here, so no `docker compose config`: the Compose
+    Specification's JSON schema (as check-jsonschema vendors it) checks the file instead."""
+    import json
+    from importlib.resources import files
+
+    import jsonschema
+
+    schema = json.loads(
+        files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text()
+    )
+    data = yaml.safe_load(_interpolated(COMPOSE.read_text()))
+    jsonschema.validate(data, schema)
+    broken = dict(data, services={"web": {"image": "x", "healthcheck": {"tset": ["CMD"]}}})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
 
 
 def test_it_starts_the_app_after_its_dependencies(services: dict[str, Any]) -> None:

@@ -165,7 +165,8 @@ class DeletionReceipt(TenantOwned):
 
 
 class ErasureLedgerEntry(models.Model):
-    """What one erasure, deletion, redaction or run close removed, by id: the record a
+    """What one erasure, deletion, redaction, run close or consent revocation removed, by id
+    (a revocation: its consent reference, which it refuses from then on): the record a
     restore reads to re-apply it (:mod:`apps.governance.ledger`), so restoring a backup
     taken before it never brings the removed data back.
 
@@ -183,6 +184,7 @@ class ErasureLedgerEntry(models.Model):
         DELETION = "deletion"
         REDACTION = "redaction"
         RUN_CLOSE = "run_close"
+        CONSENT_REVOKE = "consent_revoke"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant_id = models.UUIDField()
@@ -191,7 +193,8 @@ class ErasureLedgerEntry(models.Model):
     # The receipt (or audit event) the removal left, for the operator to match them up.
     reference = models.CharField(max_length=64, blank=True)
     reason = models.TextField(blank=True)
-    # Ids by name (facts, records, runs, obligations) and, for a redaction, its fields.
+    # Ids by name (facts, records, runs, obligations), for a redaction its fields, for a
+    # consent revocation its reference (``consent_refs``).
     target = models.JSONField()
 
     deletion_rules = deletion.Rules(

@@ -1,5 +1,6 @@
 """A connection as the database's owner role, for the statements the application role may
-not run (``VACUUM``, ``REINDEX``: reclamation and tenant indexes)."""
+not run (``VACUUM``, ``REINDEX``: reclamation and tenant indexes), and the lock that keeps
+those runs from overlapping."""
 
 from __future__ import annotations
 
@@ -25,3 +26,29 @@ def role_connection(role: dict[str, Any]) -> Any:
 
 def owner_connection() -> Any:
     return role_connection(settings.DATABASE_OWNER)
+
+
+# Index and table maintenance (a tenant index build, reclamation's rebuilds and vacuum, the
+# daily rewrite) holds this session-level advisory lock on its owner connection. Overlapping,
+# they would queue on the same table locks (a concurrent build waiting out a VACUUM FULL)
+# while holding a worker thread each, or do one rebuild twice. Beat's lock is (0x4D43, 1)
+# (memoryconsole/beat.py).
+MAINTENANCE_LOCK = (0x4D43, 2)
+
+
+class MaintenanceBusy(Exception):
+    """Other maintenance holds the lock: a scheduled run skips its turn (the next one comes)."""
+
+
+def maintenance_lock(owner: Any, *, wait: bool, what: str) -> None:
+    """Take the maintenance lock on ``owner`` (released when that connection closes). With
+    ``wait`` false, raise :class:`MaintenanceBusy` when other maintenance holds it."""
+    if wait:
+        owner.execute("SELECT pg_advisory_lock(%s, %s)", MAINTENANCE_LOCK)
+        return
+    row = owner.execute("SELECT pg_try_advisory_lock(%s, %s)", MAINTENANCE_LOCK).fetchone()
+    if not row[0]:
+        raise MaintenanceBusy(
+            f"{what}: skipped, other index or table maintenance is running (a tenant index "
+            "build, a reclamation or a rewrite); the next scheduled run does it"
+        )

@@ -9,7 +9,9 @@ raises: work asked for must never be dropped silently.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +33,25 @@ class WorkHandler:
 
 
 _handlers: dict[str, WorkHandler] = {}
+_all_queued: ContextVar[bool] = ContextVar("memoryconsole_work_all_queued", default=False)
+
+
+@contextmanager
+def work_all_queued() -> Iterator[None]:
+    """Inside the block, work a handler would do at once (a record's embedding where the
+    tenant's model embeds at write) is queued for the worker instead: a bulk change (a batch
+    of writes, an import) must not spend its request's time on it, item after item."""
+    token = _all_queued.set(True)
+    try:
+        yield
+    finally:
+        _all_queued.reset(token)
+
+
+def work_queued_only() -> bool:
+    """Whether the caller asked for all work to be queued (:func:`work_all_queued`); handlers
+    that could do their work at once ask this first."""
+    return _all_queued.get()
 
 
 def work_register(kind: str, handler: WorkHandler) -> None:

@@ -62,6 +62,24 @@ def inclusion_margin(model: str) -> float:
     return INCLUSION_MARGINS.get(model, 0.0)
 
 
+# A decision search's floor by how many candidates its filters leave: ``base + step *
+# log2(candidates)``, never above the model's relevance floor. The more candidates, the likelier
+# one of them lies near an unrelated question by chance; by the union bound, a floor that an
+# unrelated (question, memory) pair exceeds with probability 0.05 / n keeps an unrelated
+# question from answering over n candidates 95 % of the time. e5-small's: those floors for 1 to
+# 128 candidates over the unrelated questions of the calibration half of
+# benchmarks/data/retrieval_multilingual.json, at their 95 % bound over resamples of the
+# questions (a question's pairs move together), fitted to the curve
+# (benchmarks/retrieval_quality.py prints it; docs/retrieval.md). It reaches 0.85 at about 37
+# candidates. Models not named here hold a decision search to their relevance floor whatever
+# the count.
+DECISION_FLOOR_CURVES = {"e5-small": (0.811, 0.0075)}
+
+
+def decision_floor_curve(model: str) -> tuple[float, float] | None:
+    return DECISION_FLOOR_CURVES.get(model)
+
+
 class EmbedderUnavailable(RuntimeError):
     """The configured model cannot be loaded here (e.g. the [ml] extra is not installed)."""
 

@@ -13,6 +13,8 @@ import numpy as np
 from django.utils import timezone
 
 from apps.audit.services import content_digest
+from apps.core.metrics import embedding_rows
+from apps.core.work import work_queued_only
 from apps.records.client_vectors import VECTOR_FIELD
 from apps.records.models import MemoryRecord
 from apps.records.services import record_digest
@@ -160,7 +162,7 @@ def _inline_vector(record: Any) -> tuple[Embedder, np.ndarray] | None:
     or None when the worker embeds it (a slow model, an agent's own vectors, a text the
     model cannot place)."""
     embedder = get_embedder(record.tenant.embedding_model)
-    if not (embedder.computes and embedder.inline):
+    if not _embeds_inline(embedder):
         return None
     vector = embedder.embed([record.content])[0]
     return (embedder, vector) if vector_storable(vector) else None
@@ -173,9 +175,15 @@ def record_embedding_at_write(record: Any) -> OutboxMessage | None:
     :func:`record_embedding_now` once the version is stored (an embedding names a stored
     version: its trigger reads the version's scope)."""
     embedder = get_embedder(record.tenant.embedding_model)
-    if embedder.computes and embedder.inline:
+    if _embeds_inline(embedder):
         return None
     return record_embedding_message(record)
+
+
+def _embeds_inline(embedder: Embedder) -> bool:
+    """Whether a record's embedding is made in the write's transaction: the tenant's model is
+    fast enough, and the caller did not ask for all work to be queued (a batch, an import)."""
+    return embedder.computes and embedder.inline and not work_queued_only()
 
 
 def record_embedding_now(record: Any) -> None:
@@ -389,9 +397,14 @@ def embeddings_drain(
                 with tenant_scope(tenant_id):
                     outbox_failed(claimed, error=repr(exc), now=timezone.now())
                 total.failed += len(claimed)
+                embedding_rows.labels("failed").inc(len(claimed))
                 progressed = True
                 continue
             total.add(outcome)
+            # Counted once the batch's transaction has committed: /metrics' drain rate is
+            # work that stays done.
+            embedding_rows.labels("finished").inc(outcome.finished)
+            embedding_rows.labels("deferred").inc(outcome.deferred)
             if outcome.claimed:
                 progressed = True
             if outcome.claimed >= limit and not retried and wake is not None and not helped:

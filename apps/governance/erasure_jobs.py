@@ -25,6 +25,7 @@ import uuid
 from typing import Any
 
 from celery import shared_task
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.audit.models import DeletionReceipt
@@ -111,6 +112,11 @@ def erasure_job_get(job_id: Any) -> ErasureJob | None:
 def erasure_jobs_recent(limit: int = 10) -> list[ErasureJob]:
     """The current tenant's latest erasure jobs, newest first (one indexed query)."""
     return list(ErasureJob.objects.order_by("-requested_at", "-id")[:limit])
+
+
+def erasure_jobs_in(state: str) -> QuerySet[ErasureJob]:
+    """The current tenant's erasure jobs in ``state`` (an ``ErasureJobState``)."""
+    return ErasureJob.objects.filter(state=state)
 
 
 def _job_fail(job_id: Any, error: str) -> None:

@@ -28,7 +28,8 @@ from apps.audit.models import DeletionReceipt, ErasureLedgerEntry
 from apps.audit.services import Actor, audit_record
 from apps.core import deletion
 from apps.derivations.services import DerivationRejected, record_redact
-from apps.records.models import Fact, MemoryRecord
+from apps.governance.services import consent_revoke
+from apps.records.models import ConsentRevocation, Fact, MemoryRecord
 from apps.records.redaction import REDACTION_MARKER, part_at
 from apps.records.services import Held, versions_purge
 from apps.state.models import Obligation, Run, RunState
@@ -87,6 +88,8 @@ def _reapply(entry: ErasureLedgerEntry, report: LedgerReapplied) -> None:
             removed.update(_erase_state(entry.tenant_id, target, reason))
     if entry.kind == "redaction":
         removed.update(_redact(entry, reason, report))
+    if entry.kind == "consent_revoke":
+        removed.update(_revoke_consents(entry, reason))
     removed = {name: count for name, count in removed.items() if count}
     if removed:
         report.applied[entry.kind] += 1
@@ -172,6 +175,23 @@ def _close_runs(run_ids: list[str], reason: str) -> dict[str, int]:
         run_close(run=run, actor=RESTORE_ACTOR, reason=reason)
         closed += 1
     return {"runs_closed": closed}
+
+
+def _revoke_consents(entry: ErasureLedgerEntry, reason: str) -> dict[str, int]:
+    """Revoke again each consent the restored data does not know was revoked: what was
+    written under it expires (derived artifacts with it) and new writes citing it are refused,
+    as the revocation did. ``force``: the restored data may predate every write citing it."""
+    revoked = expired = 0
+    tenant = Tenant.objects.get(pk=entry.tenant_id)
+    for consent_ref in entry.target.get("consent_refs", []):
+        if ConsentRevocation.objects.filter(consent_ref=consent_ref).exists():
+            continue
+        revocation = consent_revoke(
+            tenant=tenant, consent_ref=consent_ref, actor=RESTORE_ACTOR, reason=reason, force=True
+        )
+        revoked += 1
+        expired += revocation.records_expired
+    return {"consents_revoked": revoked, "records_expired": expired}
 
 
 def _redact(entry: ErasureLedgerEntry, reason: str, report: LedgerReapplied) -> dict[str, int]:

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from apps.audit.models import DeletionReceipt
 from apps.core import deletion
-from apps.core.database import owner_connection
+from apps.core.database import maintenance_lock, owner_connection
 from apps.retrieval.tenant_indexes import index_tenant
 from apps.tenancy.context import current_tenant_id, tenant_scope
 from apps.tenancy.models import Tenant
@@ -168,13 +168,18 @@ def reclamation_plan() -> ReclamationPlan:
 def vacuum_tables(
     pending: dict[Any, PendingTenant] | None = None,
     progress: Callable[[str], None] | None = None,
+    *,
+    wait: bool = True,
 ) -> datetime:
     """VACUUM (ANALYZE) every table deletions touch, every index included (rebuilding first
     the HNSW indexes that lost many vectors, judged by ``pending``); returns when the vacuum
-    started. ``progress`` hears of each step before it starts."""
+    started. ``progress`` hears of each step before it starts. Under the maintenance lock:
+    ``wait`` false raises :class:`apps.core.database.MaintenanceBusy` while other maintenance
+    runs."""
     say = progress or (lambda _message: None)
-    started = timezone.now()
     with owner_connection() as owner:
+        maintenance_lock(owner, wait=wait, what="reclamation")
+        started = timezone.now()
         owner.execute(
             "SELECT set_config('max_parallel_maintenance_workers', %s, false), "
             "set_config('maintenance_work_mem', %s, false)",
@@ -202,11 +207,14 @@ def vacuum_tables(
     return started
 
 
-def deletions_reclaim(*, force: bool = False, progress: Callable[[str], None] | None = None) -> int:
+def deletions_reclaim(
+    *, force: bool = False, progress: Callable[[str], None] | None = None, wait: bool = True
+) -> int:
     """Vacuum if any receipt awaits reclamation; stamp those deleted before the vacuum began.
 
     Returns how many receipts were stamped: top-level ones (an erasure's per-fact receipts
-    follow their erasure's).
+    follow their erasure's). ``wait`` false: ``MaintenanceBusy`` while other
+    maintenance runs, nothing stamped.
     """
 
     if current_tenant_id() is not None:
@@ -214,7 +222,7 @@ def deletions_reclaim(*, force: bool = False, progress: Callable[[str], None] | 
     tenants = pending_tenants()
     if not tenants and not force:
         return 0
-    started = vacuum_tables(tenants or None, progress)
+    started = vacuum_tables(tenants or None, progress, wait=wait)
     stamped = 0
     for tenant_id in tenants:
         with tenant_scope(tenant_id):
@@ -224,13 +232,15 @@ def deletions_reclaim(*, force: bool = False, progress: Callable[[str], None] | 
     return stamped
 
 
-def tables_rewrite(progress: Callable[[str], None] | None = None) -> datetime:
+def tables_rewrite(progress: Callable[[str], None] | None = None, *, wait: bool = True) -> datetime:
     """Rewrite every table deletions touch, with its indexes (``VACUUM FULL``); returns when
     the rewrite started. Afterwards no table or index file holds a row deleted before then
-    (the write-ahead log keeps it until its segments are recycled; see the README)."""
+    (the write-ahead log keeps it until its segments are recycled; see the README). Under the
+    maintenance lock, as :func:`vacuum_tables`."""
     say = progress or (lambda _message: None)
-    started = timezone.now()
     with owner_connection() as owner:
+        maintenance_lock(owner, wait=wait, what="rewrite")
+        started = timezone.now()
         owner.execute(
             "SELECT set_config('maintenance_work_mem', %s, false)", [settings.HNSW_BUILD_MEMORY]
         )
@@ -242,7 +252,7 @@ def tables_rewrite(progress: Callable[[str], None] | None = None) -> datetime:
     return started
 
 
-def deletions_rewrite(*, progress: Callable[[str], None] | None = None) -> int:
+def deletions_rewrite(*, progress: Callable[[str], None] | None = None, wait: bool = True) -> int:
     """Rewrite the tables if a receipt awaits it; stamp ``rewritten_at`` (and, where still
     empty, ``reclaimed_at``) on the top-level receipts deleted before the rewrite began.
     Returns how many receipts were stamped."""
@@ -260,7 +270,7 @@ def deletions_rewrite(*, progress: Callable[[str], None] | None = None) -> int:
                 tenants.append(tenant_id)
     if not tenants:
         return 0
-    started = tables_rewrite(progress)
+    started = tables_rewrite(progress, wait=wait)
     stamped = 0
     now = timezone.now()
     for tenant_id in tenants:

@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.audit.models import DeletionReceipt
-from apps.audit.services import Actor, audit_record, content_digest
+from apps.audit.services import Actor, audit_record, content_digest, erasure_ledger_append
 from apps.core.errors import Invalid, Unprocessable
 from apps.records.models import (
     ConsentRevocation,
@@ -103,6 +103,15 @@ def consent_revoke(
         },
     )
     derived.stamp(event.pk)
+    # A restore of a backup taken before now revokes it again (apps.governance.ledger):
+    # the records it expired stay expired, and the reference stays refused.
+    erasure_ledger_append(
+        tenant_id=tenant.pk,
+        kind="consent_revoke",
+        target={"consent_refs": [consent_ref], "records": affected_pks},
+        reason=reason,
+        reference=str(revocation.pk),
+    )
     return revocation
 
 

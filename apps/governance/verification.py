@@ -1,21 +1,21 @@
 """Check that a deletion left nothing behind: every store is searched for the deleted ids.
 
 Looked at, in the receipt's tenant: every row the deletion definition says a deletion of the
-versions and facts removes, rewrites or withdraws (:meth:`apps.core.deletion.Plan.residues`:
-the versions themselves, with their full-text entries, embeddings, summaries citing them,
-outbox rows, stored API responses, pointers), then stored API responses and outbox payloads
-by any mention of an id, the SQL broker's
-undelivered messages (their decoded bodies, by id and digest), and audit
-events about the records (they may name ids and digests, never hold content: a payload with
-a content-bearing member counts as a residue). A stored response that names a deleted id and
-nothing else (the tombstone a deletion leaves, a search's memo of the ids it returned) is what
-the product keeps on purpose, not a residue. The receipt's content digest is looked for
-where a digest could leak content's identity outside the audit chain: embeddings and stored
-responses. An erasure's state (runs, their episodes and checkpoints, obligation payloads) is
-looked for by the ids its receipt keeps and by content: whatever an erasure by the same
-subject or owner would reach now, its tag and, for a subject, every mention of it in episodes,
-checkpoints and obligations (``apps.governance.state_erasure``). The erased value is read
-back from the erasure's ``erasure.complete`` audit event (the receipt keeps only its digest).
+versions and facts removes, rewrites or withdraws (:meth:`apps.core.deletion.Plan.residues`: the
+versions themselves, with their full-text entries, embeddings, summaries citing them, outbox
+rows, stored API responses, pointers), then stored API responses and outbox payloads by any
+mention of an id, the SQL broker's undelivered messages (their decoded bodies, by id and
+digest), and audit events about the records (they may name ids and digests, never hold content:
+a payload with a content-bearing member counts as a residue). A stored response that names a
+deleted id and nothing else (the tombstone a deletion leaves, a search's memo of the ids it
+returned, a batch write's memo of ids and statuses) is what the product keeps on purpose, not a
+residue. The receipt's content digest is looked for where a digest could leak content's identity
+outside the audit chain: embeddings and stored responses. An erasure's state (runs, their
+episodes and checkpoints, obligation payloads) is looked for by the ids its receipt keeps and by
+content: whatever an erasure by the same subject or owner would reach now, its tag and, for a
+subject, every mention of it in episodes, checkpoints and obligations
+(``apps.governance.state_erasure``). The erased value is read back from the erasure's
+``erasure.complete`` audit event (the receipt keeps only its digest).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from celery import current_app
-from django.db import connection
+from django.conf import settings
+from django.db import DatabaseError, connection
 
 from apps.api.idempotency import tombstone_body
 from apps.api.models import IdempotencyKey
@@ -37,7 +38,9 @@ from apps.audit.services import content_digest
 from apps.core import deletion
 from apps.derivations.models import Embedding
 from apps.governance.state_erasure import state_residues
+from apps.records.batch_api import batch_memo_content_free
 from apps.records.models import Fact, MemoryRecord
+from apps.tenancy import replicas
 
 CHUNK = 2000
 CONTENT_MEMBERS = ("value", "content", "text", "response_body")
@@ -55,6 +58,7 @@ class Verification:
     record_ids: list[str] = field(default_factory=list)
     residues: list[Residue] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
+    fact_ids: list[str] = field(default_factory=list)  # the facts the deletion removed
 
     @property
     def ok(self) -> bool:
@@ -97,7 +101,8 @@ def _rows_mentioning(table: str, column: str, pattern: str, values: list[str]) -
 def _responses_with_content(pks: list[Any]) -> list[Any]:
     """Those of the stored API responses ``pks`` that hold more than ids: not a tombstone
     exactly as a deletion leaves it (the id, ``deleted``, a fixed detail), nor a memo of ids
-    (a search's ``{"returned": [ids]}``, apps.api.idempotency). Naming a deleted id is what
+    (a search's ``{"returned": [ids]}``, apps.api.idempotency; a batch write's ids, statuses
+    and outcomes, apps.records.batch_api). Naming a deleted id is what
     each of these is for; content beside it would be a residue."""
     kept: list[Any] = []
     for chunk in _chunks(pks):
@@ -108,7 +113,11 @@ def _responses_with_content(pks: list[Any]) -> list[Any]:
                 "'id', resource_id, 'status', 'deleted', 'detail', %s::text))",
                 [chunk, tombstone_body("")["detail"]],
             )
-            kept += [pk for pk, body in cursor.fetchall() if not _only_ids(json.loads(body))]
+            kept += [
+                pk
+                for pk, body in cursor.fetchall()
+                if not _only_ids(data := json.loads(body)) and not batch_memo_content_free(data)
+            ]
     return kept
 
 
@@ -181,6 +190,7 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
             for pk in ids
             if receipt.kind != "expiry" or not MemoryRecord.objects.filter(fact_id=pk).exists()
         ]
+        result.fact_ids += gone
         for store, detail in deletion.Plan(deleted={Fact: gone}).residues():
             found(store, detail)
     result.checked.append("facts")
@@ -195,6 +205,27 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     _state_verify(receipt, found)
     result.checked += ["runs", "episodes", "checkpoints", "obligation payloads"]
     return result
+
+
+def replica_verify(alias: str, result: Verification) -> list[Residue]:
+    """The stores of a read replica (``alias``) that copy the primary's rows, searched for
+    ``result``'s deleted versions and facts once it has replayed the primary's present
+    (so the deletion): a replica keeps what the primary removed only until it replays it."""
+    label = f"replica {alias}"
+    try:
+        if not replicas.replayed_now(alias, timeout=settings.REPLICA_MAX_LAG):
+            return [
+                Residue(label, f"has not replayed the deletion in {settings.REPLICA_MAX_LAG:g} s")
+            ]
+        found = []
+        with replicas.replica_scope(alias):
+            for ids in _chunks(result.record_ids):
+                found += deletion.Plan(deleted={MemoryRecord: ids}).residues()
+            for ids in _chunks(result.fact_ids):
+                found += deletion.Plan(deleted={Fact: ids}).residues()
+    except DatabaseError as exc:
+        return [Residue(label, f"cannot be checked: {str(exc).strip().splitlines()[0]}")]
+    return [Residue(f"{label}: {store}", detail) for store, detail in found]
 
 
 def _state_verify(receipt: DeletionReceipt, found: Any) -> None:

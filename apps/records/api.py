@@ -24,6 +24,7 @@ from apps.core.errors import NotFound
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.tenancy.models import AgentCredential
+from apps.tenancy.replicas import replica_read
 
 from . import selectors, services
 from .client_vectors import VECTOR_FIELD, client_vector_store
@@ -125,23 +126,13 @@ class RecordListCreateView(ContractView):
     def _write_rejected(self, errors: dict[str, list[str]], *, status: int) -> Response:
         credential = self.request.auth
         assert isinstance(credential, AgentCredential)
-        audited = audit_field_names({path: e for path, e in errors.items() if path != VECTOR_FIELD})
-        if VECTOR_FIELD in errors:
-            audited["fields"] = sorted([*audited["fields"], VECTOR_FIELD])
-        audit_record(
-            tenant=credential.tenant,
-            actor=request_actor(self.request),
-            action="record.write_rejected",
-            data=audited,
+        body = record_write_refusal(
+            credential=credential, actor=request_actor(self.request), errors=errors, status=status
         )
-        detail = WRITE_TOO_LARGE if status == 413 else WRITE_REJECTED
-        return Response(
-            problem_body(status, detail, errors=errors),
-            status=status,
-            content_type=PROBLEM_CONTENT_TYPE,
-        )
+        return Response(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
 
     @extend_schema(responses=RecordSerializer(many=True))
+    @replica_read()
     def get(self, request: Request) -> Response:
         filters = {name: self.params.get(name, "") for name in selectors.RECORD_FILTERS}
         queryset = with_open_conflict(
@@ -169,27 +160,69 @@ class RecordListCreateView(ContractView):
     def post(self, request: Request) -> Response:
         credential = request.auth
         assert isinstance(credential, AgentCredential)
-        data, vector = self.body["record"], self.body["vector"]
-        outcome = services.record_write(
-            tenant=credential.tenant, actor=request_actor(request), data=data
+        status, body = record_write_answer(
+            credential=credential,
+            actor=request_actor(request),
+            data=self.body["record"],
+            vector=self.body["vector"],
         )
-        if vector is not None:
-            # In the request's transaction (ATOMIC_REQUESTS), with the write.
-            client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
-        record = outcome.record
-        conflicts = {record.pk: outcome.conflict.pk if outcome.conflict else None}
-        if outcome.conflict is None and outcome.outcome != "created":
-            # An earlier version of this record may take part in an open conflict; a record
-            # created just now cannot.
-            record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
-            conflicts = {}
-        body = dict(RecordSerializer(record, context={"conflicts": conflicts}).data)
-        body["outcome"] = outcome.outcome
-        body["promotion_request"] = (
-            str(outcome.promotion_request.pk) if outcome.promotion_request else None
-        )
-        body["notices"] = outcome.notices
-        return Response(body, status=201 if outcome.created else 200)
+        return Response(body, status=status)
+
+
+def record_write_refusal(
+    *,
+    credential: AgentCredential,
+    actor: Actor,
+    errors: dict[str, list[str]],
+    status: int,
+    audit_data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A refused write, audited as ``record.write_rejected`` (field names only: a member name
+    the client invented is counted, not kept), and its problem body. ``audit_data`` adds to
+    the event (a batch item's index)."""
+    audited = audit_field_names({path: e for path, e in errors.items() if path != VECTOR_FIELD})
+    if VECTOR_FIELD in errors:
+        audited["fields"] = sorted([*audited["fields"], VECTOR_FIELD])
+    audit_record(
+        tenant=credential.tenant,
+        actor=actor,
+        action="record.write_rejected",
+        data={**audited, **(audit_data or {})},
+    )
+    detail = WRITE_TOO_LARGE if status == 413 else WRITE_REJECTED
+    return problem_body(status, detail, errors=errors)
+
+
+def record_write_answer(
+    *, credential: AgentCredential, actor: Actor, data: Any, vector: Any
+) -> tuple[int, dict[str, Any]]:
+    """One validated write, stored, and its answer: ``201`` with the record for a new
+    version (or an observation), ``200`` when nothing changed. Raises what ``record_write``
+    raises. The single write and each item of a batch (apps/records/batch_api.py) answer so."""
+    outcome = services.record_write(tenant=credential.tenant, actor=actor, data=data)
+    if vector is not None:
+        # In the caller's transaction (the request's, or a batch item's savepoint).
+        client_vector_store(tenant=credential.tenant, vector=vector, record=outcome.record)
+    return (201 if outcome.created else 200), record_written_body(outcome)
+
+
+def record_written_body(outcome: services.WriteOutcome) -> dict[str, Any]:
+    """A write's answer body: the record, its ``outcome``, ``promotion_request`` and
+    ``notices`` (``RecordWriteResponse``)."""
+    record = outcome.record
+    conflicts = {record.pk: outcome.conflict.pk if outcome.conflict else None}
+    if outcome.conflict is None and outcome.outcome != "created":
+        # An earlier version of this record may take part in an open conflict; a record
+        # created just now cannot.
+        record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
+        conflicts = {}
+    body = dict(RecordSerializer(record, context={"conflicts": conflicts}).data)
+    body["outcome"] = outcome.outcome
+    body["promotion_request"] = (
+        str(outcome.promotion_request.pk) if outcome.promotion_request else None
+    )
+    body["notices"] = outcome.notices
+    return body
 
 
 class RecordDetailView(ContractView):
@@ -202,6 +235,7 @@ class RecordDetailView(ContractView):
     query_input: ClassVar[dict[str, Any]] = {}
 
     @extend_schema(responses=RecordDetail)
+    @replica_read()
     def get(self, request: Request, record_id: str) -> Response:
         record = record_or_404(request, record_id)
         record = with_open_conflict(MemoryRecord.objects.filter(pk=record.pk)).get()
@@ -258,6 +292,7 @@ class FactsView(ContractView):
     pagination_class = FactPagination
 
     @extend_schema(responses=FactsResponse)
+    @replica_read(when=lambda view: not view.params.get("fresh"))
     def get(self, request: Request) -> Response:
         subject, as_of = self.params["subject"], self.params.get("as_of")
         scope = selectors.ScopeFilter(

@@ -8,7 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from apps.api.schema import PageLinkField
+from apps.api.schema import PageLinkField, ProblemSerializer
 
 from .serializers import (
     ActorSerializer,
@@ -17,6 +17,7 @@ from .serializers import (
     ObservationSerializer,
     PromotionEventSerializer,
     RecordSerializer,
+    RecordWriteResponse,
     SourceSerializer,
     VersionSerializer,
 )
@@ -169,3 +170,31 @@ class ConsentRevocationSerializer(serializers.Serializer[Any]):
     consent_ref = serializers.CharField()
     revoked_at = serializers.DateTimeField()
     records_expired = serializers.IntegerField()
+
+
+class BatchItemResult(serializers.Serializer[Any]):
+    """One item's answer: ``record`` for a 2xx status, ``error`` for a 4xx one."""
+
+    index = serializers.IntegerField(help_text="The item's place in `items`, from 0.")
+    status = serializers.IntegerField(
+        help_text="What POST /records would have answered this item: 201 (a new version or an "
+        "observation), 200 (nothing changed), 400, 413 or 422 (refused, nothing stored); on a "
+        "replay, 410 for a record deleted or expired since."
+    )
+    record = RecordWriteResponse(
+        required=False, help_text="The record as POST /records answers it (2xx items)."
+    )
+    error = ProblemSerializer(
+        required=False,
+        help_text="The problem document POST /records would have answered (4xx items), "
+        "`errors` naming fields by their path within the item; on a replay, a 410 item's is "
+        "the IdempotencyTombstone problem (`id`, `state`, `first_status`).",
+    )
+
+
+class RecordBatchResponse(serializers.Serializer[Any]):
+    """``POST /records/batch``: every item's answer, in the order of ``items``."""
+
+    items = BatchItemResult(many=True)
+    succeeded = serializers.IntegerField(help_text="Items answered 2xx.")
+    failed = serializers.IntegerField(help_text="Items answered 4xx.")

@@ -936,6 +936,45 @@ class FactCheckInput(StrictSerializer):
     )
 
 
+BATCH_MAX_ITEMS = 500
+
+
+class BatchItemsField(serializers.ListField):
+    """``items`` of a batch: 1 to :data:`BATCH_MAX_ITEMS` write bodies, each as ``POST
+    /records`` takes it. Only the list is checked here; each item is validated on its own by
+    the batch (apps/records/batch_api.py), so that one bad item refuses itself, not the rest."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("child", RecordWriteInput())
+        super().__init__(
+            min_length=1,
+            max_length=BATCH_MAX_ITEMS,
+            error_messages={
+                "not_a_list": "A list of write bodies, each as POST /api/v1/records takes it.",
+                "empty": f"Give 1 to {BATCH_MAX_ITEMS} items.",
+                "min_length": f"Give 1 to {BATCH_MAX_ITEMS} items.",
+                "max_length": f"At most {BATCH_MAX_ITEMS} items per batch; send the rest in "
+                "another request.",
+            },
+            allow_empty=False,
+            **kwargs,
+        )
+
+    def run_child_validation(self, data: list[Any]) -> list[Any]:
+        return list(data)
+
+
+class RecordBatchInput(StrictSerializer):
+    """Up to 500 memory writes in one request. Each item is exactly a ``POST /records`` body
+    and is answered on its own, in order: a refused item stores nothing, the others are
+    written."""
+
+    items = BatchItemsField(
+        help_text=f"1 to {BATCH_MAX_ITEMS} write bodies; over or under that the whole request "
+        "is a 400 naming `items` and nothing is written."
+    )
+
+
 # --- query parameters ---------------------------------------------------------------------------
 
 
@@ -987,4 +1026,9 @@ class FactsQuery(PageQuery):
         help_text="confirmed: only facts whose current value is confirmed (what an irreversible "
         "step may act on); a fact whose current value is provisional is left out, not replaced "
         "by an older version.",
+    )
+    fresh = QueryBooleanField(
+        required=False,
+        help_text="true: read the primary database, never a read replica that may lag behind "
+        "(only matters where replicas are configured: docs/scaling.md). Only `true` or `false`.",
     )

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import api
+from . import api, batch_api
 
 urlpatterns = [
     path("records", api.RecordListCreateView.as_view(), name="api-records"),
+    # Before governance's records/<id>, which would take "batch" for an id.
+    path("records/batch", batch_api.RecordBatchView.as_view(), name="api-records-batch"),
     # records/<id> (read and delete) is routed by governance, which owns deletion.
     path(
         "records/<str:record_id>/history",

@@ -19,6 +19,7 @@ from apps.derivations.models import Summary
 from apps.records.serializers import RecordSerializer
 from apps.records.trust import confirmed_by_json
 from apps.tenancy.models import AgentCredential
+from apps.tenancy.replicas import replica_read
 
 from .responses import SearchResponse
 from .search import Abstention, Hit, search_scoped, search_visible
@@ -65,6 +66,8 @@ class SearchView(ContractView):
 
     @extend_schema(responses={200: SearchResponse})
     @idempotent(replay="rerun", memo=_returned)
+    # A context search tolerates a replica's lag; a decision search reads the primary.
+    @replica_read(when=lambda view: view.body.purpose == "context")
     def post(self, request: Request) -> Response:
         credential = request.auth
         assert isinstance(credential, AgentCredential)

@@ -105,7 +105,10 @@ class AbstentionSerializer(serializers.Serializer[Any]):
     best_similarity = serializers.FloatField(
         allow_null=True, help_text="The nearest candidate's cosine similarity (below_floor)."
     )
-    floor = serializers.FloatField(allow_null=True, help_text="The relevance floor applied.")
+    floor = serializers.FloatField(
+        allow_null=True,
+        help_text="The relevance floor applied (a decision search's, for its candidate count).",
+    )
 
 
 class SearchResponse(serializers.Serializer[Any]):

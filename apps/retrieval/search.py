@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -51,7 +52,13 @@ from django.utils.dateparse import parse_datetime
 
 from apps.audit.services import audit_read, audit_record
 from apps.core.actors import Actor
-from apps.derivations.embedders import EmbedderUnavailable, get_embedder, inclusion_margin
+from apps.core.metrics import search_abstentions
+from apps.derivations.embedders import (
+    EmbedderUnavailable,
+    decision_floor_curve,
+    get_embedder,
+    inclusion_margin,
+)
 from apps.derivations.models import Summary
 from apps.derivations.vectors import (
     similarity_from_distance,
@@ -61,6 +68,7 @@ from apps.records.models import SENSITIVITY_ORDER, MemoryRecord, Sensitivity
 from apps.records.predicates import record_predicate_sql
 from apps.records.trust import decision_trust_annotate
 from apps.tenancy.models import Tenant
+from apps.tenancy.replicas import reading
 
 from .tenant_indexes import HNSW_INDEXED, domain_index_name, index_name
 
@@ -163,7 +171,8 @@ class Abstention:
     keys, sensitivity, expiry), ``only_provisional`` (a decision search, and only provisional
     memories would have matched), ``below_floor`` (candidates exist, none matched the query's
     words and the nearest by meaning is under the relevance floor: ``best_similarity`` says
-    how near), ``nothing_matched`` (candidates exist and none matched, with no vector to
+    how near, ``floor`` the floor the search was held to, a decision search's for its
+    ``candidates``), ``nothing_matched`` (candidates exist and none matched, with no vector to
     compare)."""
 
     reason: str
@@ -384,25 +393,64 @@ class SearchStatement:
     gated: bool = False
 
 
-def relevance_floor(q: SearchQuery, model: str) -> float:
+def relevance_floor(q: SearchQuery, model: str, candidates: int | None = None) -> float:
     """The least cosine similarity the nearest candidate must have for a search to answer by
-    meaning: the request's ``min_similarity``, or the embedding model's own floor."""
-    return relevance_floors(q, model)[0]
+    meaning: the request's ``min_similarity``, or the embedding model's own floor; for a
+    decision search over ``candidates`` (its filters' count), the model's decision floor for
+    that many (:func:`_counted_floor`)."""
+    floor = relevance_floors(q, model)[0]
+    curve = _decision_curve(q, model)
+    if curve is None or candidates is None:
+        return floor
+    return _counted_floor(floor, curve, candidates)
 
 
 def relevance_floors(q: SearchQuery, model: str) -> tuple[float, float]:
-    """The floor (:func:`relevance_floor`) and the inclusion floor: once a search answers,
-    the least similarity a hit found by meaning must have. The model's margin sets it under
-    the floor (``apps.derivations.embedders.INCLUSION_MARGINS``) for a context search; a
-    decision search includes nothing under the floor; a request's ``min_similarity`` is
-    both."""
+    """The floor (:func:`relevance_floor`, before a decision search's count lowers it) and the
+    inclusion floor: once a search answers, the least similarity a hit found by meaning must
+    have. The model's margin sets it under the floor
+    (``apps.derivations.embedders.INCLUSION_MARGINS``), for a context search and a decision
+    search alike; a request's ``min_similarity`` is both."""
     if q.min_similarity is not None:
         return q.min_similarity, q.min_similarity
     embedder = get_embedder(model)
-    if q.purpose == "decision":
-        # A decision acts on what it is given: only what clears the floor itself.
-        return embedder.relevance_floor, embedder.relevance_floor
     return embedder.relevance_floor, embedder.relevance_floor - inclusion_margin(embedder.name)
+
+
+def _decision_curve(q: SearchQuery, model: str) -> tuple[float, float] | None:
+    """The model's decision floor curve, when it decides ``q``'s floor: a decision search
+    without a ``min_similarity`` of its own, on a model that has one."""
+    if q.purpose != "decision" or q.min_similarity is not None:
+        return None
+    return decision_floor_curve(model)
+
+
+def _counted_floor(floor: float, curve: tuple[float, float], candidates: int) -> float:
+    """A decision search's floor over ``candidates``: the curve's ``base + step *
+    log2(candidates)``, never above the model's ``floor``. A decision search is narrowed by
+    its filters (scope, subject, keys, confirmed trust) to a few memories; among few, an
+    unrelated question is less likely to find one near by chance, so less similarity is
+    evidence enough (apps.derivations.embedders.DECISION_FLOOR_CURVES)."""
+    base, step = curve
+    return min(floor, base + step * math.log2(max(candidates, 1)))
+
+
+def _answer_distance_sql(
+    q: SearchQuery, model: str, params: dict[str, Any], counted: str | None
+) -> str:
+    """The greatest distance the nearest candidate may have for the search to answer by
+    meaning: ``max_distance``, or for a decision search the distance of its counted floor
+    (:func:`_counted_floor`, the same formula) over ``counted``, the SQL of its candidate
+    count. The HNSW plan runs only past ``EXACT_LIMIT`` candidates, where the curve has long
+    reached the model's floor: it passes no count."""
+    curve = _decision_curve(q, model)
+    if curve is None or counted is None:
+        return "%(max_distance)s"
+    params["floor_base"], params["floor_step"] = curve
+    return (
+        "1.0 - least(1.0 - %(max_distance)s, %(floor_base)s + %(floor_step)s "
+        f"* ln(greatest({counted}, 1)::float8) / ln(2))"
+    )
 
 
 def query_vector_for(q: SearchQuery, model: str) -> list[float] | None:
@@ -640,11 +688,18 @@ def search_statement(
                  ORDER BY distance, id LIMIT %(depth)s)"""
         )
     # The search answers only when something is relevant: its nearest candidate by meaning
-    # is at or above the floor, or a candidate matches enough of its words, or a candidate
-    # at or above the inclusion floor (a little under the floor, for the models whose
-    # similarities crowd together: relevance_floors) matches some of its words. Then every
-    # row at or above the inclusion floor or matching enough words qualifies.
-    near = "(SELECT min(distance) FROM vec) <= %(max_distance)s"
+    # is at or above the floor (a decision search's, by its candidate count), or a candidate
+    # matches enough of its words, or a candidate at or above the inclusion floor (a little
+    # under the floor, for the models whose similarities crowd together: relevance_floors)
+    # matches some of its words. Then every row at or above the inclusion floor or matching
+    # enough words qualifies.
+    counted_sql = None
+    if gated:
+        counted_sql = "(SELECT n FROM counted)"
+    elif plan.startswith("exact"):
+        counted_sql = "(SELECT count(*) FROM candidates)"
+    answer_distance = _answer_distance_sql(q, model, params, counted_sql)
+    near = f"(SELECT min(distance) FROM vec) <= {answer_distance}"
     if vec_sources and not txt_sources:
         # Vector only: the ranking is the vector order (RRF over one list), with no fusion
         # to plan; what qualifies is a prefix of that order.
@@ -689,11 +744,17 @@ def search_statement(
                 "EXISTS (SELECT 1 FROM vec JOIN txt ON txt.id = vec.id AND txt.kind = vec.kind "
                 f"WHERE vec.distance <= %(include_distance)s AND txt.coverage >= {AGREE_COVERAGE})"
             )
-            # Under the floor, only what stands as near as the nearest but for a margin.
-            included = (
-                "vec.distance <= least(%(include_distance)s, "
-                f"greatest(%(max_distance)s, (SELECT min(distance) FROM vec) + {INCLUSION_SPREAD}))"
-            )
+            # Under the floor, only what stands as near as the nearest but for a margin. Not
+            # in a decision search: its filters leave a few memories of the subject and
+            # scope, and the one a decision needs is often further than a lookalike that
+            # shares the question's words (docs/retrieval.md): every candidate at or above
+            # the inclusion floor, up to top_k.
+            included = "vec.distance <= %(include_distance)s"
+            if q.purpose != "decision":
+                included = (
+                    "vec.distance <= least(%(include_distance)s, greatest(%(max_distance)s, "
+                    f"(SELECT min(distance) FROM vec) + {INCLUSION_SPREAD}))"
+                )
             qualifies = f"({included} OR {qualifies}) AND ({near} OR {words} OR {agree})"
         parts.append(
             f"""ranked AS (
@@ -816,7 +877,7 @@ def _record_from_row(values: Sequence[Any]) -> MemoryRecord:
         f.from_db_value(value, None, connection) if hasattr(f, "from_db_value") else value
         for f, value in zip(RECORD_FIELDS, values, strict=True)
     ]
-    return MemoryRecord.from_db(connection.alias, RECORD_ATTNAMES, row)
+    return MemoryRecord.from_db(reading().alias, RECORD_ATTNAMES, row)
 
 
 def search_scoped(
@@ -827,7 +888,7 @@ def search_scoped(
     replay of a search already audited under its Idempotency-Key)."""
     embedder = get_embedder(tenant.embedding_model)
     query_vector = query_vector_for(q, embedder.name)
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         statement, rows = run_search(
             cursor,
             tenant_id=tenant.pk,
@@ -875,6 +936,7 @@ def search_scoped(
         abstention = search_abstention(
             tenant=tenant, model=embedder.name, q=q, query_vector=query_vector
         )
+        search_abstentions.labels(abstention.reason).inc()
     if q.purpose == "decision" and audit:
         # What the agent relied on for a decision is part of the record, and so is which of
         # it was disputed when it did. The filters (never the query's text) let a replay
@@ -960,7 +1022,7 @@ def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:
     """How many records pass ``q``'s filters (at most ``EXACT_LIMIT + 1``)."""
     params: dict[str, Any] = {"tenant": tenant.pk, "now": timezone.now()}
     where = _candidate_sql(q, params)
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM records_memoryrecord r WHERE {where} "
             f"LIMIT {EXACT_LIMIT + 1}) c",
@@ -974,7 +1036,7 @@ def _ranked_rows(
     tenant: Tenant, model: str, q: SearchQuery, query_vector: list[float] | None
 ) -> list[Sequence[Any]]:
     """The ranking rows of ``q`` over records alone (the diagnosis of an empty answer)."""
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         _statement, rows = run_search(
             cursor,
             tenant_id=tenant.pk,
@@ -1022,8 +1084,13 @@ def search_abstention(
             detail="No memory in scope matched enough of the query's words.",
             candidates=candidates,
         )
-    floor = relevance_floor(q, model)
-    whose = "the request's min_similarity" if q.min_similarity is not None else f"{model}'s"
+    floor = relevance_floor(q, model, candidates)
+    if q.min_similarity is not None:
+        whose = "the request's min_similarity"
+    elif _decision_curve(q, model) is not None:
+        whose = f"{model}'s for a decision over {candidates} candidates"
+    else:
+        whose = f"{model}'s"
     nearest = replace(q, query="", top_k=1, min_similarity=0.0)
     rows = _ranked_rows(tenant, model, nearest, query_vector)
     distances = [row[2] for row in rows if row[0] is not None and row[2] is not None]
@@ -1031,8 +1098,8 @@ def search_abstention(
     return Abstention(
         reason="below_floor",
         detail="No memory in scope matched enough of the query's words, and the nearest by "
-        f"meaning is below the relevance floor ({floor:.2f}, {whose}).",
+        f"meaning is below the relevance floor ({floor:.3f}, {whose}).",
         candidates=candidates,
         best_similarity=None if best is None else round(best, 6),
-        floor=floor,
+        floor=round(floor, 6),
     )

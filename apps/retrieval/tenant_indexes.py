@@ -44,7 +44,7 @@ from django.conf import settings
 from django.db import connection
 from psycopg import sql
 
-from apps.core.database import owner_connection
+from apps.core.database import maintenance_lock, owner_connection
 from apps.tenancy.context import current_tenant_id, tenant_scope
 from apps.tenancy.models import Tenant
 
@@ -200,15 +200,20 @@ def tenant_indexes_sync(
     minimum: int | None = None,
     maintenance_work_mem: str | None = None,
     progress: Callable[[str], None] | None = None,
+    wait: bool = True,
 ) -> TenantIndexPlan:
-    """Build the per-tenant HNSW indexes the plan wants and drop the rest (concurrently)."""
+    """Build the per-tenant HNSW indexes the plan wants and drop the rest (concurrently), under
+    the maintenance lock: ``wait`` false raises :class:`apps.core.database.MaintenanceBusy`
+    while a reclamation or a rewrite runs."""
     if connection.in_atomic_block:
         # A concurrent build or drop waits for every transaction open in the database: this
         # one's too, which would never end.
         raise RuntimeError("tenant indexes are built outside a transaction")
-    plan = tenant_index_plan(minimum=minimum)
     say = progress or (lambda _message: None)
     with owner_connection() as owner:
+        maintenance_lock(owner, wait=wait, what="tenant indexes")
+        # Planned once the lock is held: a run that waited sees the tenants as they are now.
+        plan = tenant_index_plan(minimum=minimum)
         if maintenance_work_mem:
             owner.execute(
                 "SELECT set_config('maintenance_work_mem', %s, false)", [maintenance_work_mem]

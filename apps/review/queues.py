@@ -374,6 +374,12 @@ def promotion_queue_refill(
     return page.items
 
 
+def promotions_pending(now: datetime | None = None) -> QuerySet[PromotionRequest]:
+    """The whole promotion queue, unfiltered: open requests of live versions (uncounted: the
+    operators' metrics count it in one statement with other figures)."""
+    return _open_requests(PromotionQueueFilters(), now or timezone.now())
+
+
 def promotion_queue_count(*, filters: PromotionQueueFilters, limit: int = COUNT_LIMIT) -> int:
     """How many pending requests match, counted up to ``limit`` (one more means "more")."""
     return _open_requests(filters, timezone.now()).order_by()[: limit + 1].count()
@@ -641,6 +647,11 @@ def conflict_queue_page(
         page = _keyset_page(queryset, "opened_at", after=after, before=before, size=size)
     _attach_version_details(page.items, per_fact=QUEUE_HISTORY_SHOWN)
     return page
+
+
+def conflicts_open(now: datetime | None = None) -> QuerySet[Conflict]:
+    """The whole conflict queue, unfiltered: open conflicts between live versions."""
+    return _open_conflicts(ConflictQueueFilters(), now or timezone.now())
 
 
 def conflict_queue_count(

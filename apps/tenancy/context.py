@@ -58,6 +58,14 @@ def current_tenant_id() -> uuid.UUID | None:
     return _current_tenant.get()
 
 
+def tenant_carried() -> str:
+    """The value of ``TENANT_SETTING`` for a transaction this request opens on another
+    connection (a read replica, :mod:`apps.tenancy.replicas`): the current tenant, or empty,
+    under which every policy compares with NULL (fail-closed, as on the primary)."""
+    tenant = _current_tenant.get()
+    return str(tenant) if tenant is not None else ""
+
+
 def expose_credential_lookup(token_hash: str) -> None:
     """Let this transaction see the one credential whose token hashes to ``token_hash``."""
     _set_local(TOKEN_HASH_SETTING, token_hash)

@@ -42,6 +42,10 @@ def test_it_answers_503_to_an_agent_while_the_database_is_away(agent, database_a
 
 def test_it_answers_503_on_health_while_the_database_is_away(database_away):
     assert_problem(Client().get("/api/v1/health"), 503)
+    assert_problem(Client().get("/api/v1/health/ready"), 503)
+    # Liveness asks nothing of the database: a web process is not restarted for its absence.
+    live = Client().get("/api/v1/health/live")
+    assert (live.status_code, live.json()) == (200, {"status": "alive"})
 
 
 def test_it_shows_the_console_a_503_page_while_the_database_is_away(reviewer, database_away):

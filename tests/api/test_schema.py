@@ -60,14 +60,20 @@ def test_it_documents_every_error_response_as_a_problem(schema):
                 errors += 1
                 content = response.get("content", {})
                 assert list(content) == [PROBLEM], (path, method, code)
-                # A retry's tombstone is a problem with members of its own (and only a 410).
+                # A retry's tombstone is a problem with members of its own (and only a 410), and
+                # so is readiness's 503, which carries the health report.
                 name = "IdempotencyTombstone" if code == "410" else "Problem"
+                if (path, code) == ("/api/v1/health/ready", "503"):
+                    name = "DegradedProblem"
                 assert content[PROBLEM]["schema"] == {"$ref": f"#/components/schemas/{name}"}
     assert errors
     components = schema["components"]["schemas"]
     problem, tombstone = components["Problem"], components["IdempotencyTombstone"]
     assert set(tombstone["properties"]) >= set(problem["properties"])
     assert set(tombstone["required"]) == {*problem["required"], "id", "state", "first_status"}
+    degraded = components["DegradedProblem"]
+    assert set(degraded["properties"]) == {*problem["properties"], "reasons", "health"}
+    assert set(degraded["required"]) == set(problem["required"])
 
 
 def test_it_documents_the_tombstone_of_every_replayed_write_and_no_other(schema):
@@ -96,10 +102,15 @@ def test_it_documents_the_audit_events_contract(schema):
 
 
 def test_it_documents_health_without_auth(schema):
-    health = schema["paths"]["/api/v1/health"]["get"]
-    assert not health.get("security")
-    assert "401" not in health["responses"]
-    assert "503" in health["responses"]
+    for path in ("/api/v1/health", "/api/v1/health/ready", "/api/v1/health/live"):
+        operation = schema["paths"][path]["get"]
+        assert not operation.get("security"), path
+        assert "401" not in operation["responses"], path
+    ready = schema["paths"]["/api/v1/health/ready"]["get"]["responses"]["503"]
+    assert "degraded" in ready["description"]
+    assert ready["content"]["application/problem+json"]["schema"]["$ref"].endswith(
+        "/DegradedProblem"
+    )
 
 
 # --- Swagger UI ---------------------------------------------------------------------------------
@@ -128,8 +139,18 @@ def test_it_reports_health_without_credentials(monkeypatch):
     response = Client().get("/api/v1/health")
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"status", "reasons", "database", "vector", "broker", "work", "scheduled"}
+    assert set(body) == {
+        "status",
+        "reasons",
+        "database",
+        "vector",
+        "broker",
+        "work",
+        "scheduled",
+        "replicas",
+    }
     assert body["database"] == "ok"
+    assert body["replicas"] == []  # none configured (DATABASE_REPLICA_URLS)
     assert re.fullmatch(r"\d+\.\d+(\.\d+)?", body["vector"])
     assert body["broker"].startswith(("ok", "unreachable"))
 
@@ -178,11 +199,33 @@ def test_it_reports_degraded_health_when_work_waits_too_long(tenant, other_tenan
     assert any("not completing" in reason for reason in body["reasons"])
 
 
-def test_it_reports_degraded_health_when_work_died(tenant):
+def test_it_reports_degraded_health_when_work_died(tenant, monkeypatch):
+    monkeypatch.setattr(health, "broker_status", lambda: "ok (stub)")
+    ready = Client().get("/api/v1/health/ready")
+    assert ready.status_code == 200
+    assert ready.json() == Client().get("/api/v1/health").json()
+
     _outbox_row(tenant, age=timedelta(seconds=1), state="dead")
-    body = Client().get("/api/v1/health").json()
+    response = Client().get("/api/v1/health")
+    # /api/v1/health reports, whatever it finds; readiness says it with its status code.
+    assert response.status_code == 200
+    body = response.json()
     assert body["status"] == "degraded"
     assert body["work"]["dead"] == 1
+    problem = assert_problem(Client().get("/api/v1/health/ready"), 503)
+    assert problem["type"].endswith("/problems/degraded")
+    assert problem["reasons"] == body["reasons"]
+    assert problem["detail"] == "Degraded: " + " ".join(body["reasons"])
+    assert problem["health"] == body
+
+
+def test_it_answers_liveness_over_plain_http_behind_a_tls_proxy(settings):
+    settings.SECURE_SSL_REDIRECT = True
+    assert Client().get("/api/v1/health/live").json() == {"status": "alive"}
+    assert Client().get("/api/v1/health/ready").status_code in {200, 503}
+    assert Client().get("/api/v1/me").status_code == 301  # everything else is redirected
+    with_body = Client().generic("GET", "/api/v1/health/live", "x", content_type="text/plain")
+    assert_problem(with_body, 400)
 
 
 def test_it_reports_degraded_health_while_scheduled_work_is_not_completing(settings):

@@ -91,6 +91,14 @@ def test_records_from_write_to_delete(mc: MemoryConsole) -> None:
     assert receipt["id"] in {r["id"] for r in mc.receipts.list()}
     assert mc.receipts.get(receipt["id"])["id"] == receipt["id"]
 
+    # A batch answers each item; a refused one raises nothing and stores nothing.
+    items = [memory(who, key="batch.a"), {**memory(who), "owner": None}]
+    result = mc.records.write_batch(items, idempotency_key=f"batch-{who}")
+    assert [item["status"] for item in result["items"]] == [201, 400]
+    assert result["items"][0]["record"]["key"] == "batch.a"
+    assert "owner" in result["items"][1]["error"]["errors"]
+    assert mc.records.write_batch(items, idempotency_key=f"batch-{who}") == result
+
 
 def test_listing_follows_every_page(live_api: LiveServer, mc: MemoryConsole) -> None:
     who = subject()
@@ -367,6 +375,27 @@ def test_a_deletion_sends_its_reason_in_the_body_and_no_body_without_one() -> No
     assert seen[1].content == b""
 
 
+def test_reads_carry_the_latest_write_position_the_server_answered() -> None:
+    """Read-your-writes across read replicas (docs/api.md): each request sends the latest
+    X-Memory-Position the client was answered, never an earlier one."""
+    seen: list[httpx.Request] = []
+    positions = iter(["0/3000148", "0/2FFFFFF", "1/00000010"])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.method == "GET":
+            return httpx.Response(200, json={"id": "r"})
+        return httpx.Response(200, json={"id": "r"}, headers={"X-Memory-Position": next(positions)})
+
+    with MemoryConsole("http://mc.test", "mc_x", transport=httpx.MockTransport(answer)) as client:
+        client.records.get("r")
+        for _ in range(3):
+            client.records.delete("r")
+            client.records.get("r")
+    sent = [request.headers.get("X-Memory-Position") for request in seen]
+    assert sent == [None, None, "0/3000148", "0/3000148", "0/3000148", "0/3000148", "1/00000010"]
+
+
 class DropFirstResponse(httpx.BaseTransport):
     """Delivers the first POST to the server, then loses its answer, as a dropped connection
     would; records the idempotency keys sent."""
@@ -412,8 +441,10 @@ def test_the_async_client_has_the_same_surface(live_api: LiveServer) -> None:
     async def scenario() -> None:
         who = subject()
         async with AsyncMemoryConsole(live_api.url, live_api.token) as client:
-            for n in range(3):
+            for n in range(2):
                 await client.records.write(**memory(who, key=f"async.k{n}"))
+            batch = await client.records.write_batch([memory(who, key="async.k2")])
+            assert (batch["succeeded"], batch["failed"]) == (1, 0)
             listed = [r async for r in client.records.list(subject=who, page_size=2)]
             assert len(listed) == 3
             facts = [f async for f in client.facts.list(who, page_size=2)]

@@ -8,7 +8,10 @@ import pytest
 from django.urls import reverse
 
 from apps.audit.models import DeletionReceipt
+from apps.core.database import MaintenanceBusy, maintenance_lock
 from apps.governance.reclamation import RECLAIMED_TABLES, deletions_reclaim
+from apps.governance.tasks import reclaim_deleted, rewrite_deleted
+from apps.retrieval.tenant_indexes import tenant_indexes_sync
 from apps.tenancy.context import tenant_scope
 
 from .support import RECORDS, write
@@ -17,11 +20,25 @@ from .support import RECORDS, write
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_it_stamps_receipts_deleted_before_the_vacuum(admin_agent, tenant, other_agent):
+def test_it_stamps_receipts_deleted_before_the_vacuum(
+    admin_agent, tenant, other_agent, owner_connection
+):
     record = write(admin_agent)
     receipt = admin_agent.delete(f"{RECORDS}/{record['id']}").json()
     assert receipt["reclaimed_at"] is None
-    assert deletions_reclaim() == 1
+
+    # While other maintenance holds the lock (an index build, say), the scheduled runs skip
+    # their turn and stamp nothing; a command waits for it.
+    maintenance_lock(owner_connection, wait=True, what="a test")
+    assert reclaim_deleted() == 0
+    assert rewrite_deleted() == 0
+    with pytest.raises(MaintenanceBusy, match="tenant indexes: skipped"):
+        tenant_indexes_sync(minimum=1, wait=False)
+    with tenant_scope(tenant.pk):
+        assert DeletionReceipt.objects.get(pk=receipt["id"]).reclaimed_at is None
+    owner_connection.close()
+
+    assert deletions_reclaim(wait=False) == 1
     with tenant_scope(tenant.pk):
         assert DeletionReceipt.objects.get(pk=receipt["id"]).reclaimed_at is not None
     assert deletions_reclaim() == 0  # nothing left to reclaim: no vacuum

@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 from apps.derivations.embedders import DEFAULT_MODEL, get_embedder
+from apps.records.models import MemoryRecord
+from apps.retrieval.search import SearchQuery, relevance_floor
+from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from tests.conftest import make_agent
 from tests.factories import TenantFactory
@@ -167,6 +170,44 @@ def test_a_decision_search_with_only_provisional_memories_says_so(semantic_agent
     answer = ask(semantic_agent, "How long should answers be?", scope=SUPPORT, purpose="decision")
     assert answer["results"] == []
     assert answer["abstention"]["reason"] == "only_provisional"
+
+
+def test_a_decision_search_answers_by_meaning_over_few_candidates_and_abstains_off_topic(
+    semantic_agent,
+):
+    """Seen: a decision search included nothing under the model's floor (0.85), so a confirmed
+    memory of its scope and subject, asked about in other words (0.84 from the question, no
+    word in common), was not found. Over two candidates the floor is lower; an unrelated
+    question still gets nothing, and the abstention names the floor it was held to."""
+    wanted = remember(
+        semantic_agent, "The customer wants parcels delivered in the evening", key="delivery.window"
+    )
+    lookalike = remember(
+        semantic_agent,
+        "Ring twice when an order is delivered to this customer",
+        key="delivery.instructions",
+    )
+    with tenant_scope(semantic_agent.tenant.pk):
+        MemoryRecord.objects.filter(pk__in=[wanted["id"], lookalike["id"]]).update(
+            trust="confirmed"
+        )
+    decide = {"scope": SUPPORT, "subject": "user:1", "purpose": "decision"}
+    question = "What time of day suits them for receiving a package?"
+    answer = ask(semantic_agent, question, **decide)
+    assert found(answer) == [wanted["id"]], answer["abstention"]
+    assert answer["results"][0]["why"]["vector"] < answer_floor(semantic_agent)
+    assert answer["results"][0]["why"]["text"] is None
+    unrelated = ask(semantic_agent, "What is the capital of Australia?", **decide)
+    assert unrelated["results"] == []
+    abstention = unrelated["abstention"]
+    assert abstention["reason"] == "below_floor"
+    assert abstention["candidates"] == 2
+    floor = relevance_floor(SearchQuery(purpose="decision"), DEFAULT_MODEL, candidates=2)
+    assert abstention["floor"] == pytest.approx(floor, abs=1e-6)
+    assert abstention["best_similarity"] < floor < answer_floor(semantic_agent)
+    # More candidates, a higher floor: never above the model's.
+    many = relevance_floor(SearchQuery(purpose="decision"), DEFAULT_MODEL, candidates=10_000)
+    assert floor < many == answer_floor(semantic_agent)
 
 
 def test_an_answer_with_results_has_no_abstention(semantic_agent):

@@ -77,6 +77,9 @@ class Settings:
     token: str
     timeout: httpx.Timeout
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # The latest X-Memory-Position a write answered: sent with every request, so a server
+    # reading from replicas serves this client's reads only from one that has its writes.
+    position: str | None = None
 
     @classmethod
     def resolve(
@@ -107,7 +110,29 @@ class Settings:
         headers = {"Authorization": f"Bearer {self.token}"}
         if call.idempotency_key is not None:
             headers["Idempotency-Key"] = call.idempotency_key
+        if self.position is not None:
+            headers[POSITION_HEADER] = self.position
         return headers
+
+    def remember(self, response: httpx.Response) -> None:
+        """Keep the answer's ``X-Memory-Position`` when it is later than the one kept
+        (read-your-writes across read replicas, docs/api.md)."""
+        answered = response.headers.get(POSITION_HEADER)
+        if answered and (self.position is None or _lsn(answered) > _lsn(self.position)):
+            self.position = answered
+
+
+POSITION_HEADER = "X-Memory-Position"
+
+
+def _lsn(position: str) -> tuple[int, int]:
+    """A PostgreSQL WAL position ("16/B374D848") as a comparable pair; an unreadable one
+    sorts first, so it never replaces a readable one."""
+    high, _, low = position.partition("/")
+    try:
+        return int(high, 16), int(low, 16)
+    except ValueError:
+        return (-1, -1)
 
 
 def post(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
 import httpx
@@ -15,6 +15,7 @@ from ._core import JOB_FINISHED, Call, RetryPolicy, body, get, post, query
 from .errors import NotFound, TransportError
 from .models import (
     AuditEvent,
+    BatchResult,
     Checkpoint,
     Conflict,
     DeletionReceipt,
@@ -115,6 +116,7 @@ class AsyncMemoryConsole:
                     raise TransportError(f"{call.method} {call.path}: {error!r}") from error
                 await asyncio.sleep(policy.delay(attempt))
                 continue
+            self._settings.remember(response)
             parsed = _core.parse(response)
             if not last and _core.should_retry(call, response, parsed):
                 await asyncio.sleep(policy.delay(attempt, response))
@@ -220,6 +222,21 @@ class Records(_Resource):
         call = post("/api/v1/records", payload, idempotency_key=idempotency_key)
         return cast(RecordWritten, await self._c.send(call))
 
+    async def write_batch(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> BatchResult:
+        """Write up to 500 memories in one request, each item a ``write``'s keyword arguments
+        as a dict. Answered per item, in order (``result["items"][i]["status"]``: what
+        ``write`` would have got; ``record`` for a 2xx, ``error`` for a refusal): a refused
+        item stores nothing and raises nothing; the others are written. One idempotency key
+        covers the batch, so a retry writes nothing twice."""
+        payload = {"items": [dict(item) for item in items]}
+        call = post("/api/v1/records/batch", payload, idempotency_key=idempotency_key, ok=(200,))
+        return cast(BatchResult, await self._c.send(call))
+
     async def get(self, record_id: str) -> Record:
         """One record with its provenance, version chain and derived artifacts."""
         return cast(Record, await self._c.send(get(f"/api/v1/records/{record_id}")))
@@ -316,12 +333,14 @@ class Facts(_Resource):
         as_of: str | None = None,
         trust: Trust | None = None,
         page_size: int | None = None,
+        fresh: bool | None = None,
     ) -> AsyncIterator[Fact]:
         """Every current fact of the subject (with ``as_of``, what the memory held then),
         page after page (``page_size`` per request), by key. Before an irreversible step, ask
         for ``trust="confirmed"``: a fact whose current value is provisional is then left out.
         Each fact says who confirmed it (``confirmed_by``) and its open conflict
-        (``in_conflict``, ``conflict``)."""
+        (``in_conflict``, ``conflict``). ``fresh=True`` reads the primary database where the
+        deployment has read replicas."""
         params = query(
             subject=subject,
             domain=domain,
@@ -330,6 +349,7 @@ class Facts(_Resource):
             as_of=as_of,
             trust=trust,
             page_size=page_size,
+            fresh=fresh,
         )
         return cast(AsyncIterator[Fact], self._c.pages(get("/api/v1/facts", params)))
 

@@ -136,6 +136,25 @@ class RecordWritten(Record):
     notices: list[str]
 
 
+class BatchItem(TypedDict):
+    """One item's answer in a batch write: ``status`` is what a single write would have got;
+    ``record`` with a 2xx, ``error`` (the problem) with a 4xx (``410`` on a retry: the record
+    was deleted or expired since)."""
+
+    index: int
+    status: int
+    record: NotRequired[RecordWritten]
+    error: NotRequired[Problem]
+
+
+class BatchResult(TypedDict):
+    """The answer to a batch write: every item's, in order, and how many succeeded."""
+
+    items: list[BatchItem]
+    succeeded: int
+    failed: int
+
+
 class Version(TypedDict):
     """One version of a fact, in a record's history."""
 
@@ -423,6 +442,8 @@ SCHEMA_COMPONENTS: dict[str, type] = {
     "ActorOutput": Actor,
     "Record": Record,
     "RecordWriteResponse": RecordWritten,
+    "BatchItemResult": BatchItem,
+    "RecordBatchResponse": BatchResult,
     "Version": Version,
     "PromotionRequest": PromotionRequest,
     "Conflict": Conflict,

@@ -36,7 +36,8 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
 from apps.core.arguments import port_number, positive_int
-from memoryconsole import embedded
+from memoryconsole import embedded, instance
+from memoryconsole.health import STALL_RESTART_EVERY, work_stalled
 from memoryconsole.supervisor import STOP_TIMEOUT, Supervisor
 
 READY_TIMEOUT = 90.0  # seconds for the web server to answer its health check
@@ -58,9 +59,6 @@ class UpError(Exception):
 
 # How often up reads /api/v1/health and probes the embedded database while running.
 WATCH_INTERVAL = 10.0
-# A worker that holds committed work this long without finishing any is restarted, with beat
-# (whose relay re-offers what the old worker held); at most once per this many seconds.
-STALL_RESTART_EVERY = 180.0
 
 
 def _url_host(host: str) -> str:
@@ -224,6 +222,9 @@ class Command(BaseCommand):
             self._load_demo()
         self._check_stop()
 
+        # Web workers and the Celery worker count into one directory, so /metrics sums them.
+        metrics = instance.metrics_directory_fresh(str(port))
+        self.supervisor.env[instance.METRICS_DIRECTORY_ENV] = str(metrics)
         self.say("starting the Celery worker, Celery beat and gunicorn ...")
         loglevel = os.environ.get("LOG_LEVEL", "INFO").upper()
         commands = child_commands(
@@ -287,12 +288,7 @@ class Command(BaseCommand):
         except (OSError, ValueError):
             return False  # the web server's own troubles are its restart's business
         work = body.get("work") or {}
-        oldest = work.get("oldest_waiting_seconds")
-        return (
-            oldest is not None
-            and oldest > settings.WORK_STALLED_AFTER
-            and not work.get("done_last_minute")
-        )
+        return work_stalled(work.get("oldest_waiting_seconds"), work.get("done_last_minute") or 0)
 
     def _watch_database(self) -> None:
         """Start the embedded PostgreSQL again if it stopped answering (the web answers 503

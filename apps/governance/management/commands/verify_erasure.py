@@ -8,7 +8,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.audit.models import DeletionReceipt
-from apps.governance.verification import erasure_verify
+from apps.governance.verification import erasure_verify, replica_verify
+from apps.tenancy import replicas
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 
@@ -31,6 +32,10 @@ class Command(BaseCommand):
                 if receipt is None:
                     continue
                 result = erasure_verify(receipt)
+                # Each read replica once it has replayed the deletion: a copy is a store too.
+                for alias in replicas.configured():
+                    result.residues += replica_verify(alias, result)
+                    result.checked.append(f"replica {alias}")
             self.stdout.write(
                 f"receipt {pk} ({receipt.kind}) of tenant {tenant.slug}: "
                 f"{len(result.record_ids)} deleted record ids searched in "

@@ -1,0 +1,99 @@
+"""One log line and the request metrics for every request the application answers.
+
+The line (logger ``memoryconsole.request``, JSON or plain by ``MEMORYCONSOLE_LOG_FORMAT``) holds
+the request id, the tenant's id, the agent credential's name, the route's pattern, the method,
+the status and the duration. Never the raw path (its ids), the query string (subject ids and
+search terms travel there), a header or a body: what agents wrote stays out of the log, as it
+stays out of the metrics' labels.
+
+The request id is the client's ``X-Request-ID`` when it is a plain token (letters, digits and
+``._:+/=-``, at most 128), else a new one; either way the response carries it back, so a
+client's report and this line can be matched.
+
+First in ``MIDDLEWARE``: the duration covers every other middleware, and the static files
+whitenoise answers before any view are counted too. It ends when the application returns its
+response: a streamed body's transfer is not part of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponseBase
+
+from apps.core.metrics import http_method_label, http_request_duration, http_requests
+from apps.tenancy.models import AgentCredential, Tenant
+
+logger = logging.getLogger("memoryconsole.request")
+
+REQUEST_ID_HEADER = "X-Request-ID"
+_PLAIN_TOKEN = re.compile(r"[A-Za-z0-9._:+/=-]{1,128}")
+# Route labels of responses no URL pattern answered.
+STATIC_ROUTE = "(static)"
+UNROUTED = "(unrouted)"
+
+
+def request_id_for(value: str | None) -> str:
+    """The client's request id when it is a plain token, else a new one."""
+    if value and _PLAIN_TOKEN.fullmatch(value):
+        return value
+    return uuid.uuid4().hex
+
+
+def route_of(request: HttpRequest, response: HttpResponseBase) -> str:
+    """The URL pattern that answered (``api/v1/records/<str:record_id>/history``), never the
+    path itself; static files and requests no pattern matched get one label each."""
+    match = getattr(request, "resolver_match", None)
+    if match is not None and match.route:
+        return str(match.route)
+    if response.status_code < 400 and request.path.startswith(settings.STATIC_URL):
+        return STATIC_ROUTE
+    return UNROUTED
+
+
+def caller_of(request: HttpRequest) -> tuple[str | None, str | None]:
+    """The tenant's id and the credential's name the request acted as, where known: an agent
+    authenticated by its credential (the API), a person on a tenant's console pages."""
+    # DRF copies its authentication result onto the request it wraps.
+    credential = getattr(request, "auth", None)
+    if isinstance(credential, AgentCredential):
+        return str(credential.tenant_id), credential.name
+    tenant = getattr(request, "console_tenant", None)
+    if isinstance(tenant, Tenant):
+        return str(tenant.pk), None
+    return None, None
+
+
+class RequestLogMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        started = time.perf_counter()
+        request_id = request_id_for(request.headers.get(REQUEST_ID_HEADER))
+        response = self.get_response(request)
+        duration = time.perf_counter() - started
+        response[REQUEST_ID_HEADER] = request_id
+        route = route_of(request, response)
+        method = http_method_label(request.method)
+        status = response.status_code
+        http_requests.labels(route, method, str(status)).inc()
+        http_request_duration.labels(route, method).observe(duration)
+        tenant, credential = caller_of(request)
+        fields: dict[str, Any] = {
+            "request_id": request_id,
+            "method": method,
+            "route": route,
+            "status": status,
+            "duration_ms": round(duration * 1000, 1),
+            "tenant": tenant,
+            "credential": credential,
+        }
+        logger.info("%s %s %s", method, route, status, extra={"fields": fields})
+        return response
