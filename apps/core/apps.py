@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.core import checks
+
+from . import work  # noqa: F401 (defines the work contracts the check covers)
+from .contracts import contracts_check
 
 
 class CoreConfig(AppConfig):
@@ -12,9 +16,5 @@ class CoreConfig(AppConfig):
     label = "core"
 
     def ready(self) -> None:
-        from django.core import checks
-
-        from . import work  # noqa: F401 (defines the work contracts the check covers)
-        from .contracts import contracts_check
-
+        # Start-up fails when a contract the product requires has no receiver.
         checks.register(contracts_check)
