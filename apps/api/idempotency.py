@@ -41,6 +41,7 @@ from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
 from apps.core.validation import canonical_json
 from apps.tenancy.models import AgentCredential
 
+from . import signals
 from .models import TOMBSTONE_DETAIL, IdempotencyKey
 
 HEADER = "Idempotency-Key"
@@ -201,19 +202,6 @@ def expired_tombstone_body(resource_id: str) -> dict[str, Any]:
     return {"id": resource_id, "status": "expired", "detail": EXPIRED_DETAIL}
 
 
-# Whether a stored response describes content that has expired since, asked of the apps
-# whose content it may be: each registers a check in its ``AppConfig.ready`` (records: a
-# version or a conflict; derivations: a summary citing an expired version). The API layer
-# sits below them and knows none of their models.
-_expiry_checks: list[Callable[[uuid.UUID], bool]] = []
-
-
-def expiry_check_register(check: Callable[[uuid.UUID], bool]) -> None:
-    """Add ``check(pk)``: whether the object ``pk`` of the current tenant has expired."""
-    if check not in _expiry_checks:
-        _expiry_checks.append(check)
-
-
 def _describes_expired(resource_id: str) -> bool:
     """Whether a stored response describes memory content that has expired since (a record
     past its lifetime, or its consent, or its run; a summary citing one; a conflict between
@@ -222,7 +210,7 @@ def _describes_expired(resource_id: str) -> bool:
         pk = uuid.UUID(resource_id)
     except ValueError:
         return False
-    return any(check(pk) for check in _expiry_checks)
+    return any(signals.stored_response_expired.results(pk=pk))
 
 
 def tombstone_body(resource_id: str) -> dict[str, Any]:

@@ -10,6 +10,9 @@ from django.db import models
 from apps.core import deletion
 from apps.tenancy.models import TenantOwned
 
+#: What a model whose rows the API's POSTs create declares (``Rules.named_by``).
+STORED_RESPONSE = "api.IdempotencyKey.resource_id"
+
 TOMBSTONE_DETAIL = (
     "The request with this Idempotency-Key succeeded; what it created or described has "
     "since been deleted (see the deletion receipts). Nothing was written again."
@@ -55,17 +58,10 @@ class IdempotencyKey(TenantOwned):
                     },
                     pending={"tombstone": False},
                 ),
-                # What a stored response may describe: the objects the API's POSTs create.
-                to=(
-                    "records.MemoryRecord",
-                    "records.PromotionRequest",
-                    "records.Conflict",
-                    "derivations.Summary",
-                    "state.Run",
-                    "state.Episode",
-                    "state.Checkpoint",
-                    "state.Obligation",
-                ),
+                # What a stored response may describe: the objects the API's POSTs create,
+                # each declaring it in its own rules (named_by=STORED_RESPONSE): the API layer
+                # sits below their apps and knows none of them.
+                to=deletion.DECLARED,
                 text=True,
             ),
         ),

@@ -8,9 +8,5 @@ class AuditConfig(AppConfig):
     label = "audit"
 
     def ready(self) -> None:
-        # Tenancy, below audit, appends its changes through the hook (apps/tenancy/audit_trail.py).
-        from apps.tenancy.audit_trail import audit_append_register
-
-        from .services import audit_record
-
-        audit_append_register(audit_record)
+        # Connects the chain to tenancy's changes; only now, as it imports the models.
+        from . import receivers  # noqa: F401

@@ -65,6 +65,9 @@ DELETE = _Sentinel("DELETE")
 KEEP = _Sentinel("KEEP")
 #: A reference whose target may be a row of any model with a UUID primary key.
 ANY = _Sentinel("ANY")
+#: A reference whose targets are the models that name it in their ``Rules.named_by``: a
+#: lower app's column that may name rows of models above it, which it must not know.
+DECLARED = _Sentinel("DECLARED")
 #: Values a rewrite may set: the time of the deletion and its reason.
 NOW = _Sentinel("NOW")
 REASON = _Sentinel("REASON")
@@ -113,8 +116,8 @@ WITHDRAWN = _Sentinel("WITHDRAWN")
 class Reference:
     """A column naming rows of other models without a foreign key (or, on a foreign key, an
     effect on top of its ``on_delete``). ``to`` is a model label or a tuple of them, a mapping
-    from the values of ``kind`` (another column of the row) to model labels, or :data:`ANY`;
-    ``text`` when the column holds the id as text."""
+    from the values of ``kind`` (another column of the row) to model labels, :data:`ANY` or
+    :data:`DECLARED`; ``text`` when the column holds the id as text."""
 
     field: str
     effect: Any
@@ -128,14 +131,16 @@ class Rules:
     """A model's part of the definition (module doc): whether its rows are ``subject_data``
     (what a deletion or an erasure is about); its declared ``references``; the columns that
     look like references but name no subject data (``unrelated``: column -> why); what
-    withdrawing one of its rows rewrites (``withdrawal``); and the name its rows are counted
-    under in receipts, totals, previews and residues."""
+    withdrawing one of its rows rewrites (``withdrawal``); the name its rows are counted
+    under in receipts, totals, previews and residues; and the :data:`DECLARED` references
+    that may name its rows (``named_by``: ``"app_label.Model.field"``)."""
 
     subject_data: bool = False
     references: tuple[Reference, ...] = ()
     unrelated: Mapping[str, str] = field(default_factory=dict)
     withdrawal: Rewrite | None = None
     counted_as: str = ""
+    named_by: tuple[str, ...] = ()
 
     def name(self, model: type[models.Model]) -> str:
         return self.counted_as or model._meta.model_name or model.__name__
@@ -330,6 +335,9 @@ def edges_of(model: type[models.Model]) -> Iterable[Edge]:
                 targets: list[tuple[Any, tuple[str, str] | None]] = [(column.related_model, None)]
             elif reference.to is ANY:
                 targets = [(None, None)]
+            elif reference.to is DECLARED:
+                name = f"{model._meta.label}.{reference.field}"
+                targets = [(m, None) for m in registry.get_models() if name in rules_of(m).named_by]
             elif isinstance(reference.to, str):
                 targets = [(registry.get_model(reference.to), None)]
             elif isinstance(reference.to, tuple):
@@ -1137,6 +1145,9 @@ def definition_problems(installed: Iterable[type[models.Model]] | None = None) -
                 problems.append(f"{label}.deletion_rules: no field {name!r}")
         for reference in rules.references:
             problems += _reference_problems(model, reference)
+        for name in rules.named_by:
+            if not _declares(name):
+                problems.append(f"{label}.deletion_rules.named_by: no DECLARED reference {name}")
         rewrite = rules.withdrawal
         for name in (*rewrite.values, *rewrite.first, *rewrite.pending) if rewrite else ():
             try:
@@ -1149,6 +1160,19 @@ def definition_problems(installed: Iterable[type[models.Model]] | None = None) -
         except DefinitionError as error:
             problems.append(f"{model._meta.label}: {error}")
     return problems
+
+
+def _declares(name: str) -> bool:
+    """Whether ``name`` (``"app_label.Model.field"``) is a :data:`DECLARED` reference."""
+    label, _, field_name = name.rpartition(".")
+    try:
+        holder = registry.get_model(label)
+    except (LookupError, ValueError):
+        return False
+    return any(
+        reference.field == field_name and reference.to is DECLARED
+        for reference in rules_of(holder).references
+    )
 
 
 def _reference_problems(model: type[models.Model], reference: Reference) -> list[str]:

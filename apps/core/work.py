@@ -2,9 +2,16 @@
 
 A record write must queue the embedding of the version it wrote, in the same transaction as
 the version; embeddings and their outbox are the derivations app's, above records. So the
-writer names the kind of work and the app that does it registers, in its
-``AppConfig.ready``, how a row of its outbox is made for that kind. An unregistered kind
-raises: work asked for must never be dropped silently.
+writer sends the work's contract (:data:`EMBED_RECORD`, a signal: apps/core/contracts.py) and
+the app doing the work receives it (apps/derivations/receivers.py). Every version must be
+embedded: the contract is required, so start-up fails without a receiver and a write raises
+rather than dropping the work.
+
+A receiver takes ``subject`` and ``stored``. For a new subject not yet stored
+(``stored=False``) it returns the unsaved outbox row the caller inserts with it (nothing is
+looked up: a new object has no pending work), or None when it does the work at once, once the
+subject is stored. For a stored subject (``stored=True``) it queues the work, or does it, in
+the caller's transaction.
 """
 
 from __future__ import annotations
@@ -17,28 +24,20 @@ from typing import Any
 
 from django.db import models
 
-# The embedding of a record version (derivations: apps/derivations/apps.py).
-EMBED_RECORD = "embed-record"
+from .contracts import Contract
 
+# The embedding of a record version (received by derivations: apps/derivations/receivers.py).
+EMBED_RECORD = Contract(
+    "core.embed_record",
+    required="every version written is embedded, or its embedding queued, in its transaction",
+)
 
-@dataclass(frozen=True)
-class WorkHandler:
-    """How the app doing one kind of work queues it: ``message`` builds the unsaved outbox
-    row the caller inserts (nothing is looked up: a new object has no pending work), or None
-    when the work is done at once: the caller then calls ``enqueue`` once the object is
-    stored; ``enqueue`` queues the work itself, or does it in the caller's transaction."""
-
-    message: Callable[[Any], models.Model | None]
-    enqueue: Callable[[Any], Any]
-
-
-_handlers: dict[str, WorkHandler] = {}
 _all_queued: ContextVar[bool] = ContextVar("memoryconsole_work_all_queued", default=False)
 
 
 @contextmanager
 def work_all_queued() -> Iterator[None]:
-    """Inside the block, work a handler would do at once (a record's embedding where the
+    """Inside the block, work a receiver would do at once (a record's embedding where the
     tenant's model embeds at write) is queued for the worker instead: a bulk change (a batch
     of writes, an import) must not spend its request's time on it, item after item."""
     token = _all_queued.set(True)
@@ -49,30 +48,37 @@ def work_all_queued() -> Iterator[None]:
 
 
 def work_queued_only() -> bool:
-    """Whether the caller asked for all work to be queued (:func:`work_all_queued`); handlers
+    """Whether the caller asked for all work to be queued (:func:`work_all_queued`); receivers
     that could do their work at once ask this first."""
     return _all_queued.get()
 
 
-def work_register(kind: str, handler: WorkHandler) -> None:
-    _handlers[kind] = handler
+@dataclass(frozen=True)
+class Planned:
+    """The work about a new subject: ``rows`` for the caller to insert with it, and the
+    receivers that work at once once it is stored (:meth:`stored`)."""
+
+    work: Contract
+    rows: list[models.Model]
+    at_once: list[Callable[..., Any]]
+
+    def stored(self, subject: Any) -> None:
+        """Call once ``subject`` is stored, in the same transaction."""
+        for receiver in self.at_once:
+            receiver(signal=self.work, sender=None, subject=subject, stored=True)
 
 
-def _handler(kind: str) -> WorkHandler:
-    try:
-        return _handlers[kind]
-    except KeyError:
-        raise LookupError(f"No app does work of kind {kind!r}.") from None
+def work_planned(work: Contract, subject: Any) -> Planned:
+    """The work of ``work`` about a new, not yet stored ``subject`` (module doc)."""
+    answers = work.answers(subject=subject, stored=False)
+    return Planned(
+        work,
+        rows=[row for _, row in answers if row is not None],
+        at_once=[receiver for receiver, row in answers if row is None],
+    )
 
 
-def work_message(kind: str, subject: Any) -> models.Model | None:
-    """The unsaved outbox row of ``kind`` about a new ``subject``, for the caller to insert;
-    None when the work is done at once (call :func:`work_enqueue` once ``subject`` is
-    stored)."""
-    return _handler(kind).message(subject)
-
-
-def work_enqueue(kind: str, subject: Any) -> None:
-    """Queue work of ``kind`` about the stored ``subject`` in the caller's transaction, or do
-    it there where it is done at once."""
-    _handler(kind).enqueue(subject)
+def work_enqueue(work: Contract, subject: Any) -> None:
+    """Queue the work of ``work`` about the stored ``subject`` in the caller's transaction,
+    or do it there where it is done at once."""
+    work.answers(subject=subject, stored=True)

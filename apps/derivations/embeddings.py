@@ -15,7 +15,6 @@ from django.utils import timezone
 from apps.audit.services import content_digest
 from apps.core.metrics import embedding_rows
 from apps.core.work import work_queued_only
-from apps.records.client_vectors import VECTOR_FIELD
 from apps.records.models import MemoryRecord
 from apps.records.services import record_digest
 from apps.tenancy.context import current_tenant_id, tenant_scope
@@ -421,43 +420,27 @@ def embeddings_drain(
 # --- vectors sent by agents (tenant model ``client-<dim>``) ------------------------------------
 
 
-def client_vector_split(
-    body: Any, *, tenant: Tenant
-) -> tuple[Any, list[float] | None, dict[str, list[str]]]:
-    """Take the optional ``vector`` out of a write body (a record's or a summary's).
-
-    Returns the body without it, the checked vector (or None when absent) and the errors
-    naming ``vector``: with a ``client-<dim>`` model it must pass
+def client_vector_check(raw: Any, *, tenant: Tenant) -> tuple[list[float] | None, list[str]]:
+    """An agent's vector on a write (a record's or a summary's), checked: the vector (None
+    when refused) and why it was refused. With a ``client-<dim>`` model it must pass
     :func:`apps.derivations.vectors.vector_checked`; with a model the server computes, no
     vector is accepted (it would be compared with vectors of another model)."""
-    if not isinstance(body, dict) or VECTOR_FIELD not in body:
-        return body, None, {}
-    rest = {name: value for name, value in body.items() if name != VECTOR_FIELD}
-    raw = body[VECTOR_FIELD]
-    if raw is None:
-        return rest, None, {}
     embedder = tenant_embedder(tenant)
     if embedder.computes:
-        return (
-            rest,
-            None,
-            {
-                VECTOR_FIELD: [
-                    f"This tenant's embedding model ({embedder.name}) computes vectors from "
-                    "the text; send no vector."
-                ]
-            },
-        )
+        return None, [
+            f"This tenant's embedding model ({embedder.name}) computes vectors from the text; "
+            "send no vector."
+        ]
     try:
-        return rest, vector_checked(raw, dimension=embedder.dimension, model=embedder.name), {}
+        return vector_checked(raw, dimension=embedder.dimension, model=embedder.name), []
     except VectorRejected as rejected:
-        return rest, None, {VECTOR_FIELD: [str(rejected)]}
+        return None, [str(rejected)]
 
 
 def client_vector_store(
     *, tenant: Tenant, vector: Sequence[float], record: Any = None, summary: Any = None
 ) -> None:
-    """Store an agent's vector (checked by :func:`client_vector_split`) as the embedding of
+    """Store an agent's vector (checked by :func:`client_vector_check`) as the embedding of
     ``record`` or ``summary``, in the caller's transaction (one INSERT). A source that already
     has a vector of the model keeps it: a repeated write of the same value returns the stored
     version, whose vector was sent with its first write."""

@@ -12,6 +12,7 @@ from typing import ClassVar
 from django.db import models
 from pgvector.django import VectorField
 
+from apps.api.models import STORED_RESPONSE
 from apps.audit.models import DeletionReceipt
 from apps.core import deletion
 from apps.records.models import Fact, MemoryRecord, Sensitivity
@@ -42,6 +43,7 @@ class Summary(TenantOwned):
     # audit event; its text goes, and with it (their references) its embeddings, queued work
     # and stored responses.
     deletion_rules = deletion.Rules(
+        named_by=(STORED_RESPONSE,),
         subject_data=True,
         counted_as="summaries_invalidated",
         withdrawal=deletion.Rewrite(

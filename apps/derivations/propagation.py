@@ -61,8 +61,8 @@ def summaries_invalidate(summary_ids: list[Any], *, reason: str) -> deletion.Out
 def summaries_class_raise(record_id: Any, sensitivity: str) -> int:
     """Raise every summary citing the version ``record_id`` to ``sensitivity`` where it is
     lower (a summary is as sensitive as the most sensitive thing it cites); returns how many.
-    Registered with the records app, which calls it when a re-observation raises a record's
-    class (apps/derivations/apps.py)."""
+    The records app asks it when a re-observation raises a record's class
+    (apps/derivations/receivers.py)."""
     lower = SENSITIVITY_ORDER[: SENSITIVITY_ORDER.index(sensitivity)]
     return Summary.objects.filter(
         pk__in=summaries_citing([record_id]), sensitivity__in=lower

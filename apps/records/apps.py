@@ -8,9 +8,5 @@ class RecordsConfig(AppConfig):
     label = "records"
 
     def ready(self) -> None:
-        # The app registry is ready only now: the selectors import the models.
-        from apps.api.idempotency import expiry_check_register
-
-        from .selectors import expired_since
-
-        expiry_check_register(expired_since)
+        # Connects what the API layer asks of records; only now, as it imports the models.
+        from . import receivers  # noqa: F401

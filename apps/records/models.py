@@ -22,6 +22,7 @@ from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.utils import timezone
 
+from apps.api.models import STORED_RESPONSE
 from apps.core import deletion
 from apps.tenancy.models import TenantOwned
 
@@ -369,6 +370,7 @@ class MemoryRecord(TenantOwned):
     objects = MemoryRecordQuerySet.as_manager()
 
     deletion_rules = deletion.Rules(
+        named_by=(STORED_RESPONSE,),
         subject_data=True,
         counted_as="versions",
         unrelated={
@@ -518,6 +520,7 @@ class Conflict(TenantOwned):
     # A conflict between versions one of which expires is withdrawn with it: what describes
     # the conflict (a stored response) goes, the conflict stays until compaction deletes it.
     deletion_rules = deletion.Rules(
+        named_by=(STORED_RESPONSE,),
         counted_as="conflicts",
         references=(
             deletion.Reference("current_record", deletion.WITHDRAWN),
@@ -563,6 +566,7 @@ class PromotionRequest(TenantOwned):
     decision_reason = models.TextField(blank=True)
 
     deletion_rules = deletion.Rules(
+        named_by=(STORED_RESPONSE,),
         counted_as="promotion_requests",
         references=(deletion.Reference("record", deletion.WITHDRAWN),),
     )

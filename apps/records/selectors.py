@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +15,7 @@ from apps.audit.models import DeletionReceipt
 from apps.audit.services import subject_digest
 from apps.core.pagination import Cursor
 
+from . import signals
 from .models import (
     Conflict,
     ConflictState,
@@ -398,23 +398,14 @@ def conflicts(state: str | None, *, sees_restricted: bool) -> QuerySet[Conflict]
     return queryset.order_by("-opened_at", "-id")
 
 
-# What was derived from a version (the summaries citing it, its embeddings) is the derivations
-# app's, above records: it registers how to describe it in its ``AppConfig.ready``
-# (apps/derivations/apps.py). A record detail with nothing registered raises rather than
-# showing a version as if nothing had been derived from it.
-_derived_describe: list[Callable[[MemoryRecord], dict[str, list[Any]]]] = []
-
-
-def derived_artifacts_register(describe: Callable[[MemoryRecord], dict[str, list[Any]]]) -> None:
-    """Set ``describe(record)``: the artifacts derived from ``record``, by kind."""
-    _derived_describe[:] = [describe]
-
-
 def derived_artifacts(record: MemoryRecord) -> dict[str, list[Any]]:
-    """Summaries and embeddings derived from the record (described by the derivations app)."""
-    if not _derived_describe:
-        raise LookupError("No app describes derived artifacts: apps.derivations is not installed.")
-    return _derived_describe[0](record)
+    """Summaries and embeddings derived from the record, by kind (described by the apps
+    that derive them: ``signals.derived_artifacts``)."""
+    described: dict[str, list[Any]] = {}
+    for kinds in signals.derived_artifacts.results(record=record):
+        for kind, artifacts in kinds.items():
+            described.setdefault(kind, []).extend(artifacts)
+    return described
 
 
 # --- console: the memory browser's keyset pages --------------------------------------------

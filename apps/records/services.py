@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -32,10 +31,11 @@ from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import json_equal
-from apps.core.work import EMBED_RECORD, work_enqueue, work_message
+from apps.core.work import EMBED_RECORD, work_planned
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import prepared_cursor
 
+from . import signals
 from .models import (
     DEFAULT_RETENTION,
     SENSITIVITY_ORDER,
@@ -260,36 +260,10 @@ def record_write(*, tenant: Tenant, actor: Actor, data: RecordInput) -> WriteOut
     raise refusal
 
 
-# Whether a run id names an open run of a tenant, locking the run until the caller's
-# transaction ends: runs are the state app's, above records, so it registers the check in its
-# ``AppConfig.ready`` (apps/state/apps.py). A session write with no check registered raises:
-# the refusal must never be skipped.
-_session_run_open: list[Callable[[Tenant, uuid.UUID], bool]] = []
-
-
-def session_run_check_register(check: Callable[[Tenant, uuid.UUID], bool]) -> None:
-    """Set ``check(tenant, run_id)``: whether ``run_id`` is an open run of ``tenant``, the run
-    then locked (``FOR NO KEY UPDATE``) until the caller's transaction ends."""
-    _session_run_open[:] = [check]
-
-
-# What was derived from a record (summaries citing it) follows its class up: derived data is
-# the derivations app's, above records, so it registers how in its ``AppConfig.ready``
-# (apps/derivations/apps.py). A raise with nothing registered raises: a summary must never
-# keep a lower class than what it cites.
-_derived_class_raise: list[Callable[[uuid.UUID, str], int]] = []
-
-
-def derived_class_raise_register(raise_class: Callable[[uuid.UUID, str], int]) -> None:
-    """Set ``raise_class(record_id, sensitivity)``: raise what was derived from the version
-    ``record_id`` to ``sensitivity`` where it is lower, returning how many artifacts."""
-    _derived_class_raise[:] = [raise_class]
-
-
 def derived_class_raise(record_id: uuid.UUID, sensitivity: str) -> int:
-    if not _derived_class_raise:
-        raise LookupError("No app raises derived artifacts: apps.derivations is not installed.")
-    return _derived_class_raise[0](record_id, sensitivity)
+    """Raise what was derived from the version ``record_id`` (summaries citing it) to
+    ``sensitivity`` where it is lower; how many artifacts (``signals.derived_class_raise``)."""
+    return sum(signals.derived_class_raise.results(record_id=record_id, sensitivity=sensitivity))
 
 
 def deletion_propagate(*, record_ids: list[Any], reason: str) -> deletion.Outcome:
@@ -323,9 +297,7 @@ def session_run_refusal(*, tenant: Tenant, data: RecordInput) -> WriteRejected |
         return WriteRejected(
             {"source.run_id": ["Not a run id: name the run POST /api/v1/runs returned."]}
         )
-    if not _session_run_open:
-        raise LookupError("No app checks session runs: apps.state is not installed.")
-    if not _session_run_open[0](tenant, run_id):
+    if not any(signals.session_run_open.results(tenant=tenant, run_id=run_id)):
         return WriteRejected(
             {
                 "source.run_id": [
@@ -422,9 +394,8 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         changes.append(insert_statement(conflict))
         outcome = "conflict"
     changes.append((FACT_ADVANCE_SQL, [fact.current_id, fact.last_version, fact.pk]))
-    embedding_work = work_message(EMBED_RECORD, record)
-    if embedding_work is not None:
-        changes.append(insert_statement(embedding_work))
+    embedding = work_planned(EMBED_RECORD, record)
+    changes += [insert_statement(row) for row in embedding.rows]
     # A fact's changes spread over the lanes by fact (the rest of a transaction's events
     # follow its first onto one lane: apps.audit.services).
     lane_key = str(fact.pk)
@@ -448,8 +419,7 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
     )
     record = stored(record)
     record.fact = fact
-    if embedding_work is None:
-        work_enqueue(EMBED_RECORD, record)  # the model embeds at write: now, in this transaction
+    embedding.stored(record)  # where the model embeds at write: now, in this transaction
     if conflict is not None:
         conflict = stored(conflict)
     if conflict is not None:

@@ -9,9 +9,5 @@ class StateConfig(AppConfig):
     verbose_name = "State: runs, episodes, checkpoints, obligations"
 
     def ready(self) -> None:
-        # The app registry is ready only now: the selectors import the models.
-        from apps.records.services import session_run_check_register
-
-        from .selectors import run_open_locked
-
-        session_run_check_register(run_open_locked)
+        # Connects what the lower apps ask of runs; only now, as it imports the models.
+        from . import receivers  # noqa: F401

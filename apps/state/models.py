@@ -19,6 +19,7 @@ from typing import ClassVar
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from apps.api.models import STORED_RESPONSE
 from apps.core import deletion
 from apps.tenancy.models import TenantOwned
 
@@ -52,6 +53,7 @@ class Run(TenantOwned):
     records_expired = models.IntegerField(default=0)
 
     deletion_rules = deletion.Rules(
+        named_by=(STORED_RESPONSE,),
         subject_data=True,
         counted_as="runs",
         unrelated={"task_id": "the agent's task, as the agent names it"},
@@ -85,7 +87,9 @@ class Episode(TenantOwned):
     content_ref = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField()
 
-    deletion_rules = deletion.Rules(subject_data=True, counted_as="episodes")
+    deletion_rules = deletion.Rules(
+        subject_data=True, counted_as="episodes", named_by=(STORED_RESPONSE,)
+    )
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
@@ -109,7 +113,9 @@ class Checkpoint(TenantOwned):
     state_digest = models.CharField(max_length=64)
     created_at = models.DateTimeField()
 
-    deletion_rules = deletion.Rules(subject_data=True, counted_as="checkpoints")
+    deletion_rules = deletion.Rules(
+        subject_data=True, counted_as="checkpoints", named_by=(STORED_RESPONSE,)
+    )
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
@@ -172,6 +178,7 @@ class Obligation(TenantOwned):
     # An erasure withdraws an obligation about or mentioning its subject: payload, result and
     # the subject go, key and state stay (the work is still done exactly once).
     deletion_rules = deletion.Rules(
+        named_by=(STORED_RESPONSE,),
         subject_data=True,
         counted_as="obligations_stripped",
         withdrawal=deletion.Rewrite(values={"payload": {}, "result": None, "subject": ""}),

@@ -27,7 +27,7 @@ def run_get(run_id: Any) -> Run | None:
 def run_open_locked(tenant: Tenant, run_id: uuid.UUID) -> bool:
     """Whether ``run_id`` is an open run of ``tenant``; the run, if any, stays locked until
     the caller's transaction ends (a close locks it too). The records write path asks this of
-    a ``session``-retained write (registered in apps/state/apps.py)."""
+    a ``session``-retained write (received in apps/state/receivers.py)."""
     state = (
         Run.objects.select_for_update(no_key=True)
         .filter(tenant=tenant, pk=run_id)

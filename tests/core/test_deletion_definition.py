@@ -106,6 +106,38 @@ def test_it_fails_on_a_declaration_naming_nothing():
     assert any("no field 'gone'" in p for p in problems), problems
 
 
+def test_a_stored_response_names_the_models_that_declare_it():
+    # The API layer holds the column, the apps above it declare their models (named_by).
+    idempotency_key = apps.get_model("api.IdempotencyKey")
+    targets = {edge.target for edge in deletion.edges_of(idempotency_key) if edge.text}
+    assert targets == {
+        apps.get_model(label)
+        for label in (
+            "records.MemoryRecord",
+            "records.PromotionRequest",
+            "records.Conflict",
+            "derivations.Summary",
+            "state.Run",
+            "state.Episode",
+            "state.Checkpoint",
+            "state.Obligation",
+        )
+    }
+
+
+@isolate_apps("apps.records")
+def test_it_fails_on_a_named_by_naming_no_declared_reference():
+    class Note(models.Model):
+        deletion_rules = deletion.Rules(named_by=("api.IdempotencyKey.key", "api.Gone.id"))
+
+        class Meta:
+            app_label = "records"
+
+    problems = _problems_with(Note)
+    assert any("no DECLARED reference api.IdempotencyKey.key" in p for p in problems), problems
+    assert any("no DECLARED reference api.Gone.id" in p for p in problems), problems
+
+
 @isolate_apps("apps.records")
 def test_it_fails_on_a_many_to_many_relation_to_subject_data():
     class Tag(models.Model):

@@ -13,7 +13,7 @@ from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
 from apps.governance import services as governance
-from apps.records import selectors
+from apps.records import signals
 from apps.records.models import (
     Conflict,
     ConsentRevocation,
@@ -246,10 +246,10 @@ def test_it_shows_provenance_observations_and_versions_in_detail(agent, second_a
 def test_a_record_detail_fails_loudly_when_no_app_describes_derived_artifacts(
     agent, monkeypatch, caplog
 ):
-    # The derivations app registers the description (apps/derivations/apps.py); without one
-    # the detail must not claim that nothing was derived.
+    # The derivations app receives the contract (apps/derivations/receivers.py); without a
+    # receiver the detail must not claim that nothing was derived.
     record = write_ok(agent)
-    monkeypatch.setattr(selectors, "_derived_describe", [])
+    monkeypatch.setattr(signals.derived_artifacts, "receivers", [])
     assert_problem(agent.get(f"{RECORDS}/{record['id']}"), 500)
     logged = [r.exc_info[1] for r in caplog.records if r.exc_info]
     assert any(isinstance(e, LookupError) for e in logged), "logged as the error it is"

@@ -13,7 +13,7 @@ from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
 from apps.governance import services as governance
-from apps.records import services
+from apps.records import services, signals
 from apps.records.models import (
     Conflict,
     ConsentRevocation,
@@ -121,11 +121,11 @@ def test_it_gives_confirmed_public_records_no_end_without_a_ttl(tenant):
 
 
 def test_a_session_write_fails_loudly_when_no_app_checks_its_run(tenant, agent, monkeypatch):
-    # The state app registers the check (apps/state/apps.py); without one, a session write
-    # must not pass unchecked.
-    monkeypatch.setattr(services, "_session_run_open", [])
+    # The state app receives the contract (apps/state/receivers.py); without a receiver, a
+    # session write must not pass unchecked.
+    monkeypatch.setattr(signals.session_run_open, "receivers", [])
     actor = Actor.for_credential(agent.credential)
-    with pytest.raises(LookupError, match="session runs"):
+    with pytest.raises(LookupError, match="session_run_open"):
         _write(tenant, actor, retention={"basis": "session"}, source__run_id=str(uuid.uuid4()))
     with tenant_scope(tenant.pk):
         assert not MemoryRecord.objects.exists()

@@ -1,0 +1,56 @@
+"""What the derivations app does when the apps below it ask (their ``signals`` modules):
+derived data follows a record (its embedding queued or made, its summaries' class raised,
+described on its detail, an agent's vector checked and stored) and a stored response about a
+summary citing an expired version is not replayed. Connected on import (apps.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.dispatch import receiver
+
+from apps.api.signals import stored_response_expired
+from apps.core.work import EMBED_RECORD
+from apps.records import signals as records
+from apps.tenancy.models import Tenant
+
+from .embeddings import (
+    client_vector_check,
+    client_vector_store,
+    record_embedding_at_write,
+    record_embedding_now,
+)
+from .propagation import summaries_class_raise
+from .selectors import derived_from_record, summary_cites_expired
+
+
+@receiver(EMBED_RECORD, dispatch_uid="derivations.embed_record")
+def embed_record(*, subject: Any, stored: bool, **_: Any) -> Any:
+    if stored:
+        return record_embedding_now(subject)
+    return record_embedding_at_write(subject)
+
+
+@receiver(records.derived_class_raise, dispatch_uid="derivations.class_raise")
+def class_raise(*, record_id: Any, sensitivity: str, **_: Any) -> int:
+    return summaries_class_raise(record_id, sensitivity)
+
+
+@receiver(records.derived_artifacts, dispatch_uid="derivations.derived_artifacts")
+def derived_artifacts(*, record: Any, **_: Any) -> dict[str, list[Any]]:
+    return derived_from_record(record)
+
+
+@receiver(records.client_vector_check, dispatch_uid="derivations.client_vector_check")
+def vector_check(*, raw: Any, tenant: Tenant, **_: Any) -> tuple[list[float] | None, list[str]]:
+    return client_vector_check(raw, tenant=tenant)
+
+
+@receiver(records.client_vector_store, dispatch_uid="derivations.client_vector_store")
+def vector_store(*, tenant: Tenant, vector: Any, record: Any, **_: Any) -> None:
+    client_vector_store(tenant=tenant, vector=vector, record=record)
+
+
+@receiver(stored_response_expired, dispatch_uid="derivations.summary_expired")
+def summary_expired(*, pk: Any, **_: Any) -> bool:
+    return summary_cites_expired(pk)
