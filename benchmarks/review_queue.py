@@ -288,7 +288,8 @@ def add_claims_reasons_and_decisions(tenant: Any, colleague: Any, reviewers: lis
     from django.utils import timezone
 
     from apps.core.actors import Actor
-    from apps.records.models import PromotionRequest, ReviewClaim
+    from apps.records.models import PromotionRequest
+    from apps.review.models import ReviewClaim
     from apps.review.queues import (
         BULK_APPROVE_LIMIT,
         PromotionQueueFilters,

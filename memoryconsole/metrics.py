@@ -32,9 +32,9 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily
 
 from apps.console.dashboard import count_of
-from apps.derivations.models import ErasureJobState
 from apps.derivations.selectors import background_work
 from apps.governance.erasure_jobs import erasure_jobs_in
+from apps.governance.models import ErasureJobState
 from apps.review.queues import conflicts_open, promotions_pending
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant

@@ -8,7 +8,6 @@ from typing import Any
 
 from rest_framework import serializers
 
-from apps.derivations.models import ErasureJobState
 from apps.records.responses import COUNTS_HELP, DeletionReceiptSerializer, EmbeddingSerializer
 from apps.records.serializers import ActorSerializer, RecordSerializer
 
@@ -81,26 +80,3 @@ class ErasurePreviewSerializer(serializers.Serializer[Any]):
     record_ids = serializers.ListField(child=serializers.UUIDField())
     summaries_invalidated = serializers.ListField(child=serializers.UUIDField())
     ids_truncated = serializers.BooleanField()
-
-
-class ErasureProgressSerializer(serializers.Serializer[Any]):
-    records_matched = serializers.IntegerField()
-    records_erased = serializers.IntegerField()
-
-
-class ErasureJobSerializer(serializers.Serializer[Any]):
-    """A large erasure run as a job: state and progress; once done, totals and receipt."""
-
-    id = serializers.UUIDField()
-    url = serializers.CharField(help_text="This job's URL (also the 202's Location).")
-    state = serializers.ChoiceField(choices=ErasureJobState.values)
-    selector = serializers.ChoiceField(choices=["subject", "owner", "consent_ref"])
-    reason = serializers.CharField()
-    requested_by = ActorSerializer()
-    requested_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField(allow_null=True)
-    finished_at = serializers.DateTimeField(allow_null=True)
-    progress = ErasureProgressSerializer()
-    totals = serializers.DictField(allow_null=True)
-    receipt = ReceiptSerializer(allow_null=True)
-    error = serializers.CharField(allow_null=True)

@@ -36,14 +36,14 @@ from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE
 from apps.derivations import selectors
 from apps.derivations.api import _actor
-from apps.derivations.models import ErasureJob, ErasureJobState
 from apps.derivations.responses import (
-    ErasureJobSerializer,
     ErasurePreviewSerializer,
     ErasureResultSerializer,
     ReceiptDetailSerializer,
     ReceiptSerializer,
 )
+from apps.governance.models import ErasureJob, ErasureJobState
+from apps.governance.responses import ErasureJobSerializer
 from apps.records import services as record_services
 from apps.records.api import RecordDetailView, record_or_404, request_actor
 from apps.records.responses import (

@@ -43,9 +43,9 @@ from apps.records.models import (
 from apps.records.serializers import (
     ObservationSerializer,
     PromotionEventSerializer,
-    PromotionRequestSerializer,
     RecordSerializer,
 )
+from apps.review.serializers import PromotionRequestSerializer
 from apps.state.models import Obligation, Run
 from apps.state.serializers import (
     CheckpointSerializer,

@@ -26,7 +26,6 @@ from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
 from apps.core.pagination import Cursor
 from apps.derivations import selectors
-from apps.derivations.models import ErasureJob
 from apps.derivations.services import DerivationRejected
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import ERASE_MEMORIES, VIEW_AUDIT
@@ -46,6 +45,7 @@ from .erasure_jobs import (
     erasure_receipt_for,
 )
 from .forms import DeletionFilterForm, ErasureConfirmForm, ErasureForm
+from .models import ErasureJob
 from .verification import erasure_verify
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from django.core.validators import RegexValidator
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -41,18 +40,15 @@ from apps.core.validation import DURATION_RE, LONGEST_DURATION, format_duration
 
 from .client_vectors import VECTOR_FIELD, client_vector_split
 from .models import (
-    Conflict,
     ConflictState,
     MemoryRecord,
     Observation,
     PromotionEvent,
-    PromotionRequest,
     PromotionState,
     RecordStatus,
     RedactionState,
     Resolution,
     RetentionBasis,
-    ReviewClaim,
     Sensitivity,
     SourceKind,
     Trust,
@@ -290,83 +286,6 @@ class PromotionEventSerializer(serializers.Serializer[PromotionEvent]):
 
     def get_promoted_by(self, event: PromotionEvent) -> dict[str, str]:
         return _actor(event, "promoted_by")
-
-
-class ClaimFields:
-    """Who holds a review item in the console, and until when (``claimed_by``,
-    ``claimed_until``): a serializer using it declares both as method fields, and its items
-    come with their claim (``select_related("claim")``)."""
-
-    def _claim(self, item: PromotionRequest | Conflict) -> ReviewClaim | None:
-        # An expired claim is ignored by every read (apps.review.claims): never swept.
-        try:
-            claim = item.claim
-        except ReviewClaim.DoesNotExist:
-            return None
-        return claim if claim.expires_at > timezone.now() else None
-
-    @extend_schema_field(serializers.CharField(allow_null=True))
-    def get_claimed_by(self, item: PromotionRequest | Conflict) -> str | None:
-        claim = self._claim(item)
-        return claim.holder_label if claim else None
-
-    @extend_schema_field({"type": "string", "format": "date-time", "nullable": True})
-    def get_claimed_until(self, item: PromotionRequest | Conflict) -> str | None:
-        claim = self._claim(item)
-        return serializers.DateTimeField().to_representation(claim.expires_at) if claim else None
-
-
-class PromotionRequestSerializer(ClaimFields, serializers.Serializer[PromotionRequest]):
-    id = serializers.UUIDField()
-    record = serializers.UUIDField(source="record_id")
-    state = serializers.CharField()
-    evidence = serializers.JSONField()
-    reason = serializers.CharField()
-    requested_by = serializers.SerializerMethodField()
-    requested_at = serializers.DateTimeField()
-    decided_by = serializers.SerializerMethodField()
-    decided_at = serializers.DateTimeField(allow_null=True)
-    decision_reason = serializers.CharField()
-    claimed_by = serializers.SerializerMethodField(
-        help_text="The person working on it in the console, while a claim lasts (a decision "
-        "by anyone else is a 409 until then); null when no one holds it."
-    )
-    claimed_until = serializers.SerializerMethodField(
-        help_text="When that claim ends (it ends sooner when released or decided); null when "
-        "no one holds it."
-    )
-
-    def get_requested_by(self, request: PromotionRequest) -> dict[str, str]:
-        return _actor(request, "requested_by")
-
-    def get_decided_by(self, request: PromotionRequest) -> dict[str, str] | None:
-        return _actor(request, "decided_by") if request.decided_by_type else None
-
-
-class ConflictSerializer(ClaimFields, serializers.Serializer[Conflict]):
-    id = serializers.UUIDField()
-    state = serializers.CharField()
-    subject = serializers.CharField(source="fact.subject")
-    key = serializers.CharField(source="fact.key")
-    current = RecordSerializer(source="current_record")
-    contender = RecordSerializer()
-    opened_at = serializers.DateTimeField()
-    resolution = serializers.CharField(allow_blank=True)
-    resolved_record = serializers.UUIDField(source="resolved_record_id", allow_null=True)
-    resolver = serializers.SerializerMethodField()
-    reason = serializers.CharField(allow_blank=True)
-    resolved_at = serializers.DateTimeField(allow_null=True)
-    claimed_by = serializers.SerializerMethodField(
-        help_text="The person working on it in the console, while a claim lasts (a resolution "
-        "by anyone else is a 409 until then); null when no one holds it."
-    )
-    claimed_until = serializers.SerializerMethodField(
-        help_text="When that claim ends (it ends sooner when released or resolved); null when "
-        "no one holds it."
-    )
-
-    def get_resolver(self, conflict: Conflict) -> dict[str, str] | None:
-        return _actor(conflict, "resolver") if conflict.resolver_type else None
 
 
 class ConfirmedBySerializer(serializers.Serializer[Any]):

@@ -79,8 +79,9 @@ OPEN_CONFLICTS_SQL = (
 
 def open_conflicts_of(record_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
     """For each of ``record_ids`` in an open conflict, that conflict's id. A conflict counts
-    while both its versions are live, as the review queue shows it (``selectors.conflicts``):
-    one whose other side has expired is moot, and no reviewer is asked to resolve it."""
+    while both its versions are live, as the review queue shows it
+    (``apps.review.selectors.conflicts``): one whose other side has expired is moot, and no
+    reviewer is asked to resolve it."""
     ids = list(record_ids)
     if not ids:
         return {}

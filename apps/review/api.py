@@ -17,7 +17,6 @@ from apps.api.idempotency import idempotent
 from apps.api.schema import ProblemSerializer
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE
-from apps.records import selectors
 from apps.records.api import (
     not_found,
     record_or_404,
@@ -29,14 +28,13 @@ from apps.records.models import PromotionRequest
 from apps.records.serializers import (
     ConflictListQuery,
     ConflictResolveInput,
-    ConflictSerializer,
     DecisionInput,
     PromotionListQuery,
     PromotionRequestInput,
-    PromotionRequestSerializer,
 )
 
-from . import services
+from . import selectors, services
+from .serializers import ConflictSerializer, PromotionRequestSerializer
 
 
 class PromotionRequestPagination(CursorPage):

@@ -37,8 +37,8 @@ from apps.records.models import (
     Fact,
     PromotionRequest,
     PromotionState,
-    ReviewClaim,
 )
+from apps.review.models import ReviewClaim
 from apps.tenancy.models import Tenant
 
 # The most items one claim takes: a batch is a page or two of work, not the queue.

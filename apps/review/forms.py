@@ -11,15 +11,9 @@ from django import forms
 from django.http import QueryDict
 
 from apps.core.pagination import CursorField
-from apps.records.models import (
-    REVIEW_REASONS_PER_DECISION,
-    ReasonDecision,
-    Resolution,
-    ReviewReason,
-    Sensitivity,
-    SourceKind,
-)
+from apps.records.models import Resolution, Sensitivity, SourceKind
 from apps.review.claims import CLAIM_BATCH_LIMIT
+from apps.review.models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
 from apps.review.queues import (
     BULK_APPROVE_LIMIT,
     ClaimFilter,

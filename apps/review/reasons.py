@@ -17,7 +17,7 @@ from django.db.models import F
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
-from apps.records.models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
+from apps.review.models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
 from apps.tenancy.models import Tenant
 
 # The shortest and longest claim a tenant may set: shorter expires mid-item, longer keeps a

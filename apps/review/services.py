@@ -31,7 +31,6 @@ from apps.records.models import (
     PromotionState,
     RecordStatus,
     Resolution,
-    ReviewClaim,
     SourceKind,
     Trust,
 )
@@ -44,6 +43,7 @@ from apps.records.services import (
     record_digest,
 )
 from apps.records.validation import MAX_VALUE_BYTES, json_problem, render_content
+from apps.review.models import ReviewClaim
 from apps.tenancy.models import Tenant
 
 from .claims import Claimable, claim_end, claim_kind, claim_refusal

@@ -220,8 +220,8 @@ def test_the_item_pages_have_no_axe_violations(
     """A request's and a conflict's own pages, the bulk confirmation, a memory with its
     deletion and redaction pages, receipts, and the confirmations that ask for a reason
     (lifting a hold, revoking a credential, removing a member); the sign-in page too."""
+    from apps.audit.models import DeletionReceipt
     from apps.core.actors import Actor
-    from apps.derivations.models import DeletionReceipt
     from apps.governance.services import legal_hold_place
     from apps.records.models import Conflict, MemoryRecord, PromotionRequest
     from apps.tenancy.context import tenant_scope

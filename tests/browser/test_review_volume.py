@@ -12,8 +12,9 @@ import pytest
 from playwright.sync_api import expect
 
 from apps.core.actors import Actor
-from apps.records.models import Conflict, PromotionRequest, ReviewClaim
+from apps.records.models import Conflict, PromotionRequest
 from apps.review.claims import claims_take
+from apps.review.models import ReviewClaim
 from apps.review.reasons import review_reason_add
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Role

@@ -27,7 +27,7 @@ def test_the_definition_reaches_every_table_holding_subject_data():
     for model in (MemoryRecord, Fact, Episode):
         assert model._meta.db_table in tables
     # What hangs off a record, found from the relations, not from a list.
-    for label in ("records.Observation", "records.ReviewClaim", "derivations.Embedding"):
+    for label in ("records.Observation", "review.ReviewClaim", "derivations.Embedding"):
         assert apps.get_model(label)._meta.db_table in tables
 
 

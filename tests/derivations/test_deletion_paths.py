@@ -19,8 +19,8 @@ from apps.records.models import (
     MemoryRecord,
     PromotionEvent,
     PromotionRequest,
-    ReviewClaim,
 )
+from apps.review.models import ReviewClaim
 from apps.state.models import Obligation, Run
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.prepared import prepared_cursor

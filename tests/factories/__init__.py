@@ -17,13 +17,13 @@ from .audit import AuditChainHeadFactory, AuditEventFactory, DeletionReceiptFact
 from .base import SYSTEM, TenantOwnedFactory, bulk_save
 from .derivations import (
     EmbeddingFactory,
-    ErasureJobFactory,
     OutboxMessageFactory,
     SummaryFactory,
     SummarySourceFactory,
     unit_vector,
 )
 from .evaluation import EvaluationRunFactory
+from .governance import ErasureJobFactory
 from .records import (
     ConflictFactory,
     ConsentRevocationFactory,
@@ -33,10 +33,9 @@ from .records import (
     ObservationFactory,
     PromotionRequestFactory,
     RetentionRuleFactory,
-    ReviewClaimFactory,
-    ReviewReasonFactory,
     ScopeFactory,
 )
+from .review import ReviewClaimFactory, ReviewReasonFactory
 from .state import CheckpointFactory, EpisodeFactory, ObligationFactory, RunFactory
 from .tenancy import (
     AgentCredentialFactory,

@@ -9,7 +9,6 @@ import factory
 
 from apps.derivations.models import (
     Embedding,
-    ErasureJob,
     OutboxMessage,
     Summary,
     SummarySource,
@@ -90,18 +89,3 @@ class OutboxMessageFactory(TenantOwnedFactory[OutboxMessage]):
 
     class Meta:
         model = OutboxMessage
-
-
-class ErasureJobFactory(TenantOwnedFactory[ErasureJob]):
-    """A queued erasure by subject, asked for by a person."""
-
-    selector = "subject"
-    value = ""
-    value_digest = ""
-    reason = "asked"
-    requested_by_type = "user"
-    requested_by_label = "olivia"
-    requested_at = factory.LazyFunction(now)
-
-    class Meta:
-        model = ErasureJob

@@ -24,8 +24,6 @@ from apps.records.models import (
     Observation,
     PromotionRequest,
     RetentionRule,
-    ReviewClaim,
-    ReviewReason,
     Scope,
     scope_canonical,
 )
@@ -199,27 +197,3 @@ class ConsentRevocationFactory(TenantOwnedFactory[ConsentRevocation]):
 
     class Meta:
         model = ConsentRevocation
-
-
-class ReviewClaimFactory(TenantOwnedFactory[ReviewClaim]):
-    """A reviewer's claim on an open request, lasting half an hour."""
-
-    request = factory.SubFactory(PromotionRequestFactory, tenant=SAME_TENANT)
-    holder_id = "1"
-    holder_label = "rhea"
-    claimed_at = factory.LazyFunction(now)
-    expires_at = factory.LazyAttribute(lambda o: o.claimed_at + timedelta(minutes=30))
-
-    class Meta:
-        model = ReviewClaim
-
-
-class ReviewReasonFactory(TenantOwnedFactory[ReviewReason]):
-    """A canned reason of one decision, at the next number key."""
-
-    decision = "approve"
-    text = factory.Sequence(lambda n: f"Checked against source {n}")
-    position = factory.Sequence(lambda n: n % 9 + 1)
-
-    class Meta:
-        model = ReviewReason

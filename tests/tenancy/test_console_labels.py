@@ -17,8 +17,9 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
+from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
-from apps.derivations.models import DeletionReceipt, ErasureJob
+from apps.governance.models import ErasureJob
 from apps.records.models import Conflict, PromotionRequest
 from apps.review.claims import claims_take
 from apps.review.reasons import review_reason_add

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.core.actors import Actor, ActorType
 from apps.core.pagination import Cursor
-from apps.records.models import PromotionRequest, PromotionState, ReviewReason
+from apps.records.models import PromotionRequest, PromotionState
 from apps.records.services import RecordError
 from apps.review.claims import claims_held_count
 from apps.review.forms import (
@@ -38,6 +38,7 @@ from apps.review.forms import (
     ReverseForm,
     SelectionForm,
 )
+from apps.review.models import ReviewReason
 from apps.review.queues import (
     BULK_APPROVE_LIMIT,
     COUNT_LIMIT,

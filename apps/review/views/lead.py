@@ -13,8 +13,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.core.actors import Actor
-from apps.records.models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
 from apps.review.forms import ClaimDurationForm, ReviewReasonForm
+from apps.review.models import REVIEW_REASONS_PER_DECISION, ReasonDecision, ReviewReason
 from apps.review.reasons import (
     ReasonError,
     review_claim_duration_set,

@@ -15,8 +15,7 @@ from apps.audit.models import DeletionReceipt
 from apps.records.models import MemoryRecord
 from apps.tenancy.context import tenant_scope
 from tests.api.support import assert_problem
-
-from .support import RECORDS, write
+from tests.derivations.support import RECORDS, write
 
 pytestmark = pytest.mark.django_db
 

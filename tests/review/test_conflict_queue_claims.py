@@ -13,8 +13,9 @@ import pytest
 from django.utils import timezone
 
 from apps.core.actors import Actor
-from apps.records.models import Conflict, ReviewClaim
+from apps.records.models import Conflict
 from apps.review.claims import CONFLICTS, claims_release, claims_take
+from apps.review.models import ReviewClaim
 from apps.review.services import Claimed, conflict_resolve
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Role

@@ -19,8 +19,7 @@ from apps.records.models import Fact, LegalHold, RetentionRule
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from tests.factories import LegalHoldFactory, bulk_save
-
-from .support import write_ok
+from tests.records.support import write_ok
 
 pytestmark = pytest.mark.django_db
 

@@ -29,8 +29,7 @@ from apps.records.serializers import write_input
 from apps.records.services import WriteOutcome, record_write
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
-
-from .factories import body
+from tests.records.factories import body
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,7 @@ import pytest
 from apps.records.models import MemoryRecord
 from apps.tenancy.context import tenant_scope
 from tests.api.support import assert_problem
-
-from .support import RECORDS, summarise, write
+from tests.derivations.support import RECORDS, summarise, write
 
 pytestmark = pytest.mark.django_db
 

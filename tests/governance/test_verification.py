@@ -8,10 +8,9 @@ from django.core.management.base import CommandError
 
 from apps.derivations.models import Embedding
 from apps.tenancy.context import tenant_scope
+from tests.derivations.support import RECORDS, SEARCH, drain, summarise, write
 from tests.factories import IdempotencyKeyFactory, OutboxMessageFactory
 from tests.records.factories import body
-
-from .support import RECORDS, SEARCH, drain, summarise, write
 
 pytestmark = pytest.mark.django_db
 

@@ -10,8 +10,9 @@ import pytest
 from django.utils import timezone
 
 from apps.core.actors import Actor
-from apps.records.models import PromotionRequest, ReviewClaim
+from apps.records.models import PromotionRequest
 from apps.review.claims import ClaimError, claims_release, claims_take
+from apps.review.models import ReviewClaim
 from apps.review.services import Claimed, promotion_approve, promotion_reject
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Role

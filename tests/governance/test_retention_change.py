@@ -16,8 +16,7 @@ from apps.records.models import MemoryRecord, RetentionRule
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from tests.derivations.support import summarise
-
-from .support import RECORDS, ts, write_ok
+from tests.records.support import RECORDS, ts, write_ok
 
 pytestmark = pytest.mark.django_db
 

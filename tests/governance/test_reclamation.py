@@ -13,8 +13,7 @@ from apps.governance.reclamation import RECLAIMED_TABLES, deletions_reclaim
 from apps.governance.tasks import reclaim_deleted, rewrite_deleted
 from apps.retrieval.tenant_indexes import tenant_indexes_sync
 from apps.tenancy.context import tenant_scope
-
-from .support import RECORDS, write
+from tests.derivations.support import RECORDS, write
 
 # VACUUM runs on its own connection: the deletion must be committed for it to reclaim.
 pytestmark = pytest.mark.django_db(transaction=True)

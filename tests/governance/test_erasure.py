@@ -15,9 +15,8 @@ from apps.governance.services import legal_hold_place
 from apps.records.models import Fact, MemoryRecord, Observation
 from apps.records.services import scope_for
 from apps.tenancy.context import tenant_scope
+from tests.derivations.support import RECORDS, drain, summarise, write
 from tests.factories import FactFactory, MemoryRecordFactory, bulk_save
-
-from .support import RECORDS, drain, summarise, write
 
 pytestmark = pytest.mark.django_db
 

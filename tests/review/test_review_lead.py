@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 from apps.core.actors import Actor
-from apps.records.models import PromotionRequest, ReviewReason
+from apps.records.models import PromotionRequest
+from apps.review.models import ReviewReason
 from apps.review.reasons import review_reason_add
 from apps.review.services import promotion_approve, promotion_reject
 from apps.tenancy.context import tenant_scope

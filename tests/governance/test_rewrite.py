@@ -21,8 +21,7 @@ from apps.governance.reclamation import (
     owner_connection,
 )
 from apps.tenancy.context import tenant_scope
-
-from .support import drain, summarise, write
+from tests.derivations.support import drain, summarise, write
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -380,7 +380,7 @@ def test_the_queue_hides_requests_older_than_a_claim_only_by_claim_filters(tenan
         mine = PromotionQueueFilters(claim="mine", reviewer_id="colleague-1")
         assert promotion_queue_count(filters=mine) == 2
         later = timezone.now() + timedelta(hours=2)
-        from apps.records.models import ReviewClaim
+        from apps.review.models import ReviewClaim
 
         ReviewClaim.objects.update(expires_at=later - timedelta(hours=3))
         assert promotion_queue_count(filters=mine) == 0

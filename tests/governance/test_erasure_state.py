@@ -12,9 +12,9 @@ import pytest
 from apps.governance.state_erasure import mentioning
 from apps.state.models import Checkpoint, Episode, Obligation, Run
 from apps.tenancy.context import tenant_scope
+from tests.derivations.support import summarise, write
 from tests.factories.state import EpisodeFactory, RunFactory
 
-from .support import summarise, write
 from .test_verification import verify
 
 pytestmark = pytest.mark.django_db

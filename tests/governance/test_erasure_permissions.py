@@ -10,8 +10,8 @@ from apps.derivations.models import OutboxMessage
 from apps.governance.erasure_jobs import ERASURE_JOB
 from apps.tenancy.context import tenant_scope
 from tests.conftest import make_agent
+from tests.derivations.support import RECORDS, write
 
-from .support import RECORDS, write
 from .test_console import confirm, url
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,7 @@ from apps.records.models import Conflict, MemoryRecord
 from apps.tenancy.context import tenant_scope
 from tests.api.support import assert_problem
 from tests.conftest import make_agent
-
-from .support import RECORDS, audit_events, fact_values, write_ok
+from tests.records.support import RECORDS, audit_events, fact_values, write_ok
 
 pytestmark = pytest.mark.django_db
 
