@@ -112,6 +112,19 @@ def _actor(obj: Any, prefix: str) -> dict[str, str]:
     }
 
 
+@extend_schema_field(ActorSerializer)
+class ActorColumnsField(serializers.Field):  # type: ignore[type-arg]
+    """An :class:`ActorSerializer` read from the ``<prefix>_type``, ``<prefix>_id`` and
+    ``<prefix>_label`` columns a model keeps an actor in."""
+
+    def __init__(self, prefix: str, **kwargs: Any) -> None:
+        self.prefix = prefix
+        super().__init__(source="*", **kwargs)
+
+    def to_representation(self, value: Any) -> dict[str, str]:
+        return _actor(value, self.prefix)
+
+
 class ScopeSerializer(serializers.Serializer[Any]):
     domain = serializers.CharField(source="scope_domain")
     task_type = serializers.CharField(source="scope_task_type", allow_blank=True)
