@@ -149,7 +149,7 @@ class FactCheckResult(serializers.Serializer[Any]):
         allow_null=True,
         help_text="The named version's trust; null when it is not found.",
     )
-    confirmed_by = ConfirmedBySerializer(allow_null=True)
+    confirmed_by = ConfirmedBySerializer(source="confirmation", allow_null=True)
     conflict = serializers.UUIDField(
         allow_null=True, help_text="The open conflict the named version takes part in."
     )
