@@ -34,13 +34,17 @@ DAMAGED_LINK = "This page link is damaged; start from the first page."
 
 @dataclass(frozen=True)
 class Cursor:
-    """The ``(moment, id)`` of one row of a list ordered by time, then id."""
+    """The ``(moment, id)`` of one row of a list ordered by time, then id; with a
+    ``position`` (from 1), one of the several items a row holds in order (the memories one
+    search returned)."""
 
     moment: datetime
     id: uuid.UUID
+    position: int = 0
 
     def token(self) -> str:
-        return f"{self.moment.isoformat()}~{self.id}"
+        token = f"{self.moment.isoformat()}~{self.id}"
+        return f"{token}~{self.position}" if self.position else token
 
     def older(self, moment_field: str) -> Q:
         """The rows after this one in newest-first order: earlier, or as early with a
@@ -60,10 +64,14 @@ class Cursor:
     @classmethod
     def parse(cls, token: str) -> Cursor | None:
         """The cursor of ``token``, or None when it is not one (or has no time zone)."""
-        moment_text, _, id_text = token.partition("~")
+        moment_text, _, rest = token.partition("~")
+        id_text, marked, position_text = rest.partition("~")
         try:
             moment = datetime.fromisoformat(moment_text)
-            return cls(moment, uuid.UUID(id_text)) if moment.tzinfo else None
+            position = int(position_text) if marked else 0
+            if not moment.tzinfo or (marked and position < 1):
+                return None
+            return cls(moment, uuid.UUID(id_text), position)
         except ValueError:
             return None
 

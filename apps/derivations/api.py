@@ -24,7 +24,6 @@ from apps.api.contract import (
 )
 from apps.api.idempotency import idempotent
 from apps.api.schema import ProblemSerializer
-from apps.core.actors import Actor
 from apps.core.errors import NotFound
 from apps.core.problems import PROBLEM_CONTENT_TYPE
 from apps.records import api as records_api
@@ -72,12 +71,6 @@ class SummaryInput(StrictSerializer):
         "summary (a 400 naming `vector` otherwise). Refused when the tenant's model computes "
         "vectors itself.",
     )
-
-
-def _actor(request: Request) -> Actor:
-    credential = request.auth
-    assert isinstance(credential, AgentCredential)
-    return Actor.for_credential(credential)
 
 
 def summary_representation(summary: Summary) -> dict[str, Any]:
@@ -144,7 +137,7 @@ class SummaryCreateView(ContractView):
         with transaction.atomic():
             summary = services.summary_create(
                 tenant=credential.tenant,
-                actor=_actor(request),
+                actor=records_api.request_actor(request),
                 text=self.body["text"],
                 sources=[dict(source) for source in self.body["sources"]],
                 reason=self.body["reason"],
@@ -208,7 +201,7 @@ class RecordRedactView(ContractView):
             raise NotFound("No such record.")
         result = services.record_redact(
             record=record,
-            actor=_actor(request),
+            actor=records_api.request_actor(request),
             fields=self.body["fields"],
             reason=self.body["reason"],
         )

@@ -51,21 +51,25 @@ class RedactResponse(RecordSerializer):
 
 class ReceiptSerializer(DeletionReceiptSerializer):
     parent = serializers.UUIDField(  # type: ignore[assignment]
-        allow_null=True, help_text="The erasure's receipt, for a receipt an erasure wrote."
+        source="parent_id",
+        allow_null=True,
+        help_text="The erasure's receipt, for a receipt an erasure wrote.",
     )
 
 
 class ReceiptDetailSerializer(ReceiptSerializer):
-    children = serializers.IntegerField(help_text="How many receipts name this one as parent.")
+    children = serializers.IntegerField(
+        source="children.count", help_text="How many receipts name this one as parent."
+    )
 
 
 class ErasureResultSerializer(serializers.Serializer[Any]):
     """An erasure done at once: its receipt, totals, and the per-fact receipts' ids."""
 
-    id = serializers.UUIDField(help_text="The erasure's receipt.")
+    id = serializers.UUIDField(source="receipt.pk", help_text="The erasure's receipt.")
     receipt = ReceiptSerializer()
     totals = serializers.DictField(help_text=COUNTS_HELP)
-    receipts = serializers.ListField(child=serializers.UUIDField())
+    receipts = serializers.ListField(source="receipt_ids", child=serializers.UUIDField())
     receipts_truncated = serializers.BooleanField(
         help_text="true: more receipts than listed; `GET /deletion-receipts?parent=<id>`."
     )

@@ -25,14 +25,13 @@ from apps.api.contract import (
 )
 from apps.api.schema import PageLinkField
 from apps.core.errors import Invalid, NotFound
-from apps.core.pagination import PAGE_SIZE_DEFAULT, CursorPage
+from apps.core.pagination import PAGE_SIZE_DEFAULT, TOKEN_MAX_LENGTH, Cursor, CursorPage
 
 from .models import EvaluationRun
 from .selectors import (
     CHANGE_KINDS,
     AtRiskFilters,
     DecisionAtRisk,
-    cursor_decode,
     decisions_at_risk_page,
     evaluation_run_get,
     evaluation_runs,
@@ -51,11 +50,12 @@ class DecisionsAtRiskFilters(PageQuery):
     until = TimestampField(required=False, help_text="Searches before (RFC 3339).")
 
 
-def _filters(data: dict[str, Any]) -> tuple[AtRiskFilters, tuple[int, int] | None, int]:
+def _filters(data: dict[str, Any]) -> tuple[AtRiskFilters, Cursor | None, int]:
     after = None
     if "cursor" in data:
-        after = cursor_decode(data["cursor"])
-        if after is None:
+        raw = data["cursor"]
+        after = Cursor.parse(raw) if len(raw) <= TOKEN_MAX_LENGTH else None
+        if after is None or not after.position:
             raise Invalid(
                 "Invalid query parameter: cursor.",
                 errors={"cursor": ["Not a cursor this API issued; follow the next link."]},
@@ -185,7 +185,7 @@ class DecisionsAtRiskView(ContractMixin, APIView):
         if len(items) > size:
             items = items[:size]
             query = request.query_params.copy()
-            query["cursor"] = items[-1].cursor
+            query["cursor"] = items[-1].cursor.token()
             # Relative, as every listing's links are (apps.core.pagination.CursorPage).
             following = f"{request.path}?{query.urlencode()}"
         return Response(

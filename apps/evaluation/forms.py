@@ -7,7 +7,9 @@ from typing import Any
 
 from django import forms
 
-from .selectors import CHANGE_KINDS, AtRiskFilters, cursor_decode
+from apps.core.pagination import CursorField
+
+from .selectors import CHANGE_KINDS, AtRiskFilters
 
 CHANGE_LABELS = {
     "superseded": "superseded by a newer version",
@@ -37,18 +39,9 @@ class DecisionsAtRiskFilterForm(forms.Form):
         help_text="Date and time, UTC.",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
-    cursor = forms.CharField(required=False, widget=forms.HiddenInput)
+    cursor = CursorField(required=False)
 
     FILTER_FIELDS = ("change", "credential", "memory", "since")
-
-    def clean_cursor(self) -> tuple[int, int] | None:
-        raw = self.cleaned_data.get("cursor") or ""
-        if not raw:
-            return None
-        position = cursor_decode(raw)
-        if position is None:
-            raise forms.ValidationError("Not a page of this list: start from the first page.")
-        return position
 
     def filters(self) -> AtRiskFilters:
         data: dict[str, Any] = self.cleaned_data if self.is_valid() else {}

@@ -172,7 +172,7 @@ def _at_risk(filters: AtRiskFilters, batch: int) -> Iterator[DecisionAtRisk]:
         yield from page
         if len(page) < batch:
             return
-        after = (page[-1].seq, page[-1].position)
+        after = page[-1].cursor
 
 
 def _returned(event: AuditEvent) -> tuple[str, ...]:

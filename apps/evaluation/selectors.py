@@ -23,8 +23,6 @@ decisions at risk among many searches reads those searches to fill itself.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import uuid
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from apps.core.pagination import Cursor
 from apps.records.predicates import record_predicate_sql
 from apps.tenancy.context import current_tenant_id
 
@@ -56,7 +55,7 @@ CHANGES_SQL = """
       LEFT JOIN records_consentrevocation cr
         ON r.consent_ref <> '' AND cr.consent_ref = r.consent_ref AND cr.tenant_id = r.tenant_id
      WHERE r.id = d.memory
-       AND (r.expires_at <= %(now)s OR r.status = 'expired' OR cr.id IS NOT NULL)
+       AND RECORD_EXPIRED
        AND coalesce(least(r.expires_at, cr.revoked_at), %(now)s) > d.at
        AND NOT RECORD_HELD
     UNION ALL
@@ -142,24 +141,10 @@ class DecisionAtRisk:
     key: str = ""
 
     @property
-    def cursor(self) -> str:
-        return cursor_encode(self.seq, self.position)
-
-
-def cursor_encode(seq: int, position: int) -> str:
-    return base64.urlsafe_b64encode(f"{seq}:{position}".encode()).decode().rstrip("=")
-
-
-def cursor_decode(raw: str) -> tuple[int, int] | None:
-    """The (sequence, position) of a cursor this listing issued, or None."""
-    try:
-        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
-        seq, position = (int(part) for part in text.split(":"))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        return None
-    if seq < 0 or position < 1:
-        return None
-    return seq, position
+    def cursor(self) -> Cursor:
+        """The position of a page that ends with this item: its search, and its place among
+        the memories that search returned."""
+        return Cursor(self.searched_at, self.event_id, self.position)
 
 
 def _changes(raw: Any) -> tuple[Change, ...]:
@@ -174,10 +159,11 @@ def _changes(raw: Any) -> tuple[Change, ...]:
 
 
 def decisions_at_risk_page(
-    *, filters: AtRiskFilters, after: tuple[int, int] | None = None, limit: int = 50
+    *, filters: AtRiskFilters, after: Cursor | None = None, limit: int = 50
 ) -> list[DecisionAtRisk]:
     """Up to ``limit`` decisions at risk of the current tenant, newest search first, after
-    the keyset position ``after`` (a cursor's)."""
+    ``after`` (an item's :attr:`DecisionAtRisk.cursor`; one naming no search of the tenant
+    finds nothing)."""
     tenant = current_tenant_id()
     if tenant is None:
         return []
@@ -189,10 +175,15 @@ def decisions_at_risk_page(
     }
     clauses = []
     if after is not None:
-        params["after_seq"], params["after_position"] = after
+        # The search's place in the log (its seq, found by its id) is the keyset.
+        params["after_event"], params["after_position"] = after.id, after.position
+        after_seq = (
+            "(SELECT a.seq FROM audit_auditevent a"
+            " WHERE a.id = %(after_event)s AND a.tenant_id = %(tenant)s)"
+        )
         clauses.append(
-            "(e.seq < %(after_seq)s OR (e.seq = %(after_seq)s "
-            "AND returned.position > %(after_position)s))"
+            f"(e.seq < {after_seq} OR (e.seq = {after_seq}"
+            " AND returned.position > %(after_position)s))"
         )
     if filters.credential:
         params["credential"] = filters.credential
@@ -206,7 +197,9 @@ def decisions_at_risk_page(
     if filters.until is not None:
         params["until"] = filters.until
         clauses.append("e.occurred_at < %(until)s")
-    changes = CHANGES_SQL.replace("RECORD_HELD", record_predicate_sql("held", "r", params))
+    changes = CHANGES_SQL.replace(
+        "RECORD_EXPIRED", record_predicate_sql("expired", "r", params)
+    ).replace("RECORD_HELD", record_predicate_sql("held", "r", params))
     sql = PAGE_SQL.replace("CHANGES", changes).replace(
         "FILTERS", "".join(f" AND {clause}" for clause in clauses)
     )
@@ -244,7 +237,7 @@ def decisions_at_risk_count(*, filters: AtRiskFilters | None = None, batch: int 
         total += len(page)
         if len(page) < batch:
             return total
-        after = (page[-1].seq, page[-1].position)
+        after = page[-1].cursor
 
 
 def evaluation_runs_recent(limit: int = 20) -> list[EvaluationRun]:

@@ -156,7 +156,7 @@ def decisions_at_risk(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         if len(found) > AT_RISK_PAGE_SIZE:
             found = found[:AT_RISK_PAGE_SIZE]
             query = request.GET.copy()
-            query["cursor"] = found[-1].cursor
+            query["cursor"] = found[-1].cursor.token()
             next_url = f"{request.path}?{query.urlencode()}"
         items = [_links(tenant, item, request.console_perms) for item in found]
     first_url = None

@@ -35,7 +35,6 @@ from apps.core.errors import Invalid, NotFound
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE
 from apps.derivations import selectors
-from apps.derivations.api import _actor
 from apps.derivations.responses import (
     ErasurePreviewSerializer,
     ErasureResultSerializer,
@@ -109,30 +108,10 @@ class RecordView(RecordDetailView):
         result = record_services.record_delete(
             record=record, actor=request_actor(request), reason=reason
         )
-        return Response(receipt_representation(result.receipt))
+        return Response(DeletionReceiptSerializer(result.receipt).data)
 
 
 DEFAULT_DELETE_REASON = "deleted through the API"
-
-
-def receipt_representation(receipt: Any) -> dict[str, Any]:
-    return {
-        "id": str(receipt.pk),
-        "kind": receipt.kind,
-        "deleted_at": receipt.deleted_at,
-        "requested_by": {
-            "type": receipt.requested_by_type,
-            "id": receipt.requested_by_id,
-            "label": receipt.requested_by_label,
-        },
-        "reason": receipt.reason,
-        "fact": str(receipt.fact_id) if receipt.fact_id else None,
-        "records": receipt.record_ids,
-        "counts": receipt.counts,
-        "content_digest": receipt.content_digest,
-        "reclaimed_at": receipt.storage_reclaimed_at,
-        "rewritten_at": receipt.storage_rewritten_at,
-    }
 
 
 class ErasureInput(StrictSerializer):
@@ -253,7 +232,7 @@ class ErasureView(ContractView):
         if self.body["dry_run"]:
             return Response(erasure_preview_body(erasure_preview(selector=selector, value=value)))
         matched = erasure_records_matching(selector=selector, value=value)
-        actor = _actor(request)
+        actor = request_actor(request)
         if matched > settings.ERASURE_JOB_THRESHOLD_RECORDS:
             job = erasure_job_enqueue(
                 tenant=credential.tenant,
@@ -268,15 +247,7 @@ class ErasureView(ContractView):
         result = erasure_run(
             tenant=credential.tenant, actor=actor, selector=selector, value=value, reason=reason
         )
-        return Response(
-            {
-                "id": str(result.receipt.pk),
-                "receipt": receipt_body(result.receipt),
-                "totals": result.totals,
-                "receipts": result.receipt_ids,
-                "receipts_truncated": result.totals.get("facts", 0) > len(result.receipt_ids),
-            }
-        )
+        return Response(ErasureResultSerializer(result).data)
 
 
 def erasure_job_body(job: ErasureJob) -> dict[str, Any]:
@@ -297,7 +268,7 @@ def erasure_job_body(job: ErasureJob) -> dict[str, Any]:
         "finished_at": job.finished_at,
         "progress": {"records_matched": job.records_matched, "records_erased": job.records_erased},
         "totals": job.totals if job.state == ErasureJobState.DONE else None,
-        "receipt": receipt_body(job.receipt) if job.receipt is not None else None,
+        "receipt": ReceiptSerializer(job.receipt).data if job.receipt is not None else None,
         "error": job.error or None,
     }
 
@@ -314,12 +285,6 @@ class ErasureJobView(ContractView):
         if job is None:
             raise NotFound("No such erasure job.")
         return Response(erasure_job_body(job))
-
-
-def receipt_body(receipt: Any) -> dict[str, Any]:
-    body = receipt_representation(receipt)
-    body["parent"] = str(receipt.parent_id) if receipt.parent_id else None
-    return body
 
 
 class ReceiptPagination(CursorPage):
@@ -351,7 +316,7 @@ class DeletionReceiptListView(ContractView):
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, request, view=self)
-        return paginator.get_paginated_response([receipt_body(r) for r in page or []])
+        return paginator.get_paginated_response(ReceiptSerializer(page or [], many=True).data)
 
 
 class DeletionReceiptDetailView(ContractView):
@@ -362,9 +327,7 @@ class DeletionReceiptDetailView(ContractView):
         receipt = selectors.receipt_get(receipt_id)
         if receipt is None:
             raise NotFound("No such deletion receipt.")
-        body = receipt_body(receipt)
-        body["children"] = receipt.children.count()
-        return Response(body)
+        return Response(ReceiptDetailSerializer(receipt).data)
 
 
 class ConsentRevokeView(ContractView):
@@ -409,14 +372,8 @@ class ConsentRevokeView(ContractView):
         revocation = governance_services.consent_revoke(
             tenant=credential.tenant,
             consent_ref=consent_ref,
-            actor=_actor(request),
+            actor=request_actor(request),
             reason=self.body["reason"],
             force=self.body.get("force", False),
         )
-        return Response(
-            {
-                "consent_ref": revocation.consent_ref,
-                "revoked_at": revocation.revoked_at,
-                "records_expired": revocation.records_expired,
-            }
-        )
+        return Response(ConsentRevocationSerializer(revocation).data)

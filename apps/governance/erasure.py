@@ -62,11 +62,15 @@ class ErasureResult:
     totals: dict[str, int] = field(default_factory=dict)
     receipt_ids: list[str] = field(default_factory=list)
 
+    @property
+    def receipts_truncated(self) -> bool:
+        """More per-fact receipts were written than ``receipt_ids`` lists."""
+        return self.totals.get("facts", 0) > len(self.receipt_ids)
+
 
 def _held_q() -> Q:
-    holds = LegalHold.objects.filter(lifted_at__isnull=True).filter(
-        Q(fact=OuterRef("pk")) | Q(subject=OuterRef("subject"))
-    )
+    """An active legal hold covers the outer query's fact."""
+    holds = LegalHold.objects.active().covering(subject=OuterRef("subject"), fact=OuterRef("pk"))
     return Q(Exists(holds))
 
 

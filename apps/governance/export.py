@@ -32,6 +32,7 @@ from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.audit.services import subject_digest
 from apps.derivations.api import summary_representation
 from apps.derivations.models import Summary, SummarySource
+from apps.derivations.responses import ReceiptSerializer
 from apps.records.api import with_open_conflict
 from apps.records.models import (
     Conflict,
@@ -55,8 +56,6 @@ from apps.state.serializers import (
 )
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
-
-from .api import receipt_body
 
 SCHEMA = "memoryconsole.export/1"
 # Every line's ``type``, in the order lines come (docs/export.md).
@@ -305,7 +304,7 @@ class _Export:
                 self.about.update([str(receipt.pk), *map(str, receipt.record_ids or [])])
                 if receipt.fact_id:
                     self.about.add(str(receipt.fact_id))
-                line = {"type": "deletion_receipt", **receipt_body(receipt)}
+                line = {"type": "deletion_receipt", **ReceiptSerializer(receipt).data}
                 yield self._counted("deletion_receipt", line)
 
     def audit_events(self) -> Iterator[Line]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent, DeletionReceipt
@@ -27,11 +27,11 @@ from apps.records.models import (
     Conflict,
     ConflictState,
     Fact,
-    LegalHold,
     MemoryRecord,
     PromotionRequest,
     PromotionState,
 )
+from apps.records.selectors import record_active_holds
 
 # Listed one by one on the confirmation page; beyond this, a count says how many more.
 LISTED_AT_MOST = 50
@@ -109,12 +109,7 @@ def deletion_preview(record: Any) -> DeletionPreview:
     preview = facts_deletion_preview([record.fact_id], listed=LISTED_AT_MOST)
     preview.record_id = record.pk
     preview.fact_id = record.fact_id
-    preview.holds = list(
-        LegalHold.objects.filter(lifted_at__isnull=True)
-        .filter(Q(subject=record.subject) | Q(fact_id=record.fact_id))
-        .order_by("placed_at")
-        .only("id", "subject", "fact_id", "reason", "placed_by_label", "placed_at")
-    )
+    preview.holds = record_active_holds(record)
     return preview
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -33,7 +32,6 @@ from apps.records.models import (
 from apps.records.retention import (
     FRESH_OBSERVATION,
     Limits,
-    active_hold_for_record,
     class_limits,
     lifetime_start_expression,
     records_shortened_by,
@@ -73,7 +71,7 @@ def consent_revoke(
     affected = (
         MemoryRecord.objects.filter(consent_ref=consent_ref)
         .exclude(status=RecordStatus.EXPIRED)
-        .exclude(active_hold_for_record())
+        .not_held()
     )
     affected_pks = list(affected.values_list("pk", flat=True))
     count = affected.update(status=RecordStatus.EXPIRED, expires_at=now)
@@ -237,7 +235,9 @@ def retention_rule_set(
     if confirmed_max is not None and confirmed_max < provisional_max:
         errors["confirmed_max"] = ["Confirmed records may not expire before provisional ones."]
     if errors:
-        raise ValidationError(errors)
+        raise Invalid(
+            " ".join(message for field in errors.values() for message in field), errors=errors
+        )
     now = timezone.now()
     # Two changes of one class queue here; the second counts what the first left.
     list(RetentionRule.objects.select_for_update().filter(sensitivity=sensitivity))
@@ -248,9 +248,7 @@ def retention_rule_set(
         confirmed_max=confirmed_max,
         now=now,
     )
-    ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).exclude(
-        active_hold_for_record()
-    )
+    ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).not_held()
     if dry_run:
         expired_count = ending_now.count()
         return RetentionChange(
@@ -267,8 +265,8 @@ def retention_rule_set(
     shortened_pks = list(shortened.select_for_update(of=("self",)).values_list("pk", flat=True))
     expired_pks = list(ending_now.filter(pk__in=shortened_pks).values_list("pk", flat=True))
     if shortened_pks and not reason.strip():
-        raise ValidationError(
-            {"reason": ["Say why: this change shortens the lifetime of existing records."]}
+        raise Invalid(
+            "Say why: this change shortens the lifetime of existing records.", field="reason"
         )
     # Only earlier expiries were selected, so the new limit is each one's minimum.
     for trust, limit in ((Trust.PROVISIONAL, provisional_max), (Trust.CONFIRMED, confirmed_max)):

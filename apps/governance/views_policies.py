@@ -13,13 +13,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from apps.audit.services import Actor
+from apps.core.errors import DomainError, form_add_error
 from apps.core.pagination import Cursor
 from apps.records.models import DEFAULT_RETENTION, SENSITIVITY_ORDER, LegalHold, RetentionRule
 from apps.records.selectors import record_get
@@ -28,9 +29,9 @@ from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import MANAGE_RETENTION, VIEW_AUDIT, VIEW_MEMORIES, VIEW_RESTRICTED
 from apps.tenancy.views import (
     ConsoleRequest,
-    _render,
     form_nonce_consume,
     form_nonce_issue,
+    render_page,
     tenant_view,
 )
 
@@ -181,10 +182,8 @@ def retention(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
                 preview_changed = confirmed is not None
             else:
                 change = retention_rule_set(**rule, reason=form.cleaned_data["reason"])
-        except ValidationError as error:
-            for field, errors in error.message_dict.items():
-                for message in errors:
-                    form.add_error(field if field in form.fields else None, message)
+        except DomainError as error:
+            form_add_error(form, error)
     sensitivity = str(data.get("sensitivity", ""))
     if change is not None:
         saved = f"{sensitivity.capitalize()}: saved. New writes and promotions use it"
@@ -268,7 +267,9 @@ def holds(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     _require_read(request)
     template = "console/governance/holds.html"
     if request.method != "POST":
-        return _render(request, template, _holds_context(request, tenant), partial="hold_results")
+        return render_page(
+            request, template, _holds_context(request, tenant), partial="hold_results"
+        )
     _require_manage(request)
     form = LegalHoldPlaceForm(request.POST)
     fact = None

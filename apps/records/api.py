@@ -55,7 +55,7 @@ from .serializers import (
     VersionSerializer,
     audit_field_names,
 )
-from .trust import confirmed_by_json, decision_trust_annotate
+from .trust import decision_trust_annotate
 from .validation import WRITE_REJECTED, WRITE_TOO_LARGE, WriteRejected
 
 
@@ -374,32 +374,9 @@ class FactCheckView(ContractView):
                 },
                 restricted=any(check.sensitivity == Sensitivity.RESTRICTED for check in checks),
             )
-        results = [
-            {
-                "id": check.id,
-                "version": check.version,
-                "found": check.found,
-                "current": check.current,
-                "stale": check.stale,
-                "reason": check.reason,
-                "status": check.status,
-                "current_id": check.current_id,
-                "current_version": check.current_version,
-                "deletion_receipt": check.deletion_receipt,
-                "detail": check.detail,
-                "trust": check.trust,
-                "confirmed_by": confirmed_by_json(check.confirmation),
-                "conflict": str(check.conflict) if check.conflict else None,
-                "in_conflict": check.conflict is not None,
-                "safe_to_act": check.safe_to_act,
-                "unsafe_reasons": list(check.unsafe_reasons),
-            }
-            for check in checks
-        ]
-        return Response(
-            {
-                "facts": results,
-                "stale": sum(1 for r in results if r["stale"]),
-                "unsafe": sum(1 for r in results if not r["safe_to_act"]),
-            }
-        )
+        answer = {
+            "facts": checks,
+            "stale": sum(1 for check in checks if check.stale),
+            "unsafe": sum(1 for check in checks if not check.safe_to_act),
+        }
+        return Response(FactCheckResponse(answer).data)

@@ -11,6 +11,7 @@ from rest_framework import serializers
 from apps.api.schema import PageLinkField, ProblemSerializer
 
 from .serializers import (
+    ActorColumnsField,
     ActorSerializer,
     ConfirmedBySerializer,
     FactSerializer,
@@ -94,17 +95,21 @@ class DeletionReceiptSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     kind = serializers.ChoiceField(choices=["record", "erasure", "expiry"])
     deleted_at = serializers.DateTimeField()
-    requested_by = ActorSerializer()
+    requested_by = ActorColumnsField("requested_by")
     reason = serializers.CharField()
-    fact = serializers.UUIDField(allow_null=True)
-    records = serializers.ListField(child=serializers.UUIDField())
+    fact = serializers.UUIDField(source="fact_id", allow_null=True)
+    records = serializers.ListField(source="record_ids", child=serializers.UUIDField())
     counts = serializers.DictField(help_text=COUNTS_HELP)
     content_digest = serializers.CharField(allow_blank=True)
     reclaimed_at = serializers.DateTimeField(
-        allow_null=True, help_text="When the deleted rows were reclaimed from the tables."
+        source="storage_reclaimed_at",
+        allow_null=True,
+        help_text="When the deleted rows were reclaimed from the tables.",
     )
     rewritten_at = serializers.DateTimeField(
-        allow_null=True, help_text="When their bytes were rewritten out of every table file."
+        source="storage_rewritten_at",
+        allow_null=True,
+        help_text="When their bytes were rewritten out of every table file.",
     )
 
 
@@ -144,7 +149,7 @@ class FactCheckResult(serializers.Serializer[Any]):
         allow_null=True,
         help_text="The named version's trust; null when it is not found.",
     )
-    confirmed_by = ConfirmedBySerializer(allow_null=True)
+    confirmed_by = ConfirmedBySerializer(source="confirmation", allow_null=True)
     conflict = serializers.UUIDField(
         allow_null=True, help_text="The open conflict the named version takes part in."
     )

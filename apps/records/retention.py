@@ -1,4 +1,5 @@
-"""Retention: how long a record may live, and the read-time expiry predicate.
+"""Retention: how long a record may live (the read-time expiry predicate is
+``MemoryRecordQuerySet.expired``).
 
 A record's lifetime counts from when it was observed (``observed_at``), not from when it was
 written: an observation made in January with a 30-day ttl ends in February, however late it
@@ -10,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Case, DateTimeField, Exists, F, Q, Value, When
+from django.db.models import Case, DateTimeField, F, Q, Value, When
 from django.db.models.functions import Least
-from django.utils import timezone
 
 from .models import (
     DEFAULT_RETENTION,
@@ -20,9 +20,6 @@ from .models import (
     MemoryRecordQuerySet,
     RetentionRule,
     Trust,
-    record_expired_q,
-    record_held,
-    record_live_q,
 )
 
 
@@ -141,23 +138,6 @@ def _duration(value: timedelta) -> str:
     if value % timedelta(days=1):
         return f"{value.total_seconds():g} seconds"
     return f"{value.days} days"
-
-
-def active_hold_for_record() -> Exists:
-    """An active legal hold on the outer record's subject or fact."""
-    return record_held()
-
-
-def expired_q(now: datetime | None = None) -> Q:
-    """Past its lifetime, expired by status, or written under a revoked consent
-    (:func:`~apps.records.models.record_expired_q`)."""
-    return record_expired_q(now or timezone.now())
-
-
-def live_q(now: datetime | None = None) -> Q:
-    """Not expired, unless a legal hold keeps it (:func:`~apps.records.models.record_live_q`,
-    as ``MemoryRecord.objects.live`` applies it)."""
-    return record_live_q(now or timezone.now())
 
 
 def records_shortened_by(

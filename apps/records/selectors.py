@@ -259,6 +259,10 @@ class FactCheck:
     def safe_to_act(self) -> bool:
         return not self.unsafe_reasons
 
+    @property
+    def in_conflict(self) -> bool:
+        return self.conflict is not None
+
 
 NOT_FOUND_DETAIL = "No record with this id exists in this tenant."
 

@@ -100,12 +100,26 @@ class ActorSerializer(serializers.Serializer[Any]):
     label = serializers.CharField()  # type: ignore[assignment]
 
 
-def _actor(obj: Any, prefix: str) -> dict[str, str]:
+def actor_columns(obj: Any, prefix: str) -> dict[str, str]:
+    """An actor stored as three columns (`{prefix}_type`, `_id`, `_label`), as the API shows it."""
     return {
         "type": getattr(obj, f"{prefix}_type"),
         "id": getattr(obj, f"{prefix}_id"),
         "label": getattr(obj, f"{prefix}_label"),
     }
+
+
+@extend_schema_field(ActorSerializer)
+class ActorColumnsField(serializers.Field):  # type: ignore[type-arg]
+    """An :class:`ActorSerializer` read from the ``<prefix>_type``, ``<prefix>_id`` and
+    ``<prefix>_label`` columns a model keeps an actor in."""
+
+    def __init__(self, prefix: str, **kwargs: Any) -> None:
+        self.prefix = prefix
+        super().__init__(source="*", **kwargs)
+
+    def to_representation(self, value: Any) -> dict[str, str]:
+        return actor_columns(value, self.prefix)
 
 
 class ScopeSerializer(serializers.Serializer[Any]):
@@ -161,7 +175,7 @@ class RecordSerializer(serializers.Serializer[MemoryRecord]):
     conflict = serializers.SerializerMethodField()
 
     def get_writer(self, record: MemoryRecord) -> dict[str, str]:
-        return _actor(record, "writer")
+        return actor_columns(record, "writer")
 
     def get_conflict(self, record: MemoryRecord) -> str | None:
         explicit = self.context.get("conflicts", {})
@@ -216,7 +230,7 @@ def record_representation(
         },
         "observed_at": _moment(record.observed_at),
         "written_at": _moment(record.written_at),
-        "writer": _actor(record, "writer"),
+        "writer": actor_columns(record, "writer"),
         "owner": _text(record.owner),
         "reason": _text(record.reason),
         "scope": {
@@ -255,7 +269,7 @@ class ObservationSerializer(serializers.Serializer[Observation]):
     reason = serializers.CharField()
 
     def get_writer(self, observation: Observation) -> dict[str, str]:
-        return _actor(observation, "writer")
+        return actor_columns(observation, "writer")
 
 
 class VersionSerializer(serializers.Serializer[MemoryRecord]):
@@ -274,7 +288,7 @@ class VersionSerializer(serializers.Serializer[MemoryRecord]):
     current_until = serializers.DateTimeField(allow_null=True)
 
     def get_writer(self, record: MemoryRecord) -> dict[str, str]:
-        return _actor(record, "writer")
+        return actor_columns(record, "writer")
 
 
 class PromotionEventSerializer(serializers.Serializer[PromotionEvent]):
@@ -285,7 +299,7 @@ class PromotionEventSerializer(serializers.Serializer[PromotionEvent]):
     request = serializers.UUIDField(source="request_id", allow_null=True)
 
     def get_promoted_by(self, event: PromotionEvent) -> dict[str, str]:
-        return _actor(event, "promoted_by")
+        return actor_columns(event, "promoted_by")
 
 
 class ConfirmedBySerializer(serializers.Serializer[Any]):

@@ -113,7 +113,7 @@ def _source_fields(data: RecordInput) -> dict[str, str]:
     }
 
 
-def _writer_fields(actor: Actor) -> dict[str, str]:
+def writer_fields(actor: Actor) -> dict[str, str]:
     return {"writer_type": actor.type, "writer_id": actor.id, "writer_label": actor.label[:200]}
 
 
@@ -373,7 +373,7 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         supersedes=current,
         current_from=now if current is None else None,
         is_current=current is None,
-        **_writer_fields(actor),
+        **writer_fields(actor),
     )
     # The version, its first observation, the fact's pointers, the embedding work (the
     # outbox row the worker embeds from after commit; none where the tenant's model embeds
@@ -452,7 +452,7 @@ def _observation(
         observed_at=data.observed_at,
         recorded_at=now,
         reason=data.reason,
-        **_writer_fields(actor),
+        **writer_fields(actor),
     )
 
 
@@ -466,7 +466,7 @@ def _class_raise(
     """Apply the sensitivity of a re-observation of ``record`` (its fact locked): a higher
     class raises the record's class and shortens its lifetime to that class's rule (never
     lengthens it); a lower one changes nothing. Returns the notices saying which."""
-    held, observed = _sensitivity_rank(record.sensitivity), _sensitivity_rank(data.sensitivity)
+    held, observed = sensitivity_rank(record.sensitivity), sensitivity_rank(data.sensitivity)
     if observed < held:
         return [
             f"Observed as {data.sensitivity}; the record stays {record.sensitivity}: a lower "
@@ -572,7 +572,7 @@ def _observe_evidence(
     evidence = {"observations": [str(o) for o in record.observations.values_list("pk", flat=True)]}
     # A tenant that reserves promotions to a person gets a request for review instead.
     if tenant.auto_promote_on_second_observation and not tenant.promotion_requires_person:
-        _promote(
+        record_confirm(
             tenant, record, Actor.system("second independent observation"), evidence, None, now
         )
         return WriteOutcome(record, "observed", promoted=True)
@@ -603,7 +603,7 @@ def _observe_evidence(
     return WriteOutcome(record, "observed", promotion_request=request)
 
 
-def _promote(
+def record_confirm(
     tenant: Tenant,
     record: MemoryRecord,
     actor: Actor,
@@ -611,6 +611,8 @@ def _promote(
     request: PromotionRequest | None,
     now: datetime,
 ) -> PromotionEvent:
+    """Confirm ``record`` (locked by the caller): its lifetime becomes a confirmed one's, a
+    promotion event records why, and the audit log who."""
     life = lifetime(
         sensitivity=record.sensitivity,
         trust=Trust.CONFIRMED,
@@ -646,7 +648,7 @@ def _promote(
     return event
 
 
-def _sensitivity_rank(value: str) -> int:
+def sensitivity_rank(value: str) -> int:
     return SENSITIVITY_ORDER.index(value)
 
 

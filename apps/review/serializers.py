@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.records.models import Conflict, PromotionRequest
-from apps.records.serializers import RecordSerializer, _actor
+from apps.records.serializers import RecordSerializer, actor_columns
 
 from .models import ReviewClaim
 
@@ -58,10 +58,10 @@ class PromotionRequestSerializer(ClaimFields, serializers.Serializer[PromotionRe
     )
 
     def get_requested_by(self, request: PromotionRequest) -> dict[str, str]:
-        return _actor(request, "requested_by")
+        return actor_columns(request, "requested_by")
 
     def get_decided_by(self, request: PromotionRequest) -> dict[str, str] | None:
-        return _actor(request, "decided_by") if request.decided_by_type else None
+        return actor_columns(request, "decided_by") if request.decided_by_type else None
 
 
 class ConflictSerializer(ClaimFields, serializers.Serializer[Conflict]):
@@ -87,4 +87,4 @@ class ConflictSerializer(ClaimFields, serializers.Serializer[Conflict]):
     )
 
     def get_resolver(self, conflict: Conflict) -> dict[str, str] | None:
-        return _actor(conflict, "resolver") if conflict.resolver_type else None
+        return actor_columns(conflict, "resolver") if conflict.resolver_type else None

@@ -37,10 +37,10 @@ from apps.records.models import (
 from apps.records.retention import lifetime
 from apps.records.services import (
     RecordError,
-    _promote,
-    _sensitivity_rank,
-    _writer_fields,
+    record_confirm,
     record_digest,
+    sensitivity_rank,
+    writer_fields,
 )
 from apps.records.validation import MAX_VALUE_BYTES, json_problem, render_content
 from apps.review.models import ReviewClaim
@@ -209,7 +209,7 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
         assert event is not None
         return event
     evidence = {"request": str(request.pk), "evidence": request.evidence}
-    return _promote(record.tenant, record, actor, evidence, request, now)
+    return record_confirm(record.tenant, record, actor, evidence, request, now)
 
 
 @transaction.atomic
@@ -308,7 +308,7 @@ def conflict_resolve(
         if len(canonical_json(value).encode()) > MAX_VALUE_BYTES:
             raise RecordError("The corrected value is too large.", status=413, field="value")
         fact.last_version += 1
-        sensitivity = max((current.sensitivity, contender.sensitivity), key=_sensitivity_rank)
+        sensitivity = max((current.sensitivity, contender.sensitivity), key=sensitivity_rank)
         source_kind = SourceKind.USER_ACTION if by_person else SourceKind.DERIVED
         # A person's correction is confirmed below (its lifetime set there); an agent's
         # starts on the provisional clock like any write.
@@ -346,7 +346,7 @@ def conflict_resolve(
             supersedes=current,
             current_from=now,
             is_current=True,
-            **_writer_fields(actor),
+            **writer_fields(actor),
         )
         Observation.objects.create(
             tenant_id=fact.tenant_id,
@@ -356,12 +356,12 @@ def conflict_resolve(
             observed_at=now,
             recorded_at=now,
             reason=reason,
-            **_writer_fields(actor),
+            **writer_fields(actor),
         )
         _supersede(current, winner, now)
         _supersede(contender, winner, now)
         if by_person:
-            _promote(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
+            record_confirm(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
         work_enqueue(EMBED_RECORD, winner)  # the corrected version gets a vector
     if fact.current_id != winner.pk:
         fact.current = winner

@@ -41,9 +41,10 @@ from django.conf import settings
 from django.core.cache import caches
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.http import HttpRequest, HttpResponse
-from rest_framework.exceptions import ValidationError
 
+from apps.core.errors import Invalid
 from apps.core.metrics import replica_reads
+from apps.core.problems import INVALID_FIELDS
 
 from .context import TENANT_SETTING, tenant_carried
 
@@ -183,12 +184,13 @@ def echoed_position(request: Any) -> str:
     position as a write answered it."""
     echoed = str(request.META.get(_POSITION_META, "")).strip()
     if echoed and not _LSN.match(echoed):
-        raise ValidationError(
-            {
+        raise Invalid(
+            INVALID_FIELDS,
+            errors={
                 POSITION_HEADER: [
                     "Send back the X-Memory-Position a write answered (e.g. 0/16B3748), or none."
                 ]
-            }
+            },
         )
     return echoed
 

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.actors import Actor
+from apps.core.errors import Invalid
 
 from .audit_trail import audit_record
 from .context import tenant_scope
@@ -40,16 +41,12 @@ def parse_actions(raw: str | list[str] | tuple[str, ...] | None) -> list[str]:
     items = [a for a in items if a]
     unknown = sorted(set(items) - set(Action.values))
     if unknown:
-        raise ValidationError(
-            {
-                "actions": [
-                    f"unknown action(s): {', '.join(unknown)}; "
-                    f"choose from {', '.join(Action.values)}"
-                ]
-            }
+        raise Invalid(
+            f"unknown action(s): {', '.join(unknown)}; choose from {', '.join(Action.values)}",
+            field="actions",
         )
     if not items:
-        raise ValidationError({"actions": ["at least one action is required"]})
+        raise Invalid("at least one action is required", field="actions")
     return sorted(set(items), key=Action.values.index)
 
 
@@ -57,7 +54,12 @@ def parse_actions(raw: str | list[str] | tuple[str, ...] | None) -> list[str]:
 def tenant_create(*, slug: str, name: str = "", actor: Actor | None = None) -> Tenant:
     """Create a tenant and open its audit chain."""
     tenant = Tenant(slug=slug, name=name or slug)
-    tenant.full_clean()
+    try:
+        tenant.full_clean()
+    except ValidationError as error:
+        # The model's own checks (a slug's form, a taken slug), refused as every rule is.
+        messages = [message for field in error.message_dict.values() for message in field]
+        raise Invalid(" ".join(messages), errors=error.message_dict) from error
     tenant.save()
     with tenant_scope(tenant.pk):
         audit_record(
@@ -86,14 +88,14 @@ def _ensure_another_admin(membership: Membership, *, field: str | None) -> None:
         .values_list("pk", flat=True)
     )
     if admins == [membership.pk]:
-        raise ValidationError({field: [LAST_ADMIN_MESSAGE]} if field else LAST_ADMIN_MESSAGE)
+        raise Invalid(LAST_ADMIN_MESSAGE, field=field)
 
 
 @transaction.atomic
 def membership_set(*, tenant: Tenant, user: Any, role: str, actor: Actor) -> Membership:
     """Give ``user`` ``role`` in ``tenant`` (creating or changing the membership)."""
     if role not in Role.values:
-        raise ValidationError({"role": [f"unknown role {role!r}"]})
+        raise Invalid(f"unknown role {role!r}", field="role")
     with tenant_scope(tenant.pk):
         membership = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
         previous = membership.role if membership else None
@@ -127,9 +129,7 @@ def membership_restricted_set(*, membership: Membership, granted: bool, actor: A
     with tenant_scope(membership.tenant_id):
         locked = Membership.objects.select_for_update().select_related("user").get(pk=membership.pk)
         if locked.role in (Role.ADMIN, Role.REVIEWER):
-            raise ValidationError(
-                f"{locked.get_role_display()}s see restricted memories by their role."
-            )
+            raise Invalid(f"{locked.get_role_display()}s see restricted memories by their role.")
         if locked.sees_restricted == granted:
             return locked
         locked.sees_restricted = granted
@@ -187,7 +187,7 @@ def credential_issue(
     credential is the tenant's own service, so by default they do)."""
     name = (name or "").strip()
     if not name:
-        raise ValidationError({"name": ["a credential needs a name"]})
+        raise Invalid("a credential needs a name", field="name")
     chosen = parse_actions(actions)
     with tenant_scope(tenant.pk):
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -218,7 +218,7 @@ def credential_revoke(
     """Revoke a credential, for a non-empty ``reason``; requests with its token get 401 from
     now on. Revoking a revoked credential changes nothing."""
     if not isinstance(reason, str) or not reason.strip():
-        raise ValidationError({"reason": ["Say why the credential is revoked."]})
+        raise Invalid("Say why the credential is revoked.", field="reason")
     with tenant_scope(credential.tenant_id):
         locked = AgentCredential.objects.select_for_update().get(pk=credential.pk)
         if locked.revoked_at is not None:
@@ -252,19 +252,16 @@ def tenant_policy_set(
 ) -> Tenant:
     """Set how records are confirmed and which reads are audited; audited with what changed.
 
-    Refused (``ValidationError``, nothing changed): an unknown ``audit_reads``, and
+    Refused (:class:`~apps.core.errors.Invalid`, nothing changed): an unknown ``audit_reads``, and
     confirming on a second observation while promotions need a person (the two contradict:
     no person would take part)."""
     if audit_reads not in AuditReads.values:
-        raise ValidationError({"audit_reads": [f"Choose one of {', '.join(AuditReads.values)}."]})
+        raise Invalid(f"Choose one of {', '.join(AuditReads.values)}.", field="audit_reads")
     if auto_promote_on_second_observation and promotion_requires_person:
-        raise ValidationError(
-            {
-                "auto_promote_on_second_observation": [
-                    "A second observation cannot confirm a record at once while promotions "
-                    "need a person: untick one of the two."
-                ]
-            }
+        raise Invalid(
+            "A second observation cannot confirm a record at once while promotions need a "
+            "person: untick one of the two.",
+            field="auto_promote_on_second_observation",
         )
     locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
     before = {name: getattr(locked, name) for name in POLICY_FIELDS}

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -32,6 +32,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from apps.core.actors import Actor
+from apps.core.errors import DomainError
 
 from .context import activate_tenant
 from .forms import (
@@ -168,11 +169,6 @@ def render_page(
     """The whole page, or only ``partial`` of it for an htmx request."""
     name = f"{template}#{partial}" if partial and request.htmx else template
     return render(request, name, context, status=status)
-
-
-# The governance console views import the helper by its former name until they move to
-# apps.governance.
-_render = render_page
 
 
 def hx_or_redirect(request: ConsoleRequest, to: str, **kwargs: Any) -> HttpResponse:
@@ -364,10 +360,6 @@ def _members_context(tenant: Tenant, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _error_messages(error: ValidationError) -> str:
-    return " ".join(error.messages)
-
-
 @tenant_view(MANAGE_MEMBERS)
 @require_http_methods(["GET", "POST"])
 def members(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
@@ -435,8 +427,8 @@ def member_role(request: ConsoleRequest, tenant: Tenant, membership_id: uuid.UUI
             role=form.cleaned_data["role"],
             actor=Actor.for_user(request.user),
         )
-    except ValidationError as error:
-        return _member_row_error(request, tenant, membership, _error_messages(error))
+    except DomainError as error:
+        return _member_row_error(request, tenant, membership, error.detail)
     username = membership.user.get_username()
     messages.success(request, f"{username} is now {membership.get_role_display()}.")
     if membership.user == request.user:
@@ -464,8 +456,8 @@ def member_restricted(
         membership = membership_restricted_set(
             membership=membership, granted=granted == "yes", actor=Actor.for_user(request.user)
         )
-    except ValidationError as error:
-        return _member_row_error(request, tenant, membership, _error_messages(error))
+    except DomainError as error:
+        return _member_row_error(request, tenant, membership, error.detail)
     username = membership.user.get_username()
     messages.success(
         request,
@@ -493,8 +485,8 @@ def member_remove(
         )
     try:
         membership_remove(membership=membership, actor=Actor.for_user(request.user))
-    except ValidationError as error:
-        return _member_row_error(request, tenant, membership, _error_messages(error))
+    except DomainError as error:
+        return _member_row_error(request, tenant, membership, error.detail)
     messages.success(request, f"Removed {membership.user.get_username()} from {tenant.name}.")
     if membership.user == request.user:
         return hx_or_redirect(request, "console:home")

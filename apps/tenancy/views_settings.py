@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from apps.core.actors import Actor
+from apps.core.errors import DomainError, form_add_error
 
 from .forms import TenantPolicyForm
 from .models import Tenant
@@ -53,8 +54,8 @@ def tenant_settings(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
             tenant_policy_set(
                 tenant=tenant, actor=Actor.for_user(request.user), **form.cleaned_data
             )
-        except ValidationError as error:
-            form.add_error(None, error)
+        except DomainError as error:
+            form_add_error(form, error)
         else:
             messages.success(request, "Saved the tenant's policy.")
             return redirect("console:settings", tenant_slug=tenant.slug)

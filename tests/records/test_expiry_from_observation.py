@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
 
 from apps.core.actors import Actor
+from apps.core.errors import Invalid
 from apps.governance.services import retention_rule_set
 from apps.records.models import MemoryRecord
 from apps.tenancy.context import tenant_scope
@@ -97,7 +97,7 @@ def test_a_shorter_rule_counts_from_each_records_observation(agent, tenant):
 
 
 def test_a_rule_shorter_than_a_minute_is_refused(tenant):
-    with tenant_scope(tenant.pk), pytest.raises(ValidationError, match="one minute"):
+    with tenant_scope(tenant.pk), pytest.raises(Invalid, match="one minute"):
         retention_rule_set(
             tenant=tenant,
             sensitivity="personal",

@@ -389,14 +389,13 @@ def test_it_sets_a_retention_rule_through_the_service_and_audits_it(tenant):
 def test_it_refuses_a_confirmed_lifetime_shorter_than_the_provisional_one(tenant):
     from datetime import timedelta
 
-    from django.core.exceptions import ValidationError
-
     from apps.core.actors import Actor
+    from apps.core.errors import Invalid
     from apps.governance.services import retention_rule_set
     from apps.tenancy.context import tenant_scope
 
     with tenant_scope(tenant.pk):
-        with pytest.raises(ValidationError, match="Confirmed"):
+        with pytest.raises(Invalid, match="Confirmed"):
             retention_rule_set(
                 tenant=tenant,
                 sensitivity="personal",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.core.errors import DomainError
 from apps.tenancy.services import tenant_create
 
 
@@ -20,12 +20,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, slug: str, name: str, **options: Any) -> None:
         try:
             tenant = tenant_create(slug=slug, name=name)
-        except ValidationError as exc:
+        except DomainError as exc:
             raise CommandError(_messages(exc)) from exc
         self.stdout.write(f"created tenant {tenant.slug} ({tenant.pk})")
 
 
-def _messages(exc: ValidationError) -> str:
-    if hasattr(exc, "error_dict"):
-        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
-    return "; ".join(exc.messages)
+def _messages(exc: DomainError) -> str:
+    if exc.errors:
+        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.errors.items())
+    return exc.detail

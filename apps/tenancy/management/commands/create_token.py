@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.core.actors import Actor
+from apps.core.errors import DomainError
 from apps.tenancy.models import DEFAULT_ACTIONS, Action
 from apps.tenancy.selectors import tenant_by_slug
 from apps.tenancy.services import credential_issue
@@ -57,6 +57,6 @@ class Command(BaseCommand):
                 sees_restricted=not no_restricted,
                 actor=Actor.system("create-token"),
             )
-        except ValidationError as exc:
+        except DomainError as exc:
             raise CommandError(_messages(exc)) from exc
         self.stdout.write(token)
