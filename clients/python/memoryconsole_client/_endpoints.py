@@ -119,7 +119,7 @@ class _Method(Generic[P, T]):
         return method
 
 
-class endpoint(_Method[P, T]):  # noqa: N801 - used as a decorator
+class endpoint(_Method[P, T]):
     """The public method of one request: its answer, or an awaitable of it."""
 
     @overload
@@ -137,7 +137,7 @@ class endpoint(_Method[P, T]):  # noqa: N801 - used as a decorator
         super().__init__(build)
 
 
-class listing(_Method[P, T]):  # noqa: N801 - used as a decorator
+class listing(_Method[P, T]):
     """The public method of a listing: every item, page after page."""
 
     @overload
