@@ -17,13 +17,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from memoryconsole_client import MemoryConsole, NotFound, hit_id
 
 from tests.processes import free_port, memoryconsole_command
@@ -31,6 +29,9 @@ from tests.processes import free_port, memoryconsole_command
 from .conftest import LiveServer
 from .test_client import memory, subject
 from .test_mcp import TOOLS, call
+
+if TYPE_CHECKING:
+    from mcp import Client  # imported where used: test_mcp.py says why
 
 pytestmark = pytest.mark.slow
 
@@ -81,6 +82,9 @@ def with_http(url: str, token: str | None) -> Callable[..., Any]:
 
     def run(scenario: Callable[[Client], Awaitable[Any]]) -> Any:
         async def main() -> Any:
+            from mcp import Client
+            from mcp.client.streamable_http import streamable_http_client
+
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             timeout = httpx2.Timeout(30, read=120)
             async with (
@@ -271,6 +275,9 @@ def test_interleaved_sessions_of_two_tenants_keep_their_credentials(
     subjects = {live_api.token: subject(), live_api.other_token: subject()}
 
     async def session(token: str) -> list[list[str]]:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
         headers = {"Authorization": f"Bearer {token}"}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
