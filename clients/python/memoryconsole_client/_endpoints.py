@@ -97,9 +97,13 @@ class Resource(Generic[M]):
 
 
 def _public_signature(build: Callable[..., Any]) -> inspect.Signature:
-    """``build``'s parameters without ``self`` (what ``inspect.signature`` shows a caller)."""
+    """``build``'s parameters without ``self``, and no return annotation (``build`` returns the
+    description, the method its answer): what ``inspect.signature`` shows a caller."""
     signature = inspect.signature(build)
-    return signature.replace(parameters=list(signature.parameters.values())[1:])
+    return signature.replace(
+        parameters=list(signature.parameters.values())[1:],
+        return_annotation=inspect.Signature.empty,
+    )
 
 
 class _Method(Generic[P, T]):
