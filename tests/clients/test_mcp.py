@@ -385,6 +385,8 @@ def test_exactly_one_of_racing_agents_commits(live_api: LiveServer) -> None:
         obligation = api.obligations.open(task_id=task, kind="charge", key=f"{task}:1")
 
     async def racer(n: int) -> dict[str, Any]:
+        from mcp import Client
+
         async with Client(_server(live_api, live_api.token)) as client:
             return await call(
                 client, "commit_obligation", obligation_id=obligation["id"], result={"worker": n}
