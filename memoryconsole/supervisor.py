@@ -2,7 +2,12 @@
 
 Procfile runners (honcho, foreman) stop everything when one process exits; ``up`` must instead
 restart that one process (after 1 s, 2 s, 4 s ... at most 30 s), restart a worker that stalls,
-and keep the embedded PostgreSQL running, so it keeps this supervisor. What it guarantees:
+and keep the embedded PostgreSQL running, so it keeps this supervisor. The process managers
+that do restart (supervisord, circus) are daemons of their own, configured by file and
+controlled over a socket (circus through ZeroMQ): ``up`` would start one, write its
+configuration, and still poll the health endpoint for stalls and readiness, which is more
+code than this module, not less. ``psutil.wait_procs`` could replace the wait in
+:meth:`Supervisor.stop_all`, but not its second-Ctrl-C shortcut. What it guarantees:
 
 * each child runs in its own process group, so a terminal's Ctrl-C reaches ``up`` only and
   ``up`` decides the order of the stop; on Linux a child also gets SIGTERM if ``up`` dies;

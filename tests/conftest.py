@@ -7,6 +7,7 @@ The test database is created and migrated as the **owner** role, then every test
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,12 @@ from memoryconsole import instance
 from tests.brokers import redis_url
 from tests.factories import AgentCredentialFactory, TenantFactory, person
 
+# pytest caches each test module with its assertions rewritten, unless bytecode writing is
+# off (PYTHONDONTWRITEBYTECODE, set in the image and in some shells): then every run rewrites
+# all of them again, which took 40 of a collection's 68 seconds on a busy machine. The cache
+# lands in __pycache__ directories that git ignores; this process alone is affected.
+sys.dont_write_bytecode = False
+
 ROLE_KEYS = ("USER", "PASSWORD")
 
 
@@ -30,8 +37,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     Passwords are hashed with a fast hasher here: the product's PBKDF2 costs most of a
     second a hash on this hardware, and every persona and sign-in would pay it. What a
-    hasher does is Django's to test; processes the tests start (``up``) keep the product's."""
-    instance.setup()
+    hasher does is Django's to test; processes the tests start (``up``) keep the product's.
+    Collecting alone (``--collect-only``) touches no database, so it starts none."""
+    instance.setup(database=not config.option.collectonly)
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
@@ -41,6 +49,9 @@ def pytest_configure(config: pytest.Config) -> None:
 LIVE_SERVER_PACKAGE = "tests/clients/"
 
 
+# Optional: without pytest-xdist (``-p no:xdist``) the hook is unknown, and a required one
+# would stop pytest.
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` (addopts: a module stays on one worker, so its module fixtures build
     once) with the live-server package as one unit, so one worker runs it on one server."""

@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from memoryconsole import instance
+from tests.processes import wait_ready
 
 FOREIGN_ENV = ("DATABASE_URL", "DATABASE_APP_URL", "CELERY_BROKER_URL", "SECRET_KEY")
 
@@ -80,7 +80,4 @@ def test_the_last_holder_stops_the_server_after_another_was_killed(tmp_path: Pat
         [sys.executable, "-c", hold], env=_env(home), capture_output=True, text=True, timeout=120
     )
     assert last.returncode == 0, last.stderr
-    deadline = time.monotonic() + 20
-    while _postmasters(home):
-        assert time.monotonic() < deadline, "the server outlived its last holder"
-        time.sleep(0.2)
+    wait_ready(lambda: not _postmasters(home), what="the server stopping after its last holder")

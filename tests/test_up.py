@@ -24,11 +24,10 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.processes import free_port, memoryconsole_command
+from tests.processes import free_port, memoryconsole_command, wait_ready
 
 pytestmark = pytest.mark.slow
 
-START_TIMEOUT = 90.0
 STOP_TIMEOUT = 20.0
 # Variables that would point up at another server, broker or role than the embedded default.
 FOREIGN_ENV = ("DATABASE_URL", "DATABASE_APP_URL", "CELERY_BROKER_URL", "MEMORYCONSOLE_DB_ROLE")
@@ -68,18 +67,26 @@ class Up:
             return exc.code, exc.read()
 
     def wait_healthy(self) -> dict[str, Any]:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"up exited ({self.process.returncode}) early:\n{self.output()}")
+        answer: dict[str, Any] = {}
+
+        def healthy() -> bool:
             try:
                 status, body = self.get("/api/v1/health")
             except OSError:
-                status, body = 0, b""
+                return False
             if status == 200 and "Press Ctrl-C" in self.output():
-                return dict(json.loads(body))
-            time.sleep(0.5)
-        pytest.fail(f"up did not become healthy in {START_TIMEOUT}s:\n{self.output()}")
+                answer.update(json.loads(body))
+                return True
+            return False
+
+        wait_ready(
+            healthy,
+            what=f"memoryconsole up at {self.base} (/api/v1/health answering 200, then its banner)",
+            process=self.process,
+            log=self.output,
+            interval=0.5,
+        )
+        return answer
 
     def interrupt(self) -> int:
         """Ctrl-C, as a terminal would send it; the exit status."""
@@ -202,12 +209,13 @@ def _child(up: Up, word: str) -> psutil.Process:
     return found
 
 
-def _wait_for(up: Up, text: str, timeout: float = 40.0) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in up.output():
-        assert time.monotonic() < deadline, f"no {text!r} within {timeout}s:\n{up.output()}"
-        assert up.process.poll() is None, f"up exited:\n{up.output()}"
-        time.sleep(0.25)
+def _wait_for(up: Up, text: str) -> None:
+    wait_ready(
+        lambda: text in up.output(),
+        what=f"the line {text!r} in the output of up",
+        process=up.process,
+        log=up.output,
+    )
 
 
 def _probe_runs(home: Path, up: Up) -> None:

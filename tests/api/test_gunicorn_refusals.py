@@ -10,13 +10,12 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.processes import free_port
+from tests.processes import free_port, listening, wait_ready
 
 from .support import PROBLEM_MEMBERS
 
@@ -45,16 +44,11 @@ def port() -> Iterator[int]:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                raise
-            time.sleep(0.1)
+    try:
+        wait_ready(lambda: listening(port), what=f"gunicorn on port {port}", process=server)
+    except BaseException:
+        server.kill()
+        raise
     yield port
     server.terminate()
     output, _ = server.communicate(timeout=20)

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -16,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import free_port, memoryconsole_command
+from tests.processes import free_port, memoryconsole_command, wait_ready
 
-START_TIMEOUT = 120.0
 STOP_TIMEOUT = 20.0
 # Variables that would point up at another server, broker or role than the embedded default.
 FOREIGN_ENV = ("DATABASE_URL", "DATABASE_APP_URL", "CELERY_BROKER_URL", "MEMORYCONSOLE_DB_ROLE")
@@ -85,11 +83,14 @@ def live_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not (_healthy(url) and "Press Ctrl-C" in log.read_text(errors="replace")):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"up did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.5)
+        wait_ready(
+            lambda: _healthy(url) and "Press Ctrl-C" in log.read_text(errors="replace"),
+            what=f"memoryconsole up at {url} (its /api/v1/health with the database ok, then "
+            "its banner)",
+            process=process,
+            log=lambda: log.read_text(errors="replace"),
+            interval=0.5,
+        )
         server = LiveServer(url, home, log, "", "", "")
         # One at a time: each command attaches to the embedded server up started.
         server.manage("create-tenant", "acme")

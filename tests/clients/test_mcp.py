@@ -12,17 +12,21 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 from memoryconsole_client import MemoryConsole, NotFound, hit_id
 
 from tests.processes import memoryconsole_command
 
 from .conftest import LiveServer
 from .test_client import memory, subject
+
+if TYPE_CHECKING:
+    # Imported where used: the SDK and its models take seconds to import, which every
+    # collection of the suite (every test run) would pay.
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +47,8 @@ TOOLS = {
 
 
 def _server(live: LiveServer, token: str) -> StdioServerParameters:
+    from mcp.client.stdio import StdioServerParameters
+
     command = Path(sys.executable).with_name("memoryconsole")
     return StdioServerParameters(
         command=str(command),
@@ -64,6 +70,8 @@ def with_mcp(
 
     def run(scenario: Callable[[Client], Awaitable[Any]]) -> Any:
         async def main() -> Any:
+            from mcp import Client
+
             async with Client(parameters) as client:
                 return await scenario(client)
 
@@ -212,6 +220,8 @@ def test_a_printed_host_configuration_starts_the_server_from_any_directory(
     assert Path(entry["command"]).is_absolute()
     # Started as a host starts it: the printed command, arguments and variables only (the SDK
     # passes on a few safe variables of its own, no PYTHONPATH), from another directory.
+    from mcp.client.stdio import StdioServerParameters
+
     server = StdioServerParameters(
         command=entry["command"], args=entry["args"], env=entry["env"], cwd=tmp_path
     )
@@ -375,6 +385,8 @@ def test_exactly_one_of_racing_agents_commits(live_api: LiveServer) -> None:
         obligation = api.obligations.open(task_id=task, kind="charge", key=f"{task}:1")
 
     async def racer(n: int) -> dict[str, Any]:
+        from mcp import Client
+
         async with Client(_server(live_api, live_api.token)) as client:
             return await call(
                 client, "commit_obligation", obligation_id=obligation["id"], result={"worker": n}

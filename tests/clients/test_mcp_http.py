@@ -9,40 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from memoryconsole_client import MemoryConsole, NotFound, hit_id
 
-from tests.processes import free_port, memoryconsole_command
+from tests.processes import free_port, listening, memoryconsole_command, wait_ready
 
 from .conftest import LiveServer
 from .test_client import memory, subject
 from .test_mcp import TOOLS, call
 
+if TYPE_CHECKING:
+    from mcp import Client  # imported where used: test_mcp.py says why
+
 pytestmark = pytest.mark.slow
-
-START_TIMEOUT = 60.0
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _serve_mcp(api_url: str, log: Path) -> Iterator[str]:
@@ -56,11 +45,12 @@ def _serve_mcp(api_url: str, log: Path) -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _listening(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mcp did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.2)
+        wait_ready(
+            lambda: listening(port),
+            what=f"memoryconsole mcp --transport http on port {port}",
+            process=process,
+            log=lambda: log.read_text(errors="replace"),
+        )
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
@@ -81,6 +71,9 @@ def with_http(url: str, token: str | None) -> Callable[..., Any]:
 
     def run(scenario: Callable[[Client], Awaitable[Any]]) -> Any:
         async def main() -> Any:
+            from mcp import Client
+            from mcp.client.streamable_http import streamable_http_client
+
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             timeout = httpx2.Timeout(30, read=120)
             async with (
@@ -271,6 +264,9 @@ def test_interleaved_sessions_of_two_tenants_keep_their_credentials(
     subjects = {live_api.token: subject(), live_api.other_token: subject()}
 
     async def session(token: str) -> list[list[str]]:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
         headers = {"Authorization": f"Bearer {token}"}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,

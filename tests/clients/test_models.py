@@ -111,6 +111,19 @@ def test_every_method_says_what_it_does(client_type: type) -> None:
     assert undocumented == []
 
 
+def test_both_clients_offer_the_same_methods_with_the_same_parameters() -> None:
+    sync = _public_methods(MemoryConsole("http://127.0.0.1:1", "mc_x"))
+    awaited = _public_methods(AsyncMemoryConsole("http://127.0.0.1:1", "mc_x"))
+    assert sorted(sync) == sorted(awaited)
+    differ = [
+        name
+        for name, method in sync.items()
+        if callable(method)
+        and inspect.signature(method).parameters != inspect.signature(awaited[name]).parameters
+    ]
+    assert differ == []
+
+
 def test_the_check_notices_a_field_the_client_lacks(schema: dict[str, Any]) -> None:
     component = schema["components"]["schemas"]["Run"]
     grown = {**component["properties"], "priority": {"type": "integer"}}

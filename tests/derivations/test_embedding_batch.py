@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +34,7 @@ from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from apps.tenancy.tasks import TENANT_HEADER
 from memoryconsole.celery import app
+from tests.processes import wait_ready
 
 from .support import drain, summarise, wake_eagerly, write
 
@@ -175,12 +175,12 @@ def _in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     return thread, outcome
 
 
-def _wait_for_lock_wait(outcome: list[Any], timeout: float = 20.0) -> None:
+def _wait_for_lock_wait(outcome: list[Any]) -> None:
     """Until another session of this database waits for a row lock (``outcome``: the
     waiting thread's, which must not have ended)."""
-    deadline = time.monotonic() + timeout
     with connection.cursor() as cursor:
-        while True:
+
+        def waiting() -> bool:
             # Activity is read from a snapshot kept for the transaction: take a fresh one.
             cursor.execute("SELECT pg_stat_clear_snapshot()")
             cursor.execute(
@@ -188,10 +188,11 @@ def _wait_for_lock_wait(outcome: list[Any], timeout: float = 20.0) -> None:
                 " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
             )
             if cursor.fetchone()[0]:
-                return
+                return True
             assert not outcome, f"the deletion ended without waiting: {outcome}"
-            assert time.monotonic() < deadline, "the deletion never waited for the batch"
-            time.sleep(0.05)
+            return False
+
+        wait_ready(waiting, what="the deletion waiting for the batch's row lock", interval=0.05)
 
 
 def _delete(tenant: Tenant, record_id: str) -> Callable[[], Any]:
@@ -328,11 +329,7 @@ def test_a_worker_killed_mid_batch_leaves_nothing_and_the_relay_offers_the_rows_
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert worker.poll() is None, "the drain exited before its batch was written"
-            assert time.monotonic() < deadline, "the drain never reached the middle of a batch"
-            time.sleep(0.1)
+        wait_ready(marker.exists, what="the drain reaching the middle of a batch", process=worker)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(10)
     finally:
@@ -341,10 +338,12 @@ def test_a_worker_killed_mid_batch_leaves_nothing_and_the_relay_offers_the_rows_
             worker.wait(10)
     # The batch rolled back with its connection: no vector, no row finished, no attempt
     # counted (a kill is not the source's fault).
-    deadline = time.monotonic() + 30
-    while vectors(tenant) or any(row.state != OutboxState.PUBLISHED for row in rows(tenant)):
-        assert time.monotonic() < deadline, "the killed batch's transaction never ended"
-        time.sleep(0.1)
+    wait_ready(
+        lambda: (
+            not vectors(tenant) and all(row.state == OutboxState.PUBLISHED for row in rows(tenant))
+        ),
+        what="the end of the killed batch's transaction",
+    )
     assert all(row.attempts == 0 for row in rows(tenant))
     assert outbox_relay(wake=lambda tenant_id: None) == 0  # published recently: not yet
     settings.OUTBOX_REDELIVER_AFTER = 0  # the redelivery delay has passed

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from apps.tenancy.context import tenant_scope
 from apps.tenancy.tasks import TENANT_HEADER
 from memoryconsole.celery import app
 from tests.brokers import redis_url
+from tests.processes import wait_ready
 
 from .support import run_eagerly, write
 
@@ -60,11 +60,7 @@ def test_a_killed_worker_leaves_no_duplicate_and_the_rerun_embeds_once(agent, te
                 )
 
             assert outbox_relay_tenant(tenant.pk, wake=wake) == 1
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert worker.poll() is None, "the worker exited before the task ran"
-            assert time.monotonic() < deadline, "the worker never reached the middle of the task"
-            time.sleep(0.1)
+        wait_ready(marker.exists, what="the worker reaching the middle of the task", process=worker)
         os.killpg(worker.pid, signal.SIGKILL)  # really kill it, mid-task
         worker.wait(10)
     finally:

@@ -7,7 +7,7 @@ import json
 import os
 import random
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -198,19 +198,16 @@ def result(call: Call, response: httpx.Response, parsed: Any) -> Any:
     raise error_for(response.status_code, parsed, method=call.method, path=call.path)
 
 
-def same_server(base_url: str, url: str) -> Call:
-    """A GET of ``url`` (a page's ``next`` link, a job's ``url``) that stays on the configured
-    server: a link to another origin (say, the address a proxy used to reach the server) is
-    followed by its path and query against ``base_url``, so the credential never goes
-    anywhere else."""
-    target, base = httpx.URL(url), httpx.URL(base_url)
-    if target.is_relative_url or (target.scheme, target.host, target.port) == (
-        base.scheme,
-        base.host,
-        base.port,
-    ):
-        return Call("GET", url)
-    return Call("GET", target.raw_path.decode("ascii"))
+def on_server(base_url: str, call: Call) -> Call:
+    """``call`` kept on the configured server. A call to a full URL (a page's ``next`` link,
+    a job's ``url``) to another origin (say, the address a proxy used to reach the server)
+    goes by its path and query to ``base_url``, so the credential never goes anywhere else."""
+    if "://" not in call.path:
+        return call
+    target, base = httpx.URL(call.path), httpx.URL(base_url)
+    if (target.scheme, target.host, target.port) == (base.scheme, base.host, base.port):
+        return call
+    return replace(call, path=target.raw_path.decode("ascii"))
 
 
 def page_of(parsed: Any) -> tuple[list[Any], str | None]:

@@ -1,51 +1,22 @@
-"""The asynchronous client: the surface of ``MemoryConsole`` (``client.py``), awaited."""
+"""The asynchronous client: the surface of ``MemoryConsole`` (``client.py``), awaited; both
+take their endpoints from ``_endpoints``."""
 
 from __future__ import annotations
 
 import asyncio
-import builtins
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 
-from . import _core
-from ._core import JOB_FINISHED, Call, RetryPolicy, body, get, post, query
+from . import _core, _endpoints
+from ._core import JOB_FINISHED, Call, RetryPolicy, get
+from ._endpoints import Awaiting
 from .errors import NotFound, TransportError
-from .models import (
-    AuditEvent,
-    BatchResult,
-    Checkpoint,
-    Conflict,
-    DeletionReceipt,
-    Episode,
-    Fact,
-    FactCheck,
-    FactRef,
-    Obligation,
-    ObligationOpened,
-    PromotionRequest,
-    Purpose,
-    Record,
-    RecordWritten,
-    RedactionInput,
-    Resolution,
-    RetentionInput,
-    Run,
-    ScopeInput,
-    ScopeMatch,
-    SearchResult,
-    Sensitivity,
-    SourceInput,
-    Summary,
-    SummarySource,
-    Trust,
-    Version,
-)
 
 
-class AsyncMemoryConsole:
+class AsyncMemoryConsole(_endpoints.Client[Awaiting]):
     """A client of one Memory Console server with one agent credential.
 
     ``base_url`` and ``token`` default to ``MEMORYCONSOLE_URL`` and ``MEMORYCONSOLE_TOKEN``.
@@ -70,18 +41,8 @@ class AsyncMemoryConsole:
             timeout=self._settings.timeout,
             transport=transport,
         )
-        self.records = Records(self)
-        self.facts = Facts(self)
-        self.summaries = Summaries(self)
-        self.runs = Runs(self)
-        self.episodes = Episodes(self)
-        self.checkpoints = Checkpoints(self)
-        self.obligations = Obligations(self)
+        self._resources()
         self.erasures = Erasures(self)
-        self.receipts = Receipts(self)
-        self.audit_events = AuditEvents(self)
-        self.promotion_requests = PromotionRequests(self)
-        self.conflicts = Conflicts(self)
         self.subjects = Subjects(self)
 
     async def __aenter__(self) -> AsyncMemoryConsole:
@@ -100,6 +61,7 @@ class AsyncMemoryConsole:
 
     async def exchange(self, call: Call) -> tuple[int, Any]:
         """Like ``send``, with the answer's status code."""
+        call = _core.on_server(self._settings.base_url, call)
         policy = self._settings.retry
         for attempt in range(policy.retries + 1):
             last = attempt == policy.retries
@@ -124,6 +86,16 @@ class AsyncMemoryConsole:
             return response.status_code, _core.result(call, response, parsed)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _run(self, request: _endpoints.Request[Any]) -> Any:
+        """Send a described request; its answer as the description reads it."""
+        try:
+            status, parsed = await self.exchange(request.call)
+        except NotFound as missing:
+            if request.absent and missing.type.endswith(request.absent):
+                return None
+            raise
+        return request.read(status, parsed)
+
     async def pages(self, call: Call) -> AsyncIterator[Any]:
         """Every item of a listing, following the cursor from page to page."""
         while True:
@@ -132,466 +104,11 @@ class AsyncMemoryConsole:
                 yield item
             if next_url is None:
                 return
-            call = _core.same_server(self._settings.base_url, next_url)
-
-    async def me(self) -> dict[str, Any]:
-        """The credential: its tenant and actions."""
-        return cast(dict[str, Any], await self.send(get("/api/v1/me")))
-
-    async def search(
-        self,
-        query: str | None = None,
-        *,
-        vector: list[float] | None = None,
-        scope: dict[str, Any] | None = None,
-        purpose: Purpose | None = None,
-        top_k: int | None = None,
-        subject: str | None = None,
-        keys: list[str] | None = None,
-        sensitivity_max: Sensitivity | None = None,
-        as_of: str | None = None,
-        min_similarity: float | None = None,
-        scope_match: ScopeMatch | None = None,
-        idempotency_key: str | None = None,
-    ) -> SearchResult:
-        """Scoped retrieval by meaning and words. A memory applies when its scope is contained
-        in ``scope`` (``scope_match="exact"``: the named parts equal); ``purpose="decision"``
-        returns confirmed items only and needs ``scope["domain"]``. With no hits, the
-        result's ``abstention`` says why."""
-        payload = body(
-            query=query,
-            vector=vector,
-            scope=scope,
-            purpose=purpose,
-            top_k=top_k,
-            subject=subject,
-            keys=keys,
-            sensitivity_max=sensitivity_max,
-            as_of=as_of,
-            min_similarity=min_similarity,
-            scope_match=scope_match,
-        )
-        call = post("/api/v1/search", payload, idempotency_key=idempotency_key, ok=(200,))
-        return cast(SearchResult, await self.send(call))
+            call = get(next_url)
 
 
-class _Resource:
-    def __init__(self, client: AsyncMemoryConsole) -> None:
-        self._c = client
-
-
-class Records(_Resource):
-    """Memory records: the write boundary and what follows from it."""
-
-    async def write(
-        self,
-        *,
-        key: str,
-        subject: str,
-        value: Any,
-        source: SourceInput,
-        observed_at: str,
-        owner: str,
-        reason: str,
-        scope: ScopeInput,
-        sensitivity: Sensitivity,
-        retention: RetentionInput,
-        content: str | None = None,
-        redaction: RedactionInput | None = None,
-        vector: builtins.list[float] | None = None,
-        idempotency_key: str | None = None,
-    ) -> RecordWritten:
-        """Write a memory (``201``); ``outcome`` says whether it created a fact, observed an
-        existing one again, or opened a conflict."""
-        payload = body(
-            key=key,
-            subject=subject,
-            value=value,
-            content=content,
-            source=source,
-            observed_at=observed_at,
-            owner=owner,
-            reason=reason,
-            scope=scope,
-            sensitivity=sensitivity,
-            retention=retention,
-            redaction=redaction,
-            vector=vector,
-        )
-        payload["value"] = value  # null is a value
-        call = post("/api/v1/records", payload, idempotency_key=idempotency_key)
-        return cast(RecordWritten, await self._c.send(call))
-
-    async def write_batch(
-        self,
-        items: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str | None = None,
-    ) -> BatchResult:
-        """Write up to 500 memories in one request, each item a ``write``'s keyword arguments
-        as a dict. Answered per item, in order (``result["items"][i]["status"]``: what
-        ``write`` would have got; ``record`` for a 2xx, ``error`` for a refusal): a refused
-        item stores nothing and raises nothing; the others are written. One idempotency key
-        covers the batch, so a retry writes nothing twice."""
-        payload = {"items": [dict(item) for item in items]}
-        call = post("/api/v1/records/batch", payload, idempotency_key=idempotency_key, ok=(200,))
-        return cast(BatchResult, await self._c.send(call))
-
-    async def get(self, record_id: str) -> Record:
-        """One record with its provenance, version chain and derived artifacts."""
-        return cast(Record, await self._c.send(get(f"/api/v1/records/{record_id}")))
-
-    def list(
-        self,
-        *,
-        subject: str | None = None,
-        key: str | None = None,
-        domain: str | None = None,
-        task_type: str | None = None,
-        trust: str | None = None,
-        status: str | None = None,
-        sensitivity: str | None = None,
-        page_size: int | None = None,
-    ) -> AsyncIterator[Record]:
-        """Every matching live record, page after page (``page_size`` per request)."""
-        params = query(
-            subject=subject,
-            key=key,
-            domain=domain,
-            task_type=task_type,
-            trust=trust,
-            status=status,
-            sensitivity=sensitivity,
-            page_size=page_size,
-        )
-        return cast(AsyncIterator[Record], self._c.pages(get("/api/v1/records", params)))
-
-    async def history(self, record_id: str) -> builtins.list[Version]:
-        """Every version of the record's fact, oldest first, superseded ones included."""
-        answer = await self._c.send(get(f"/api/v1/records/{record_id}/history"))
-        return cast(builtins.list[Version], answer["versions"])
-
-    async def delete(
-        self, record_id: str, *, reason: str | None = None, dry_run: bool = False
-    ) -> DeletionReceipt:
-        """Delete the record and what was derived from it; the deletion receipt. ``reason``
-        (at most 2,000 characters) is kept on the receipt and in the audit event; without one
-        they say "deleted through the API". With ``dry_run`` the server reports what would be
-        removed and changes nothing."""
-        call = Call(
-            "DELETE",
-            f"/api/v1/records/{record_id}",
-            params=query(dry_run=True) if dry_run else None,
-            body=body(reason=reason) or None,
-            ok=(200,),
-        )
-        return cast(DeletionReceipt, await self._c.send(call))
-
-    async def redact(
-        self,
-        record_id: str,
-        *,
-        fields: builtins.list[str],
-        reason: str,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
-        """Rewrite the stored content without ``fields``; derived summaries are invalidated."""
-        call = post(
-            f"/api/v1/records/{record_id}/redact",
-            {"fields": fields, "reason": reason},
-            idempotency_key=idempotency_key,
-        )
-        return cast(dict[str, Any], await self._c.send(call))
-
-    async def request_promotion(
-        self,
-        record_id: str,
-        *,
-        reason: str,
-        evidence: Any = None,
-        idempotency_key: str | None = None,
-    ) -> PromotionRequest:
-        """Ask a reviewer to confirm the record (evidence from an independent source)."""
-        call = post(
-            f"/api/v1/records/{record_id}/promotion-requests",
-            body(evidence=evidence, reason=reason),
-            idempotency_key=idempotency_key,
-        )
-        return cast(PromotionRequest, await self._c.send(call))
-
-
-class Facts(_Resource):
-    """The state layer's read of records: the current version of each scoped fact."""
-
-    def list(
-        self,
-        subject: str,
-        *,
-        domain: str | None = None,
-        task_type: str | None = None,
-        conditions: str | None = None,
-        as_of: str | None = None,
-        trust: Trust | None = None,
-        page_size: int | None = None,
-        fresh: bool | None = None,
-    ) -> AsyncIterator[Fact]:
-        """Every current fact of the subject (with ``as_of``, what the memory held then),
-        page after page (``page_size`` per request), by key. Before an irreversible step, ask
-        for ``trust="confirmed"``: a fact whose current value is provisional is then left out.
-        Each fact says who confirmed it (``confirmed_by``) and its open conflict
-        (``in_conflict``, ``conflict``). ``fresh=True`` reads the primary database where the
-        deployment has read replicas."""
-        params = query(
-            subject=subject,
-            domain=domain,
-            task_type=task_type,
-            conditions=conditions,
-            as_of=as_of,
-            trust=trust,
-            page_size=page_size,
-            fresh=fresh,
-        )
-        return cast(AsyncIterator[Fact], self._c.pages(get("/api/v1/facts", params)))
-
-    async def check(
-        self,
-        facts: builtins.list[FactRef],
-        *,
-        trust: Trust | None = None,
-        idempotency_key: str | None = None,
-    ) -> builtins.list[FactCheck]:
-        """For each fact held in context, whether it is still current (a stale one names
-        the reason and the current version), and whether it is ``safe_to_act`` on: current,
-        in no open conflict and confirmed (``trust="provisional"`` accepts a provisional one,
-        for a step that can be undone); ``unsafe_reasons`` says why not."""
-        call = post(
-            "/api/v1/facts/check",
-            body(facts=facts, trust=trust),
-            idempotency_key=idempotency_key,
-            ok=(200,),
-        )
-        return cast(builtins.list[FactCheck], (await self._c.send(call))["facts"])
-
-
-class Summaries(_Resource):
-    """Summaries: derived text that cites its sources."""
-
-    async def create(
-        self,
-        *,
-        text: str,
-        sources: builtins.list[SummarySource],
-        reason: str,
-        vector: builtins.list[float] | None = None,
-        idempotency_key: str | None = None,
-    ) -> Summary:
-        """Store a summary of ``sources`` (records or episodes); refused without sources."""
-        call = post(
-            "/api/v1/summaries",
-            body(text=text, sources=sources, reason=reason, vector=vector),
-            idempotency_key=idempotency_key,
-        )
-        return cast(Summary, await self._c.send(call))
-
-    async def get(self, summary_id: str) -> Summary:
-        """A summary; ``valid`` is false once a source changed, with why."""
-        return cast(Summary, await self._c.send(get(f"/api/v1/summaries/{summary_id}")))
-
-
-class Runs(_Resource):
-    """Runs of a task: the container of episodes and checkpoints."""
-
-    async def open(
-        self,
-        *,
-        task_id: str,
-        owner: str,
-        subject: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Run:
-        """Open a run for ``task_id`` (pass ``idempotency_key`` to make a retried open,
-        even from another process, return the same run)."""
-        call = post(
-            "/api/v1/runs",
-            body(task_id=task_id, owner=owner, subject=subject),
-            idempotency_key=idempotency_key,
-        )
-        return cast(Run, await self._c.send(call))
-
-    async def get(self, run_id: str) -> Run:
-        """One run."""
-        return cast(Run, await self._c.send(get(f"/api/v1/runs/{run_id}")))
-
-    def list(
-        self,
-        *,
-        task_id: str | None = None,
-        state: str | None = None,
-        page_size: int | None = None,
-    ) -> AsyncIterator[Run]:
-        """Every run (newest first), filtered by task or state."""
-        params = query(task_id=task_id, state=state, page_size=page_size)
-        return cast(AsyncIterator[Run], self._c.pages(get("/api/v1/runs", params)))
-
-    async def close(self, run_id: str, *, idempotency_key: str | None = None) -> Run:
-        """Close the run: its episodes are discarded and summaries citing them invalidated."""
-        call = post(f"/api/v1/runs/{run_id}/close", idempotency_key=idempotency_key, ok=(200,))
-        return cast(Run, await self._c.send(call))
-
-
-class Episodes(_Resource):
-    """A run's trace."""
-
-    async def add(
-        self,
-        run_id: str,
-        *,
-        role: str,
-        content: str | None = None,
-        content_ref: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Episode:
-        """Append an episode (``content`` or ``content_ref``) to an open run."""
-        call = post(
-            f"/api/v1/runs/{run_id}/episodes",
-            body(role=role, content=content, content_ref=content_ref),
-            idempotency_key=idempotency_key,
-        )
-        return cast(Episode, await self._c.send(call))
-
-    def list(self, run_id: str, *, page_size: int | None = None) -> AsyncIterator[Episode]:
-        """The run's episodes in the order appended."""
-        call = get(f"/api/v1/runs/{run_id}/episodes", query(page_size=page_size))
-        return cast(AsyncIterator[Episode], self._c.pages(call))
-
-
-class Checkpoints(_Resource):
-    """A run's checkpoints: where a restarted agent resumes."""
-
-    async def save(
-        self, run_id: str, *, step: int, state: Any, idempotency_key: str | None = None
-    ) -> Checkpoint:
-        """Record the state after ``step`` (the same step and state again is a no-op; a step
-        behind the latest is a ``Conflict``)."""
-        call = post(
-            f"/api/v1/runs/{run_id}/checkpoints",
-            {"step": step, "state": state},
-            idempotency_key=idempotency_key,
-        )
-        return cast(Checkpoint, await self._c.send(call))
-
-    async def latest(self, run_id: str) -> Checkpoint | None:
-        """The run's latest checkpoint, or ``None`` when it has none yet. A run that does not
-        exist (or is another tenant's) raises ``NotFound``: starting from scratch on it
-        would be a mistake, not a fresh start."""
-        try:
-            answer = await self._c.send(get(f"/api/v1/runs/{run_id}/checkpoints/latest"))
-        except NotFound as missing:
-            if missing.type.endswith(_core.NO_CHECKPOINT_TYPE):
-                return None
-            raise
-        return cast(Checkpoint, answer)
-
-
-class Obligations(_Resource):
-    """Exactly-once work: open by key, commit once."""
-
-    async def open(
-        self,
-        *,
-        task_id: str,
-        kind: str,
-        key: str,
-        depends_on: builtins.list[str] | None = None,
-        deadline: str | None = None,
-        payload: Any = None,
-        subject: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> ObligationOpened:
-        """Open the obligation ``key`` (``created`` true), or return the existing one with
-        that key unchanged (``created`` false), committed or not."""
-        call = post(
-            "/api/v1/obligations",
-            body(
-                task_id=task_id,
-                kind=kind,
-                key=key,
-                depends_on=depends_on or [],
-                deadline=deadline,
-                payload=payload,
-                subject=subject,
-            ),
-            idempotency_key=idempotency_key,
-        )
-        status, answer = await self._c.exchange(call)
-        opened = cast(ObligationOpened, answer)
-        opened["created"] = status == 201
-        return opened
-
-    async def get(self, obligation_id: str) -> Obligation:
-        """One obligation."""
-        return cast(Obligation, await self._c.send(get(f"/api/v1/obligations/{obligation_id}")))
-
-    async def commit(
-        self, obligation_id: str, *, result: Any, idempotency_key: str | None = None
-    ) -> Obligation:
-        """Commit the work's ``result``. Exactly once: a later or concurrent commit raises
-        ``Conflict`` whose ``body`` is the committed obligation (with the winner's result)."""
-        call = post(
-            f"/api/v1/obligations/{obligation_id}/commit",
-            {"result": result},
-            idempotency_key=idempotency_key,
-            ok=(200,),
-        )
-        return cast(Obligation, await self._c.send(call))
-
-    def list(
-        self,
-        *,
-        task_id: str | None = None,
-        state: str | None = None,
-        overdue: bool | None = None,
-        page_size: int | None = None,
-    ) -> AsyncIterator[Obligation]:
-        """Every obligation (oldest first), filtered by task, state or being overdue."""
-        params = query(task_id=task_id, state=state, overdue=overdue, page_size=page_size)
-        return cast(AsyncIterator[Obligation], self._c.pages(get("/api/v1/obligations", params)))
-
-
-class Erasures(_Resource):
-    """Erasure of everything about a subject, an owner or a consent."""
-
-    async def create(
-        self,
-        *,
-        reason: str,
-        subject: str | None = None,
-        owner: str | None = None,
-        consent_ref: str | None = None,
-        dry_run: bool | None = None,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
-        """Erase (or with ``dry_run`` count) what matches; the receipts and totals, or for a
-        large erasure the job (``202``) to follow with ``job``."""
-        call = post(
-            "/api/v1/erasures",
-            body(
-                subject=subject,
-                owner=owner,
-                consent_ref=consent_ref,
-                reason=reason,
-                dry_run=dry_run,
-            ),
-            idempotency_key=idempotency_key,
-            ok=(200, 201, 202),
-        )
-        return cast(dict[str, Any], await self._c.send(call))
-
-    async def job(self, url: str) -> dict[str, Any]:
-        """A large erasure's job (the ``url`` of ``create``'s ``202`` answer): state,
-        progress and, when done, totals and receipt."""
-        call = _core.same_server(self._c._settings.base_url, url)
-        return cast(dict[str, Any], await self._c.send(call))
+class Erasures(_endpoints.Erasures[Awaiting]):
+    __doc__ = _endpoints.Erasures.__doc__
 
     async def wait(
         self, erasure: dict[str, Any], *, timeout: float = 300.0, interval: float = 1.0
@@ -611,115 +128,11 @@ class Erasures(_Resource):
         return job
 
 
-class Receipts(_Resource):
-    """Deletion receipts (credentials with the ``audit`` action)."""
-
-    def list(
-        self, *, parent: str | None = None, kind: str | None = None, page_size: int | None = None
-    ) -> AsyncIterator[DeletionReceipt]:
-        """Every deletion receipt of the tenant, newest first; ``parent`` lists one
-        erasure's receipts, ``kind`` one kind of receipt."""
-        call = get(
-            "/api/v1/deletion-receipts", query(parent=parent, kind=kind, page_size=page_size)
-        )
-        return cast(AsyncIterator[DeletionReceipt], self._c.pages(call))
-
-    async def get(self, receipt_id: str) -> DeletionReceipt:
-        """One deletion receipt."""
-        return cast(
-            DeletionReceipt, await self._c.send(get(f"/api/v1/deletion-receipts/{receipt_id}"))
-        )
-
-
-class AuditEvents(_Resource):
-    """The tenant's audit trail (credentials with the ``audit`` action)."""
-
-    def list(
-        self,
-        *,
-        record: str | None = None,
-        action: str | None = None,
-        actor: str | None = None,
-        since: str | None = None,
-        page_size: int | None = None,
-    ) -> AsyncIterator[AuditEvent]:
-        """Every matching audit event, page after page."""
-        params = query(record=record, action=action, actor=actor, since=since, page_size=page_size)
-        return cast(AsyncIterator[AuditEvent], self._c.pages(get("/api/v1/audit-events", params)))
-
-
-class PromotionRequests(_Resource):
-    """The promotion queue (credentials with the ``review`` action): a record becomes
-    confirmed when a reviewer approves it. A credential never approves a record it wrote."""
-
-    def list(
-        self, *, state: str | None = None, page_size: int | None = None
-    ) -> AsyncIterator[PromotionRequest]:
-        """Every promotion request (newest first), filtered by ``state`` (open, approved,
-        rejected...), page after page."""
-        params = query(state=state, page_size=page_size)
-        call = get("/api/v1/promotion-requests", params)
-        return cast(AsyncIterator[PromotionRequest], self._c.pages(call))
-
-    async def approve(
-        self, request_id: str, *, reason: str, idempotency_key: str | None = None
-    ) -> PromotionRequest:
-        """Approve: the record becomes confirmed. ``reason`` is kept with the decision."""
-        return await self._decide(request_id, "approve", reason, idempotency_key)
-
-    async def reject(
-        self, request_id: str, *, reason: str, idempotency_key: str | None = None
-    ) -> PromotionRequest:
-        """Reject: the record stays provisional (and expires as such)."""
-        return await self._decide(request_id, "reject", reason, idempotency_key)
-
-    async def _decide(
-        self, request_id: str, decision: str, reason: str, idempotency_key: str | None
-    ) -> PromotionRequest:
-        call = post(
-            f"/api/v1/promotion-requests/{request_id}/{decision}",
-            {"reason": reason},
-            idempotency_key=idempotency_key,
-            ok=(200,),
-        )
-        return cast(PromotionRequest, await self._c.send(call))
-
-
-class Conflicts(_Resource):
-    """Contradicting values of one fact, waiting for review (``review`` action). A
-    credential never resolves a conflict in which it wrote either version."""
-
-    def list(
-        self, *, state: str | None = None, page_size: int | None = None
-    ) -> AsyncIterator[Conflict]:
-        """Every conflict (newest first), filtered by ``state`` (open, resolved), page after
-        page."""
-        call = get("/api/v1/conflicts", query(state=state, page_size=page_size))
-        return cast(AsyncIterator[Conflict], self._c.pages(call))
-
-    async def resolve(
-        self,
-        conflict_id: str,
-        *,
-        resolution: Resolution,
-        reason: str,
-        value: Any = None,
-        idempotency_key: str | None = None,
-    ) -> Conflict:
-        """Resolve: ``keep_current``, ``accept_new``, or ``corrected`` with the ``value``
-        (an agent's correction is a new provisional version). The losing version becomes
-        superseded, never deleted."""
-        call = post(
-            f"/api/v1/conflicts/{conflict_id}/resolve",
-            body(resolution=resolution, reason=reason, value=value),
-            idempotency_key=idempotency_key,
-            ok=(200,),
-        )
-        return cast(Conflict, await self._c.send(call))
-
-
-class Subjects(_Resource):
+class Subjects:
     """What the tenant holds about a subject (credentials with the ``audit`` action)."""
+
+    def __init__(self, client: AsyncMemoryConsole) -> None:
+        self._c = client
 
     async def export(self, subject: str) -> AsyncIterator[dict[str, Any]]:
         """Everything the tenant holds about ``subject``, item by item as the server streams

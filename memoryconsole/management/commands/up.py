@@ -40,7 +40,10 @@ from memoryconsole import embedded, instance
 from memoryconsole.health import STALL_RESTART_EVERY, work_stalled
 from memoryconsole.supervisor import STOP_TIMEOUT, Supervisor
 
-READY_TIMEOUT = 90.0  # seconds for the web server to answer its health check
+# Seconds for the web server to answer its health check. A child that exits ends the wait at
+# once, so this only tells a hung server from a slow start: a busy machine has needed more
+# than 90 s.
+READY_TIMEOUT = 300.0
 MIGRATE_TIMEOUT = 600.0
 POLL_INTERVAL = 0.25
 # The worker's threads, and how many messages each may hold ahead. Embeddings arrive as

@@ -2,48 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import sys
-import time
-from typing import Any, TextIO
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.core.arguments import positive_int
+from apps.core.progress import ProgressDisplay
 from apps.derivations.embedders import EmbedderUnavailable
 from apps.derivations.reembed import BATCH_SIZE, ReembedRefused, reembed_embedder, tenant_reembed
 from apps.tenancy.models import Tenant
-
-
-class ProgressLine:
-    """A one-line progress display on stderr: redrawn in place on a terminal, otherwise a
-    line per tenth of the work (so logs stay short)."""
-
-    def __init__(self, label: str, stream: TextIO) -> None:
-        self.label = label
-        self.stream = stream
-        self.started = time.monotonic()
-        self.interactive = stream.isatty()
-        self.last_tenth = -1
-
-    def __call__(self, done: int, total: int) -> None:
-        fraction = done / total if total else 1.0
-        elapsed = max(time.monotonic() - self.started, 1e-6)
-        width = 30
-        bar = "#" * int(fraction * width)
-        line = (
-            f"{self.label} [{bar:<{width}}] {done}/{total} ({fraction:.0%}) {done / elapsed:.0f}/s"
-        )
-        if self.interactive:
-            self.stream.write(f"\r{line}")
-        elif int(fraction * 10) != self.last_tenth:
-            self.last_tenth = int(fraction * 10)
-            self.stream.write(f"{line}\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.interactive:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 class Command(BaseCommand):
@@ -84,9 +53,15 @@ class Command(BaseCommand):
         stderr = options.get("stderr") or sys.stderr
         for each in tenants:
             name = model or each.embedding_model
-            progress = ProgressLine(f"{each.slug} {name}", stderr)
+            label = f"{each.slug} {name}"
+            display = ProgressDisplay(stderr)
             try:
-                result = tenant_reembed(each, model=model, batch_size=batch_size, progress=progress)
+                result = tenant_reembed(
+                    each,
+                    model=model,
+                    batch_size=batch_size,
+                    progress=functools.partial(display, label),
+                )
             except ReembedRefused as exc:
                 if tenant:
                     raise CommandError(str(exc)) from exc
@@ -95,7 +70,7 @@ class Command(BaseCommand):
             except EmbedderUnavailable as exc:
                 raise CommandError(f"{each.slug}: {exc}") from exc
             finally:
-                progress.close()
+                display.close()
             changed = f"; {result.model} is now its model" if result.model_changed else ""
             self.stdout.write(
                 f"{each.slug}: {result.records} records and {result.summaries} summaries "

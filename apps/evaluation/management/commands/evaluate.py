@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from django.utils import timezone
 
 from apps.core.actors import Actor
 from apps.core.arguments import writable_file
+from apps.core.progress import ProgressDisplay
 from apps.evaluation.gates import baseline_of, baseline_path, baseline_read
 from apps.evaluation.replay import PeriodError, period_parse, replay_summary, replay_table
 from apps.evaluation.report import class_chart, comparison_chart, html_report, text_table
@@ -46,30 +46,6 @@ def _baselines(raw: str) -> tuple[str, ...]:
 def _is_gate(name: str) -> bool:
     """A per-class gate against the recorded figures (not a guarantee)."""
     return ".held_out." in name or ".tuning." in name or ".all." in name
-
-
-class ProgressBar:
-    """One line redrawn in a terminal; a line per phase elsewhere (CI logs)."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.phase = ""
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        share = done / total if total else 1.0
-        if self.tty:
-            filled = int(30 * share)
-            self.stream.write(
-                f"\r[{'#' * filled}{'.' * (30 - filled)}] {100 * share:5.1f} % {phase[:40]:<40}"
-            )
-            if done >= total:
-                self.stream.write("\n")
-            self.stream.flush()
-        elif phase != self.phase:
-            self.stream.write(f"{100 * share:5.1f} % {phase}\n")
-            self.stream.flush()
-        self.phase = phase
 
 
 class Command(BaseCommand):
@@ -186,7 +162,7 @@ class Command(BaseCommand):
                 "--tenant or --record-baseline.",
                 returncode=2,
             )
-        progress = ProgressBar(sys.stderr)
+        progress = ProgressDisplay()
         beside = f"beside {' and '.join(against)} " if against else ""
         try:
             if options["scenarios"] or options["tenant"]:
@@ -224,6 +200,8 @@ class Command(BaseCommand):
                     self._record_baseline(results, seeds, per_class)
         except EvaluationFailed as exc:
             raise CommandError(f"The evaluation could not run: {exc}", returncode=2) from exc
+        finally:
+            progress.close()
         self.stdout.write(text_table(results))
         if options["json"]:
             options["json"].write_text(json.dumps(results, indent=1, default=str) + "\n")
@@ -269,7 +247,7 @@ class Command(BaseCommand):
         results["passed"] = all(t["passed"] for t in results["thresholds"])
 
     def _for_tenant(
-        self, slug: str, scenario_set: Any, against_cache: bool, progress: ProgressBar
+        self, slug: str, scenario_set: Any, against_cache: bool, progress: ProgressDisplay
     ) -> dict[str, Any]:
         tenant = tenant_by_slug(slug)
         if tenant is None:
@@ -309,12 +287,11 @@ class Command(BaseCommand):
             since, until = period_parse(options["since"], options["until"], now=timezone.now())
         except PeriodError as exc:
             raise CommandError(str(exc), returncode=2) from exc
-        bar = ProgressBar(sys.stderr)
         self.stderr.write(
             f"replaying the decision searches of {slug} from "
             f"{since.isoformat(timespec='seconds')} to {until.isoformat(timespec='seconds')}"
         )
-        with tenant_scope(tenant.pk):
+        with tenant_scope(tenant.pk), ProgressDisplay() as bar:
             summary = replay_summary(
                 since=since,
                 until=until,
