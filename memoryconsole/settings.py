@@ -100,14 +100,16 @@ MIDDLEWARE = [
     # A URL past the documented limit reaches nothing else (414).
     "apps.api.request_limits.UrlLengthMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # The console's own (Django's and django-htmx's, as subclasses): an agent API request
+    # passes through them untouched (apps.api.middleware.ConsoleOnly).
+    "apps.api.middleware.ConsoleSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "apps.api.middleware.ConsoleCsrfViewMiddleware",
+    "apps.api.middleware.ConsoleAuthenticationMiddleware",
+    "apps.api.middleware.ConsoleMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
+    "apps.api.middleware.ConsoleHtmxMiddleware",
     "apps.tenancy.middleware.TenantContextResetMiddleware",
     # With read replicas: a write answers the primary's position after commit (X-Memory-Position).
     "apps.tenancy.replicas.WritePositionMiddleware",
