@@ -33,7 +33,7 @@ import threading
 from collections.abc import Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from django.core.validators import (
     MaxLengthValidator,
@@ -618,7 +618,9 @@ def _built_once(serializer_class: type[serializers.Serializer[Any]]) -> Any:
         built = _serializers_built.by_class = {}
     serializer = built.get(serializer_class)
     if serializer is None:
-        serializer = built[serializer_class] = serializer_class(context=_InputContext())
+        # Any mapping serves as DRF's context (it is only read); the stubs ask for a dict.
+        context = cast(dict[str, Any], _InputContext())
+        serializer = built[serializer_class] = serializer_class(context=context)
     return serializer
 
 
