@@ -1,7 +1,7 @@
 """The request path: what a write, a search and a delete cost above their own SQL (issue 38).
 
     .venv/bin/python benchmarks/request_path.py [--records 2000] [--searches 300]
-        [--deletes 200] [--parts 100] [--profile] [--top 40]
+        [--deletes 200] [--parts 100] [--profile] [--top 40] [--write-pair 0]
 
 On a fresh database of the embedded PostgreSQL (application role, row-level security on):
 one tenant whose agents send 384-dimension vectors (``client-384``), ``--records`` writes
@@ -334,6 +334,66 @@ def interleaved(
     return Timing("search", api_seconds, wall), Timing("search SQL bare", raw_seconds, wall)
 
 
+def plain_write_path() -> Callable[[], None]:
+    """Make the write path plain until the returned function is called: every row saved
+    through the ORM (``Model.save``, the fact's pointers by ``update``), one statement each,
+    and the audit event alone, instead of the write's one statement
+    (``apps.records.statements``)."""
+    from apps.records import services
+    from apps.records.models import Fact
+
+    real_insert, real_append = services.insert_statement, services.audit_append
+
+    def insert(instance: Any) -> tuple[str, Any]:
+        return ("save", instance)
+
+    def append(event: Any, *, alongside: Any = (), **kwargs: Any) -> Any:
+        for sql, params in alongside:
+            if sql == "save":
+                params.save(force_insert=True)
+            elif sql == services.FACT_ADVANCE_SQL:
+                current_id, last_version, pk = params
+                Fact.objects.filter(pk=pk).update(current_id=current_id, last_version=last_version)
+            else:
+                raise RuntimeError(f"not a write's change: {sql[:80]}")
+        kwargs.pop("prepared", None)
+        return real_append(event, **kwargs)
+
+    services.insert_statement, services.audit_append = insert, append  # type: ignore[assignment]
+
+    def undo() -> None:
+        services.insert_statement, services.audit_append = real_insert, real_append
+
+    return undo
+
+
+def write_pair(count: int, write: Callable[[int], object]) -> None:
+    """The write through its one statement and through the plain ORM, alternately (one
+    interleaved pair: both see the same load); each request timed whole."""
+    if not hasattr(importlib.import_module("apps.records.services"), "insert_statement"):
+        return  # a version of the code without the fast path
+    fast: list[float] = []
+    plain: list[float] = []
+    for i in range(count):
+        t0 = time.perf_counter()
+        write(2 * i)
+        t1 = time.perf_counter()
+        undo = plain_write_path()
+        try:
+            write(2 * i + 1)
+        finally:
+            undo()
+        t2 = time.perf_counter()
+        fast.append(t1 - t0)
+        plain.append(t2 - t1)
+    a, b = Timing("write, one statement", fast, sum(fast)), Timing("write, ORM", plain, sum(plain))
+    print(
+        f"\nwrite pair ({count} each, interleaved): one statement p50 {a.p50_ms:.2f} ms, "
+        f"plain ORM p50 {b.p50_ms:.2f} ms: ORM / one statement {b.p50_ms / a.p50_ms:.2f}x "
+        f"(p95 {a.p95_ms:.2f} / {b.p95_ms:.2f} ms; a fast path must show >= 1.5x)"
+    )
+
+
 def rendering_ratio(tenant_id: uuid.UUID, rounds: int = 200) -> None:
     """The records' one fast path (``record_representation``, behind ``RecordSerializer``)
     beside DRF's own rendering of the same declared fields, on ten records."""
@@ -463,6 +523,12 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="and under cProfile")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--write-pair",
+        type=int,
+        default=0,
+        help="then this many writes through the one statement and as many through the ORM",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)  # noqa: S311 - test data
 
@@ -523,6 +589,9 @@ def main() -> None:
         parts("delete", args.parts, delete)
         if own is not None:
             print(f"\n[{'PASS' if own <= 0.3 else 'FAIL'}] write's own share: {own:.1%}")
+        if args.write_pair:
+            base = args.records + 2 * args.parts
+            write_pair(args.write_pair, lambda i: another_write(base + i))
         rendering_ratio(tenant.pk)
         conflicts_ratio(tenant.pk)
         explain_deletion(tenant.pk)
