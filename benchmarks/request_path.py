@@ -1,7 +1,8 @@
 """The request path: what a write, a search and a delete cost above their own SQL (issue 38).
 
     .venv/bin/python benchmarks/request_path.py [--records 2000] [--searches 300]
-        [--deletes 200] [--parts 100] [--profile] [--top 40] [--write-pair 0]
+        [--deletes 200] [--parts 100] [--profile] [--top 40] [--change-pairs 0]
+        [--write-pair 0]
 
 On a fresh database of the embedded PostgreSQL (application role, row-level security on):
 one tenant whose agents send 384-dimension vectors (``client-384``), ``--records`` writes
@@ -394,6 +395,102 @@ def write_pair(count: int, write: Callable[[int], object]) -> None:
     )
 
 
+def _old_statement_timeout(
+    execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
+) -> Any:
+    """The statement timeout as its own statement, ahead of the transaction's first."""
+    from django.conf import settings
+    from psycopg.pq import TransactionStatus
+
+    database = context["connection"]
+    raw = database.connection
+    if (
+        database.in_atomic_block
+        and raw is not None
+        and raw.info.transaction_status == TransactionStatus.IDLE
+    ):
+        raw.execute(
+            "SELECT set_config('statement_timeout', %s, true)",
+            [f"{int(settings.REQUEST_STATEMENT_TIMEOUT * 1000)}ms"],
+        )
+    return execute(sql, params, many, context)
+
+
+def change_pairs(count: int, token: str, search: Callable[[int], object]) -> None:
+    """Each of this round's request-path changes against its former self, in one process,
+    alternately (a pair sees the same load): ``count`` searches each way, p50s and ratio."""
+    try:
+        from apps.api import contract, middleware
+    except ImportError:
+        return
+    if not hasattr(middleware, "ConsoleOnly"):
+        return  # a version of the code without them
+    from django.conf import settings
+    from django.test.utils import override_settings
+    from django.utils.module_loading import import_string
+
+    def pair(label: str, new: Callable[[int], object], old: Callable[[int], object]) -> None:
+        a: list[float] = []
+        b: list[float] = []
+        for i in range(count):
+            for operation, seconds in ((new, a), (old, b)):
+                t0 = time.perf_counter()
+                operation(i)
+                seconds.append(time.perf_counter() - t0)
+        after, before = Timing(label, a, sum(a)), Timing(label, b, sum(b))
+        print(
+            f"{label}: before p50 {before.p50_ms:.2f} ms, after {after.p50_ms:.2f} ms "
+            f"({before.p50_ms / after.p50_ms:.2f}x; {count} searches each, alternately)"
+        )
+
+    print()
+
+    # The console's middleware as it was: Django's own classes (each ConsoleOnly's other
+    # base), for every request.
+    def former_class(path: str) -> str:
+        cls = import_string(path)
+        if not issubclass(cls, middleware.ConsoleOnly):
+            return path
+        base = cls.__bases__[1]
+        return f"{base.__module__}.{base.__qualname__}"
+
+    with override_settings(MIDDLEWARE=[former_class(m) for m in settings.MIDDLEWARE]):
+        former = Api(token)
+        search_body_ = search_body(0, random.Random(0))  # noqa: S311 - test data
+        former.post("/api/v1/search", search_body_, 200)  # its middleware loaded here
+    current = Api(token)
+    current.post("/api/v1/search", search_body_, 200)
+    pair(
+        "API request through the console's middleware",
+        lambda i: current.post("/api/v1/search", search_body_, 200),
+        lambda i: former.post("/api/v1/search", search_body_, 200),
+    )
+
+    def with_old_timeout(i: int) -> None:
+        folded = middleware._statement_timeout_set
+        middleware._statement_timeout_set = _old_statement_timeout
+        try:
+            search(i)
+        finally:
+            middleware._statement_timeout_set = folded
+
+    pair("statement timeout, its own round trip", search, with_old_timeout)
+
+    built_once = contract._built_once
+
+    def per_request(serializer_class: Any) -> Any:
+        return serializer_class(context=contract._InputContext())
+
+    def with_serializers_per_request(i: int) -> None:
+        contract._built_once = per_request
+        try:
+            search(i)
+        finally:
+            contract._built_once = built_once
+
+    pair("input serializers built per request", search, with_serializers_per_request)
+
+
 def rendering_ratio(tenant_id: uuid.UUID, rounds: int = 200) -> None:
     """The records' one fast path (``record_representation``, behind ``RecordSerializer``)
     beside DRF's own rendering of the same declared fields, on ten records."""
@@ -524,6 +621,12 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
+        "--change-pairs",
+        type=int,
+        default=0,
+        help="then this many searches with each of the round's changes and without",
+    )
+    parser.add_argument(
         "--write-pair",
         type=int,
         default=0,
@@ -589,6 +692,8 @@ def main() -> None:
         parts("delete", args.parts, delete)
         if own is not None:
             print(f"\n[{'PASS' if own <= 0.3 else 'FAIL'}] write's own share: {own:.1%}")
+        if args.change_pairs:
+            change_pairs(args.change_pairs, token, search)
         if args.write_pair:
             base = args.records + 2 * args.parts
             write_pair(args.write_pair, lambda i: another_write(base + i))
