@@ -100,16 +100,14 @@ MIDDLEWARE = [
     # A URL past the documented limit reaches nothing else (414).
     "apps.api.request_limits.UrlLengthMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    # The console's own (Django's and django-htmx's, as subclasses): an agent API request
-    # passes through them untouched (apps.api.middleware.ConsoleOnly).
-    "apps.api.middleware.ConsoleSessionMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "apps.api.middleware.ConsoleCsrfViewMiddleware",
-    "apps.api.middleware.ConsoleAuthenticationMiddleware",
-    "apps.api.middleware.ConsoleMessageMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
-    "apps.api.middleware.ConsoleHtmxMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "apps.tenancy.middleware.TenantContextResetMiddleware",
     # With read replicas: a write answers the primary's position after commit (X-Memory-Position).
     "apps.tenancy.replicas.WritePositionMiddleware",

@@ -7,15 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.middleware import AuthenticationMiddleware
-from django.contrib.messages.middleware import MessageMiddleware
-from django.contrib.sessions.middleware import SessionMiddleware
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.cache import add_never_cache_headers
-from django_htmx.middleware import HtmxMiddleware
 from psycopg import ClientCursor
 from psycopg.pq import TransactionStatus
 
@@ -30,8 +25,6 @@ from apps.core.problems import (
 logger = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
-# The agent API's operations (the schema and its docs page under /api/ are pages too).
-AGENT_API_PREFIX = "/api/v1/"
 
 
 def database_unavailable_response(request: HttpRequest, error: BaseException) -> HttpResponse:
@@ -132,48 +125,3 @@ class ApiNoStoreMiddleware:
         if request.path.startswith(API_PREFIX):
             add_never_cache_headers(response)
         return response
-
-
-class ConsoleOnly:
-    """A middleware of the console's (sessions, the CSRF check, the logged-in person,
-    messages, htmx) that an agent API request passes straight through.
-
-    An agent authenticates with its credential on every request (DRF: no session, and its
-    views are CSRF-exempt) and sees no page, so none of these has anything to do there; each
-    cost a share of every request (docs/performance.md, "Request path"). The answer's
-    headers, its problem+json errors, the request log and metrics come from the middleware
-    around these, which every request passes. Subclasses of Django's own classes, so its
-    checks (the admin's) still find them.
-    """
-
-    get_response: Any
-
-    def __call__(self, request: HttpRequest) -> Any:
-        if request.path.startswith(AGENT_API_PREFIX):
-            return self.get_response(request)
-        return super().__call__(request)  # type: ignore[misc]
-
-
-class ConsoleSessionMiddleware(ConsoleOnly, SessionMiddleware):
-    pass
-
-
-class ConsoleCsrfViewMiddleware(ConsoleOnly, CsrfViewMiddleware):
-    def process_view(
-        self, request: HttpRequest, callback: Any, callback_args: Any, callback_kwargs: Any
-    ) -> HttpResponseForbidden | None:
-        if request.path.startswith(AGENT_API_PREFIX):
-            return None
-        return super().process_view(request, callback, callback_args, callback_kwargs)
-
-
-class ConsoleAuthenticationMiddleware(ConsoleOnly, AuthenticationMiddleware):
-    pass
-
-
-class ConsoleMessageMiddleware(ConsoleOnly, MessageMiddleware):
-    pass
-
-
-class ConsoleHtmxMiddleware(ConsoleOnly, HtmxMiddleware):
-    pass

@@ -37,24 +37,3 @@ def test_it_has_no_inline_script_or_style_on_the_console(client, reviewer, tenan
     assert ' style="' not in html
     for script in html.split("<script")[1:]:
         assert " src=" in script.split(">", 1)[0], "every script is a file"
-
-
-def test_an_api_request_keeps_the_security_headers_without_the_consoles_middleware(
-    agent, client, reviewer
-):
-    """The console's sessions, CSRF check, login and messages leave an agent's request alone
-    (no session read, no cookie, nothing varied on it); the security headers stay."""
-    client.force_login(reviewer)
-    for response in (
-        agent.get("/api/v1/me"),
-        agent.post("/api/v1/search", {"query": "carrier"}),
-        client.get("/api/v1/me"),  # a person's session cookie signs no one in here
-    ):
-        assert response.status_code in (200, 401), response.content
-        assert not hasattr(response.wsgi_request, "session")
-        assert not hasattr(response.wsgi_request, "htmx")
-        assert "Cookie" not in response.get("Vary", "")
-        assert not response.cookies
-        assert response["X-Frame-Options"] == "DENY"
-        assert response["X-Content-Type-Options"] == "nosniff"
-        assert "no-store" in response["Cache-Control"]
