@@ -1,7 +1,8 @@
 """The request path: what a write, a search and a delete cost above their own SQL (issue 38).
 
     .venv/bin/python benchmarks/request_path.py [--records 2000] [--searches 300]
-        [--deletes 200] [--parts 100] [--profile] [--top 40]
+        [--deletes 200] [--parts 100] [--profile] [--top 40] [--change-pairs 0]
+        [--write-pair 0]
 
 On a fresh database of the embedded PostgreSQL (application role, row-level security on):
 one tenant whose agents send 384-dimension vectors (``client-384``), ``--records`` writes
@@ -334,6 +335,165 @@ def interleaved(
     return Timing("search", api_seconds, wall), Timing("search SQL bare", raw_seconds, wall)
 
 
+def plain_write_path() -> Callable[[], None]:
+    """Make the write path plain until the returned function is called: every row saved
+    through the ORM (``Model.save``, the fact's pointers by ``update``), one statement each,
+    and the audit event alone, instead of the write's one statement
+    (``apps.records.statements``)."""
+    from apps.records import services
+    from apps.records.models import Fact
+
+    real_insert, real_append = services.insert_statement, services.audit_append
+
+    def insert(instance: Any) -> tuple[str, Any]:
+        return ("save", instance)
+
+    def append(event: Any, *, alongside: Any = (), **kwargs: Any) -> Any:
+        for sql, params in alongside:
+            if sql == "save":
+                params.save(force_insert=True)
+            elif sql == services.FACT_ADVANCE_SQL:
+                current_id, last_version, pk = params
+                Fact.objects.filter(pk=pk).update(current_id=current_id, last_version=last_version)
+            else:
+                raise RuntimeError(f"not a write's change: {sql[:80]}")
+        kwargs.pop("prepared", None)
+        return real_append(event, **kwargs)
+
+    services.insert_statement, services.audit_append = insert, append  # type: ignore[assignment]
+
+    def undo() -> None:
+        services.insert_statement, services.audit_append = real_insert, real_append
+
+    return undo
+
+
+def write_pair(count: int, write: Callable[[int], object]) -> None:
+    """The write through its one statement and through the plain ORM, alternately (one
+    interleaved pair: both see the same load); each request timed whole."""
+    if not hasattr(importlib.import_module("apps.records.services"), "insert_statement"):
+        return  # a version of the code without the fast path
+    fast: list[float] = []
+    plain: list[float] = []
+    for i in range(count):
+        t0 = time.perf_counter()
+        write(2 * i)
+        t1 = time.perf_counter()
+        undo = plain_write_path()
+        try:
+            write(2 * i + 1)
+        finally:
+            undo()
+        t2 = time.perf_counter()
+        fast.append(t1 - t0)
+        plain.append(t2 - t1)
+    a, b = Timing("write, one statement", fast, sum(fast)), Timing("write, ORM", plain, sum(plain))
+    print(
+        f"\nwrite pair ({count} each, interleaved): one statement p50 {a.p50_ms:.2f} ms, "
+        f"plain ORM p50 {b.p50_ms:.2f} ms: ORM / one statement {b.p50_ms / a.p50_ms:.2f}x "
+        f"(p95 {a.p95_ms:.2f} / {b.p95_ms:.2f} ms; a fast path must show >= 1.5x)"
+    )
+
+
+def _old_statement_timeout(
+    execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
+) -> Any:
+    """The statement timeout as its own statement, ahead of the transaction's first."""
+    from django.conf import settings
+    from psycopg.pq import TransactionStatus
+
+    database = context["connection"]
+    raw = database.connection
+    if (
+        database.in_atomic_block
+        and raw is not None
+        and raw.info.transaction_status == TransactionStatus.IDLE
+    ):
+        raw.execute(
+            "SELECT set_config('statement_timeout', %s, true)",
+            [f"{int(settings.REQUEST_STATEMENT_TIMEOUT * 1000)}ms"],
+        )
+    return execute(sql, params, many, context)
+
+
+def change_pairs(count: int, token: str, search: Callable[[int], object]) -> None:
+    """Each of this round's request-path changes against its former self, in one process,
+    alternately (a pair sees the same load): ``count`` searches each way, p50s and ratio."""
+    try:
+        from apps.api import contract, middleware
+    except ImportError:
+        return
+    if not hasattr(contract, "_built_once"):
+        return  # a version of the code without them
+    from django.conf import settings
+    from django.test.utils import override_settings
+    from django.utils.module_loading import import_string
+
+    def pair(label: str, new: Callable[[int], object], old: Callable[[int], object]) -> None:
+        a: list[float] = []
+        b: list[float] = []
+        for i in range(count):
+            for operation, seconds in ((new, a), (old, b)):
+                t0 = time.perf_counter()
+                operation(i)
+                seconds.append(time.perf_counter() - t0)
+        after, before = Timing(label, a, sum(a)), Timing(label, b, sum(b))
+        print(
+            f"{label}: before p50 {before.p50_ms:.2f} ms, after {after.p50_ms:.2f} ms "
+            f"({before.p50_ms / after.p50_ms:.2f}x; {count} searches each, alternately)"
+        )
+
+    print()
+
+    # Since taken out again (docs/performance.md): measured where the code has it.
+    console_only = getattr(middleware, "ConsoleOnly", None)
+    if console_only is not None:
+        # The console's middleware as it was: Django's own classes (each ConsoleOnly's other
+        # base), for every request.
+        def former_class(path: str) -> str:
+            cls = import_string(path)
+            if not issubclass(cls, console_only):
+                return path
+            base = cls.__bases__[1]
+            return f"{base.__module__}.{base.__qualname__}"
+
+        with override_settings(MIDDLEWARE=[former_class(m) for m in settings.MIDDLEWARE]):
+            former = Api(token)
+            search_body_ = search_body(0, random.Random(0))  # noqa: S311 - test data
+            former.post("/api/v1/search", search_body_, 200)  # its middleware loaded here
+        current = Api(token)
+        current.post("/api/v1/search", search_body_, 200)
+        pair(
+            "API request through the console's middleware",
+            lambda i: current.post("/api/v1/search", search_body_, 200),
+            lambda i: former.post("/api/v1/search", search_body_, 200),
+        )
+
+    def with_old_timeout(i: int) -> None:
+        folded = middleware._statement_timeout_set
+        middleware._statement_timeout_set = _old_statement_timeout
+        try:
+            search(i)
+        finally:
+            middleware._statement_timeout_set = folded
+
+    pair("statement timeout, its own round trip", search, with_old_timeout)
+
+    built_once = contract._built_once
+
+    def per_request(serializer_class: Any) -> Any:
+        return serializer_class(context=contract._InputContext())
+
+    def with_serializers_per_request(i: int) -> None:
+        contract._built_once = per_request
+        try:
+            search(i)
+        finally:
+            contract._built_once = built_once
+
+    pair("input serializers built per request", search, with_serializers_per_request)
+
+
 def rendering_ratio(tenant_id: uuid.UUID, rounds: int = 200) -> None:
     """The records' one fast path (``record_representation``, behind ``RecordSerializer``)
     beside DRF's own rendering of the same declared fields, on ten records."""
@@ -463,6 +623,18 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="and under cProfile")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--change-pairs",
+        type=int,
+        default=0,
+        help="then this many searches with each of the round's changes and without",
+    )
+    parser.add_argument(
+        "--write-pair",
+        type=int,
+        default=0,
+        help="then this many writes through the one statement and as many through the ORM",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)  # noqa: S311 - test data
 
@@ -523,6 +695,11 @@ def main() -> None:
         parts("delete", args.parts, delete)
         if own is not None:
             print(f"\n[{'PASS' if own <= 0.3 else 'FAIL'}] write's own share: {own:.1%}")
+        if args.change_pairs:
+            change_pairs(args.change_pairs, token, search)
+        if args.write_pair:
+            base = args.records + 2 * args.parts
+            write_pair(args.write_pair, lambda i: another_write(base + i))
         rendering_ratio(tenant.pk)
         conflicts_ratio(tenant.pk)
         explain_deletion(tenant.pk)

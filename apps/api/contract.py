@@ -29,9 +29,11 @@ import copy
 import json
 import math
 import re
+import threading
 from collections.abc import Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from django.core.validators import (
     MaxLengthValidator,
@@ -583,6 +585,45 @@ UNREAD_BODY = (
 )
 
 
+class _InputContext(Mapping[str, Any]):
+    """The context of the validation this thread is running: what ``self.context`` reads in a
+    serializer built once (:func:`_built_once`), set by each :func:`validate_input`."""
+
+    def __getitem__(self, name: str) -> Any:
+        return _input_context.get()[name]
+
+    def __iter__(self) -> Any:
+        return iter(_input_context.get())
+
+    def __len__(self) -> int:
+        return len(_input_context.get())
+
+
+_input_context: ContextVar[Mapping[str, Any]] = ContextVar("input_context")
+_serializers_built = threading.local()
+
+
+def _built_once(serializer_class: type[serializers.Serializer[Any]]) -> Any:
+    """This thread's instance of ``serializer_class``, its fields built on first use.
+
+    Building a serializer's fields (a copy of every declared field, nested serializers' too)
+    cost more than validating a write's body with them (docs/performance.md, "Request path").
+    DRF validates a mapping without keeping anything of it on the serializer
+    (``run_validation`` returns the data or raises), so one instance per thread serves every
+    request of that thread; its context is the request's (:class:`_InputContext`).
+    ``tests/api/test_contract.py`` holds it to a serializer built for the call.
+    """
+    built: dict[type[Any], Any] | None = getattr(_serializers_built, "by_class", None)
+    if built is None:
+        built = _serializers_built.by_class = {}
+    serializer = built.get(serializer_class)
+    if serializer is None:
+        # Any mapping serves as DRF's context (it is only read); the stubs ask for a dict.
+        context = cast(dict[str, Any], _InputContext())
+        serializer = built[serializer_class] = serializer_class(context=context)
+    return serializer
+
+
 def validate_input(
     serializer_class: type[serializers.Serializer[Any]] | None,
     data: Any,
@@ -592,6 +633,17 @@ def validate_input(
 ) -> Any:
     """``data`` checked by ``serializer_class`` (None: nothing may be given); raises
     :class:`InputRejected`. Returns the serializer's validated data."""
+    if serializer_class is not None and isinstance(data, Mapping):
+        token = _input_context.set(context or {})
+        try:
+            return _built_once(serializer_class).run_validation(data)
+        except serializers.ValidationError as error:
+            detail = error.detail
+            raise InputRejected(
+                flatten_errors(detail), where=where, too_large=has_code(detail, TOO_LARGE)
+            ) from None
+        finally:
+            _input_context.reset(token)
     if serializer_class is None:
         if isinstance(data, Mapping) and not data:
             return {}

@@ -11,6 +11,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.cache import add_never_cache_headers
+from psycopg import ClientCursor
 from psycopg.pq import TransactionStatus
 
 from apps.core.problems import (
@@ -69,18 +70,28 @@ def _statement_timeout_set(
     transaction (autocommit: the health check) runs unbounded."""
     database = context["connection"]
     raw = database.connection
-    if (
+    if not (
         database.in_atomic_block
         and raw is not None
         and raw.info.transaction_status == TransactionStatus.IDLE
     ):
+        return execute(sql, params, many, context)
+    timeout = f"{int(settings.REQUEST_STATEMENT_TIMEOUT * 1000)}ms"
+    cursor = context["cursor"]
+    if many or not isinstance(sql, str) or not isinstance(cursor.cursor, ClientCursor):
         # On the psycopg connection itself: it opens the transaction the statement then runs
         # in, without passing through this wrapper again.
-        raw.execute(
-            "SELECT set_config('statement_timeout', %s, true)",
-            [f"{int(settings.REQUEST_STATEMENT_TIMEOUT * 1000)}ms"],
-        )
-    return execute(sql, params, many, context)
+        raw.execute("SELECT set_config('statement_timeout', %s, true)", [timeout])
+        return execute(sql, params, many, context)
+    # Where parameters are bound on the client (Django's default), the setting goes in the
+    # statement's own query string, ahead of it: the server runs them in order, in one round
+    # trip, and the cursor moves on to the statement's results as its caller expects. The
+    # setting is a number of milliseconds: nothing in it for the client's binding to read.
+    result = execute(
+        f"SELECT set_config('statement_timeout', '{timeout}', true); {sql}", params, many, context
+    )
+    cursor.nextset()
+    return result
 
 
 class RequestStatementTimeoutMiddleware:

@@ -77,6 +77,19 @@ OPEN_CONFLICTS_SQL = (
 )
 
 
+def open_conflict_sql(record_column: str) -> str:
+    """A boolean SQL expression: whether the record whose id is ``record_column`` is a side of
+    an open conflict, before its sides' liveness (:func:`open_conflicts_of` decides that).
+    A statement that returns records computes it alongside them: where it is false for every
+    record, none is in a conflict, and :func:`decision_trust_annotate` is told so
+    (``conflicts_checked``) instead of looking."""
+    return (
+        f"EXISTS (SELECT 1 FROM {Conflict._meta.db_table} c"  # noqa: S608 (a model's table)
+        f" WHERE c.state = '{ConflictState.OPEN.value}'"
+        f" AND (c.current_record_id = {record_column} OR c.contender_id = {record_column}))"
+    )
+
+
 def open_conflicts_of(record_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
     """For each of ``record_ids`` in an open conflict, that conflict's id. A conflict counts
     while both its versions are live, as the review queue shows it
@@ -122,11 +135,14 @@ def confirmations_of(record_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Confirm
     return {event.record_id: _confirmation(event) for event in events}
 
 
-def decision_trust_annotate(records: Iterable[MemoryRecord]) -> None:
+def decision_trust_annotate(
+    records: Iterable[MemoryRecord], *, conflicts_checked: bool = False
+) -> None:
     """Set ``open_conflict_id`` (read by ``RecordSerializer``'s ``conflict``) and
-    ``confirmation`` on each record."""
+    ``confirmation`` on each record. ``conflicts_checked``: the statement that loaded the
+    records found none of them a side of an open conflict (:func:`open_conflict_sql`)."""
     records = list(records)
-    conflicts = open_conflicts_of(r.pk for r in records)
+    conflicts = {} if conflicts_checked else open_conflicts_of(r.pk for r in records)
     confirmed = confirmations_of(r.pk for r in records if r.trust == Trust.CONFIRMED)
     for record in records:
         record.open_conflict_id = conflicts.get(record.pk)  # type: ignore[attr-defined]

@@ -66,7 +66,7 @@ from apps.derivations.vectors import (
 )
 from apps.records.models import SENSITIVITY_ORDER, MemoryRecord, Sensitivity
 from apps.records.predicates import record_predicate_sql
-from apps.records.trust import decision_trust_annotate
+from apps.records.trust import decision_trust_annotate, open_conflict_sql
 from apps.tenancy.models import Tenant
 from apps.tenancy.replicas import reading
 
@@ -99,6 +99,8 @@ RECORD_FIELDS = [
 COUNT_COLUMN = 7
 # id, kind, distance, rank, vec_position, txt_position, score, count, own index, domain index
 RANKING_COLUMNS = 10
+# After the record's columns: whether the record is a side of an open conflict.
+CONFLICT_COLUMN = RANKING_COLUMNS + len(RECORD_FIELDS)
 # Candidate-list size of the HNSW scan: the smallest that keeps recall@10 above the benchmark's
 # target when a tenant holds a fifth of the index (benchmarks/retrieval_search.py; the figures
 # are in docs/performance.md).
@@ -770,8 +772,11 @@ def search_statement(
                  ORDER BY score DESC, vec.distance ASC NULLS LAST, id
                  LIMIT %(k)s)"""
         )
-    # The hits' record rows come with the ranking: no second round trip to load them.
-    record_columns = ", ".join(f'rec."{f.column}"' for f in RECORD_FIELDS)
+    # The hits' record rows come with the ranking, and whether each is in an open conflict:
+    # no second round trip to load them, none to look for conflicts where there are none.
+    record_columns = ", ".join(
+        [*(f'rec."{f.column}"' for f in RECORD_FIELDS), open_conflict_sql("rec.id")]
+    )
     distance_column = "ranked.distance"
     if query_vector is not None:
         # A hit found by its text alone still reports the similarity it had (below the
@@ -898,7 +903,7 @@ def search_scoped(
             summaries=tenant.summaries_written,
         )
     records = {
-        row[0]: _record_from_row(row[RANKING_COLUMNS:])
+        row[0]: _record_from_row(row[RANKING_COLUMNS:CONFLICT_COLUMN])
         for row in rows
         if row[1] == "record" and row[RANKING_COLUMNS] is not None
     }
@@ -930,7 +935,10 @@ def search_scoped(
     # Each record hit says whether an open conflict contradicts it and who confirmed it. A
     # decision search returns such a hit, marked: the current value holds until a reviewer
     # resolves the conflict (docs/retrieval.md, "Decision-time trust").
-    decision_trust_annotate(h.record for h in hits if h.record is not None)
+    decision_trust_annotate(
+        (h.record for h in hits if h.record is not None),
+        conflicts_checked=not any(row[CONFLICT_COLUMN] for row in rows),
+    )
     abstention = None
     if not hits:
         abstention = search_abstention(

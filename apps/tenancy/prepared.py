@@ -9,8 +9,8 @@ execution on a connection prepares it, later ones skip parsing. PostgreSQL would
 that statement afresh on every execution (its generic plan's estimate, with ids bound as
 arrays of unknown length, exceeds the custom ones'), so the cursor asks for the generic plan,
 for its own transaction only (``SET LOCAL plan_cache_mode``): one plan per connection serves
-every deletion. The write path's two statements (``apps.records.statements``) are prepared
-the same way, leaving the plan to PostgreSQL. The measurements that keep this path are in
+every deletion. The write path's fact lock and audit append are prepared the same way,
+leaving the plan to PostgreSQL. The measurements that keep this path are in
 docs/performance.md.
 
 The psycopg cursor is wrapped like any Django cursor, so execute wrappers, query logging and

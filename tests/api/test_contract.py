@@ -14,7 +14,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from django.utils import timezone
 
+from apps.api.contract import TOO_LARGE, InputRejected, has_code, validate_input
+from apps.core.problems import flatten_errors
+from apps.records.serializers import RecordWriteInput
+from apps.retrieval.serializers import SearchInput
 from tests.conftest import make_agent
 from tests.records.factories import body as record_body
 
@@ -621,3 +626,43 @@ def test_it_still_accepts_what_the_contract_allows(every_action):
     assert erasure.status_code == 200, erasure.content
     listing = _send(every_action, "get", "/api/v1/obligations", {"overdue": "false"})
     assert listing.status_code == 200, listing.content
+
+
+def _plain(serializer_class: Any, data: Any, context: dict[str, Any]) -> tuple[Any, Any]:
+    serializer = serializer_class(data=data, context=context)
+    if serializer.is_valid():
+        return serializer.validated_data, None
+    detail = serializer.errors
+    return None, (flatten_errors(detail), has_code(detail, TOO_LARGE))
+
+
+def _built_once(serializer_class: Any, data: Any, context: dict[str, Any]) -> tuple[Any, Any]:
+    try:
+        return validate_input(serializer_class, data, where="body", context=context), None
+    except InputRejected as refused:
+        return None, (refused.errors, refused.too_large)
+
+
+def test_a_serializer_built_once_validates_as_one_built_for_the_call(tenant):
+    """Every body validates with a serializer built once per thread: each outcome (validated
+    data, errors by path, too large) is the one a serializer built for the call gives, in
+    any order, the context of each call its own."""
+    context = {"now": timezone.now(), "tenant": tenant, "dimension": 384}
+    cases = [
+        (RecordWriteInput, record_body()),
+        (RecordWriteInput, record_body(scope={"domian": "commerce"}, extra=1)),
+        (RecordWriteInput, record_body(value="v" * (70 * 1024), owner=5)),
+        (RecordWriteInput, record_body(vector=[0.1] * 384)),
+        (RecordWriteInput, record_body()),
+        (SearchInput, _search(top_k=10, scope={"domain": "commerce"})),
+        (SearchInput, _search(top_k="10", sensitivity=["secret"], purpose="decision")),
+        (SearchInput, _search(vector=[0.5] * 384)),
+        (SearchInput, _search(top_k=10)),
+    ]
+    for serializer_class, data in [*cases, *reversed(cases)]:
+        plain = _plain(serializer_class, data, dict(context))
+        assert _built_once(serializer_class, data, dict(context)) == plain, data
+    # The context is the call's: without a tenant, a vector is refused.
+    without = {"now": context["now"]}
+    data = record_body(vector=[0.1] * 384)
+    assert _built_once(RecordWriteInput, data, without) == _plain(RecordWriteInput, data, without)

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 
+from apps.api.middleware import _statement_timeout_set
 from apps.core.database import owner_connection
 from apps.records.models import Fact, MemoryRecord
 from apps.tenancy.context import tenant_scope
@@ -77,3 +78,17 @@ def test_the_timeout_ends_with_the_request(agent, short_timeout):
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == "0"
+
+
+def test_the_setting_goes_in_the_first_statements_query_string(short_timeout):
+    """Where parameters are bound on the client, the setting rides ahead of the transaction's
+    first statement (one round trip), and the cursor reads that statement's own rows."""
+    with (
+        transaction.atomic(),
+        connection.execute_wrapper(_statement_timeout_set),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("SELECT current_setting('statement_timeout'), %s", ["first"])
+        assert cursor.fetchall() == [("300ms", "first")]
+        cursor.execute("UPDATE records_fact SET last_version = last_version WHERE false")
+        assert cursor.rowcount == 0

@@ -1,4 +1,4 @@
-"""The write path's shape: few statements, one audit lane per fact, the same stored rows."""
+"""The write path's shape: few statements, one audit lane per fact."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from .support import audit_events, write_ok
 pytestmark = pytest.mark.django_db
 
 
-def test_a_new_fact_is_written_in_two_statements(agent, tenant):
-    """Lock-or-create the fact (with the class's retention rule), then one statement for the
-    version, its observation, the fact's pointers, the embedding work and the audit event."""
+def test_a_new_fact_is_written_in_six_statements(agent, tenant):
+    """Lock-or-create the fact (with the class's retention rule), then one statement each for
+    the version, its observation, the fact's pointers, the embedding work and the audit
+    event."""
     from apps.core.actors import Actor
     from apps.records.serializers import write_input
     from apps.records.services import record_write
@@ -42,7 +43,7 @@ def test_a_new_fact_is_written_in_two_statements(agent, tenant):
         for q in queries.captured_queries
         if not any(word in q["sql"] for word in bookkeeping)
     ]
-    assert len(statements) == 2, statements
+    assert len(statements) == 6, statements
     with tenant_scope(tenant.pk):
         record = MemoryRecord.objects.get(pk=outcome.record.pk)
         fact = Fact.objects.get(pk=record.fact_id)
@@ -70,43 +71,3 @@ def test_a_writes_events_share_the_lane_of_its_fact(agent, second_agent, review_
     assert {e.lane for e in events} == {fact_lane}
     with tenant_scope(tenant.pk):
         assert audit_chain_verify().ok
-
-
-def test_the_combined_statement_stores_the_rows_save_stores(agent, tenant):
-    """The write path's rows, inserted by its one statement (apps.records.statements), are
-    the rows Model.save inserts for the same instances: every column, same values."""
-    from django.db import transaction
-
-    from apps.records.models import Conflict
-    from apps.records.statements import insert_statement, stored
-
-    write_ok(agent)
-    write_ok(agent, value="carrier_b", source__ref="interaction:2")
-    with tenant_scope(tenant.pk):
-        record = MemoryRecord.objects.order_by("version").last()
-        assert record is not None
-        observation = Observation.objects.get(record=record)
-        conflict = Conflict.objects.get(contender=record)
-        message = OutboxMessage.objects.get(object_id=record.pk)
-        for instance in (record, observation, conflict, message):
-            model = type(instance)
-            row = model.objects.filter(pk=instance.pk).values().get()
-            with transaction.atomic():
-                model.objects.filter(pk=instance.pk).delete()
-                copy = model.objects.filter(pk=instance.pk)
-                sql, params = insert_statement(instance)
-                with connection.cursor() as cursor:
-                    cursor.execute(sql, params)
-                by_statement = copy.values().get()
-                saved = stored(instance)
-                assert not saved._state.adding
-                assert {f: getattr(saved, f) for f in row if f != "search"} == {
-                    f: getattr(instance, f) for f in row if f != "search"
-                }
-                transaction.set_rollback(True)
-            with transaction.atomic():
-                model.objects.filter(pk=instance.pk).delete()
-                instance.save(force_insert=True)
-                by_save = copy.values().get()
-                transaction.set_rollback(True)
-            assert by_statement == by_save == row, model.__name__

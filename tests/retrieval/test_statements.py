@@ -251,7 +251,7 @@ def test_records_are_built_as_the_orm_builds_them(agent, tenant):
     write(agent, value={"carrier": "alpha"}, scope={"domain": "c", "conditions": {"r": "eu"}})
     embed_all(tenant)
     _statement, rows, _ran = run(tenant, SearchQuery(vector=vector_of(tenant, "carrier alpha")))
-    built = search._record_from_row(rows[0][search.RANKING_COLUMNS :])
+    built = search._record_from_row(rows[0][search.RANKING_COLUMNS : search.CONFLICT_COLUMN])
     with tenant_scope(tenant.pk):
         loaded = MemoryRecord.objects.get(pk=built.pk)
     for f in search.RECORD_FIELDS:
