@@ -170,7 +170,7 @@ def raw_search(
 PARTS: list[tuple[str, str, str]] = [
     (
         "authentication (credential lookup, tenant)",
-        "apps.api.authentication",
+        "apps.api.access",
         "AgentCredentialAuthentication.authenticate",
     ),
     ("body parsing (JSON, unstorable values)", "apps.api.problems", "JSONBodyParser.parse"),

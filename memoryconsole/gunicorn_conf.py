@@ -23,7 +23,7 @@ accesslog = None
 # request line) are answered with problem documents, as every API error is.
 worker_class = "memoryconsole.gunicorn_worker.ProblemSyncWorker"
 # gunicorn's bounds on what it parses before the application: the request line at its maximum
-# (8190 bytes, so the application's own URL limit, apps.api.request_limits, answers first), and
+# (8190 bytes, so the application's own URL limit, apps.api.middleware, answers first), and
 # its default header limits (documented in docs/api.md).
 limit_request_line = 8190
 limit_request_fields = 100

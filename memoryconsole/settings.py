@@ -98,7 +98,7 @@ MIDDLEWARE = [
     "memoryconsole.request_log.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # A URL past the documented limit reaches nothing else (414).
-    "apps.api.request_limits.UrlLengthMiddleware",
+    "apps.api.middleware.UrlLengthMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -108,7 +108,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "apps.tenancy.middleware.TenantContextResetMiddleware",
+    "apps.tenancy.context.TenantContextResetMiddleware",
     # With read replicas: a write answers the primary's position after commit (X-Memory-Position).
     "apps.tenancy.replicas.WritePositionMiddleware",
     # A request's statements end before gunicorn's worker timeout would end the worker.
@@ -291,7 +291,7 @@ AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 # Successful logins are not logged: the audit log says who acted, and a login history of
 # addresses would be personal data kept for no decision.
 AXES_DISABLE_ACCESS_LOG = True
-# Failed API authentication, per client address (apps.api.throttling).
+# Failed API authentication, per client address (apps.api.access).
 API_AUTH_FAILURE_LIMIT = int(os.environ.get("MEMORYCONSOLE_API_AUTH_FAILURE_LIMIT", "20"))
 API_AUTH_FAILURE_WINDOW = 60
 
@@ -315,13 +315,13 @@ WHITENOISE_USE_FINDERS = not _env_bool("MEMORYCONSOLE_STATIC_COLLECTED", False)
 
 # --- API --------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.authentication.AgentCredentialAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.access.AgentCredentialAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [
-        "apps.api.permissions.IsAgent",
+        "apps.api.access.IsAgent",
     ],
     "DEFAULT_PARSER_CLASSES": ["apps.api.problems.JSONBodyParser"],
     "DEFAULT_RENDERER_CLASSES": ["apps.api.problems.JSONRenderer"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.api.negotiation.ProblemJsonNegotiation",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.api.problems.ProblemJsonNegotiation",
     "DEFAULT_SCHEMA_CLASS": "apps.api.schema.ProblemAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 50,

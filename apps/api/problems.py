@@ -1,7 +1,7 @@
 """The API's request bodies and responses as JSON, and the requests Django cannot construct.
 
-The JSON body parser (whose every failure is a problem), the JSON renderer and a WSGI guard;
-the problem documents themselves are :mod:`apps.core.problems`'.
+The JSON body parser (whose every failure is a problem), the JSON renderer, content
+negotiation and a WSGI guard; the problem documents themselves are :mod:`apps.core.problems`'.
 
 This module is imported while DRF builds ``APIView`` (``DEFAULT_PARSER_CLASSES``), so it must
 not import DRF's views, generics or drf-spectacular's schema machinery.
@@ -16,6 +16,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from django.utils.http import parse_header_parameters
 from rest_framework import exceptions, parsers, renderers
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.request import Request
 from rest_framework.utils import json as drf_json
 
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
@@ -163,3 +165,53 @@ def reject_unusable_charsets(application: WSGIApplication) -> WSGIApplication:
         return [body]
 
     return guarded
+
+
+# --- content negotiation ----------------------------------------------------------------
+#
+# Content negotiation: ``application/problem+json`` is JSON the API answers in.
+#
+# A client that names only ``application/problem+json`` in ``Accept`` (as clients that read
+# errors by their media type do) accepts the API's JSON: its answers are JSON, and its errors
+# are problem documents. An ``Accept`` that admits neither is still a ``406``.
+
+JSON = "application/json"
+PROBLEM_JSON = "application/problem+json"
+
+
+def as_json(token: str) -> str:
+    """An ``Accept`` token naming problem+json, as the same token naming JSON (its
+    parameters, ``q`` among them, kept); any other token unchanged."""
+    media_type, separator, parameters = token.partition(";")
+    if media_type.strip().lower() == PROBLEM_JSON:
+        return JSON + separator + parameters
+    return token
+
+
+class ProblemJsonNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation, where ``application/problem+json`` stands for ``application/json``."""
+
+    def get_accept_list(self, request: Request) -> list[str]:
+        return [as_json(token) for token in super().get_accept_list(request)]
+
+
+NDJSON = "application/x-ndjson"
+
+
+class NDJSONRenderer(renderers.BaseRenderer):
+    """Lets a client ask for ``application/x-ndjson`` (an export's stream), which the view
+    writes itself; anything DRF renders through it (an error) is one JSON line."""
+
+    media_type = NDJSON
+    format = "ndjson"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        if data is None:
+            return b""
+        return JSONRenderer().render(data, accepted_media_type, renderer_context) + b"\n"

@@ -6,7 +6,7 @@ decides it.
 * its input: the serializers that validate it at run time (``query_input`` and ``body_input``
   of a :class:`~apps.api.contract.ContractView`), so the schema and the check cannot drift;
 * ``x-required-actions``: the credential actions it accepts (any one suffices; empty: any
-  credential), read from the same declaration that :class:`~apps.api.permissions.IsAgent`
+  credential), read from the same declaration that :class:`~apps.api.access.IsAgent`
   enforces, and said in the description;
 * the ``Idempotency-Key`` header, on exactly the operations whose handler honours it;
 * every problem response the request pipeline can give (a ``400`` for an invalid or
@@ -32,10 +32,10 @@ from rest_framework import serializers
 
 from apps.core.problems import DATABASE_RETRY_AFTER, PROBLEM_CONTENT_TYPE
 
+from .access import required_actions
 from .contract import ContractMixin, QueryJSONObjectField, serializer_for
 from .idempotency import HEADER as IDEMPOTENCY_HEADER
 from .idempotency import MAX_KEY_LENGTH, TOMBSTONE_STATUS, honours_key, replays_stored
-from .permissions import required_actions
 
 
 class ProblemSerializer(serializers.Serializer[dict[str, Any]]):

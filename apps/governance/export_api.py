@@ -11,8 +11,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from apps.api.contract import IDENTIFIER_CHARS, ContractView
-from apps.api.negotiation import NDJSON, NDJSONRenderer
-from apps.api.problems import JSONRenderer
+from apps.api.problems import NDJSON, JSONRenderer, NDJSONRenderer
 from apps.core.errors import Invalid
 from apps.records.validation import SUBJECT_MESSAGE, SUBJECT_RE, identifier_normalised
 from apps.tenancy.models import AgentCredential

@@ -10,11 +10,12 @@ Without it, every policy compares with NULL and a query returns no rows: fail-cl
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 
 from django.db import DatabaseError, connection, transaction
+from django.http import HttpRequest, HttpResponse
 
 TENANT_SETTING = "memoryconsole.tenant_id"
 TOKEN_HASH_SETTING = "memoryconsole.token_hash"  # noqa: S105 - a setting name
@@ -97,3 +98,18 @@ def tenant_scope(tenant_id: uuid.UUID | str) -> Iterator[None]:
                 # A failed transaction rolls back (and forgets the setting) anyway.
                 with suppress(DatabaseError):
                     _set_local(TENANT_SETTING, str(previous) if previous else "")
+
+
+class TenantContextResetMiddleware:
+    """Forget the Python-side tenant after each request (the database side ends with the
+    request's transaction), so a thread never carries one request's tenant into the next."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        deactivate_tenant()
+        try:
+            return self.get_response(request)
+        finally:
+            deactivate_tenant()

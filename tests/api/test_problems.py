@@ -171,11 +171,11 @@ def test_it_still_refuses_an_accept_header_admitting_no_json(auditing_agent, acc
     assert_problem(missing, 406)
 
 
-# --- 414: the URL limit (apps.api.request_limits) ------------------------------------------------
+# --- 414: the URL limit (apps.api.middleware) ------------------------------------------------
 
 
 def test_it_answers_414_problems_for_a_url_past_the_limit(auditing_agent):
-    from apps.api.request_limits import MAX_URL_BYTES
+    from apps.api.middleware import MAX_URL_BYTES
 
     base = "/api/v1/audit-events?action="
     # At the limit the URL is read: what it says is judged (a filter value over its own

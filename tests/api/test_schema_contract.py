@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from django.urls import resolve
 
+from apps.api.access import required_actions
 from apps.api.idempotency import honours_key
-from apps.api.permissions import required_actions
 from tests.conftest import make_agent
 
 from .contract import openapi
