@@ -978,7 +978,8 @@ def _sql_sets(
 
 
 def _sql_value(model: type[models.Model], name: str, value: Any) -> sql.Composable:
-    db_type = sql.SQL(model._meta.get_field(name).db_type(connection))  # type: ignore[union-attr, arg-type]
+    column = model._meta.get_field(name)
+    db_type = sql.SQL(column.db_type(connection))  # type: ignore[union-attr, arg-type]
     if value is NOW or value is REASON:
         return sql.SQL("{}::{}").format(sql.Placeholder(value.name.lower()), db_type)
     if isinstance(value, Column):

@@ -584,10 +584,10 @@ def _gated_plan(
     tenant_id: Any, model: str, q: SearchQuery, params: dict[str, Any], filters: _Filters
 ) -> _Plan:
     """The exact plan on a model with an HNSW index: its first CTE takes the filtered
-    candidates (at most ``SEARCH_EXACT_LIMIT + 1``), every ranking branch runs only when they number
-    at most ``SEARCH_EXACT_LIMIT``, and each row carries the count and whether the tenant and the
-    searched domain have a valid index of their own; the statement also makes the HNSW scan
-    settings for the HNSW statement that follows when they are many."""
+    candidates (at most ``SEARCH_EXACT_LIMIT + 1``), every ranking branch runs only when they
+    number at most ``SEARCH_EXACT_LIMIT``, and each row carries the count and whether the
+    tenant and the searched domain have a valid index of their own; the statement also makes
+    the HNSW scan settings for the HNSW statement that follows when they are many."""
     params["own_index"] = index_name(tenant_id, model)
     valid = "EXISTS (SELECT 1 FROM pg_index WHERE indisvalid AND indexrelid = to_regclass({}))"
     scoped = "false"
