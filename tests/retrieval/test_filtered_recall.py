@@ -2,9 +2,9 @@
 
 A corpus just large enough for both of the search's plans (apps.retrieval.search): 5,000
 records in one tenant, scopes matching 0.1 %, 1 %, 10 % and 100 % of them, and
-``EXACT_LIMIT`` lowered so that the two selective scopes are ranked exactly and the two broad
-ones go to the HNSW index, as 50 and 5,000 candidates would at the production limit. Another
-tenant holds copies of the queries. For each selectivity: the plan the limit calls for,
+``SEARCH_EXACT_LIMIT`` lowered so that the two selective scopes are ranked exactly and the two
+broad ones go to the HNSW index, as 50 and 5,000 candidates would at the production limit.
+Another tenant holds copies of the queries. For each selectivity: the plan the limit calls for,
 recall@10 against exact search at least 0.99, nothing from the other tenant, and never fewer
 results whatever the other tenant holds. The same properties at production sizes (and the
 product's limit) are checked by ``benchmarks/retrieval_search.py`` (docs/performance.md).
