@@ -399,26 +399,35 @@ class Outcome:
     def stamp_statements(self, event_id: Any) -> list[tuple[str, list[Any]]]:
         """Statements naming the change's audit event on the rows it withdrew (to run with the
         event: ``apps.audit.services.audit_append``)."""
-        statements = []
-        for label, ids in self.withdrawn.items():
-            model = registry.get_model(label)
-            rewrite = rules_of(model).withdrawal
-            if ids and rewrite is not None and rewrite.stamp:
-                update = sql.SQL(
-                    "UPDATE {} SET {column} = %s WHERE {} = ANY(%s::{}[]) AND {column} IS NULL"
-                ).format(
-                    *_table(model),
-                    sql.SQL(_pk_type(model)),
-                    column=sql.Identifier(_column(model, rewrite.stamp)),
-                )
-                statements.append((update.as_string(), [event_id, _array(ids)]))
-        return statements
+        return [
+            (update, [event_id, _array(ids)])
+            for label, ids in self.withdrawn.items()
+            if ids and (update := _stamp_sql(label))
+        ]
 
     def stamp(self, event_id: Any) -> None:
         """Name the change's audit event on the rows it withdrew, on a cursor of its own."""
         with connection.cursor() as cursor:
             for statement, params in self.stamp_statements(event_id):
                 cursor.execute(statement, params)
+
+
+@functools.cache
+def _stamp_sql(label: str) -> str:
+    """The update naming an audit event on a model's withdrawn rows ("" if it has no stamp)."""
+    model = registry.get_model(label)
+    rewrite = rules_of(model).withdrawal
+    if rewrite is None or not rewrite.stamp:
+        return ""
+    return (
+        sql.SQL("UPDATE {} SET {column} = %s WHERE {} = ANY(%s::{}[]) AND {column} IS NULL")
+        .format(
+            *_table(model),
+            sql.SQL(_pk_type(model)),
+            column=sql.Identifier(_column(model, rewrite.stamp)),
+        )
+        .as_string()
+    )
 
 
 def _node_key(node: Node) -> tuple[str, str]:
