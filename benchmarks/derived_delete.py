@@ -17,10 +17,10 @@ Prints, from one run on the embedded database:
   a concurrent rebuild of the HNSW index alone with reclamation's budget (no parallel
   workers), which is the part of reclamation that takes the time.
 
-``--paths`` times the deletion through each way of carrying it out (``apps.core.deletion``):
-``statement`` (the one generated statement, what the product runs) and ``orm`` (querysets,
-``QuerySet.delete()`` and ``update()``), in one run; ``--no-reclaim`` leaves out the
-reclamation part.
+``--paths`` times the deletion (``apps.core.deletion``'s one generated statement) through each
+cursor it runs on: ``statement`` (prepared, planned once per connection: what the product
+runs) and ``unprepared`` (Django's own cursor: planned on every execution), in one run;
+``--no-reclaim`` leaves out the reclamation part.
 
 Targets: single delete p95 < 10 ms; erasure >= 5,000 records/s; reclamation no slower than
 the index rebuild, with no search p95 regression meanwhile.
@@ -126,7 +126,7 @@ def build_facts(tenant: Any, actor: Any, count: int, prefix: str) -> list[dict[s
     return facts
 
 
-PATHS = ("statement", "orm")
+PATHS = ("statement", "unprepared")
 
 
 def use_path(path: str) -> None:
@@ -137,7 +137,7 @@ def use_path(path: str) -> None:
     from apps.records.models import Fact, MemoryRecord
 
     purge: Any
-    if path == "orm":
+    if path == "unprepared":
 
         def purge(*, record_ids: Any, fact_ids: Any, reason: str, now: Any) -> Any:
             return deletion.run(

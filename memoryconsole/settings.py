@@ -400,6 +400,9 @@ CELERY_BEAT_SCHEDULE = {
 # (apps.retrieval.tenant_indexes): at that size its own index already makes an unfiltered
 # search several times faster, for a build of seconds (docs/performance.md).
 TENANT_HNSW_MIN_EMBEDDINGS = 10_000
+# A search ranks its filtered candidates exactly while they number at most this many, and
+# through an HNSW index past it (apps.retrieval.search, docs/retrieval.md).
+SEARCH_EXACT_LIMIT = 10_000
 # maintenance_work_mem of the sessions that build HNSW indexes (tenant indexes, reclamation's
 # rebuilds): a graph that fits in it builds many times faster than one that spills.
 HNSW_BUILD_MEMORY = "512MB"

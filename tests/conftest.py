@@ -167,7 +167,7 @@ def _outbox_not_published() -> None:
 @pytest.fixture(autouse=True)
 def _search_plans_forgotten() -> None:
     """Each test plans its searches afresh: a module's shared tenant must not carry a
-    remembered plan (apps.retrieval.search) into a test that changes ``EXACT_LIMIT``."""
+    remembered plan (apps.retrieval.search) into a test that changes ``SEARCH_EXACT_LIMIT``."""
     from django.core.cache import caches
 
     caches["search_plans"].clear()

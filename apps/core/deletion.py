@@ -25,10 +25,10 @@ still referring to a deleted id is a residue), the tables reclamation vacuums, a
 responses' tombstones. :func:`definition_problems` lists every relation of an installed model
 to subject data that the definition does not cover (a test keeps the list empty).
 
-Two ways to run a deletion, with the same outcome: :meth:`Plan.execute` (the ORM: querysets
-of the ids, ``QuerySet.delete()`` applying ``on_delete``, ``update()`` for the declared
-rules) and :meth:`Plan.statement` (one SQL statement generated from the same graph: one round
-trip, which an erasure's throughput needs; ``docs/performance.md``).
+A deletion runs as one SQL statement generated from the graph (:func:`statement_for`: CTEs
+composed with :mod:`psycopg.sql`, one round trip, which an erasure's throughput needs;
+``docs/performance.md``); a :class:`Plan` reads the same graph as querysets, for previews and
+residues.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ from django.apps import apps as registry
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import FieldDoesNotExist
 from django.db import connection, models
-from django.db.models import F, Q, QuerySet, TextField, Value
-from django.db.models.functions import Cast, JSONObject
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
+from psycopg import sql
 
 from apps.core.errors import DomainError
 
@@ -161,23 +162,38 @@ ON_DELETE = {
 }
 
 Node = tuple[str, type[models.Model]]  # ("delete" | "withdraw", model)
-# A condition of the generated statement: (a kind clause or "", a column, an SQL array).
-Part = tuple[str, str, str]
+# A condition of the generated statement: rows whose column (with a kind column = value, when
+# given) is in an SQL array.
+Part = tuple[tuple[str, str] | None, str, sql.Composable]
 
 
-def _where(parts: Iterable[Part]) -> str:
+def _where(parts: Iterable[Part]) -> sql.Composable:
     """The parts as one condition: those on one column (and kind) as one ``= ANY`` of their
     arrays concatenated, which the planner reads as one index scan."""
-    grouped: dict[tuple[str, str], list[str]] = {}
+    grouped: dict[tuple[tuple[str, str] | None, str], list[sql.Composable]] = {}
     for kind, column, array in parts:
         arrays = grouped.setdefault((kind, column), [])
         if array not in arrays:
             arrays.append(array)
     conditions = []
     for (kind, column), arrays in grouped.items():
-        condition = f"{column} = ANY({' || '.join(arrays)})"
-        conditions.append(f"({kind} AND {condition})" if kind else condition)
-    return " OR ".join(conditions) or "false"
+        condition = sql.SQL("{} = ANY({})").format(sql.Identifier(column), _join(" || ", arrays))
+        if kind is not None:
+            condition = sql.SQL("({} = {} AND {})").format(
+                sql.Identifier(kind[0]), _literal(kind[1]), condition
+            )
+        conditions.append(condition)
+    return _join(" OR ", conditions) if conditions else sql.SQL("false")
+
+
+def _join(separator: str, parts: Iterable[sql.Composable]) -> sql.Composable:
+    return sql.SQL(separator).join(parts)
+
+
+def _literal(text: str) -> sql.Composable:
+    """A constant of the definition as an SQL string literal (``%`` doubled: the statement
+    goes through the driver's parameter substitution)."""
+    return sql.Literal(text.replace("%", "%%"))
 
 
 @dataclass(frozen=True)
@@ -208,19 +224,10 @@ class Edge:
             condition &= Q(**{self.kind[0]: self.kind[1]})
         return condition
 
-    def sql(self, array: str) -> str:
-        """The condition on ``holder``'s table, for ids given as the SQL array ``array``."""
-        condition = f"{self.column} = ANY({array})"
-        if self.kind is not None:
-            kind_column = _column(self.holder, self.kind[0])
-            condition = f"({kind_column} = {_quote(self.kind[1])} AND {condition})"
-        return condition
-
-    def sql_part(self, array: str) -> Part:
-        """The condition as a :data:`Part`, for :func:`_where` to combine with others."""
-        kind = ""
-        if self.kind is not None:
-            kind = f"{_column(self.holder, self.kind[0])} = {_quote(self.kind[1])}"
+    def part(self, array: sql.Composable) -> Part:
+        """The condition on ``holder``'s table for ids given as the SQL array ``array``, as a
+        :data:`Part` for :func:`_where` to combine with others."""
+        kind = None if self.kind is None else (_column(self.holder, self.kind[0]), self.kind[1])
         return (kind, self.column, array)
 
     def leads_to(self, kind: str) -> Node | None:
@@ -400,31 +407,35 @@ class Outcome:
     def stamp_statements(self, event_id: Any) -> list[tuple[str, list[Any]]]:
         """Statements naming the change's audit event on the rows it withdrew (to run with the
         event: ``apps.audit.services.audit_append``)."""
-        statements = []
-        for label, ids in self.withdrawn.items():
-            model = registry.get_model(label)
-            rewrite = rules_of(model).withdrawal
-            if ids and rewrite is not None and rewrite.stamp:
-                column = _column(model, rewrite.stamp)
-                statements.append(
-                    (
-                        f"UPDATE {model._meta.db_table} SET {column} = %s"
-                        f" WHERE {model._meta.pk.column} = ANY(%s::{_pk_type(model)}[])"
-                        f" AND {column} IS NULL",
-                        [event_id, _array(ids)],
-                    )
-                )
-        return statements
+        return [
+            (update, [event_id, _array(ids)])
+            for label, ids in self.withdrawn.items()
+            if ids and (update := _stamp_sql(label))
+        ]
 
     def stamp(self, event_id: Any) -> None:
-        """Name the change's audit event on the rows it withdrew, through the ORM."""
-        for label, ids in self.withdrawn.items():
-            model = registry.get_model(label)
-            rewrite = rules_of(model).withdrawal
-            if ids and rewrite is not None and rewrite.stamp:
-                model._default_manager.filter(
-                    pk__in=ids, **{f"{rewrite.stamp}__isnull": True}
-                ).update(**{rewrite.stamp: event_id})
+        """Name the change's audit event on the rows it withdrew, on a cursor of its own."""
+        with connection.cursor() as cursor:
+            for statement, params in self.stamp_statements(event_id):
+                cursor.execute(statement, params)
+
+
+@functools.cache
+def _stamp_sql(label: str) -> str:
+    """The update naming an audit event on a model's withdrawn rows ("" if it has no stamp)."""
+    model = registry.get_model(label)
+    rewrite = rules_of(model).withdrawal
+    if rewrite is None or not rewrite.stamp:
+        return ""
+    return (
+        sql.SQL("UPDATE {} SET {column} = %s WHERE {} = ANY(%s::{}[]) AND {column} IS NULL")
+        .format(
+            *_table(model),
+            sql.SQL(_pk_type(model)),
+            column=sql.Identifier(_column(model, rewrite.stamp)),
+        )
+        .as_string()
+    )
 
 
 def _node_key(node: Node) -> tuple[str, str]:
@@ -476,7 +487,8 @@ class Plan:
     a queryset of primary keys), with everything the definition says goes with them.
 
     Each model's rows are a queryset (subqueries on the roots), so a preview counts them
-    without reading an id; :meth:`execute` reads them before changing anything."""
+    without reading an id, and what a deletion left behind is found the same way
+    (:meth:`residues`); :func:`run` carries a deletion out."""
 
     def __init__(
         self,
@@ -491,7 +503,6 @@ class Plan:
         self.conditions: dict[Node, Q] = {}
         self.rewrites: dict[type[models.Model], list[tuple[Rewrite, Q]]] = defaultdict(list)
         self.unlinks: dict[type[models.Model], list[tuple[str, Q]]] = defaultdict(list)
-        self.refusals: list[tuple[str, type[models.Model], Q]] = []
         # Ids given as lists are also matched as such: rows still naming an id whose row has
         # gone are found too (a residue, after the deletion).
         self.literal: dict[Node, list[Any]] = {}
@@ -530,10 +541,6 @@ class Plan:
                 self._grow(("withdraw", edge.holder), reached)
             elif edge.effect == "unlink":
                 self.unlinks[edge.holder].append((edge.field, reached))
-            elif edge.effect == "refuse":
-                self.refusals.append(
-                    (f"{edge.holder._meta.label}.{edge.field}", edge.holder, reached)
-                )
             elif isinstance(edge.effect, Rewrite):
                 self.rewrites[edge.holder].append((edge.effect, reached))
             elif isinstance(edge.effect, Withdraw):
@@ -634,65 +641,6 @@ class Plan:
                     found.append((name, f"{model._meta.verbose_name} {pk}.{field_name} names it"))
         return found
 
-    # --- the ORM path -------------------------------------------------------------------------
-
-    def execute(self, *, now: datetime, reason: str) -> Outcome:
-        """Carry the plan out through the ORM, in the caller's transaction."""
-        for what, holder, reached in self.refusals:
-            if holder._default_manager.filter(reached).exists():
-                raise Refused(what)
-        # Every set of ids is read before anything changes: each is a subquery on the roots.
-        deleted = {
-            model: list(self.rows(node).values_list("pk", flat=True))
-            for node in self.order
-            if (model := node[1]) and node[0] == "delete"
-        }
-        withdrawn = {}
-        for kind, model in self.order:
-            if kind == "withdraw":
-                rows = model._default_manager.filter(pk__in=self.rows((kind, model)))
-                if rules_of(model).withdrawal is not None:
-                    rows = rows.select_for_update()
-                withdrawn[model] = list(rows.values_list("pk", flat=True))
-        rewritten = {m: list(self.rewritten(m).values_list("pk", flat=True)) for m in self.rewrites}
-        changed: dict[str, int] = {
-            m._meta.label: 0 for m in self.reached() if rules_of(m).counted_as
-        }
-        outcome = Outcome(changed=changed)
-        for model, ids in rewritten.items():
-            values = _orm_values(self._rewrite_of(model).values, now, reason)
-            changed[model._meta.label] = model._default_manager.filter(pk__in=ids).update(**values)
-        for model, ids in withdrawn.items():
-            rewrite = rules_of(model).withdrawal
-            if rewrite is None:
-                continue
-            rows = model._default_manager.filter(pk__in=ids)
-            first = _orm_values({**rewrite.values, **rewrite.first}, now, reason)
-            if rewrite.pending:
-                changed[model._meta.label] = rows.filter(**rewrite.pending).update(**first)
-                rows.update(**_orm_values(rewrite.values, now, reason))
-            else:
-                changed[model._meta.label] = rows.update(**first)
-            outcome.withdrawn[model._meta.label] = ids
-        # Django applies the foreign keys' on_delete (a row reached through a cascade goes with
-        # its parent's delete() and is counted there; its own delete() then finds nothing).
-        for model, ids in deleted.items():
-            if ids:
-                _total, per_model = model._default_manager.filter(pk__in=ids).delete()
-                for label, count in per_model.items():
-                    if label in changed:
-                        changed[label] += count
-        return outcome
-
-    # --- the generated statement ----------------------------------------------------------------
-
-    def statement(self) -> Statement:
-        """The plan's shape as one SQL statement (:func:`statement_for`)."""
-        return statement_for(
-            tuple(m._meta.label for m in self.roots),
-            tuple(m._meta.label for m in self.withdrawn_roots),
-        )
-
 
 def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, str, int, dict, list))
@@ -711,26 +659,6 @@ def _ids_for(edge: Edge, rows: QuerySet[Any]) -> QuerySet[Any]:
     return rows
 
 
-def _orm_values(values: Mapping[str, Any], now: datetime, reason: str) -> dict[str, Any]:
-    def render(value: Any) -> Any:
-        if value is NOW:
-            return Value(now)
-        if value is REASON:
-            return Value(reason)
-        if isinstance(value, Column):
-            return F(value.name)
-        if isinstance(value, JsonObject):
-            return JSONObject(
-                **{
-                    key: Value(member) if isinstance(member, str) else render(member)
-                    for key, member in value.members.items()
-                }
-            )
-        return value
-
-    return {name: render(value) for name, value in values.items()}
-
-
 def run(
     *,
     deleted: Mapping[type[models.Model], Sequence[Any]] | None = None,
@@ -740,24 +668,24 @@ def run(
     cursor: Any = None,
 ) -> Outcome:
     """Delete ``deleted`` and withdraw ``withdrawn`` (model: ids) with everything the definition
-    says, in the caller's transaction (the caller locks the roots first). With ``cursor``, as
-    one generated statement on it (the fast path: one round trip); without, through the ORM.
-    Both give the same outcome (a test holds them to it)."""
-    if cursor is None:
-        return Plan(deleted=deleted, withdrawn=withdrawn).execute(now=now, reason=reason)
+    says, in the caller's transaction (the caller locks the roots first): one generated
+    statement, one round trip, on ``cursor`` (a prepared one: :mod:`apps.tenancy.prepared`)
+    or on a Django cursor of its own."""
     # The statement depends on the roots' models only (one per shape, built once): the plan's
-    # querysets, which only the ORM path reads, would cost more Python than the statement
-    # costs the database for one fact (docs/performance.md, "Request path").
-    return statement_for(
+    # querysets, which only previews and residues read, would cost more Python than the
+    # statement costs the database for one fact (docs/performance.md, "Request path").
+    statement = statement_for(
         tuple(m._meta.label for m in deleted or {}),
         tuple(m._meta.label for m in withdrawn or {}),
-    ).run(
-        cursor,
-        deleted={m._meta.label: ids for m, ids in (deleted or {}).items()},
-        withdrawn={m._meta.label: ids for m, ids in (withdrawn or {}).items()},
-        now=now,
-        reason=reason,
     )
+    ids = {
+        "deleted": {m._meta.label: ids for m, ids in (deleted or {}).items()},
+        "withdrawn": {m._meta.label: ids for m, ids in (withdrawn or {}).items()},
+    }
+    if cursor is not None:
+        return statement.run(cursor, **ids, now=now, reason=reason)
+    with connection.cursor() as own:
+        return statement.run(own, **ids, now=now, reason=reason)
 
 
 # --- the generated statement ----------------------------------------------------------------
@@ -835,241 +763,265 @@ def _param(label: str, prefix: str = "d") -> str:
     return f"{prefix}_{label.replace('.', '_').lower()}"
 
 
-def _cte(prefix: str, model: type[models.Model]) -> str:
-    return f"{prefix}_{model._meta.db_table}"
+def _cte(prefix: str, model: type[models.Model], *column: str) -> sql.Identifier:
+    """A CTE of the statement (or its ``column``): ``s*`` selects, ``x*`` changes."""
+    return sql.Identifier(f"{prefix}_{model._meta.db_table}", *column)
 
 
 def _pk_type(model: type[models.Model]) -> str:
     return str(model._meta.pk.db_type(connection))
 
 
+def _table(model: type[models.Model]) -> tuple[sql.Identifier, sql.Identifier]:
+    return sql.Identifier(model._meta.db_table), sql.Identifier(model._meta.pk.column)
+
+
 @functools.cache
 def statement_for(roots: tuple[str, ...], withdrawn_roots: tuple[str, ...] = ()) -> Statement:
     """The statement deleting rows of the models ``roots`` and withdrawing rows of
     ``withdrawn_roots`` (labels), with everything the definition says (one per shape)."""
+    return _Builder(roots, withdrawn_roots).statement()
 
-    defn = definition()
-    root_nodes = [("delete", registry.get_model(label)) for label in roots]
-    root_nodes += [("withdraw", registry.get_model(label)) for label in withdrawn_roots]
-    order = _order(defn, root_nodes)
-    in_order = set(order)
-    conditions: dict[Node, list[Part]] = defaultdict(list)
-    for label in roots:
-        model = registry.get_model(label)
-        conditions[("delete", model)].append(
-            ("", model._meta.pk.column, f"%({_param(label)})s::{_pk_type(model)}[]")
-        )
-    for label in withdrawn_roots:
-        model = registry.get_model(label)
-        conditions[("withdraw", model)].append(
-            ("", model._meta.pk.column, f"%({_param(label, 'w')})s::{_pk_type(model)}[]")
-        )
-    rewrites: dict[type[models.Model], list[tuple[Part, Rewrite]]] = defaultdict(list)
-    unlinks: dict[type[models.Model], list[Part]] = defaultdict(list)
-    refusals: list[str] = []
 
-    def ids_of(node: Node, *, text: bool = False) -> str:
-        pk = "id::text" if text else "id"
-        return f"ARRAY(SELECT {pk} FROM {_cte('s' + node[0][0], node[1])})"
+class _Builder:
+    """One statement's CTEs, composed from the plan's nodes in order: each node's rows are
+    selected by what its predecessors reach (``s*``), then changed (``x*``), counted and
+    returned. A node's ids are an array of its selection, and a deleted model whose ids no
+    other part reads is deleted in one pass (no selection)."""
 
-    selections: list[str] = []
-    for node in order:
+    def __init__(self, roots: tuple[str, ...], withdrawn_roots: tuple[str, ...]) -> None:
+        self.labels = {"delete": roots, "withdraw": withdrawn_roots}
+        self.defn = definition()
+        root_nodes = [
+            (k, registry.get_model(label)) for k, ls in self.labels.items() for label in ls
+        ]
+        self.order = _order(self.defn, root_nodes)
+        self.conditions: dict[Node, list[Part]] = defaultdict(list)
+        for (kind, model), label in zip(root_nodes, (*roots, *withdrawn_roots), strict=True):
+            array = sql.SQL("{}::{}[]").format(
+                sql.Placeholder(_param(label, kind[0])), sql.SQL(_pk_type(model))
+            )
+            self.conditions[(kind, model)].append((None, model._meta.pk.column, array))
+        self.rewrites: dict[type[models.Model], list[tuple[Part, Rewrite]]] = defaultdict(list)
+        self.unlinks: dict[type[models.Model], list[Part]] = defaultdict(list)
+        self.refusals: list[sql.Composable] = []
+        self.read: set[Node] = set()  # the nodes whose ids another part reads
+        self.wheres = {node: self._follow(node) for node in self.order}
+
+    def ids(self, node: Node, *, text: bool = False) -> sql.Composable:
+        self.read.add(node)
+        column = sql.SQL("id::text" if text else "id")
+        return sql.SQL("ARRAY(SELECT {} FROM {})").format(column, _cte("s" + node[0][0], node[1]))
+
+    def kept(self, model: type[models.Model], where: sql.Composable) -> sql.Composable:
+        """``where``, leaving out the rows of ``model`` the statement deletes (no row is
+        changed by two CTEs)."""
+        if ("delete", model) not in self.order:
+            return where
+        excluded = self.ids(("delete", model))
+        return sql.SQL("({}) AND NOT ({} = ANY({}))").format(where, _table(model)[1], excluded)
+
+    def _follow(self, node: Node) -> sql.Composable:
+        """``node``'s condition (its predecessors have all added theirs), and what its rows
+        reach through the relations into its model."""
         kind, model = node
-        table, pk = model._meta.db_table, model._meta.pk.column
-        where = _where(conditions[node])
-        if kind == "delete":
-            selections.append(
-                f"{_cte('sd', model)} AS (SELECT {pk} AS id FROM {table} WHERE {where})"
-            )
-        else:
-            rewrite = rules_of(model).withdrawal
-            flag = _sql_match(model, rewrite.pending) if rewrite and rewrite.pending else "true"
-            if ("delete", model) in in_order:
-                where = f"({where}) AND NOT ({pk} = ANY({ids_of(('delete', model))}))"
-            lock = " FOR UPDATE" if rewrite is not None else ""
-            selections.append(
-                f"{_cte('sw', model)} AS (SELECT {pk} AS id, {flag} AS pending FROM {table}"
-                f" WHERE {where}{lock})"
-            )
-        for edge in defn.edges_into(model):
-            if not edge.applies(kind):
+        for edge in self.defn.edges_into(model):
+            if not edge.applies(kind) or edge.effect is KEEP:
                 continue
-            condition = edge.sql(ids_of(node, text=edge.text))
-            part = edge.sql_part(ids_of(node, text=edge.text))
-            if edge.effect is DELETE:
-                conditions[("delete", edge.holder)].append(part)
-            elif edge.effect is WITHDRAWN:
-                conditions[("withdraw", edge.holder)].append(part)
+            part = edge.part(self.ids(node, text=edge.text))
+            if edge.effect is DELETE or edge.effect is WITHDRAWN:
+                self.conditions[(edge.leads_to(kind))].append(part)  # type: ignore[index]
             elif edge.effect == "unlink":
-                unlinks[edge.holder].append(part)
+                self.unlinks[edge.holder].append(part)
             elif edge.effect == "refuse":
-                refusals.append(
-                    f"(SELECT {_quote(edge.holder._meta.label + '.' + edge.field)}::text"
-                    f" FROM {edge.holder._meta.db_table} WHERE {condition} LIMIT 1)"
-                )
-            elif isinstance(edge.effect, Rewrite):
-                rewrites[edge.holder].append((part, edge.effect))
-            elif isinstance(edge.effect, Withdraw):
-                target = _related(edge.holder, edge.effect.via)
-                via = _column(edge.holder, edge.effect.via)
-                conditions[("withdraw", target)].append(
-                    (
-                        "",
-                        target._meta.pk.column,
-                        f"ARRAY(SELECT {via} FROM {edge.holder._meta.db_table} WHERE {condition})",
+                self.refusals.append(
+                    sql.SQL("(SELECT {}::text FROM {} WHERE {} LIMIT 1)").format(
+                        _literal(f"{edge.holder._meta.label}.{edge.field}"),
+                        sql.Identifier(edge.holder._meta.db_table),
+                        _where([part]),
                     )
                 )
-    changes: list[str] = []
-    counts: dict[type[models.Model], str] = {}
-    withdrawn_labels: list[str] = []
-    for kind, model in order:
-        table, pk = model._meta.db_table, model._meta.pk.column
-        if kind == "delete":
-            changes.append(
-                f"{_cte('xd', model)} AS (DELETE FROM {table}"
-                f" WHERE {pk} = ANY({ids_of(('delete', model))}) RETURNING 1)"
+            elif isinstance(edge.effect, Rewrite):
+                self.rewrites[edge.holder].append((part, edge.effect))
+            elif isinstance(edge.effect, Withdraw):
+                target = _related(edge.holder, edge.effect.via)
+                via = sql.SQL("ARRAY(SELECT {} FROM {} WHERE {})").format(
+                    sql.Identifier(_column(edge.holder, edge.effect.via)),
+                    sql.Identifier(edge.holder._meta.db_table),
+                    _where([part]),
+                )
+                self.conditions[("withdraw", target)].append((None, target._meta.pk.column, via))
+        return _where(self.conditions[node])
+
+    def statement(self) -> Statement:
+        selections: dict[Node, sql.Composable] = {}
+        changes: dict[Any, sql.Composable] = {}
+        counts: dict[type[models.Model], sql.Composable] = {}
+        withdrawn: list[type[models.Model]] = []
+        for node in self.order:
+            kind, model = node
+            table, pk = _table(model)
+            if kind == "delete":
+                counts[model] = sql.SQL("(SELECT count(*) FROM {})").format(_cte("xd", model))
+                continue
+            rewrite = rules_of(model).withdrawal
+            pending = _sql_match(model, rewrite.pending) if rewrite and rewrite.pending else None
+            selections[node] = sql.SQL("SELECT {} AS id, {} AS pending FROM {} WHERE {}{}").format(
+                pk,
+                pending or sql.SQL("true"),
+                table,
+                self.kept(model, self.wheres[node]),
+                sql.SQL(" FOR UPDATE" if rewrite is not None else ""),
             )
-            counts[model] = f"(SELECT count(*) FROM {_cte('xd', model)})"
-            continue
-        rewrite = rules_of(model).withdrawal
-        if rewrite is None:
-            continue
-        if model in rewrites or model in unlinks:
-            raise DefinitionError(f"{model._meta.label}: rows both withdrawn and rewritten")
-        sets = _sql_sets(model, rewrite, connection, flag=f"{_cte('sw', model)}.pending")
-        changes.append(
-            f"{_cte('xw', model)} AS (UPDATE {table} SET {sets} FROM {_cte('sw', model)}"
-            f" WHERE {table}.{pk} = {_cte('sw', model)}.id RETURNING 1)"
-        )
-        counts[model] = f"(SELECT count(*) FROM {_cte('sw', model)} WHERE pending)"
-        withdrawn_labels.append(model._meta.label)
-    for model, pairs in unlinks.items():
-        table, pk = model._meta.db_table, model._meta.pk.column
-        if model in rewrites:
-            raise DefinitionError(f"{model._meta.label}: rows both unlinked and rewritten")
-        by_column: dict[str, list[Part]] = defaultdict(list)
-        for part in pairs:
-            by_column[part[1]].append(part)
-        sets = ", ".join(
-            f"{column} = CASE WHEN {_where(parts)} THEN NULL ELSE {column} END"
-            for column, parts in by_column.items()
-        )
-        where = _where(pairs)
-        if ("delete", model) in in_order:
-            where = f"({where}) AND NOT ({pk} = ANY({ids_of(('delete', model))}))"
-        changes.append(
-            f"{_cte('xu', model)} AS (UPDATE {table} SET {sets} WHERE {where} RETURNING 1)"
-        )
-    for model, declared in rewrites.items():
-        table, pk = model._meta.db_table, model._meta.pk.column
-        their = declared[0][1]
-        if any(other != their for _c, other in declared):
-            raise DefinitionError(f"{model._meta.label}: references with different rewrites")
-        where = _where(part for part, _r in declared)
-        if their.pending:
-            where = f"({where}) AND {_sql_match(model, their.pending)}"
-        if ("delete", model) in in_order:
-            where += f" AND NOT ({pk} = ANY({ids_of(('delete', model))}))"
-        sets = _sql_sets(model, their, connection, flag="true")
-        changes.append(
-            f"{_cte('xr', model)} AS (UPDATE {table} SET {sets} WHERE {where} RETURNING 1)"
-        )
-        counts[model] = f"(SELECT count(*) FROM {_cte('xr', model)})"
-    selects: list[str] = []
-    if refusals:
-        selects.append(f"coalesce({', '.join(refusals)})")
-    counted = [m for m in defn.models if rules_of(m).counted_as and m in counts]
-    selects += [counts[m] for m in counted]
-    selects += [
-        f"ARRAY(SELECT id FROM {_cte('sw', registry.get_model(label))})"
-        for label in withdrawn_labels
-    ]
-    # A model whose ids nothing else reads is deleted in one pass, not selected then deleted.
-    for kind, model in order:
-        name = _cte("sd", model)
-        if kind != "delete" or any(
-            f"FROM {name})" in cte
-            for cte in (*selections, *changes, *selects)
-            if not cte.startswith((f"{name} ", f"{_cte('xd', model)} "))
-        ):
-            continue
-        selection = next(cte for cte in selections if cte.startswith(f"{name} "))
-        where = selection.split(" WHERE ", 1)[1][: -len(")")]
-        selections.remove(selection)
-        changes = [
-            f"{_cte('xd', model)} AS (DELETE FROM {model._meta.db_table} WHERE {where} RETURNING 1)"
-            if cte.startswith(f"{_cte('xd', model)} ")
-            else cte
-            for cte in changes
+            if rewrite is None:
+                continue
+            if model in self.rewrites or model in self.unlinks:
+                raise DefinitionError(f"{model._meta.label}: rows both withdrawn and rewritten")
+            selected = _cte("sw", model)
+            changes[node] = sql.SQL("UPDATE {} SET {} FROM {} WHERE {} = {} RETURNING 1").format(
+                table,
+                _sql_sets(model, rewrite, flag=_cte("sw", model, "pending")),
+                selected,
+                sql.Identifier(model._meta.db_table, model._meta.pk.column),
+                _cte("sw", model, "id"),
+            )
+            counts[model] = sql.SQL("(SELECT count(*) FROM {} WHERE pending)").format(selected)
+            withdrawn.append(model)
+        for model, parts in self.unlinks.items():
+            if model in self.rewrites:
+                raise DefinitionError(f"{model._meta.label}: rows both unlinked and rewritten")
+            by_column: dict[str, list[Part]] = defaultdict(list)
+            for part in parts:
+                by_column[part[1]].append(part)
+            sets = _join(
+                ", ",
+                (
+                    sql.SQL("{0} = CASE WHEN {1} THEN NULL ELSE {0} END").format(
+                        sql.Identifier(column), _where(column_parts)
+                    )
+                    for column, column_parts in by_column.items()
+                ),
+            )
+            where = self.kept(model, _where(parts))
+            changes[("xu", model)] = sql.SQL("UPDATE {} SET {} WHERE {} RETURNING 1").format(
+                _table(model)[0], sets, where
+            )
+        for model, declared in self.rewrites.items():
+            their = declared[0][1]
+            if any(other != their for _part, other in declared):
+                raise DefinitionError(f"{model._meta.label}: references with different rewrites")
+            where = _where(part for part, _rewrite in declared)
+            if their.pending:
+                where = sql.SQL("({}) AND {}").format(where, _sql_match(model, their.pending))
+            changes[("xr", model)] = sql.SQL("UPDATE {} SET {} WHERE {} RETURNING 1").format(
+                _table(model)[0],
+                _sql_sets(model, their, flag=sql.SQL("true")),
+                self.kept(model, where),
+            )
+            counts[model] = sql.SQL("(SELECT count(*) FROM {})").format(_cte("xr", model))
+        # Every read is known now: a deleted model's rows are selected only if another part
+        # reads their ids.
+        for node in self.order:
+            kind, model = node
+            if kind != "delete":
+                continue
+            table, pk = _table(model)
+            where = self.wheres[node]
+            if node in self.read:
+                selections[node] = sql.SQL("SELECT {} AS id FROM {} WHERE {}").format(
+                    pk, table, where
+                )
+                where = sql.SQL("{} = ANY({})").format(pk, self.ids(node))
+            changes[node] = sql.SQL("DELETE FROM {} WHERE {} RETURNING 1").format(table, where)
+        selects: list[sql.Composable] = []
+        if self.refusals:
+            selects.append(sql.SQL("coalesce({})").format(_join(", ", self.refusals)))
+        counted = [m for m in self.defn.models if rules_of(m).counted_as and m in counts]
+        selects += [counts[m] for m in counted]
+        selects += [sql.SQL("ARRAY(SELECT id FROM {})").format(_cte("sw", m)) for m in withdrawn]
+        ctes = [
+            sql.SQL("{} AS ({})").format(_cte("s" + node[0][0], node[1]), selections[node])
+            for node in self.order
+            if node in selections
         ]
-    sql = "WITH\n" + ",\n".join(selections + changes) + "\nSELECT " + ",\n       ".join(selects)
-    return Statement(
-        sql=sql,
-        roots=roots,
-        withdrawn_roots=withdrawn_roots,
-        counted=tuple(m._meta.label for m in counted),
-        withdrawn=tuple(withdrawn_labels),
-        refuses=bool(refusals),
-    )
+        ctes += [
+            sql.SQL("{} AS ({})").format(_cte("x" + node[0][0], node[1]), changes[node])
+            for node in self.order
+            if node in changes
+        ]
+        ctes += [
+            sql.SQL("{} AS ({})").format(_cte(key[0], key[1]), change)
+            for key, change in changes.items()
+            if key[0] in ("xu", "xr")
+        ]
+        statement = sql.SQL("WITH\n{}\nSELECT {}").format(
+            _join(",\n", ctes), _join(",\n       ", selects)
+        )
+        return Statement(
+            sql=statement.as_string(),
+            roots=self.labels["delete"],
+            withdrawn_roots=self.labels["withdraw"],
+            counted=tuple(m._meta.label for m in counted),
+            withdrawn=tuple(m._meta.label for m in withdrawn),
+            refuses=bool(self.refusals),
+        )
 
 
-def _sql_match(model: type[models.Model], values: Mapping[str, Any]) -> str:
+def _sql_match(model: type[models.Model], values: Mapping[str, Any]) -> sql.Composable:
     parts = []
     for name, value in values.items():
         if not isinstance(value, bool):
             raise DefinitionError(f"{model._meta.label}.{name}: a match on booleans only")
-        parts.append(f"{_column(model, name)} = {'true' if value else 'false'}")
-    return "(" + " AND ".join(parts) + ")"
+        parts.append(
+            sql.SQL("{} = {}").format(
+                sql.Identifier(_column(model, name)), sql.SQL(str(value).lower())
+            )
+        )
+    return sql.SQL("({})").format(_join(" AND ", parts))
 
 
-def _sql_sets(model: type[models.Model], rewrite: Rewrite, connection: Any, *, flag: str) -> str:
-    table = model._meta.db_table
+def _sql_sets(
+    model: type[models.Model], rewrite: Rewrite, *, flag: sql.Composable
+) -> sql.Composable:
     sets = {}
     for name, value in rewrite.values.items():
-        sets[_column(model, name)] = _sql_value(model, name, value, connection)
+        sets[_column(model, name)] = _sql_value(model, name, value)
     for name, value in rewrite.first.items():
         column = _column(model, name)
-        sets[column] = (
-            f"CASE WHEN {flag} THEN {_sql_value(model, name, value, connection)}"
-            f" ELSE {table}.{column} END"
+        sets[column] = sql.SQL("CASE WHEN {} THEN {} ELSE {} END").format(
+            flag, _sql_value(model, name, value), sql.Identifier(model._meta.db_table, column)
         )
-    return ", ".join(f"{column} = {value}" for column, value in sets.items())
+    return _join(", ", (sql.SQL("{} = {}").format(sql.Identifier(c), v) for c, v in sets.items()))
 
 
-def _sql_value(model: type[models.Model], name: str, value: Any, connection: Any) -> str:
-    db_type = model._meta.get_field(name).db_type(connection)  # type: ignore[union-attr]
-    if value is NOW:
-        return f"%(now)s::{db_type}"
-    if value is REASON:
-        return f"%(reason)s::{db_type}"
+def _sql_value(model: type[models.Model], name: str, value: Any) -> sql.Composable:
+    column = model._meta.get_field(name)
+    db_type = sql.SQL(column.db_type(connection))  # type: ignore[union-attr, arg-type]
+    if value is NOW or value is REASON:
+        return sql.SQL("{}::{}").format(sql.Placeholder(value.name.lower()), db_type)
     if isinstance(value, Column):
-        return f"{model._meta.db_table}.{_column(model, value.name)}"
+        return sql.Identifier(model._meta.db_table, _column(model, value.name))
     if isinstance(value, JsonObject):
         members = []
         for key, member in value.members.items():
+            rendered: sql.Composable
             if isinstance(member, Column):
-                rendered = f"{model._meta.db_table}.{_column(model, member.name)}"
+                rendered = sql.Identifier(model._meta.db_table, _column(model, member.name))
             elif isinstance(member, str):
-                rendered = f"{_quote(member)}::text"
+                rendered = sql.SQL("{}::text").format(_literal(member))
             else:
-                rendered = f"{_quote(json.dumps(member))}::jsonb"
-            members.append(f"{_quote(key)}, {rendered}")
-        return f"jsonb_build_object({', '.join(members)})"
+                rendered = sql.SQL("{}::jsonb").format(_literal(json.dumps(member)))
+            members.append(sql.SQL("{}, {}").format(_literal(key), rendered))
+        return sql.SQL("jsonb_build_object({})").format(_join(", ", members))
     if value is None:
-        return "NULL"
+        return sql.SQL("NULL")
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return sql.SQL(str(value).lower())
     if isinstance(value, (dict, list)):
-        return f"{_quote(json.dumps(value))}::jsonb"
+        return sql.SQL("{}::jsonb").format(_literal(json.dumps(value)))
     if isinstance(value, str):
-        return f"{_quote(value)}::{db_type}"
+        return sql.SQL("{}::{}").format(_literal(value), db_type)
     raise DefinitionError(f"{model._meta.label}.{name}: no SQL for {value!r}")
-
-
-def _quote(text: str) -> str:
-    """A constant of the definition as an SQL string literal (``%`` doubled: the statement
-    goes through the driver's parameter substitution)."""
-    return "'" + text.replace("'", "''").replace("%", "%%") + "'"
 
 
 # --- coverage: every relation to subject data is in the definition -----------------------------

@@ -156,8 +156,9 @@ def _erase_state(tenant_id: Any, target: dict[str, Any], reason: str) -> dict[st
     )
     if not runs and not obligations:
         return {}
-    plan = deletion.Plan(deleted={Run: runs}, withdrawn={Obligation: obligations})
-    outcome = plan.execute(now=timezone.now(), reason=reason)
+    outcome = deletion.run(
+        deleted={Run: runs}, withdrawn={Obligation: obligations}, now=timezone.now(), reason=reason
+    )
     event = audit_record(
         tenant=tenant_id,
         actor=RESTORE_ACTOR,

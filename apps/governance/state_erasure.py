@@ -150,8 +150,11 @@ def state_erase(*, selector: str, value: str, reason: str) -> StateErasure:
         ]
         for model, rows in chosen.items()
     }
-    outcome = _plan(ids[Run], ids[Obligation], ids[Episode], ids[Checkpoint]).execute(
-        now=timezone.now(), reason=f"source erased: {reason}"
+    outcome = deletion.run(
+        deleted={Run: ids[Run], Episode: ids[Episode], Checkpoint: ids[Checkpoint]},
+        withdrawn={Obligation: ids[Obligation]},
+        now=timezone.now(),
+        reason=f"source erased: {reason}",
     )
     counts = outcome.counts()
     return StateErasure(

@@ -13,7 +13,7 @@ and a result that both lists agree on rises to the top.
 The vector plan is chosen per query. Filters can make an approximate index drop results (an
 HNSW scan returns only the filtered survivors of its first ``ef_search`` candidates), so:
 
-* few candidates (<= ``EXACT_LIMIT``): an exact scan of the filtered candidates' vectors;
+* few candidates (<= ``SEARCH_EXACT_LIMIT``): an exact scan of the filtered candidates' vectors;
 * many candidates: the model's HNSW index with pgvector 0.8 iterative scans
   (``hnsw.iterative_scan = strict_order``), which keeps scanning until it has found ``k``
   rows that pass the filters. A tenant holding many vectors has an HNSW index of its own
@@ -24,7 +24,7 @@ HNSW scan returns only the filtered survivors of its first ``ef_search`` candida
   returns by the full-precision distance.
 
 The first statement of a vector search is the exact plan, *gated*: it counts the candidates
-(at most ``EXACT_LIMIT + 1``) and ranks only when they are few enough. So the
+(at most ``SEARCH_EXACT_LIMIT + 1``) and ranks only when they are few enough. So the
 common, selective search takes one round trip; a search over many candidates learns from that
 round trip that it needs the HNSW statement, and whether the tenant's own index (or the
 domain's) is there to serve it. The process remembers that lesson for a minute (the
@@ -45,6 +45,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import caches
 from django.db import connection
 from django.utils import timezone
@@ -89,7 +90,14 @@ COVERAGE_POPULATION = 1000
 AGREE_COVERAGE = 0.25
 # Under the floor, a hit by meaning must be at most this much further than the nearest.
 INCLUSION_SPREAD = 0.03
-EXACT_LIMIT = 10_000
+
+
+def exact_limit() -> int:
+    """The most filtered candidates the exact plan ranks (``settings.SEARCH_EXACT_LIMIT``):
+    past it, the HNSW plan."""
+    return int(settings.SEARCH_EXACT_LIMIT)
+
+
 # Every stored column of a record but the generated full-text vector (deferred).
 RECORD_FIELDS = [
     f for f in MemoryRecord._meta.concrete_fields if not getattr(f, "generated", False)
@@ -391,7 +399,7 @@ class SearchStatement:
     sql: str
     params: dict[str, Any]
     # Gated: the exact plan, run only when the filtered candidates number at most
-    # ``EXACT_LIMIT``; the statement also reports the count and makes the HNSW settings.
+    # ``SEARCH_EXACT_LIMIT``; the statement also reports the count and makes the HNSW settings.
     gated: bool = False
 
 
@@ -443,7 +451,7 @@ def _answer_distance_sql(
     """The greatest distance the nearest candidate may have for the search to answer by
     meaning: ``max_distance``, or for a decision search the distance of its counted floor
     (:func:`_counted_floor`, the same formula) over ``counted``, the SQL of its candidate
-    count. The HNSW plan runs only past ``EXACT_LIMIT`` candidates, where the curve has long
+    count. The HNSW plan runs only past ``SEARCH_EXACT_LIMIT`` candidates, where the curve has long
     reached the model's floor: it passes no count."""
     curve = _decision_curve(q, model)
     if curve is None or counted is None:
@@ -487,7 +495,7 @@ def _text_leg(base: str, gate: str, *, summaries: bool, counted: bool) -> list[s
     if counted:
         population = "(SELECT n FROM counted)"
     else:
-        population = f"(SELECT count(*) FROM (SELECT 1 FROM {base} LIMIT {EXACT_LIMIT + 1}) c)"
+        population = f"(SELECT count(*) FROM (SELECT 1 FROM {base} LIMIT {exact_limit() + 1}) c)"
     matched = [
         f"SELECT r.id, 'record' AS kind, r.search FROM tsq, {base} AND r.search @@ tsq.q{gate}"
     ]
@@ -537,6 +545,146 @@ def _text_leg(base: str, gate: str, *, summaries: bool, counted: bool) -> list[s
     ]
 
 
+@dataclass(frozen=True)
+class _Filters:
+    """A search's filters, compiled once for every plan: the records' condition (over ``r``),
+    the summaries' (over ``s``; None when no summary can qualify) and the scope conjuncts on
+    the embeddings' copy (over ``e``). Their parameters are bound in the statement's."""
+
+    records: str
+    summaries: str | None
+    on_embedding: str
+
+    @property
+    def base(self) -> str:
+        return f"records_memoryrecord r WHERE {self.records}"
+
+
+def _filters(q: SearchQuery, params: dict[str, Any], *, summaries: bool) -> _Filters:
+    records = _candidate_sql(q, params)
+    summary_where = _summary_candidate_sql(q, params) if summaries else None
+    return _Filters(records, summary_where, _embedding_scope_sql(q))
+
+
+@dataclass
+class _Plan:
+    """A plan's part of the statement: CTEs before the summaries (``prelude``), its records'
+    ``vec_records`` CTEs (``vector``), the condition every ranking branch waits for (``gate``),
+    the SQL of its candidate count (``counted``: a decision search's floor), and the rows the
+    statement returns besides the hits (``source``, ``extra``: the count and index columns)."""
+
+    name: str
+    prelude: list[str] = field(default_factory=list)
+    vector: list[str] = field(default_factory=list)
+    gate: str = ""
+    counted: str | None = None
+    source: str = "ranked"
+    extra: str = "NULL::bigint, NULL::boolean, NULL::boolean"
+
+
+def _gated_plan(
+    tenant_id: Any, model: str, q: SearchQuery, params: dict[str, Any], filters: _Filters
+) -> _Plan:
+    """The exact plan on a model with an HNSW index: its first CTE takes the filtered
+    candidates (at most ``SEARCH_EXACT_LIMIT + 1``), every ranking branch runs only when they
+    number at most ``SEARCH_EXACT_LIMIT``, and each row carries the count and whether the
+    tenant and the searched domain have a valid index of their own; the statement also makes
+    the HNSW scan settings for the HNSW statement that follows when they are many."""
+    params["own_index"] = index_name(tenant_id, model)
+    valid = "EXISTS (SELECT 1 FROM pg_index WHERE indisvalid AND indexrelid = to_regclass({}))"
+    scoped = "false"
+    if q.domain:
+        params["domain_index"] = domain_index_name(tenant_id, model, q.domain)
+        scoped = valid.format("%(domain_index)s")
+    # The candidate list by which index turns out to serve the search (_ef_search).
+    ef_search = (
+        f"CASE WHEN owned.own AND owned.scoped THEN '{_ef_search(q, own=True, scoped=True)}' "
+        f"WHEN owned.own THEN '{_ef_search(q, own=True, scoped=False)}' "
+        f"WHEN owned.scoped THEN '{_ef_search(q, own=False, scoped=True)}' "
+        f"ELSE '{_ef_search(q, own=False, scoped=False)}' END"
+    )
+    prelude = [
+        f"owned AS MATERIALIZED (SELECT {valid.format('%(own_index)s')} AS own, "
+        f"{scoped} AS scoped)",
+        f"candidates AS MATERIALIZED (SELECT r.id FROM {filters.base} LIMIT {exact_limit() + 1})",
+        f"""counted AS MATERIALIZED (
+            SELECT c.n, owned.own, owned.scoped, c.n <= {exact_limit()} AS exact,
+                   set_config('hnsw.iterative_scan', 'strict_order', true) AS s1,
+                   set_config('hnsw.ef_search', {ef_search}, true) AS s2,
+                   set_config('hnsw.max_scan_tuples', '{HNSW_MAX_SCAN_TUPLES}', true) AS s3
+              FROM owned, (SELECT count(*) AS n FROM candidates) c)""",
+    ]
+    # Every ranking branch waits for the count (a one-time filter); the statement returns
+    # at least one row (the count), even when the gate kept every branch shut.
+    gate = " AND (SELECT exact FROM counted)"
+    return _Plan(
+        "exact",
+        prelude=prelude,
+        vector=_exact_records(filters, gate),
+        gate=gate,
+        counted="(SELECT n FROM counted)",
+        source="counted LEFT JOIN ranked ON true",
+        extra="counted.n, counted.own, counted.scoped",
+    )
+
+
+def _exact_plan(filters: _Filters) -> _Plan:
+    """The exact plan on a model without an HNSW index: always exact, never counted."""
+    return _Plan(
+        "exact",
+        vector=[
+            f"candidates AS MATERIALIZED (SELECT r.id FROM {filters.base})",
+            *_exact_records(filters, ""),
+        ],
+        counted="(SELECT count(*) FROM candidates)",
+    )
+
+
+def _exact_records(filters: _Filters, gate: str) -> list[str]:
+    """The nearest candidates by an exact scan of their vectors."""
+    return [
+        f"""vec_records AS (
+            SELECT e.record_id AS id, e.vector <=> %(vec)s::vector AS distance
+              FROM derivations_embedding e JOIN candidates c ON c.id = e.record_id
+             WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{filters.on_embedding}{gate}
+             ORDER BY distance LIMIT %(depth)s)"""
+    ]
+
+
+def _hnsw_plan(dimension: int, filters: _Filters, *, own_index: bool, domain_index: bool) -> _Plan:
+    """The HNSW plan: on the domain's index when ``domain_index``, else on the tenant's own
+    when ``own_index``, else on the shared one."""
+    # The tenant's own index is on the normalised vector (the same cosine distance): an
+    # expression no shared index has, so the planner cannot pick the shared one. A domain's
+    # index is on the normalised vector in half precision: the scan orders by that, the
+    # ranking by the full-precision distance of what it returns.
+    stored = f"e.vector::vector({dimension})"
+    if domain_index:
+        order = f"(l2_normalize({stored})::halfvec({dimension})) <=> %(vec)s::halfvec({dimension})"
+        distance = "e.vector <=> %(vec)s::vector"
+    else:
+        if own_index:
+            stored = f"l2_normalize({stored})::vector({dimension})"
+        distance = order = f"({stored}) <=> %(vec)s::vector({dimension})"
+    # The floor is not applied inside the scan: a scan told to skip vectors past the floor
+    # would go on scanning (iteratively) for ones that are not. It decides which ranked rows
+    # qualify (``ranked``). The scan's own count says whether it found ``k`` in the filters
+    # at all (run_search): the statement always returns at least that row.
+    scanned = f"""vec_scanned AS MATERIALIZED (
+            SELECT e.record_id AS id, {distance} AS distance
+              FROM derivations_embedding e
+              JOIN records_memoryrecord r ON r.id = e.record_id
+             WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{filters.on_embedding}
+               AND {filters.records}
+             ORDER BY {order} LIMIT %(depth)s)"""
+    return _Plan(
+        "hnsw",
+        vector=[scanned, "vec_records AS (SELECT id, distance FROM vec_scanned)"],
+        source="(SELECT count(*) AS n FROM vec_scanned) scanned LEFT JOIN ranked ON true",
+        extra="scanned.n, NULL::boolean, NULL::boolean",
+    )
+
+
 def search_statement(
     *,
     tenant_id: Any,
@@ -549,19 +697,15 @@ def search_statement(
     domain_index: bool = False,
     now: datetime | None = None,
 ) -> SearchStatement:
-    """Build a filter-then-rank statement.
+    """Build a filter-then-rank statement: the filters compiled once (:func:`_filters`), then
+    one plan's CTEs, the summaries' and the text's, fused (:func:`_ranking`).
 
-    ``hnsw``: the HNSW plan (on the domain's index when ``domain_index``, else on the
-    tenant's own index when ``own_index``). Otherwise a vector
-    search on a model with an HNSW index gets the *gated* exact plan: its first CTE takes the
-    filtered candidates (at most ``EXACT_LIMIT + 1``), and every ranking branch runs only when
-    they number at most ``EXACT_LIMIT``. Each row also carries the count and whether the
-    tenant and the searched domain have a valid index of their own, and the statement makes
-    the HNSW scan settings (transaction-local, like ``SET LOCAL``; they only affect HNSW
-    scans). So a search with few
+    ``hnsw``: the HNSW plan (:func:`_hnsw_plan`). Otherwise a vector search on a model with
+    an HNSW index gets the *gated* exact plan (:func:`_gated_plan`): a search with few
     candidates takes one round trip, and one with many learns in that round trip what the
-    HNSW statement needs. ``summaries=False`` leaves the summary branch out (the tenant has
-    never written one), which halves the statement's planning time.
+    HNSW statement needs; on a model without one, the exact plan (:func:`_exact_plan`);
+    without a vector, the text plan. ``summaries=False`` leaves the summary branch out (the
+    tenant has never written one), which halves the statement's planning time.
     """
     params: dict[str, Any] = {
         "tenant": tenant_id,
@@ -574,204 +718,50 @@ def search_statement(
         floor, inclusion = relevance_floors(q, model)
         params["max_distance"] = 1.0 - floor
         params["include_distance"] = 1.0 - inclusion
-    where = _candidate_sql(q, params)
-    summary_where = _summary_candidate_sql(q, params) if summaries else None
-    base = f"records_memoryrecord r WHERE {where}"
-    parts: list[str] = []
-    vec_sources: list[str] = []
-    txt_sources: list[str] = []
+        params["vec"] = _vector_literal(query_vector)
+    filters = _filters(q, params, summaries=summaries)
     dimension = HNSW_INDEXED.get(model) if query_vector is not None else None
-    gated = dimension is not None and not hnsw
-    # In a gated statement every ranking branch waits for the count (a one-time filter).
-    gate = " AND (SELECT exact FROM counted)" if gated else ""
-    if gated:
-        params["own_index"] = index_name(tenant_id, model)
-        valid = "EXISTS (SELECT 1 FROM pg_index WHERE indisvalid AND indexrelid = to_regclass({}))"
-        scoped = "false"
-        if q.domain:
-            params["domain_index"] = domain_index_name(tenant_id, model, q.domain)
-            scoped = valid.format("%(domain_index)s")
-        # The candidate list by which index turns out to serve the search (_ef_search).
-        ef_search = (
-            f"CASE WHEN owned.own AND owned.scoped THEN '{_ef_search(q, own=True, scoped=True)}' "
-            f"WHEN owned.own THEN '{_ef_search(q, own=True, scoped=False)}' "
-            f"WHEN owned.scoped THEN '{_ef_search(q, own=False, scoped=True)}' "
-            f"ELSE '{_ef_search(q, own=False, scoped=False)}' END"
-        )
-        parts.append(
-            f"owned AS MATERIALIZED (SELECT {valid.format('%(own_index)s')} AS own, "
-            f"{scoped} AS scoped)"
-        )
-        parts.append(
-            f"candidates AS MATERIALIZED (SELECT r.id FROM {base} LIMIT {EXACT_LIMIT + 1})"
-        )
-        parts.append(
-            f"""counted AS MATERIALIZED (
-                SELECT c.n, owned.own, owned.scoped, c.n <= {EXACT_LIMIT} AS exact,
-                       set_config('hnsw.iterative_scan', 'strict_order', true) AS s1,
-                       set_config('hnsw.ef_search', {ef_search}, true) AS s2,
-                       set_config('hnsw.max_scan_tuples', '{HNSW_MAX_SCAN_TUPLES}', true) AS s3
-                  FROM owned, (SELECT count(*) AS n FROM candidates) c)"""
-        )
-    if summary_where is not None:
+    if query_vector is None:
+        plan = _Plan("text")
+    elif hnsw:
+        assert dimension is not None
+        plan = _hnsw_plan(dimension, filters, own_index=own_index, domain_index=domain_index)
+    elif dimension is not None:
+        plan = _gated_plan(tenant_id, model, q, params, filters)
+    else:
+        plan = _exact_plan(filters)
+    parts = list(plan.prelude)
+    if filters.summaries is not None:
         parts.append(
             f"summaries AS MATERIALIZED (SELECT s.id, s.text FROM derivations_summary s "
-            f"WHERE {summary_where})"
+            f"WHERE {filters.summaries})"
         )
-    plan = "text"
+    parts += plan.vector
+    vec_sources: list[str] = []
     if query_vector is not None:
-        params["vec"] = _vector_literal(query_vector)
-        on_embedding = _embedding_scope_sql(q)
-        if hnsw:
-            plan = "hnsw"
-            assert dimension is not None
-            # The tenant's own index is on the normalised vector (the same cosine distance):
-            # an expression no shared index has, so the planner cannot pick the shared one.
-            # A domain's index is on the normalised vector in half precision: the scan orders
-            # by that, the ranking by the full-precision distance of what it returns.
-            stored = f"e.vector::vector({dimension})"
-            if domain_index:
-                order = (
-                    f"(l2_normalize({stored})::halfvec({dimension})) "
-                    f"<=> %(vec)s::halfvec({dimension})"
-                )
-                distance = "e.vector <=> %(vec)s::vector"
-            else:
-                if own_index:
-                    stored = f"l2_normalize({stored})::vector({dimension})"
-                distance = order = f"({stored}) <=> %(vec)s::vector({dimension})"
-            # The floor is not applied inside the scan: a scan told to skip vectors past
-            # the floor would go on scanning (iteratively) for ones that are not. It decides
-            # which ranked rows qualify (``ranked``). The scan's own count says whether it
-            # found ``k`` in the filters at all (run_search).
-            parts.append(
-                f"""vec_scanned AS MATERIALIZED (
-                    SELECT e.record_id AS id, {distance} AS distance
-                      FROM derivations_embedding e
-                      JOIN records_memoryrecord r ON r.id = e.record_id
-                     WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{on_embedding}
-                       AND {where}
-                     ORDER BY {order} LIMIT %(depth)s)"""
-            )
-            parts.append("vec_records AS (SELECT id, distance FROM vec_scanned)")
-        else:
-            plan = "exact"
-            if not gated:  # a model without an HNSW index: always exact, never counted
-                parts.append(f"candidates AS MATERIALIZED (SELECT r.id FROM {base})")
-            parts.append(
-                f"""vec_records AS (
-                    SELECT e.record_id AS id, e.vector <=> %(vec)s::vector AS distance
-                      FROM derivations_embedding e JOIN candidates c ON c.id = e.record_id
-                     WHERE e.model = %(model)s AND e.tenant_id = %(tenant)s{on_embedding}{gate}
-                     ORDER BY distance LIMIT %(depth)s)"""
-            )
         vec_sources.append("SELECT id, 'record' AS kind, distance FROM vec_records")
-        if summary_where is not None:
+        if filters.summaries is not None:
             # Summaries are few beside records: always an exact scan of the valid ones.
             parts.append(
                 f"""vec_summaries AS (
                     SELECT e.summary_id AS id, e.vector <=> %(vec)s::vector AS distance
                       FROM derivations_embedding e JOIN summaries s ON s.id = e.summary_id
-                     WHERE e.model = %(model)s{gate}
+                     WHERE e.model = %(model)s{plan.gate}
                      ORDER BY distance LIMIT %(depth)s)"""
             )
             vec_sources.append("SELECT id, 'summary' AS kind, distance FROM vec_summaries")
+    name = plan.name
     if q.query:
         params["query"] = q.query
-        parts.extend(_text_leg(base, gate, summaries=summary_where is not None, counted=gated))
-        txt_sources.append("SELECT id, kind, rank, coverage FROM txt_ranked")
-        plan = "text" if plan == "text" else f"{plan}+text"
-    if vec_sources:
-        parts.append(
-            f"""vec AS (
-                SELECT id, kind, distance,
-                       row_number() OVER (ORDER BY distance, id) AS position
-                  FROM ({" UNION ALL ".join(vec_sources)}) v
-                 ORDER BY distance, id LIMIT %(depth)s)"""
+        parts += _text_leg(
+            filters.base,
+            plan.gate,
+            summaries=filters.summaries is not None,
+            counted=bool(plan.gate),
         )
-    # The search answers only when something is relevant: its nearest candidate by meaning
-    # is at or above the floor (a decision search's, by its candidate count), or a candidate
-    # matches enough of its words, or a candidate at or above the inclusion floor (a little
-    # under the floor, for the models whose similarities crowd together: relevance_floors)
-    # matches some of its words. Then every row at or above the inclusion floor or matching
-    # enough words qualifies.
-    counted_sql = None
-    if gated:
-        counted_sql = "(SELECT n FROM counted)"
-    elif plan.startswith("exact"):
-        counted_sql = "(SELECT count(*) FROM candidates)"
-    answer_distance = _answer_distance_sql(q, model, params, counted_sql)
-    near = f"(SELECT min(distance) FROM vec) <= {answer_distance}"
-    if vec_sources and not txt_sources:
-        # Vector only: the ranking is the vector order (RRF over one list), with no fusion
-        # to plan; what qualifies is a prefix of that order.
-        parts.append(
-            f"""ranked AS (
-                SELECT id, kind, distance, NULL::float8 AS rank, position AS vec_position,
-                       NULL::bigint AS txt_position, 1.0 / ({RRF_K} + position) AS score
-                  FROM vec
-                 WHERE distance <= %(include_distance)s AND {near}
-                 ORDER BY distance, id LIMIT %(k)s)"""
-        )
-    else:
-        if not vec_sources:
-            parts.append(
-                "vec AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float8 AS distance, "
-                "NULL::bigint AS position WHERE false)"
-            )
-        if txt_sources:
-            parts.append(
-                f"""txt AS (
-                    SELECT id, kind, rank, coverage,
-                           row_number() OVER (ORDER BY rank DESC, id) AS position
-                      FROM ({" UNION ALL ".join(txt_sources)}) t
-                     ORDER BY rank DESC, id LIMIT %(depth)s)"""
-            )
-        else:
-            parts.append(
-                "txt AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float8 AS rank, "
-                "NULL::float8 AS coverage, NULL::bigint AS position WHERE false)"
-            )
-        # A row qualifies by its meaning or by its words (enough of the query's weight
-        # matched); whichever leg it qualifies by, both legs' ranks make its score, the words'
-        # in proportion to its BM25 score beside the best match's: a memory that holds only a
-        # word every memory holds ("user") gains little from ranking first among the few
-        # that hold it.
-        qualifies = f"txt.coverage >= {TEXT_COVERAGE}"
-        if vec_sources:
-            words = f"(SELECT max(coverage) FROM txt) >= {TEXT_COVERAGE}"
-            # Or the two legs agree: a candidate near enough to be included matches a fair
-            # part of the query's words (not one word every memory holds).
-            agree = (
-                "EXISTS (SELECT 1 FROM vec JOIN txt ON txt.id = vec.id AND txt.kind = vec.kind "
-                f"WHERE vec.distance <= %(include_distance)s AND txt.coverage >= {AGREE_COVERAGE})"
-            )
-            # Under the floor, only what stands as near as the nearest but for a margin. Not
-            # in a decision search: its filters leave a few memories of the subject and
-            # scope, and the one a decision needs is often further than a lookalike that
-            # shares the question's words (docs/retrieval.md): every candidate at or above
-            # the inclusion floor, up to top_k.
-            included = "vec.distance <= %(include_distance)s"
-            if q.purpose != "decision":
-                included = (
-                    "vec.distance <= least(%(include_distance)s, greatest(%(max_distance)s, "
-                    f"(SELECT min(distance) FROM vec) + {INCLUSION_SPREAD}))"
-                )
-            qualifies = f"({included} OR {qualifies}) AND ({near} OR {words} OR {agree})"
-        parts.append(
-            f"""ranked AS (
-                SELECT coalesce(vec.id, txt.id) AS id, coalesce(vec.kind, txt.kind) AS kind,
-                       vec.distance, txt.rank, vec.position AS vec_position,
-                       txt.position AS txt_position,
-                       coalesce(1.0 / ({RRF_K} + vec.position), 0)
-                       + coalesce(
-                           txt.rank / (SELECT max(rank) FROM txt) / ({RRF_K} + txt.position), 0
-                       ) AS score
-                  FROM vec FULL OUTER JOIN txt ON vec.id = txt.id AND vec.kind = txt.kind
-                 WHERE {qualifies}
-                 ORDER BY score DESC, vec.distance ASC NULLS LAST, id
-                 LIMIT %(k)s)"""
-        )
+        name = "text" if name == "text" else f"{name}+text"
+    answer_distance = _answer_distance_sql(q, model, params, plan.counted)
+    parts += _ranking(q, vec_sources, text=bool(q.query), answer_distance=answer_distance)
     # The hits' record rows come with the ranking, and whether each is in an open conflict:
     # no second round trip to load them, none to look for conflicts where there are none.
     record_columns = ", ".join(
@@ -788,30 +778,111 @@ def search_statement(
                    THEN e.record_id = ranked.id ELSE e.summary_id = ranked.id END) END"""
     columns = (
         f"ranked.id, ranked.kind, {distance_column}, ranked.rank, ranked.vec_position, "
-        "ranked.txt_position, ranked.score"
+        f"ranked.txt_position, ranked.score, {plan.extra}"
     )
-    if gated:
-        # Always at least one row (the count), even when the gate kept every branch shut.
-        source = "counted LEFT JOIN ranked ON true"
-        columns += ", counted.n, counted.own, counted.scoped"
-    elif plan.startswith("hnsw"):
-        # Always at least one row: how many vectors the scan found in the filters, before
-        # the floor (run_search tells a starved scan from a query that matches little).
-        source = "(SELECT count(*) AS n FROM vec_scanned) scanned LEFT JOIN ranked ON true"
-        columns += ", scanned.n, NULL::boolean, NULL::boolean"
-    else:
-        source = "ranked"
-        columns += ", NULL::bigint, NULL::boolean, NULL::boolean"
     sql = (
         "WITH "
         + ",\n".join(parts)
         + f"""
         SELECT {columns}, {record_columns}
-          FROM {source}
+          FROM {plan.source}
           LEFT JOIN records_memoryrecord rec ON ranked.kind = 'record' AND rec.id = ranked.id
          ORDER BY ranked.score DESC, ranked.distance ASC NULLS LAST, ranked.id"""
     )
-    return SearchStatement(plan=plan, sql=sql, params=params, gated=gated)
+    return SearchStatement(plan=name, sql=sql, params=params, gated=bool(plan.gate))
+
+
+def _ranking(
+    q: SearchQuery, vec_sources: list[str], *, text: bool, answer_distance: str
+) -> list[str]:
+    """The fusion of the legs, ending in ``ranked``.
+
+    The search answers only when something is relevant: its nearest candidate by meaning is
+    at or above the floor (a decision search's, by its candidate count), or a candidate
+    matches enough of its words, or a candidate at or above the inclusion floor (a little
+    under the floor, for the models whose similarities crowd together: relevance_floors)
+    matches some of its words. Then every row at or above the inclusion floor or matching
+    enough words qualifies."""
+    parts = []
+    if vec_sources:
+        parts.append(
+            f"""vec AS (
+                SELECT id, kind, distance,
+                       row_number() OVER (ORDER BY distance, id) AS position
+                  FROM ({" UNION ALL ".join(vec_sources)}) v
+                 ORDER BY distance, id LIMIT %(depth)s)"""
+        )
+    near = f"(SELECT min(distance) FROM vec) <= {answer_distance}"
+    if vec_sources and not text:
+        # Vector only: the ranking is the vector order (RRF over one list), with no fusion
+        # to plan; what qualifies is a prefix of that order.
+        parts.append(
+            f"""ranked AS (
+                SELECT id, kind, distance, NULL::float8 AS rank, position AS vec_position,
+                       NULL::bigint AS txt_position, 1.0 / ({RRF_K} + position) AS score
+                  FROM vec
+                 WHERE distance <= %(include_distance)s AND {near}
+                 ORDER BY distance, id LIMIT %(k)s)"""
+        )
+        return parts
+    if not vec_sources:
+        parts.append(
+            "vec AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float8 AS distance, "
+            "NULL::bigint AS position WHERE false)"
+        )
+    if text:
+        parts.append(
+            """txt AS (
+                SELECT id, kind, rank, coverage,
+                       row_number() OVER (ORDER BY rank DESC, id) AS position
+                  FROM (SELECT id, kind, rank, coverage FROM txt_ranked) t
+                 ORDER BY rank DESC, id LIMIT %(depth)s)"""
+        )
+    else:
+        parts.append(
+            "txt AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::float8 AS rank, "
+            "NULL::float8 AS coverage, NULL::bigint AS position WHERE false)"
+        )
+    # A row qualifies by its meaning or by its words (enough of the query's weight matched);
+    # whichever leg it qualifies by, both legs' ranks make its score, the words' in
+    # proportion to its BM25 score beside the best match's: a memory that holds only a word
+    # every memory holds ("user") gains little from ranking first among the few that hold it.
+    qualifies = f"txt.coverage >= {TEXT_COVERAGE}"
+    if vec_sources:
+        words = f"(SELECT max(coverage) FROM txt) >= {TEXT_COVERAGE}"
+        # Or the two legs agree: a candidate near enough to be included matches a fair part
+        # of the query's words (not one word every memory holds).
+        agree = (
+            "EXISTS (SELECT 1 FROM vec JOIN txt ON txt.id = vec.id AND txt.kind = vec.kind "
+            f"WHERE vec.distance <= %(include_distance)s AND txt.coverage >= {AGREE_COVERAGE})"
+        )
+        # Under the floor, only what stands as near as the nearest but for a margin. Not in
+        # a decision search: its filters leave a few memories of the subject and scope, and
+        # the one a decision needs is often further than a lookalike that shares the
+        # question's words (docs/retrieval.md): every candidate at or above the inclusion
+        # floor, up to top_k.
+        included = "vec.distance <= %(include_distance)s"
+        if q.purpose != "decision":
+            included = (
+                "vec.distance <= least(%(include_distance)s, greatest(%(max_distance)s, "
+                f"(SELECT min(distance) FROM vec) + {INCLUSION_SPREAD}))"
+            )
+        qualifies = f"({included} OR {qualifies}) AND ({near} OR {words} OR {agree})"
+    parts.append(
+        f"""ranked AS (
+            SELECT coalesce(vec.id, txt.id) AS id, coalesce(vec.kind, txt.kind) AS kind,
+                   vec.distance, txt.rank, vec.position AS vec_position,
+                   txt.position AS txt_position,
+                   coalesce(1.0 / ({RRF_K} + vec.position), 0)
+                   + coalesce(
+                       txt.rank / (SELECT max(rank) FROM txt) / ({RRF_K} + txt.position), 0
+                   ) AS score
+              FROM vec FULL OUTER JOIN txt ON vec.id = txt.id AND vec.kind = txt.kind
+             WHERE {qualifies}
+             ORDER BY score DESC, vec.distance ASC NULLS LAST, id
+             LIMIT %(k)s)"""
+    )
+    return parts
 
 
 def run_search(
@@ -862,7 +933,7 @@ def run_search(
     rows = cursor.fetchall()
     if statement.gated:
         count, own, scoped = rows[0][COUNT_COLUMN : COUNT_COLUMN + 3]
-        if count > EXACT_LIMIT:
+        if count > exact_limit():
             if key is not None:
                 plans.set(key, (bool(own), bool(scoped)))
             statement = build(hnsw=True, own_index=bool(own), domain_index=bool(scoped))
@@ -1027,13 +1098,13 @@ def candidate_predicate_sql(q: SearchQuery, params: dict[str, Any]) -> str:
 
 
 def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:
-    """How many records pass ``q``'s filters (at most ``EXACT_LIMIT + 1``)."""
+    """How many records pass ``q``'s filters (at most ``SEARCH_EXACT_LIMIT + 1``)."""
     params: dict[str, Any] = {"tenant": tenant.pk, "now": timezone.now()}
     where = _candidate_sql(q, params)
     with reading().cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM records_memoryrecord r WHERE {where} "
-            f"LIMIT {EXACT_LIMIT + 1}) c",
+            f"LIMIT {exact_limit() + 1}) c",
             params,
         )
         row = cursor.fetchone()

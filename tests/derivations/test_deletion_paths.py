@@ -1,5 +1,6 @@
-"""The two ways of carrying out a deletion (the ORM, and the one statement generated from the
-same definition) delete, unlink, rewrite and withdraw the same rows."""
+"""A deletion (one generated statement) changes what the plan read from the same definition
+said it would: its counts are the preview's, the rows it withdraws the plan's, and no row is
+left referring to what went (the plan's residues), on the prepared cursor and on Django's."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.apps import apps
 from django.db import transaction
 from django.utils import timezone
 
@@ -50,33 +52,42 @@ def snapshot() -> dict[str, list[tuple[Any, ...]]]:
     return rows
 
 
-def carried_out(fast: bool, **roots: Any) -> tuple[deletion.Outcome, dict[str, Any]]:
+def carried_out(prepared: bool, **roots: Any) -> tuple[deletion.Outcome, Any, list[Any]]:
     try:
         with transaction.atomic():
-            if fast:
+            if prepared:
                 with prepared_cursor() as cursor:
                     outcome = deletion.run(**roots, now=NOW, reason="parity", cursor=cursor)
             else:
                 outcome = deletion.run(**roots, now=NOW, reason="parity")
-            after = snapshot()
+            after, residues = snapshot(), deletion.Plan(**roots).residues()
             raise Rollback
     except Rollback:
         pass
-    return outcome, after
+    return outcome, after, residues
+
+
+def withdrawn_by(plan: deletion.Plan, outcome: deletion.Outcome) -> dict[str, list[str]]:
+    return {
+        label: sorted(map(str, plan.withdrawn(apps.get_model(label)).values_list("pk", flat=True)))
+        for label in outcome.withdrawn
+    }
 
 
 def assert_same(**roots: Any) -> deletion.Outcome:
     before = snapshot()
-    orm, orm_after = carried_out(False, **roots)
-    fast, fast_after = carried_out(True, **roots)
+    plan = deletion.Plan(**roots)
+    preview = plan.counts()
+    fast, fast_after, fast_residues = carried_out(True, **roots)
+    plain, plain_after, plain_residues = carried_out(False, **roots)
     assert snapshot() == before  # each ran in a savepoint rolled back
-    assert orm.counts() == fast.counts()
-    assert {k: sorted(map(str, v)) for k, v in orm.withdrawn.items()} == {
-        k: sorted(map(str, v)) for k, v in fast.withdrawn.items()
-    }
-    assert orm_after == fast_after
-    assert orm_after != before
-    return orm
+    assert fast.counts() == plain.counts() == preview
+    assert fast_residues == plain_residues == []
+    assert fast.withdrawn.keys() == plain.withdrawn.keys()
+    assert {k: sorted(map(str, v)) for k, v in fast.withdrawn.items()} == withdrawn_by(plan, fast)
+    assert fast_after == plain_after
+    assert fast_after != before
+    return fast
 
 
 def stored_response(tenant: Any, resource_id: Any, key: str) -> None:

@@ -140,6 +140,6 @@ def test_the_deletion_statement_is_planned_once_per_connection(admin_agent, tena
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-                " WHERE statement LIKE '%%DELETE FROM records_memoryrecord%%'"
+                " WHERE statement LIKE '%%DELETE FROM \"records_memoryrecord\"%%'"
             )
             assert cursor.fetchall() == [(7, 0)]

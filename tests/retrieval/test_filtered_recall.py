@@ -2,9 +2,9 @@
 
 A corpus just large enough for both of the search's plans (apps.retrieval.search): 5,000
 records in one tenant, scopes matching 0.1 %, 1 %, 10 % and 100 % of them, and
-``EXACT_LIMIT`` lowered so that the two selective scopes are ranked exactly and the two broad
-ones go to the HNSW index, as 50 and 5,000 candidates would at the production limit. Another
-tenant holds copies of the queries. For each selectivity: the plan the limit calls for,
+``SEARCH_EXACT_LIMIT`` lowered so that the two selective scopes are ranked exactly and the two
+broad ones go to the HNSW index, as 50 and 5,000 candidates would at the production limit.
+Another tenant holds copies of the queries. For each selectivity: the plan the limit calls for,
 recall@10 against exact search at least 0.99, nothing from the other tenant, and never fewer
 results whatever the other tenant holds. The same properties at production sizes (and the
 product's limit) are checked by ``benchmarks/retrieval_search.py`` (docs/performance.md).
@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -187,9 +188,8 @@ def _corpus(slug: str, n: int = N) -> dict[str, Any]:
 @pytest.fixture
 def exact_limit(db: None, monkeypatch: pytest.MonkeyPatch) -> int:
     """The limit lowered to this corpus, and the HNSW plan made to walk its index."""
-    from apps.retrieval import search
 
-    monkeypatch.setattr(search, "EXACT_LIMIT", EXACT_LIMIT)
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", EXACT_LIMIT)
     with connection.cursor() as cursor:
         cursor.execute(INDEX_SCANS_SQL.replace("SET ", "SET LOCAL "))  # until the rollback
     return EXACT_LIMIT
@@ -321,13 +321,12 @@ def test_the_hnsw_plan_walks_the_shared_index(corpus, exact_limit, selectivity):
 
 @pytest.mark.django_db
 def test_the_plan_turns_to_hnsw_one_candidate_past_the_exact_limit(corpus, monkeypatch):
-    from apps.retrieval import search
 
     candidates = int(_mask("10%").sum())
     query = probe(np.random.default_rng(13))
     truth = _exact(corpus, query, _mask("10%"), 10)
     for limit, plan in ((candidates, "exact"), (candidates - 1, "hnsw")):
-        monkeypatch.setattr(search, "EXACT_LIMIT", limit)
+        monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", limit)
         from django.core.cache import caches
 
         caches["search_plans"].clear()
@@ -384,7 +383,7 @@ def test_a_large_tenant_gets_an_index_of_its_own_that_search_uses(monkeypatch):
     corpus = _corpus("own-index", OWN_INDEX_N)
     tenant, other = corpus["tenant"], corpus["other"]
     own = index_name(tenant.pk, "hashing-256")
-    monkeypatch.setattr(search, "EXACT_LIMIT", 100)  # 10 % (200 candidates) goes to HNSW
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", 100)  # 10 % (200 candidates) goes to HNSW
     built: list[str] = [own]
     try:
         with connection.cursor() as cursor:
@@ -482,7 +481,8 @@ def test_a_large_domain_gets_an_index_of_its_own_that_its_searches_use(monkeypat
     corpus = {"vectors": vectors, "ids": ids}
     names = {domain: domain_index_name(tenant.pk, "hashing-256", domain) for domain in domains}
     built = [index_name(tenant.pk, "hashing-256"), *names.values()]
-    monkeypatch.setattr(search, "EXACT_LIMIT", 50)  # a domain's 600, and 60 of them, go to HNSW
+    # A domain's 600, and 60 of them, go to HNSW.
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", 50)
     try:
         with connection.cursor() as cursor:
             cursor.execute(INDEX_SCANS_SQL)

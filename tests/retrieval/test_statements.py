@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.db.models import signals
 from django.utils import timezone
@@ -88,7 +89,7 @@ def test_many_candidates_take_the_hnsw_statement_after_the_count(agent, tenant, 
     for n in range(3):
         write(agent, subject=f"user:{n}", value=f"carrier {n}")
     embed_all(tenant)
-    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", 2)
     q = SearchQuery(query="carrier", vector=vector_of(tenant, "carrier 1"))
     statement, rows, ran = run(tenant, q, show=("hnsw.iterative_scan", "hnsw.ef_search"))
     # The gated statement made the settings the HNSW scan runs with.
@@ -106,7 +107,7 @@ def test_a_repeat_of_many_candidates_skips_the_count(agent, tenant, monkeypatch)
     for n in range(4):
         write(agent, subject=f"user:{n}", value=f"carrier {n}")
     embed_all(tenant)
-    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", 2)
     q = SearchQuery(vector=vector_of(tenant, "carrier 1"), top_k=3)
     _statement, first, ran = run(tenant, q)
     assert "counted AS MATERIALIZED" in ran[0]
@@ -134,7 +135,7 @@ def test_a_remembered_plan_never_returns_fewer_hits(agent, tenant, monkeypatch):
 
     records = [write(agent, subject=f"user:{n}", value=f"carrier {n}") for n in range(4)]
     embed_all(tenant)
-    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", 2)
     q = SearchQuery(vector=vector_of(tenant, "carrier 1"), top_k=3)
     run(tenant, q)  # four candidates: remembered as too many for the exact plan
     deleter = make_agent(tenant, "read,delete", name="deleter-bot")
@@ -159,7 +160,7 @@ def test_a_remembered_plan_is_one_tenants_own(
     write(other_agent, subject="user:1", value="carrier 1")
     embed_all(tenant)
     embed_all(other_tenant)
-    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", 2)
     q = SearchQuery(vector=vector_of(tenant, "carrier 1"), top_k=1)
     run(tenant, q)
     assert len(run(tenant, q)[2]) == 2  # remembered for this tenant ...
@@ -183,7 +184,7 @@ def test_the_shut_gate_skips_the_exact_ranking(agent, tenant, monkeypatch):
     for n in range(3):
         write(agent, subject=f"user:{n}", value=f"carrier {n}")
     embed_all(tenant)
-    monkeypatch.setattr(search, "EXACT_LIMIT", 2)
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", 2)
     statement = search.search_statement(
         tenant_id=tenant.pk,
         model=tenant.embedding_model,

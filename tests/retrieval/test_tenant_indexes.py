@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from apps.retrieval.search import SearchQuery, run_search
@@ -83,11 +84,10 @@ def test_the_hnsw_statement_names_the_tenant_on_the_embedding(monkeypatch):
     # Without it the planner cannot prove a tenant's partial index applies.
     from django.db import connection
 
-    from apps.retrieval import search
-
     tenant = _tenant_with("stmt", 0)
     q = SearchQuery(vector=[1.0] * 256)
-    monkeypatch.setattr(search, "EXACT_LIMIT", -1)  # every vector search takes the HNSW plan
+    # Every vector search takes the HNSW plan.
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", -1)
     with tenant_scope(tenant.pk), connection.cursor() as cursor:
         statement, _rows = run_search(
             cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
@@ -164,7 +164,7 @@ def test_only_an_unfiltered_search_may_shorten_the_candidate_list(
 
     tenant = _tenant_with(f"ef-{len(filters)}-{own_index_checked}", 0)
     q = SearchQuery(vector=[1.0] * 256, **filters)
-    monkeypatch.setattr(search, "EXACT_LIMIT", -1)
+    monkeypatch.setattr(settings, "SEARCH_EXACT_LIMIT", -1)
     with tenant_scope(tenant.pk), connection.cursor() as cursor:
         statement, _rows = run_search(
             cursor, tenant_id=tenant.pk, model="hashing-256", q=q, query_vector=q.vector
