@@ -216,6 +216,7 @@ class Driver:
     hits: list[list[int]] = field(default_factory=list)
     writes: list[float] = field(default_factory=list)
     deletes: list[float] = field(default_factory=list)
+    floor: list[float] = field(default_factory=list)  # Memory Console's request without work
     rounds: list[dict[str, float]] = field(default_factory=list)  # p50 ms per round and op
     load_seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
@@ -404,6 +405,9 @@ def run_rounds(drivers: list[Driver], args: argparse.Namespace, records: int) ->
                 seconds = d.send({"op": op, "records": pool})["seconds"]
                 (d.writes if op == "write" else d.deletes).extend(seconds)
                 per[d.name][op] = p50_ms(seconds)
+        for d in order:
+            if d.name == "memoryconsole":
+                d.floor += d.send({"op": "floor", "records": pool})["seconds"]
         for d in drivers:
             d.rounds.append(per[d.name])
             progress(
@@ -429,6 +433,8 @@ def summary(d: Driver, data: dict[str, np.ndarray], truth: list[list[int]]) -> d
     out["writes_per_s"] = len(d.writes) / sum(d.writes) if d.writes else float("nan")
     out["write_p50_ms"] = p50_ms(d.writes)
     out["delete_p50_ms"] = p50_ms(d.deletes)
+    if d.floor:
+        out["floor_p50_ms"] = p50_ms(d.floor)
     out["rounds"] = d.rounds
     return out
 
@@ -475,6 +481,32 @@ def report(results: dict[str, dict[str, Any]]) -> str:
         *(f"MC / {results[p]['system']}" for p in peers),
     ]
     return table(headers, rows)
+
+
+def floor_report(results: dict[str, dict[str, Any]]) -> str:
+    """Memory Console's own request floor beside each operation and the peers' in-process calls."""
+    ours = results.get("memoryconsole", {})
+    floor = ours.get("floor_p50_ms")
+    if not floor:
+        return ""
+    lines = [
+        f"\nMemory Console's request floor, an authenticated GET /api/v1/me through the same "
+        f"server (the credential, the tenant's context, middleware, rendering; no memory "
+        f"work): p50 {floor:.2f} ms. Each operation beside it, and each peer's call (in its "
+        f"own process, no HTTP) beside it:"
+    ]
+
+    def p50(r: dict[str, Any], op: str) -> float:
+        return float(r["tenant"]["search_p50_ms"] if op == "search" else r[f"{op}_p50_ms"])
+
+    for op in ("search", "write", "delete"):
+        theirs = ", ".join(
+            f"{r['system']} {p50(r, op) / floor:.2f}x"
+            for name, r in results.items()
+            if name != "memoryconsole"
+        )
+        lines.append(f"  {op}: Memory Console {p50(ours, op) / floor:.2f}x the floor; {theirs}")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -567,6 +599,7 @@ def main() -> None:
     )
     for r in results.values():
         print(f"  {r['system']}: {json.dumps(r['info'])}")
+    print(floor_report(results))
     print(
         f"\nload average: start {' '.join(f'{x:.2f}' for x in load_start)}, "
         f"end {' '.join(f'{x:.2f}' for x in load_end)} ({os.cpu_count()} cores)"

@@ -19,6 +19,7 @@ Console's ``port`` and ``tokens``, kept off the command line). Then commands, on
 line: ``{"op": "load", "stop": N}`` (records ``0..N-1``, by the
 system's bulk path where it has one), ``{"op": "search", "queries": [i, ...]}``,
 ``{"op": "write", "records": [n, ...]}``, ``{"op": "delete", "records": [n, ...]}``,
+``{"op": "floor", "records": [n, ...]}`` (Memory Console only: its request without work),
 ``{"op": "info"}``, until stdin ends. Answers are one JSON object a line; anything a library
 prints goes to stderr, so it cannot break the protocol.
 """
@@ -165,6 +166,11 @@ class MemoryConsole:
         record_id = self.ids.pop(n)
         del self.numbers[record_id]
         self.call("DELETE", f"/api/v1/records/{record_id}", int(self.data.tenant[n]), None, 200)
+
+    def floor(self, n: int) -> None:
+        """The request's floor: an authenticated ``GET /api/v1/me`` (the credential's lookup,
+        the tenant's context, the middleware, rendering), no memory work."""
+        self.call("GET", "/api/v1/me", n % len(self.tokens), None, 200)
 
     def info(self) -> dict[str, Any]:
         return {"client": "http.client"}
@@ -387,8 +393,8 @@ def main() -> None:
                 times.append(spent)
                 hits.append(found)
             answer({"seconds": times, "hits": hits})
-        elif op in ("write", "delete"):
-            call = driver.write if op == "write" else driver.delete
+        elif op in ("write", "delete", "floor"):
+            call = {"write": driver.write, "delete": driver.delete, "floor": driver.floor}[op]
             answer({"seconds": [timed(call, int(n))[0] for n in command["records"]]})
         else:
             raise SystemExit(f"unknown op {op!r}")

@@ -117,7 +117,3 @@ def audit_event_page(
 
 def audit_event_recent(*, tenant: Tenant, limit: int = 10) -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(tenant=tenant).order_by("-seq")[:limit])
-
-
-def audit_event_count_since(*, tenant: Tenant, since: datetime) -> int:
-    return AuditEvent.objects.filter(tenant=tenant, occurred_at__gte=since).count()

@@ -65,11 +65,3 @@ def writable_file(text: str) -> Path:
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"the folder {path.parent} does not exist")
     return path
-
-
-def readable_file(text: str) -> Path:
-    """A file the command reads: it must exist."""
-    path = Path(text)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"no file {text}")
-    return path

@@ -227,14 +227,6 @@ def outbox_finish(outbox_id: Any, *, state: str = OutboxState.DONE, error: str =
     OutboxMessage.objects.filter(pk=pk).update(**fields)
 
 
-def outbox_forget(object_ids: list[Any]) -> int:
-    """Drop every outbox row about ``object_ids`` (their source is gone); returns how many."""
-    if not object_ids:
-        return 0
-    deleted, _ = OutboxMessage.objects.filter(object_id__in=object_ids).delete()
-    return deleted
-
-
 def record_embedding_enqueue(record: Any) -> OutboxMessage:
     """Queue the embedding of a record version (call inside the write's transaction)."""
     return outbox_enqueue(

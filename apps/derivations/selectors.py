@@ -50,11 +50,6 @@ def summary_cites_expired(pk: uuid.UUID) -> bool:
     return cited.filter(source_id__in=expired).exists()
 
 
-def summaries_valid() -> QuerySet[Summary]:
-    """Summaries that may still be shown or retrieved."""
-    return Summary.objects.filter(valid=True)
-
-
 def derived_from_record(record: Any) -> dict[str, list[Any]]:
     """The summaries citing ``record`` (this version or, through its fact, any version) and the
     embeddings of this version: model, dimension and date, never the vector."""

@@ -139,13 +139,6 @@ def _mark_in(alias: str) -> None:
         logger.warning("replica %s back in rotation", alias)
 
 
-def out_of_rotation() -> dict[str, str]:
-    """The replicas out of rotation now and why (health)."""
-    now = time.monotonic()
-    with _out_lock:
-        return {alias: out.reason for alias, out in _out.items() if out.until > now}
-
-
 def _candidates() -> list[str]:
     """Configured replicas in rotation, starting from the next one in turn; one whose
     out-of-rotation period has passed is tried again."""

@@ -9,7 +9,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 from django.db import connection, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 from guardian.core import ObjectPermissionChecker
 
@@ -140,15 +140,6 @@ def tenant_by_slug(slug: str) -> Tenant | None:
     return Tenant.objects.filter(slug=slug).first()
 
 
-def credentials_list() -> QuerySet[AgentCredential]:
-    """The current tenant's credentials, newest first."""
-    return AgentCredential.objects.select_related("created_by").order_by("-created_at")
-
-
-def memberships_list() -> QuerySet[Membership]:
-    return Membership.objects.select_related("user").order_by("user__username")
-
-
 def platform_read(
     *, actor: Actor, reason: str, read: Callable[[Tenant], T]
 ) -> Iterator[tuple[Tenant, T]]:
@@ -212,15 +203,6 @@ def membership_get(*, tenant: Tenant, membership_id: uuid.UUID) -> Membership | 
 
 def membership_admin_count(*, tenant: Tenant) -> int:
     return Membership.objects.filter(tenant=tenant, role=Role.ADMIN).count()
-
-
-def membership_counts_by_role(*, tenant: Tenant) -> dict[str, int]:
-    """``{role: count}`` for every role, zeros included."""
-    counts = dict.fromkeys(Role.values, 0)
-    rows = Membership.objects.filter(tenant=tenant).values("role").annotate(n=Count("pk"))
-    for row in rows:
-        counts[row["role"]] = row["n"]
-    return counts
 
 
 def credential_list(*, tenant: Tenant) -> QuerySet[AgentCredential]:
