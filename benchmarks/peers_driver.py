@@ -394,7 +394,7 @@ def main() -> None:
                 hits.append(found)
             answer({"seconds": times, "hits": hits})
         elif op in ("write", "delete", "floor"):
-            call = {"write": driver.write, "delete": driver.delete, "floor": driver.floor}[op]
+            call = getattr(driver, op)
             answer({"seconds": [timed(call, int(n))[0] for n in command["records"]]})
         else:
             raise SystemExit(f"unknown op {op!r}")
