@@ -26,8 +26,8 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
+from prometheus_client import Counter, Histogram
 
-from apps.core.metrics import http_method_label, http_request_duration, http_requests
 from apps.tenancy.models import AgentCredential, Tenant
 
 logger = logging.getLogger("memoryconsole.request")
@@ -37,6 +37,22 @@ _PLAIN_TOKEN = re.compile(r"[A-Za-z0-9._:+/=-]{1,128}")
 # Route labels of responses no URL pattern answered.
 STATIC_ROUTE = "(static)"
 UNROUTED = "(unrouted)"
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+# Served at /metrics with the apps' families (apps.core.metrics, whose labels follow the same
+# rule: fixed vocabularies only, so a client cannot add series).
+http_requests = Counter(
+    "memoryconsole_http_requests",
+    "Requests answered, by route pattern, method and status.",
+    ["route", "method", "status"],
+)
+# No status label: it would multiply every bucket by every status; the counter above has it.
+http_request_duration = Histogram(
+    "memoryconsole_http_request_duration_seconds",
+    "Time from the request reaching the application to its response, by route and method.",
+    ["route", "method"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
 
 
 def request_id_for(value: str | None) -> str:
@@ -55,6 +71,12 @@ def route_of(request: HttpRequest, response: HttpResponseBase) -> str:
     if response.status_code < 400 and request.path.startswith(settings.STATIC_URL):
         return STATIC_ROUTE
     return UNROUTED
+
+
+def http_method_label(method: str | None) -> str:
+    """The method as a label: any other verb is ``other``, so clients cannot add series."""
+    method = (method or "").upper()
+    return method if method in HTTP_METHODS else "other"
 
 
 def caller_of(request: HttpRequest) -> tuple[str | None, str | None]:
