@@ -32,8 +32,8 @@ from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import json_equal
 from apps.core.work import EMBED_RECORD, work_planned
+from apps.tenancy.context import prepared_cursor
 from apps.tenancy.models import Tenant
-from apps.tenancy.prepared import prepared_cursor
 
 from . import signals
 from .models import (
@@ -802,7 +802,7 @@ def versions_purge(
     """Delete the (locked) versions ``record_ids`` and the whole facts ``fact_ids`` with
     everything the deletion definition says, in the current tenant: the one statement every
     deletion path runs (``record_delete``, expiry compaction, erasure batches), prepared on
-    the server and planned once per database session (:mod:`apps.tenancy.prepared`: the
+    the server and planned once per database session (:mod:`apps.tenancy.context`: the
     policies read the tenant at run time, so one plan serves every tenant, for one fact or an
     erasure's batch). ``reason`` is written on the summaries it invalidates.
 
