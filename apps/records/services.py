@@ -44,6 +44,8 @@ from .models import (
     ConsentRevocation,
     Fact,
     LegalHold,
+    Lifetime,
+    Limits,
     MemoryRecord,
     Observation,
     PromotionEvent,
@@ -53,10 +55,11 @@ from .models import (
     RetentionBasis,
     Scope,
     Trust,
+    lifetime,
+    lifetime_ended,
     scope_canonical,
 )
 from .predicates import record_predicate_sql
-from .retention import Lifetime, Limits, lifetime, lifetime_ended
 from .selectors import records_live
 from .validation import (
     RUN_ID_RE,
