@@ -1,11 +1,11 @@
 """``GET /metrics``: the Prometheus text format, for operators' scrapers only.
 
 What it serves (docs/observability.md lists every family): the counters and histograms the
-processes keep (``apps.core.metrics``: requests, search abstentions, the embedding drain),
-summed over every process that counts into the multiprocess directory, and figures read
-from the database at each scrape (the outbox's backlog, open conflicts, the review queue,
-erasure jobs by state), summed across tenants. It reads every layer, so it sits in the
-project above the apps, as the health endpoint does.
+processes keep (``memoryconsole.request_log``: requests; ``apps.core.metrics``: search
+abstentions, the embedding drain, replica reads), summed over every process that counts into
+the multiprocess directory, and figures read from the database at each scrape (the outbox's
+backlog, open conflicts, the review queue, erasure jobs by state), summed across tenants. It
+reads every layer, so it sits in the project above the apps, as the health endpoint does.
 
 Who may scrape: a request carrying ``Authorization: Bearer <MEMORYCONSOLE_METRICS_TOKEN>``
 (compared in constant time), or one from a network of ``MEMORYCONSOLE_METRICS_ALLOW`` (by

@@ -460,10 +460,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {
-            "()": "memoryconsole.log_format.PlainFormatter",
+            "()": "memoryconsole.request_log.PlainFormatter",
             "fmt": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         },
-        "json": {"()": "memoryconsole.log_format.JsonFormatter"},
+        "json": {"()": "memoryconsole.request_log.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "filters": {

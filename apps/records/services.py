@@ -31,8 +31,8 @@ from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import json_equal
+from apps.tenancy.context import prepared_cursor
 from apps.tenancy.models import Tenant
-from apps.tenancy.prepared import prepared_cursor
 from apps.work.outbox import record_embedding_enqueue, record_embedding_message
 from apps.work.queued import work_planned
 
@@ -45,6 +45,8 @@ from .models import (
     ConsentRevocation,
     Fact,
     LegalHold,
+    Lifetime,
+    Limits,
     MemoryRecord,
     Observation,
     PromotionEvent,
@@ -54,10 +56,11 @@ from .models import (
     RetentionBasis,
     Scope,
     Trust,
+    lifetime,
+    lifetime_ended,
     scope_canonical,
 )
 from .predicates import record_predicate_sql
-from .retention import Lifetime, Limits, lifetime, lifetime_ended
 from .selectors import records_live
 from .validation import (
     RUN_ID_RE,
@@ -808,7 +811,7 @@ def versions_purge(
     """Delete the (locked) versions ``record_ids`` and the whole facts ``fact_ids`` with
     everything the deletion definition says, in the current tenant: the one statement every
     deletion path runs (``record_delete``, expiry compaction, erasure batches), prepared on
-    the server and planned once per database session (:mod:`apps.tenancy.prepared`: the
+    the server and planned once per database session (:mod:`apps.tenancy.context`: the
     policies read the tenant at run time, so one plan serves every tenant, for one fact or an
     erasure's batch). ``reason`` is written on the summaries it invalidates.
 

@@ -33,8 +33,8 @@ from apps.records.models import (
     Resolution,
     SourceKind,
     Trust,
+    lifetime,
 )
-from apps.records.retention import lifetime
 from apps.records.services import (
     RecordError,
     record_confirm,

@@ -24,8 +24,7 @@ from apps.records.models import (
 )
 from apps.review.models import ReviewClaim
 from apps.state.models import Obligation, Run
-from apps.tenancy.context import tenant_scope
-from apps.tenancy.prepared import prepared_cursor
+from apps.tenancy.context import prepared_cursor, tenant_scope
 from apps.work.models import OutboxMessage
 from tests.conftest import make_agent
 
