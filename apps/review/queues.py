@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -54,7 +54,7 @@ from apps.records.models import (
 )
 from apps.records.selectors import records_live
 from apps.records.services import RecordError
-from apps.review.claims import CONFLICTS, ClaimKind, held_by, held_by_others
+from apps.review.claims import CONFLICTS, PROMOTIONS, ClaimKind, held_by, held_by_others
 from apps.review.services import conflict_resolve, promotion_approve, promotion_reject
 
 QUEUE_PAGE_SIZE = 20
@@ -171,42 +171,73 @@ class ClaimFilter(TextChoices):
 
 
 @dataclass(frozen=True)
-class PromotionQueueFilters:
-    """What a reviewer narrowed the queue to. ``key`` is a prefix (``shipping.`` matches every
-    shipping key) and ``key_exact`` one key; the others are exact (``writer`` is the record
-    writer's label, ``source`` its source kind). ``claim`` is a :class:`ClaimFilter`, read
-    for ``reviewer_id``. ``requested_until`` pins a selection to what the reviewer was shown
-    (bulk approval), so later arrivals are not approved unseen."""
+class ConflictQueueFilters:
+    """What a reviewer narrowed a queue to. ``key`` is a prefix (``shipping.`` matches every
+    shipping key) and ``key_exact`` one key (a group's link); the others are exact (for a
+    conflict, the sensitivity is the current version's). ``claim`` is a :class:`ClaimFilter`,
+    read for ``reviewer_id``."""
 
     key: str = ""
     key_exact: str = ""
     subject: str = ""
     domain: str = ""
     sensitivity: str = ""
-    writer: str = ""
-    source: str = ""
     pending_at_least: timedelta | None = None
     claim: str = ""
     reviewer_id: str = ""
+
+    @property
+    def active(self) -> bool:
+        return any(getattr(self, item.name) for item in fields(self) if item.name in _NARROWING)
+
+
+@dataclass(frozen=True)
+class PromotionQueueFilters(ConflictQueueFilters):
+    """As for conflicts, and ``writer`` (the record writer's label) and ``source`` (its source
+    kind). ``requested_until`` pins a selection to what the reviewer was shown (bulk
+    approval), so later arrivals are not approved unseen."""
+
+    writer: str = ""
+    source: str = ""
     requested_until: datetime | None = None
     # Requests already on the reviewer's page (a refill of the list skips them).
     shown: tuple[uuid.UUID, ...] = ()
 
-    @property
-    def active(self) -> bool:
-        return any(
-            (
-                self.key,
-                self.key_exact,
-                self.subject,
-                self.domain,
-                self.sensitivity,
-                self.writer,
-                self.source,
-                self.pending_at_least,
-                self.claim,
-            )
-        )
+
+# Each filter the reviewer sets, and the lookup that applies it to each queue.
+_REQUEST_LOOKUPS = {
+    "key": "record__key__startswith",
+    "key_exact": "record__key",
+    "subject": "record__subject",
+    "domain": "record__scope_domain",
+    "sensitivity": "record__sensitivity",
+    "writer": "record__writer_label",
+    "source": "record__source_kind",
+}
+_CONFLICT_LOOKUPS = {
+    "key": "fact__key__startswith",
+    "key_exact": "fact__key",
+    "subject": "fact__subject",
+    "domain": "current_record__scope_domain",
+    "sensitivity": "current_record__sensitivity",
+}
+_NARROWING = {*_REQUEST_LOOKUPS, "pending_at_least", "claim"}
+
+
+def _narrowed(
+    queryset: QuerySet[QueueItem],
+    filters: ConflictQueueFilters,
+    lookups: dict[str, str],
+    moment_field: str,
+    now: datetime,
+    kind: ClaimKind = PROMOTIONS,
+) -> QuerySet[QueueItem]:
+    """``queryset`` narrowed by ``filters``: each set one by its lookup, the age, the claim."""
+    chosen = {lookup: getattr(filters, name) for name, lookup in lookups.items()}
+    queryset = queryset.filter(**{lookup: value for lookup, value in chosen.items() if value})
+    if filters.pending_at_least is not None:
+        queryset = queryset.filter(**{f"{moment_field}__lte": now - filters.pending_at_least})
+    return _claimed(queryset, filters.claim, filters.reviewer_id, now, kind)
 
 
 def _claimed(
@@ -214,7 +245,7 @@ def _claimed(
     claim: str,
     reviewer_id: str,
     now: datetime,
-    kind: ClaimKind | None = None,
+    kind: ClaimKind,
 ) -> QuerySet[QueueItem]:
     """``queryset`` narrowed by a :class:`ClaimFilter` read for ``reviewer_id``."""
     if claim == ClaimFilter.MINE:
@@ -227,28 +258,10 @@ def _claimed(
 
 
 def _open_requests(filters: PromotionQueueFilters, now: datetime) -> QuerySet[PromotionRequest]:
-    queryset = PromotionRequest.objects.filter(state=PromotionState.OPEN).filter(
-        _live("record_id", now)
-    )
-    if filters.key:
-        queryset = queryset.filter(record__key__startswith=filters.key)
-    if filters.key_exact:
-        queryset = queryset.filter(record__key=filters.key_exact)
-    if filters.subject:
-        queryset = queryset.filter(record__subject=filters.subject)
-    if filters.domain:
-        queryset = queryset.filter(record__scope_domain=filters.domain)
-    if filters.sensitivity:
-        queryset = queryset.filter(record__sensitivity=filters.sensitivity)
-    if filters.writer:
-        queryset = queryset.filter(record__writer_label=filters.writer)
-    if filters.source:
-        queryset = queryset.filter(record__source_kind=filters.source)
-    if filters.pending_at_least is not None:
-        queryset = queryset.filter(requested_at__lte=now - filters.pending_at_least)
+    queryset = PromotionRequest.objects.filter(_live("record_id", now), state=PromotionState.OPEN)
+    queryset = _narrowed(queryset, filters, _REQUEST_LOOKUPS, "requested_at", now)
     if filters.requested_until is not None:
         queryset = queryset.filter(requested_at__lte=filters.requested_until)
-    queryset = _claimed(queryset, filters.claim, filters.reviewer_id, now)
     if filters.shown:
         queryset = queryset.exclude(pk__in=list(filters.shown))
     return queryset
@@ -277,9 +290,9 @@ def promotion_queue_page(
 
 
 class QueueOrder(TextChoices):
-    OLDEST = "", "oldest request first"
-    SENSITIVITY = "sensitivity", "most sensitive first"
-    EXPIRY = "expiry", "provisional record expiring first"
+    OLDEST = "", "Oldest request first"
+    SENSITIVITY = "sensitivity", "Most sensitive first"
+    EXPIRY = "expiry", "Provisional record expiring first"
 
 
 def _sensitivity_rank(field: str) -> Case:
@@ -291,9 +304,6 @@ def _sensitivity_rank(field: str) -> Case:
         default=Value(3),
         output_field=IntegerField(),
     )
-
-
-_SENSITIVITY_RANK = _sensitivity_rank("record__sensitivity")
 
 
 def _ranked_page(
@@ -317,12 +327,16 @@ def _ranked_page(
     queryset = queryset.annotate(rank=rank)
     if after is not None and found is not None:
         queryset = queryset.filter(Q(rank__gt=found) | (Q(rank=found) & after.newer(moment_field)))
-    rows: list[QueueItem] = list(queryset.order_by("rank", moment_field, "id")[: size + 1])
-    later = (
-        Cursor(getattr(rows[size - 1], moment_field), rows[size - 1].pk)
-        if len(rows) > size
-        else None
-    )
+    return _forward(queryset, ("rank", moment_field, "id"), moment_field, size)
+
+
+def _forward(
+    queryset: QuerySet[QueueItem], ordering: tuple[str, ...], moment_field: str, size: int
+) -> QueuePage[QueueItem]:
+    """One page in ``ordering``, forward only: the first page is the way back."""
+    rows = list(queryset.order_by(*ordering)[: size + 1])
+    last = rows[size - 1] if len(rows) > size else None
+    later = Cursor(getattr(last, moment_field), last.pk) if last is not None else None
     return QueuePage(items=rows[:size], earlier_than=None, later_than=later)
 
 
@@ -344,11 +358,12 @@ def promotion_queue_sorted_page(
     queryset = _with_record_details(_open_requests(filters, timezone.now()))
     if order == QueueOrder.EXPIRY:
         queryset = queryset.annotate(expiry=Coalesce(F("record__expires_at"), Value(_NEVER)))
-        page = _keyset_page(queryset, "expiry", after=after, before=None, size=size)
+        if after is not None:
+            queryset = queryset.filter(after.newer("expiry"))
+        page = _forward(queryset, ("expiry", "id"), "expiry", size)
     else:
-        page = _ranked_page(queryset, _SENSITIVITY_RANK, "requested_at", after=after, size=size)
-    if page.earlier_than is not None:
-        page = QueuePage(items=page.items, earlier_than=None, later_than=page.later_than)
+        rank = _sensitivity_rank("record__sensitivity")
+        page = _ranked_page(queryset, rank, "requested_at", after=after, size=size)
     attach_observation_counts(item.record for item in page.items)
     return page
 
@@ -362,16 +377,11 @@ def promotion_queue_refill(
     last = PromotionRequest.objects.filter(pk=after_id).select_related("record").first()
     if last is None:
         return []
-    if order == QueueOrder.EXPIRY:
-        cursor = Cursor(last.record.expires_at or _NEVER, last.pk)
-        page = promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size)
-    elif order == QueueOrder.SENSITIVITY:
-        cursor = Cursor(last.requested_at, last.pk)
-        page = promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size)
-    else:
-        cursor = Cursor(last.requested_at, last.pk)
-        page = promotion_queue_page(filters=filters, after=cursor, size=size)
-    return page.items
+    expiry = last.record.expires_at or _NEVER
+    cursor = Cursor(expiry if order == QueueOrder.EXPIRY else last.requested_at, last.pk)
+    if order == QueueOrder.OLDEST:
+        return promotion_queue_page(filters=filters, after=cursor, size=size).items
+    return promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size).items
 
 
 def promotions_pending(now: datetime | None = None) -> QuerySet[PromotionRequest]:
@@ -380,9 +390,13 @@ def promotions_pending(now: datetime | None = None) -> QuerySet[PromotionRequest
     return _open_requests(PromotionQueueFilters(), now or timezone.now())
 
 
+def _count(queryset: QuerySet[Any], limit: int) -> int:
+    """How many, counted up to ``limit`` (one more means "more")."""
+    return queryset.order_by()[: limit + 1].count()
+
+
 def promotion_queue_count(*, filters: PromotionQueueFilters, limit: int = COUNT_LIMIT) -> int:
-    """How many pending requests match, counted up to ``limit`` (one more means "more")."""
-    return _open_requests(filters, timezone.now()).order_by()[: limit + 1].count()
+    return _count(_open_requests(filters, timezone.now()), limit)
 
 
 class QueueGroup(TextChoices):
@@ -393,19 +407,11 @@ class QueueGroup(TextChoices):
     SOURCE = "source", "Source kind"
 
 
-# What a group is made of, and the filter that selects exactly one group.
-GROUP_FIELDS: dict[str, str] = {
-    QueueGroup.SUBJECT: "record__subject",
-    QueueGroup.KEY: "record__key",
-    QueueGroup.WRITER: "record__writer_label",
-    QueueGroup.SOURCE: "record__source_kind",
-}
-GROUP_FILTERS: dict[str, str] = {
-    QueueGroup.SUBJECT: "subject",
-    QueueGroup.KEY: "key_exact",
-    QueueGroup.WRITER: "writer",
-    QueueGroup.SOURCE: "source",
-}
+def group_filter(by: str) -> str:
+    """The filter that selects exactly one group (of either queue); its lookup groups them."""
+    return "key_exact" if by == QueueGroup.KEY else by
+
+
 # Groups listed at once, largest first: the rest are counted.
 GROUPS_SHOWN = 50
 
@@ -434,7 +440,7 @@ def promotion_queue_groups(
     largest group first (then oldest), in one aggregate query: a reviewer decides a group
     together through the bulk confirmation, which lists exactly its requests."""
     queryset = _open_requests(filters, timezone.now())
-    return _grouped(queryset, by, GROUP_FIELDS[by], "requested_at", limit)
+    return _grouped(queryset, by, _REQUEST_LOOKUPS[group_filter(by)], "requested_at", limit)
 
 
 def _grouped(
@@ -466,10 +472,11 @@ def arrivals_mark(now: datetime | None = None) -> Cursor:
 def promotion_queue_arrivals(
     *, filters: PromotionQueueFilters, since: Cursor, limit: int = COUNT_LIMIT
 ) -> int:
-    """How many pending requests matching ``filters`` arrived after ``since`` (up to
-    ``limit``, one more meaning "more"), for a queue page's "N new requests" notice."""
-    arrived = _open_requests(filters, timezone.now()).filter(since.newer("requested_at"))
-    return arrived.order_by()[: limit + 1].count()
+    """How many pending requests matching ``filters`` arrived after ``since``, for a queue
+    page's "N new requests" notice."""
+    return _count(
+        _open_requests(filters, timezone.now()).filter(since.newer("requested_at")), limit
+    )
 
 
 def promotion_queue_selection(
@@ -486,9 +493,15 @@ def promotion_queue_selection(
     listed.
     """
     queryset = _open_requests(filters, timezone.now()).select_related("record", "claim")
+    return _oldest(queryset, "requested_at", only, limit)
+
+
+def _oldest(
+    queryset: QuerySet[QueueItem], moment_field: str, only: Collection[uuid.UUID] | None, limit: int
+) -> list[QueueItem]:
     if only is not None:
         queryset = queryset.filter(pk__in=list(only))
-    return list(queryset.order_by("requested_at", "id")[:limit])
+    return list(queryset.order_by(moment_field, "id")[:limit])
 
 
 def promotion_request_get(request_id: uuid.UUID) -> PromotionRequest | None:
@@ -548,8 +561,8 @@ def version_differences(current: MemoryRecord, contender: MemoryRecord) -> froze
     """The lines of the version cards on which two versions differ (values by JSON meaning,
     so ``1`` and ``1.0`` do not)."""
     differing = set()
-    for line, fields in _COMPARED.items():
-        for name in fields:
+    for line, names in _COMPARED.items():
+        for name in names:
             mine, theirs = getattr(current, name), getattr(contender, name)
             if name == "expires_at" and mine is not None and theirs is not None:
                 # Shown as a date: versions written moments apart expire "the same day".
@@ -567,51 +580,9 @@ class ConflictOrder(TextChoices):
     NEWEST = "newest", "Newest conflict first"
 
 
-@dataclass(frozen=True)
-class ConflictQueueFilters:
-    """What a reviewer narrowed the conflict queue to, as for promotion requests: ``key`` a
-    prefix, ``key_exact`` one key (a group's link), the rest exact; sensitivity is the current
-    version's; ``claim`` a :class:`ClaimFilter` read for ``reviewer_id``."""
-
-    key: str = ""
-    key_exact: str = ""
-    subject: str = ""
-    domain: str = ""
-    sensitivity: str = ""
-    pending_at_least: timedelta | None = None
-    claim: str = ""
-    reviewer_id: str = ""
-
-    @property
-    def active(self) -> bool:
-        return any(
-            (
-                self.key,
-                self.key_exact,
-                self.subject,
-                self.domain,
-                self.sensitivity,
-                self.pending_at_least,
-                self.claim,
-            )
-        )
-
-
 def _open_conflicts(filters: ConflictQueueFilters, now: datetime) -> QuerySet[Conflict]:
     queryset = _conflicts_live(now).filter(state=ConflictState.OPEN)
-    if filters.key:
-        queryset = queryset.filter(fact__key__startswith=filters.key)
-    if filters.key_exact:
-        queryset = queryset.filter(fact__key=filters.key_exact)
-    if filters.subject:
-        queryset = queryset.filter(fact__subject=filters.subject)
-    if filters.domain:
-        queryset = queryset.filter(current_record__scope_domain=filters.domain)
-    if filters.sensitivity:
-        queryset = queryset.filter(current_record__sensitivity=filters.sensitivity)
-    if filters.pending_at_least is not None:
-        queryset = queryset.filter(opened_at__lte=now - filters.pending_at_least)
-    return _claimed(queryset, filters.claim, filters.reviewer_id, now, CONFLICTS)
+    return _narrowed(queryset, filters, _CONFLICT_LOOKUPS, "opened_at", now, CONFLICTS)
 
 
 def conflict_queue_page(
@@ -640,9 +611,7 @@ def conflict_queue_page(
     elif order == ConflictOrder.NEWEST:
         if after is not None:
             queryset = queryset.filter(after.older("opened_at"))
-        rows = list(queryset.order_by("-opened_at", "-id")[: size + 1])
-        later = Cursor(rows[size - 1].opened_at, rows[size - 1].pk) if len(rows) > size else None
-        page = QueuePage(items=rows[:size], earlier_than=None, later_than=later)
+        page = _forward(queryset, ("-opened_at", "-id"), "opened_at", size)
     else:
         page = _keyset_page(queryset, "opened_at", after=after, before=before, size=size)
     _attach_version_details(page.items, per_fact=QUEUE_HISTORY_SHOWN)
@@ -657,8 +626,7 @@ def conflicts_open(now: datetime | None = None) -> QuerySet[Conflict]:
 def conflict_queue_count(
     *, filters: ConflictQueueFilters | None = None, limit: int = COUNT_LIMIT
 ) -> int:
-    queryset = _open_conflicts(filters or ConflictQueueFilters(), timezone.now())
-    return queryset.order_by()[: limit + 1].count()
+    return _count(_open_conflicts(filters or ConflictQueueFilters(), timezone.now()), limit)
 
 
 class ConflictGroup(TextChoices):
@@ -668,18 +636,6 @@ class ConflictGroup(TextChoices):
     DOMAIN = "domain", "Domain"
 
 
-CONFLICT_GROUP_FIELDS: dict[str, str] = {
-    ConflictGroup.KEY: "fact__key",
-    ConflictGroup.SUBJECT: "fact__subject",
-    ConflictGroup.DOMAIN: "current_record__scope_domain",
-}
-CONFLICT_GROUP_FILTERS: dict[str, str] = {
-    ConflictGroup.KEY: "key_exact",
-    ConflictGroup.SUBJECT: "subject",
-    ConflictGroup.DOMAIN: "domain",
-}
-
-
 def conflict_queue_groups(
     *, filters: ConflictQueueFilters, by: str, limit: int = GROUPS_SHOWN
 ) -> RequestGroups:
@@ -687,7 +643,7 @@ def conflict_queue_groups(
     largest group first (then oldest), in one aggregate query: a reviewer resolves a group
     together through the bulk confirmation, which lists exactly its conflicts."""
     queryset = _open_conflicts(filters, timezone.now())
-    return _grouped(queryset, by, CONFLICT_GROUP_FIELDS[by], "opened_at", limit)
+    return _grouped(queryset, by, _CONFLICT_LOOKUPS[group_filter(by)], "opened_at", limit)
 
 
 def conflict_queue_selection(
@@ -701,9 +657,7 @@ def conflict_queue_selection(
     queryset = _open_conflicts(filters, timezone.now()).select_related(
         "fact", "current_record", "contender", "claim"
     )
-    if only is not None:
-        queryset = queryset.filter(pk__in=list(only))
-    return list(queryset.order_by("opened_at", "id")[:limit])
+    return _oldest(queryset, "opened_at", only, limit)
 
 
 def conflict_get(conflict_id: uuid.UUID) -> Conflict | None:

@@ -12,7 +12,6 @@ without JavaScript every form posts and redirects back to the queue.
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,11 +26,7 @@ from apps.records.models import Conflict, ConflictState, Resolution
 from apps.records.services import RecordError
 from apps.review.claims import (
     CONFLICTS,
-    ClaimError,
-    ClaimOutcome,
     claims_held_count,
-    claims_release,
-    claims_take,
     item_label,
 )
 from apps.review.forms import (
@@ -44,7 +39,6 @@ from apps.review.forms import (
 )
 from apps.review.queues import (
     BULK_APPROVE_LIMIT,
-    CONFLICT_GROUP_FILTERS,
     CONFLICT_PAGE_SIZE,
     COUNT_LIMIT,
     ClaimFilter,
@@ -56,15 +50,18 @@ from apps.review.queues import (
     conflict_queue_page,
     conflict_queue_selection,
     conflicts_resolve_bulk,
+    group_filter,
 )
 from apps.review.services import conflict_resolve
-from apps.review.views.claims import claims_report
+from apps.review.views.claims import claim_batch, claims_change, release_all
 from apps.review.views.decisions import (
-    REFUSALS_LISTED,
     _reviewer_context,
     _safe_next,
     group_rows,
+    listed,
+    queue_context,
     reviewer_id,
+    with_query,
 )
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import RESOLVE_CONFLICTS
@@ -95,11 +92,7 @@ def conflict_filter_form(request: ConsoleRequest, data: Any) -> ConflictQueueFor
 
 
 def _filtered_url(tenant: Tenant, form: ConflictQueueForm, **extra: str) -> str:
-    query = QueryDict(form.query_for() if form.is_bound and form.is_valid() else "", mutable=True)
-    for name, value in extra.items():
-        query[name] = value
-    shown = query.urlencode()
-    return f"{_queue_url(tenant)}?{shown}" if shown else _queue_url(tenant)
+    return with_query(_queue_url(tenant), form.query_for() if form.is_valid() else "", **extra)
 
 
 # --- the queue ------------------------------------------------------------------------------
@@ -107,11 +100,9 @@ def _filtered_url(tenant: Tenant, form: ConflictQueueForm, **extra: str) -> str:
 
 def _conflicts_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
     form = conflict_filter_form(request, request.GET)
-    base = _queue_url(tenant)
     page = None
     groups = None
     count = 0
-    earlier_url = later_url = None
     paged_on = False
     if not form.is_bound or form.is_valid():
         cursors = form.cleaned_data if form.is_bound else {}
@@ -127,38 +118,17 @@ def _conflicts_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any
                 size=CONFLICT_PAGE_SIZE,
             )
             paged_on = form.order != ConflictOrder.OLDEST and cursors.get("after") is not None
-            if page.earlier_than is not None:
-                earlier_url = f"{base}?{form.query_for(before=page.earlier_than.token())}"
-            if page.later_than is not None:
-                later_url = f"{base}?{form.query_for(after=page.later_than.token())}"
         count = conflict_queue_count(filters=filters)
-    filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
-    pager_query = form.query_for() if form.is_bound else ""
     return {
-        **_reviewer_context(request, tenant, "conflicts"),
-        "filter_form": form,
+        **queue_context(request, tenant, "conflicts", _queue_url(tenant), form, page),
         "pager_form": form,
-        "page": page,
         "groups": _group_rows(tenant, form, groups) if groups is not None else None,
         "count": count,
-        "count_limit": COUNT_LIMIT,
-        "filtered": filtered,
-        "first_url": f"{base}?{pager_query}" if pager_query else base,
         "paged_on": paged_on,
-        "earlier_url": earlier_url,
-        "later_url": later_url,
-        "next_url": request.get_full_path(),
         "resolve_form": None,
-        # The selection and the batch claim carry the queue's filters.
-        "filter_values": [
-            (name, request.GET[name]) for name in form.FILTER_FIELDS if request.GET.get(name)
-        ]
-        if filtered
-        else [],
         "claims_held": claims_held_count(holder_id=reviewer_id(request), kind=CONFLICTS),
         "claim_batch_size": 20,
         "mine_url": _filtered_url(tenant, form, claim=ClaimFilter.MINE),
-        "bulk_limit": BULK_APPROVE_LIMIT,
     }
 
 
@@ -168,7 +138,7 @@ def _group_rows(tenant: Tenant, form: ConflictQueueForm, groups: Any) -> dict[st
         groups,
         queue_url=_queue_url(tenant),
         bulk_url=reverse("console:conflicts-bulk-resolve", kwargs={"tenant_slug": tenant.slug}),
-        selector=CONFLICT_GROUP_FILTERS[groups.by],
+        selector=group_filter(groups.by),
         by_label=ConflictGroup(groups.by).label.lower(),
         decisions={
             "keep_url": f"resolution={Resolution.KEEP_CURRENT}&",
@@ -312,19 +282,8 @@ def conflict_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         messages.error(request, " ".join(str(m) for e in form.errors.values() for m in e))
     else:
         ids = form.cleaned_data["conflicts"]
-        actor = Actor.for_user(request.user)
         claiming = form.cleaned_data["action"] == "claim"
-        try:
-            if claiming:
-                outcome = claims_take(tenant=tenant, request_ids=ids, actor=actor, kind=CONFLICTS)
-            else:
-                outcome = claims_release(
-                    tenant=tenant, actor=actor, request_ids=ids, kind=CONFLICTS
-                )
-        except ClaimError as error:
-            messages.error(request, str(error))
-            outcome = ClaimOutcome(kind=CONFLICTS)
-        claims_report(request, outcome, claiming=claiming)
+        claims_change(request, tenant, ids, claiming=claiming, kind=CONFLICTS)
     if request.htmx:
         return _claimed_items(request, tenant, ids)
     return redirect(back)
@@ -333,35 +292,16 @@ def conflict_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
 @tenant_view(RESOLVE_CONFLICTS)
 @require_POST
 def conflict_claim_batch(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
-    """Claim the next open conflicts (oldest first) the queue's filters match that no one
-    else holds, then show the queue narrowed to the reviewer's own claims."""
+    """Claim the next open conflicts the queue's filters match that no one else holds."""
     form = ConflictClaimBatchForm(request.POST, reviewer_id=reviewer_id(request))
-    if not form.is_valid():
-        problems = [str(m) for errors in form.errors.values() for m in errors]
-        messages.error(request, " ".join(problems) or "Check the filters and try again.")
-        return redirect(_safe_next(request, _queue_url(tenant)))
-    available = replace(form.filters(), claim=ClaimFilter.AVAILABLE)
-    batch = conflict_queue_selection(filters=available, limit=form.cleaned_data["size"])
-    if not batch:
-        messages.info(request, "Nothing to claim: every matching conflict is resolved or held.")
-        return redirect(_safe_next(request, _queue_url(tenant)))
-    outcome = claims_take(
-        tenant=tenant,
-        request_ids=[item.pk for item in batch],
-        actor=Actor.for_user(request.user),
-        kind=CONFLICTS,
-    )
-    claims_report(request, outcome, claiming=True)
-    return redirect(_filtered_url(tenant, form, claim=ClaimFilter.MINE))
+    return claim_batch(request, tenant, form, _queue_url(tenant), conflict_queue_selection)
 
 
 @tenant_view(RESOLVE_CONFLICTS)
 @require_POST
 def conflict_release_all(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Let go of every conflict the reviewer holds."""
-    outcome = claims_release(tenant=tenant, actor=Actor.for_user(request.user), kind=CONFLICTS)
-    claims_report(request, outcome, claiming=False)
-    return redirect(_safe_next(request, _queue_url(tenant)))
+    return release_all(request, tenant, _queue_url(tenant), CONFLICTS)
 
 
 # --- resolving together ---------------------------------------------------------------------
@@ -492,9 +432,9 @@ def conflict_bulk_resolve(request: ConsoleRequest, tenant: Tenant) -> HttpRespon
     if not form_nonce_consume(request, form.cleaned_data["nonce"]):
         messages.info(request, "That bulk resolution was already submitted; nothing was repeated.")
         return redirect(queue_url)
-    listed: list[uuid.UUID] = form.cleaned_data["conflicts"]
+    ids: list[uuid.UUID] = form.cleaned_data["conflicts"]
     resolution = form.cleaned_data["resolution"]
-    batch = conflict_queue_selection(filters=form.filters(), only=listed)
+    batch = conflict_queue_selection(filters=form.filters(), only=ids)
     outcome = conflicts_resolve_bulk(
         conflicts=batch,
         actor=Actor.for_user(request.user),
@@ -508,13 +448,9 @@ def conflict_bulk_resolve(request: ConsoleRequest, tenant: Tenant) -> HttpRespon
         f"{'each' if done != 1 else 'it'}; the other versions are superseded.",
     )
     refused = [f"{item_label(item)}: {why}" for item, why in outcome.refused]
-    refused += _left_alone(listed, batch)
+    refused += _left_alone(ids, batch)
     if refused:
-        more = len(refused) - REFUSALS_LISTED
         messages.warning(
-            request,
-            f"{len(refused)} could not be resolved and stay as they are: "
-            + "; ".join(refused[:REFUSALS_LISTED])
-            + (f"; and {more} more." if more > 0 else "."),
+            request, f"{len(refused)} could not be resolved and stay as they are: {listed(refused)}"
         )
     return redirect(queue_url)
