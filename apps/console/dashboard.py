@@ -1,11 +1,9 @@
 """What the console's tenant dashboard shows, read in a fixed, small number of queries.
 
-The memory figures are one aggregate over the tenant's records (``COUNT(*) FILTER (WHERE ...)``
-through Django's ``aggregate(..., filter=Q(...))``), never one query per class or per row; the
-other counts share one row of scalar subqueries, and the review queues are counted by the same
-functions as their pages. So the dashboard costs the same number of queries with ten records or
-a hundred thousand. The charts are drawn on the
-server as inline SVG from these same figures (:func:`bar_chart`), so they need no script.
+The memory figures are one aggregate (``COUNT(*) FILTER (WHERE ...)``) over the tenant's
+records, the other counts one row of scalar subqueries, the review queues counted by their
+pages' own functions: the same queries for ten records or a hundred thousand. The charts are
+inline SVG drawn on the server from these figures (:func:`bar_chart`), with no script.
 """
 
 from __future__ import annotations
@@ -117,10 +115,6 @@ class TenantDashboard:
     review_decisions_day: int | None = None
 
 
-def _class_key(trust: str, sensitivity: str) -> str:
-    return f"{trust}__{sensitivity}"
-
-
 def count_of(queryset: QuerySet[Any]) -> Subquery:
     """``(SELECT COUNT(*) FROM ...)`` of ``queryset``, to read several counts in one query.
 
@@ -163,7 +157,7 @@ def _class_counts(now: datetime) -> dict[str, int]:
     one pass over the tenant's records whatever their number."""
     current = records_live(now).current()
     aggregates: dict[str, Any] = {
-        _class_key(trust, sensitivity): Count("pk", filter=Q(trust=trust, sensitivity=sensitivity))
+        f"{trust}__{sensitivity}": Count("pk", filter=Q(trust=trust, sensitivity=sensitivity))
         for trust in TRUST_ORDER
         for sensitivity in SENSITIVITY_ORDER
     }
@@ -177,11 +171,7 @@ def _class_counts(now: datetime) -> dict[str, int]:
 def _memory_figures(counts: dict[str, int], counts_row: dict[str, int]) -> MemoryFigures:
     return MemoryFigures(
         by_class=[
-            ClassCount(
-                sensitivity=sensitivity,
-                provisional=counts[_class_key(Trust.PROVISIONAL, sensitivity)],
-                confirmed=counts[_class_key(Trust.CONFIRMED, sensitivity)],
-            )
+            ClassCount(sensitivity, *(counts[f"{trust}__{sensitivity}"] for trust in TRUST_ORDER))
             for sensitivity in SENSITIVITY_ORDER
         ],
         expiring=[ExpiryCount(days, counts[f"expiring_{days}"]) for days in EXPIRY_HORIZONS],
@@ -200,13 +190,9 @@ def tenant_dashboard(
     include_review: bool = False,
     now: datetime | None = None,
 ) -> TenantDashboard:
-    """The dashboard of ``tenant`` (the current tenant context must be ``tenant``).
-
-    Five queries whatever the tenant's size: the record aggregate, one row of counts (runs,
-    obligations, members by role, credentials, audit events), the promotion and conflict queue
-    counts exactly as the review pages count them (capped at ``COUNT_LIMIT``), and the latest
-    audit events when the person may see them.
-    """
+    """The dashboard of ``tenant`` (the current tenant context must be ``tenant``), in five
+    queries: the record aggregate, the row of counts, the two queue counts (as their pages
+    count them) and the latest audit events when the person may see them."""
     now = now or timezone.now()
     window_start = now - RECENT_WINDOW
     counts_row = _counts_row(

@@ -1,19 +1,12 @@
 """Claims on review items (promotion requests and open conflicts): a reviewer takes a batch
 of open items for a while, so two reviewers do not work the same items.
 
-While a claim lasts, everyone sees who holds the item, and a decision on it by anyone else is
-refused (:func:`claim_refusal`, called by ``promotion_approve``, ``promotion_reject`` and
-``conflict_resolve`` under the item's lock, so a decision and a claim never both win).
-Claims end on their own: an expired claim is ignored by every read (``expires_at`` is
-compared with the time of the read), so nothing has to sweep them. Taking and releasing
-claims are audited; the expiry is not an event (nothing changes when it passes).
-
-Only people hold claims: they are how reviewers in the console share out a queue. An agent
-credential's decision through the API is refused like anyone else's while a person holds
-the item.
-
-Each function takes the kind of item as ``kind`` (:data:`PROMOTIONS`, the default, or
-:data:`CONFLICTS`): one table, one set of rules, for both queues.
+While a claim lasts, everyone sees who holds the item, and a decision on it by anyone else
+(an agent credential's through the API too) is refused by :func:`claim_refusal`, called by
+the decisions under the item's lock, so a decision and a claim never both win. An expired
+claim is ignored by every read, so nothing sweeps them. Taking and releasing are audited.
+Only people hold claims. ``kind`` (:data:`PROMOTIONS` or :data:`CONFLICTS`) picks the queue:
+one table, one set of rules, for both.
 """
 
 from __future__ import annotations
@@ -199,12 +192,9 @@ def claims_take(
     duration: timedelta | None = None,
     kind: ClaimKind = PROMOTIONS,
 ) -> ClaimOutcome:
-    """Claim the open items ``request_ids`` (promotion requests, or conflicts for
-    ``kind=CONFLICTS``) for ``actor`` (a person) for ``duration`` (default: the tenant's
-    ``review_claim_duration``), renewing those they already hold.
-
-    An item another person holds stays theirs (reported in ``held``); one no longer open is
-    counted in ``closed``. One audit event names every item taken."""
+    """Claim the open items ``request_ids`` for ``actor`` (a person) for ``duration`` (default:
+    the tenant's), renewing those they hold. Another person's stay theirs (``held``); those no
+    longer open are counted in ``closed``. One audit event names every item taken."""
     _person(actor, kind)
     if len(request_ids) > CLAIM_BATCH_LIMIT:
         raise ClaimError(f"One claim takes at most {CLAIM_BATCH_LIMIT} {kind.noun}s.")
@@ -276,9 +266,8 @@ def claims_release(
     request_ids: Sequence[uuid.UUID] | None = None,
     kind: ClaimKind = PROMOTIONS,
 ) -> ClaimOutcome:
-    """Let go of ``actor``'s claims on the items ``request_ids`` (all of theirs of this
-    ``kind`` when None), so others may take them at once. Another person's claim is never
-    released (reported in ``held``). One audit event names every item released."""
+    """Let go of ``actor``'s claims on ``request_ids`` (all of this ``kind`` when None), never
+    another person's (``held``). One audit event names every item released."""
     _person(actor, kind)
     now = timezone.now()
     outcome = ClaimOutcome(kind=kind)

@@ -303,13 +303,9 @@ class RequestSnapshotField(forms.Field):
 
 
 class BulkApproveForm(PromotionQueueFilterForm):
-    """Approve exactly the pending requests a confirmation listed.
-
-    The confirmation carries a snapshot of the ids it showed, next to the filters that
-    produced them (hidden, so the reviewer returns to the same filtered queue). The approval
-    takes the snapshot's requests that are still pending and still match the filters; it
-    never adds one, and reports every listed request it left alone.
-    """
+    """Approve (or reject) exactly the pending requests a confirmation listed: a snapshot of
+    their ids beside the filters that produced them, hidden. Those still pending and matching
+    are decided; none is added, and each left alone is reported."""
 
     requests = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
     decision = forms.ChoiceField(
@@ -329,11 +325,10 @@ class BulkApproveForm(PromotionQueueFilterForm):
         super().__init__(*args, **kwargs)
         _carry_filters(self)
         if self.rejects:
-            self.fields["reason"].label = "Reason for rejecting these"
-            self.fields[
-                "reason"
-            ].help_text = "Kept with every rejected request, e.g. “the CRM has no such order”."
-            self.fields["reason"].error_messages["required"] = (
+            reason = self.fields["reason"]
+            reason.label = "Reason for rejecting these"
+            reason.help_text = "Kept with every rejected request, e.g. “the CRM has no such order”."
+            reason.error_messages["required"] = (
                 "Say why you reject them: the reason is kept with each."
             )
 

@@ -1,14 +1,10 @@
 """Review queues: the pending promotion requests and the open conflicts, as reviewers work them.
 
-Reads here serve the console's queues: keyset pages in oldest-first order (the index on
-``(tenant, state, requested_at)`` / ``(tenant, state, opened_at)`` drives them), with each
-page's observations and version history fetched in one query per kind, so the number of
-queries does not grow with the page or the queue. Every read applies the expiry predicate
-through :func:`records_live`; row-level security applies the tenant.
-
-The changes here (:func:`promotions_approve_bulk`, :func:`promotions_reject_bulk`,
-:func:`conflicts_resolve_bulk`) only loop over the existing decision services, so each
-decision keeps its own rules, locks and audit event.
+Keyset pages, oldest first by the ``(tenant, state, requested_at)`` / ``(tenant, state,
+opened_at)`` indexes, each page's observations and history in one query per kind: the
+queries do not grow with the page or the queue. Every read applies the expiry predicate
+(:func:`records_live`); row-level security applies the tenant. The bulk decisions only loop
+over the decision services, so each decision keeps its own rules, locks and audit event.
 """
 
 from __future__ import annotations
@@ -43,6 +39,7 @@ from apps.core.actors import Actor
 from apps.core.pagination import Cursor
 from apps.core.validation import json_equal
 from apps.records.models import (
+    SENSITIVITY_ORDER,
     Conflict,
     ConflictState,
     MemoryRecord,
@@ -50,7 +47,6 @@ from apps.records.models import (
     PromotionRequest,
     PromotionState,
     Resolution,
-    Sensitivity,
 )
 from apps.records.selectors import records_live
 from apps.records.services import RecordError
@@ -128,11 +124,8 @@ def _keyset_page(
 
 
 def _live(record_field: str, now: datetime) -> Exists:
-    """The row's ``record_field`` names a live record (not expired, or kept by a hold).
-
-    A correlated EXISTS keeps the queue's own index order: the planner checks each candidate
-    by primary key instead of first listing every live record of the tenant.
-    """
+    """The row's ``record_field`` names a live record. A correlated EXISTS keeps the queue's
+    index order: each candidate is checked by key, not every live record listed first."""
     return Exists(records_live(now).filter(pk=OuterRef(record_field)))
 
 
@@ -142,12 +135,8 @@ def _observations_prefetch(path: str) -> Prefetch[Any]:
 
 
 def attach_observation_counts(records: Iterable[MemoryRecord]) -> None:
-    """Set ``record.observation_count`` on each record, in one query for all of them.
-
-    A separate grouped query rather than a subquery per row: beside the queue's joins and
-    expiry checks, per-row subqueries made the conflict query's planning alone cost more
-    than the whole page should.
-    """
+    """Set ``record.observation_count`` on each record, in one grouped query: a subquery per
+    row made the conflict query's planning alone cost more than the whole page should."""
     records = list(records)
     counted = (
         Observation.objects.filter(record_id__in={record.pk for record in records})
@@ -297,13 +286,10 @@ class QueueOrder(TextChoices):
 
 def _sensitivity_rank(field: str) -> Case:
     """Most sensitive first (0): the items whose mistakes cost most."""
-    return Case(
-        When(**{field: Sensitivity.RESTRICTED}, then=Value(0)),
-        When(**{field: Sensitivity.PERSONAL}, then=Value(1)),
-        When(**{field: Sensitivity.INTERNAL}, then=Value(2)),
-        default=Value(3),
-        output_field=IntegerField(),
-    )
+    ranked = enumerate(reversed(SENSITIVITY_ORDER))
+    whens = [When(**{field: sensitivity}, then=Value(rank)) for rank, sensitivity in ranked]
+    # Anything else ranks with the least sensitive.
+    return Case(*whens, default=Value(len(whens) - 1), output_field=IntegerField())
 
 
 def _ranked_page(
@@ -352,9 +338,7 @@ def promotion_queue_sorted_page(
     size: int = QUEUE_PAGE_SIZE,
 ) -> QueuePage[PromotionRequest]:
     """Pending requests in ``order`` (a :class:`QueueOrder` other than oldest first), paged
-    forward by keyset: by the provisional record's expiry, or by sensitivity class and then
-    age (the cursor's row says which class it was in). Pages only forward; the first page is
-    the way back."""
+    forward by keyset: by the provisional record's expiry, or by sensitivity, then age."""
     queryset = _with_record_details(_open_requests(filters, timezone.now()))
     if order == QueueOrder.EXPIRY:
         queryset = queryset.annotate(expiry=Coalesce(F("record__expires_at"), Value(_NEVER)))
@@ -436,9 +420,8 @@ class RequestGroups:
 def promotion_queue_groups(
     *, filters: PromotionQueueFilters, by: str, limit: int = GROUPS_SHOWN
 ) -> RequestGroups:
-    """The pending requests matching ``filters`` grouped ``by`` a :class:`QueueGroup`,
-    largest group first (then oldest), in one aggregate query: a reviewer decides a group
-    together through the bulk confirmation, which lists exactly its requests."""
+    """The pending requests matching ``filters`` grouped ``by`` a :class:`QueueGroup`: a
+    reviewer decides a group together through the bulk confirmation."""
     queryset = _open_requests(filters, timezone.now())
     return _grouped(queryset, by, _REQUEST_LOOKUPS[group_filter(by)], "requested_at", limit)
 
@@ -486,12 +469,8 @@ def promotion_queue_selection(
     limit: int = BULK_APPROVE_LIMIT,
 ) -> list[PromotionRequest]:
     """The oldest ``limit`` pending requests matching ``filters``: a bulk approval's batch.
-
-    ``only`` pins the batch to the requests a reviewer was shown: a request outside it is
-    never selected, and one inside it that is no longer pending or no longer matches the
-    filters drops out (the caller reports it), so a confirmation approves at most what it
-    listed.
-    """
+    ``only`` pins it to the requests a reviewer was shown (one no longer pending or matching
+    drops out), so a confirmation approves at most what it listed."""
     queryset = _open_requests(filters, timezone.now()).select_related("record", "claim")
     return _oldest(queryset, "requested_at", only, limit)
 
@@ -639,9 +618,7 @@ class ConflictGroup(TextChoices):
 def conflict_queue_groups(
     *, filters: ConflictQueueFilters, by: str, limit: int = GROUPS_SHOWN
 ) -> RequestGroups:
-    """The open conflicts matching ``filters`` grouped ``by`` a :class:`ConflictGroup`,
-    largest group first (then oldest), in one aggregate query: a reviewer resolves a group
-    together through the bulk confirmation, which lists exactly its conflicts."""
+    """The open conflicts matching ``filters`` grouped ``by`` a :class:`ConflictGroup`."""
     queryset = _open_conflicts(filters, timezone.now())
     return _grouped(queryset, by, _CONFLICT_LOOKUPS[group_filter(by)], "opened_at", limit)
 
@@ -652,8 +629,7 @@ def conflict_queue_selection(
     only: Collection[uuid.UUID] | None = None,
     limit: int = BULK_APPROVE_LIMIT,
 ) -> list[Conflict]:
-    """The oldest ``limit`` open conflicts matching ``filters``, pinned to ``only`` when
-    given (as :func:`promotion_queue_selection`): a bulk resolution's batch."""
+    """A bulk resolution's batch, as :func:`promotion_queue_selection`."""
     queryset = _open_conflicts(filters, timezone.now()).select_related(
         "fact", "current_record", "contender", "claim"
     )
@@ -706,9 +682,8 @@ class BulkDecision:
 
 
 def _decide_each(items: Iterable[QueueItem], decide: Callable[[QueueItem], object]) -> BulkDecision:
-    """``decide`` each item in turn: a refusal (a :class:`RecordError`, raised inside the
-    decision's own savepoint, so it undoes only its own work) is reported and skipped, and
-    the others still commit."""
+    """``decide`` each item in turn: a refusal (a :class:`RecordError`, inside the decision's
+    own savepoint) is reported and skipped, and the others still commit."""
     outcome = BulkDecision()
     for item in items:
         try:
@@ -724,12 +699,8 @@ def _decide_each(items: Iterable[QueueItem], decide: Callable[[QueueItem], objec
 def promotions_approve_bulk(
     *, requests: Iterable[PromotionRequest], actor: Actor, reason: str
 ) -> BulkDecision:
-    """Approve each request with ``promotion_approve``, in one transaction.
-
-    A request the rules refuse (the reviewer wrote the record, it was decided meanwhile, its
-    record was superseded, another reviewer holds it) is reported and skipped; the others
-    still commit.
-    """
+    """Approve each request with ``promotion_approve``, in one transaction; one the rules
+    refuse (own record, decided meanwhile, superseded, held by another) is skipped."""
     return _decide_each(
         requests, lambda request: promotion_approve(request=request, actor=actor, reason=reason)
     )
@@ -739,8 +710,7 @@ def promotions_approve_bulk(
 def promotions_reject_bulk(
     *, requests: Iterable[PromotionRequest], actor: Actor, reason: str
 ) -> BulkDecision:
-    """Reject each request with ``promotion_reject``, in one transaction; one decided
-    meanwhile is reported and skipped, the others still commit (as for approvals)."""
+    """Reject each request with ``promotion_reject``, in one transaction (as for approvals)."""
     return _decide_each(
         requests, lambda request: promotion_reject(request=request, actor=actor, reason=reason)
     )
@@ -750,10 +720,8 @@ def promotions_reject_bulk(
 def conflicts_resolve_bulk(
     *, conflicts: Iterable[Conflict], actor: Actor, resolution: str, reason: str
 ) -> BulkDecision:
-    """Resolve each conflict with ``conflict_resolve`` (``keep_current`` or ``accept_new``:
-    a corrected value is one conflict's own), in one transaction. Each resolution keeps its
-    own locks, rules and audit event; one refused (another reviewer holds it, it was resolved
-    meanwhile) is reported and skipped, and the others still commit."""
+    """Resolve each conflict with ``conflict_resolve`` in one transaction, keeping the current
+    or accepting the new value (a corrected value is one conflict's own); refusals skip."""
     if resolution not in (Resolution.KEEP_CURRENT, Resolution.ACCEPT_NEW):
         raise RecordError(
             "A bulk resolution keeps the current values or accepts the new ones; a corrected "

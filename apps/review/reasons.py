@@ -32,12 +32,9 @@ class ReasonError(DomainError):
     status = 400
 
 
-def review_reasons(decision: str | None = None) -> list[ReviewReason]:
+def review_reasons() -> list[ReviewReason]:
     """The current tenant's canned reasons, by decision and position (key 1 first)."""
-    queryset = ReviewReason.objects.order_by("decision", "position")
-    if decision is not None:
-        queryset = queryset.filter(decision=decision)
-    return list(queryset)
+    return list(ReviewReason.objects.order_by("decision", "position"))
 
 
 def review_reason_get(

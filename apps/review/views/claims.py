@@ -1,11 +1,7 @@
-"""Console: sharing out the promotion queue while it is worked. Claims (a reviewer takes a
-request, the ticked ones or the next batch; others see who holds them; claims expire) and
-the queue's "N new requests" notice, polled without reloading the page.
-
-Claims change through :mod:`apps.review.claims`, which locks and audits. Without JavaScript
-every form here posts and redirects back to the queue; with htmx a claim answers with the
-changed rows (and the detail pane, when it shows one of them) out of band, so the list keeps
-its place and focus.
+"""Console: sharing out a queue while it is worked (claims, through
+:mod:`apps.review.claims`) and the promotion queue's "N new requests" notice, polled. With
+htmx a claim answers with the changed rows (and the detail pane showing one) out of band, so
+the list keeps its place and focus; without JavaScript every form redirects to the queue.
 """
 
 from __future__ import annotations
@@ -57,6 +53,7 @@ from apps.review.views.decisions import (
     listed,
     queue_filter_form,
     reviewer_id,
+    say_errors,
     with_query,
 )
 from apps.tenancy.models import Tenant
@@ -136,8 +133,7 @@ def claim_batch(
     then show the queue narrowed to the reviewer's own claims."""
     kind = CONFLICTS if isinstance(form, ConflictClaimBatchForm) else PROMOTIONS
     if not form.is_valid():
-        problems = [str(m) for errors in form.errors.values() for m in errors]
-        messages.error(request, " ".join(problems) or "Check the filters and try again.")
+        say_errors(request, form, fallback="Check the filters and try again.")
         return redirect(_safe_next(request, queue_url))
     available = replace(form.filters(), claim=ClaimFilter.AVAILABLE)
     batch = select(filters=available, limit=form.cleaned_data["size"])
@@ -189,8 +185,7 @@ def review_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     form = ClaimForm(request.POST)
     back = _safe_next(request, _queue_url(tenant))
     if not form.is_valid():
-        problems = [str(m) for errors in form.errors.values() for m in errors]
-        messages.error(request, " ".join(problems))
+        say_errors(request, form)
         if request.htmx:
             return _claimed_rows(request, tenant, [])
         return redirect(back)

@@ -1,12 +1,8 @@
-"""Console: the conflict queue. Open conflicts as compact rows (keep current, accept new, write
-a corrected value), grouped by key, subject or domain, shared out by claims, and resolved
-together after a confirmation that lists every conflict it resolves.
-
-As for the promotion queue: a form parses, a selector of :mod:`apps.review.queues` reads
-within the tenant, the services change, lock and audit (a claim by someone else refuses a
-resolution there, so the console, the bulk flow and the API all meet the same refusal).
-Resolutions answer htmx with the updated conflict (it changes in place) plus the message;
-without JavaScript every form posts and redirects back to the queue.
+"""Console: the conflict queue, as for promotion requests (:mod:`.decisions`): compact rows,
+grouped, shared out by claims, resolved together after a confirmation that lists each one.
+The services refuse a resolution someone else holds, so the console, the bulk flow and the
+API meet the same refusal. htmx answers redraw the conflict in place; without JavaScript
+every form posts and redirects back to the queue.
 """
 
 from __future__ import annotations
@@ -61,6 +57,7 @@ from apps.review.views.decisions import (
     listed,
     queue_context,
     reviewer_id,
+    say_errors,
     with_query,
 )
 from apps.tenancy.models import Tenant
@@ -279,7 +276,7 @@ def conflict_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     back = _safe_next(request, _queue_url(tenant))
     ids: list[uuid.UUID] = []
     if not form.is_valid():
-        messages.error(request, " ".join(str(m) for e in form.errors.values() for m in e))
+        say_errors(request, form)
     else:
         ids = form.cleaned_data["conflicts"]
         claiming = form.cleaned_data["action"] == "claim"
@@ -366,10 +363,8 @@ def conflict_selection(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     confirmation lists exactly them. Nothing is resolved here; the confirmation's POST does."""
     form = ConflictSelectionForm(request.POST, reviewer_id=reviewer_id(request))
     if not form.is_valid():
-        problems = [
-            str(m) for name in ("conflicts", "resolution") for m in form.errors.get(name, [])
-        ]
-        messages.error(request, " ".join(problems) or "Tick the conflicts to resolve first.")
+        fallback = "Tick the conflicts to resolve first."
+        say_errors(request, form, "conflicts", "resolution", fallback=fallback)
         return redirect(_filtered_url(tenant, form))
     filter_form = conflict_filter_form(
         request, {name: request.POST.get(name, "") for name in ConflictQueueForm.FILTER_FIELDS}
@@ -418,8 +413,7 @@ def conflict_bulk_resolve(request: ConsoleRequest, tenant: Tenant) -> HttpRespon
     filter_form = conflict_filter_form(request, request.POST)
     if not form.is_valid():
         if "conflicts" in form.errors or not filter_form.is_valid():
-            problems = [str(message) for message in form.errors.get("conflicts", [])]
-            messages.error(request, " ".join(problems) or "Start again from the queue.")
+            say_errors(request, form, "conflicts", fallback="Start again from the queue.")
             return redirect("console:conflicts", tenant_slug=tenant.slug)
         # The same snapshot again, with the errors.
         shown = conflict_queue_selection(

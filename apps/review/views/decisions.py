@@ -1,11 +1,8 @@
-"""Console: the promotion queue. Pending promotion requests (approve, reject, bulk approve);
-the conflict queue is :mod:`apps.review.views.conflicts`.
+"""Console: the promotion queue (approve, reject, bulk approve), and what both queues share.
 
-Thin views: a form parses, a selector of :mod:`apps.review.queues` reads within the tenant,
-the records services change and audit. Decisions answer htmx with the updated item (it
-changes in place) plus the message; without JavaScript they redirect back to the queue.
-Deciding twice is harmless: the service refuses the second decision and the item simply
-shows the first one.
+A form parses, :mod:`apps.review.queues` reads within the tenant, the services change and
+audit. Decisions answer htmx with the item changed in place; without JavaScript they
+redirect back to the queue. Deciding twice is harmless: the service refuses the second.
 """
 
 from __future__ import annotations
@@ -107,6 +104,12 @@ def with_query(url: str, query: str = "", **extra: str) -> str:
         params[name] = value
     shown = params.urlencode()
     return f"{url}?{shown}" if shown else url
+
+
+def say_errors(request: ConsoleRequest, form: Form, *names: str, fallback: str = "") -> None:
+    """Say what is wrong with ``form``'s fields ``names`` (or all of them), else ``fallback``."""
+    problems = [str(m) for name in names or tuple(form.errors) for m in form.errors.get(name, [])]
+    messages.error(request, " ".join(problems) or fallback)
 
 
 def listed(named: list[str], limit: int = REFUSALS_LISTED) -> str:
@@ -578,8 +581,7 @@ def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse
     filter_form = queue_filter_form(request, request.POST)
     if not form.is_valid():
         if "requests" in form.errors or not filter_form.is_valid():
-            problems = [str(message) for message in form.errors.get("requests", [])]
-            messages.error(request, " ".join(problems) or "Start again from the queue.")
+            say_errors(request, form, "requests", fallback="Start again from the queue.")
             return redirect("console:review", tenant_slug=tenant.slug)
         # The same snapshot again, with the errors: the reviewer corrects and confirms what
         # they were shown, not a fresh selection.
@@ -632,8 +634,7 @@ def review_selection(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     or rejecting them. Nothing is decided here; the confirmation's POST decides."""
     form = SelectionForm(request.POST, reviewer_id=reviewer_id(request))
     if not form.is_valid():
-        problems = [str(message) for message in form.errors.get("requests", [])]
-        messages.error(request, " ".join(problems) or "Tick the requests to decide first.")
+        say_errors(request, form, "requests", fallback="Tick the requests to decide first.")
         return redirect(_filtered_queue_url(tenant, form))
     filter_form = queue_filter_form(
         request,
