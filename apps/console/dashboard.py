@@ -69,11 +69,8 @@ class ExpiryCount:
 
 @dataclass(frozen=True)
 class MemoryFigures:
-    """The tenant's live memories (current versions, not expired) and what needs attention.
-
-    Only a fact's current version counts: superseded versions stay readable but are not what
-    the memory holds now, and counting them would inflate every class with history.
-    """
+    """The tenant's live memories and what needs attention. Only a fact's current version
+    counts: superseded ones are not what the memory holds now, and would inflate every class."""
 
     by_class: list[ClassCount]
     expiring: list[ExpiryCount]
@@ -98,11 +95,8 @@ class MemoryFigures:
 
 @dataclass(frozen=True)
 class TenantDashboard:
-    """The figures of one tenant's dashboard.
-
-    Audit figures are ``None`` when the person may not browse the audit log: the dashboard
-    must not become a side door to it.
-    """
+    """The figures of one tenant's dashboard. Audit figures are ``None`` when the person may
+    not browse the audit log: the dashboard must not become a side door to it."""
 
     members_by_role: list[RoleCount]
     members_total: int
@@ -116,11 +110,8 @@ class TenantDashboard:
 
 
 def count_of(queryset: QuerySet[Any]) -> Subquery:
-    """``(SELECT COUNT(*) FROM ...)`` of ``queryset``, to read several counts in one query.
-
-    ``COUNT`` through ``Func`` rather than the ``Count`` aggregate: an aggregate inside
-    ``values()`` would add a GROUP BY, and this must stay one row.
-    """
+    """``(SELECT COUNT(*) FROM ...)`` of ``queryset``, to read several counts in one query
+    (``Func``, not the ``Count`` aggregate, whose GROUP BY would break the one row)."""
     return Subquery(
         queryset.order_by().values(n=Func(F("pk"), function="COUNT")),
         output_field=IntegerField(),
@@ -272,31 +263,16 @@ def bar_chart(title: str, specs: list[BarSpec]) -> BarChart:
     """Lay out ``specs`` as horizontal bars scaled to the largest value (all-zero: no bars)."""
     bar_area = CHART_WIDTH - CHART_LABEL_WIDTH - CHART_VALUE_ROOM
     largest = max((spec.value for spec in specs), default=0)
+    row = CHART_BAR_HEIGHT + CHART_ROW_GAP
     bars = []
     for index, spec in enumerate(specs):
         width = round(bar_area * spec.value / largest) if largest else 0
         if spec.value and width < 2:
             width = 2  # a non-zero value stays visible next to a very large one
-        bars.append(
-            Bar(
-                label=spec.label,
-                value=spec.value,
-                text=spec.text or str(spec.value),
-                url=spec.url,
-                y=index * (CHART_BAR_HEIGHT + CHART_ROW_GAP),
-                width=width,
-                css_class=spec.css_class,
-            )
-        )
-    return BarChart(
-        title=title,
-        bars=bars,
-        width=CHART_WIDTH,
-        height=max(len(specs) * (CHART_BAR_HEIGHT + CHART_ROW_GAP) - CHART_ROW_GAP, 0),
-        label_width=CHART_LABEL_WIDTH,
-        bar_area=bar_area,
-        bar_height=CHART_BAR_HEIGHT,
-    )
+        text = spec.text or str(spec.value)
+        bars.append(Bar(spec.label, spec.value, text, spec.url, index * row, width, spec.css_class))
+    height = max(len(specs) * row - CHART_ROW_GAP, 0)
+    return BarChart(title, bars, CHART_WIDTH, height, CHART_LABEL_WIDTH, bar_area, CHART_BAR_HEIGHT)
 
 
 # --- links and charts for the page --------------------------------------------------------------
@@ -434,13 +410,7 @@ def dashboard_page(
     attention_chart = bar_chart(
         "Needs attention",
         [
-            BarSpec(
-                label=item.label,
-                value=item.value,
-                url=item.url,
-                css_class="bar-attention",
-                text=item.text,
-            )
+            BarSpec(item.label, item.value, item.url, "bar-attention", item.text)
             for item in attention
         ],
     )

@@ -46,8 +46,9 @@ SOURCE_KIND_LABELS = {
 SENSITIVITY_CHOICES = [("", "Any sensitivity"), *((v, v.capitalize()) for v in Sensitivity.values)]
 
 
-class PagerForm(forms.Form):
-    """The keyset cursors of a queue page (both optional)."""
+class QueueFilterForm(forms.Form, Generic[Filters]):
+    """What both queues filter on (all optional), their keyset cursors, and how their one-line
+    filter bar folds the rarely used filters behind "More filters" (``MORE_FIELDS``)."""
 
     after = CursorField(required=False)
     before = CursorField(required=False)
@@ -67,11 +68,6 @@ class PagerForm(forms.Form):
         for name, value in cursor.items():
             query[name] = value
         return query.urlencode()
-
-
-class QueueFilterForm(PagerForm, Generic[Filters]):
-    """What both queues filter on (all optional) and how their one-line filter bar folds the
-    rarely used filters behind "More filters" (``MORE_FIELDS``)."""
 
     key = forms.CharField(
         required=False,

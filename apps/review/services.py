@@ -1,10 +1,7 @@
 """Review decisions: promotion requests, approvals and rejections (and their reversal),
-conflict resolution.
-
-Every decision runs in one transaction, locks what it changes (the request, the fact, the
-version), needs a non-empty reason, refuses an actor deciding on its own evidence
-(:class:`OwnEvidence`) or on an item another reviewer holds (:class:`Claimed`), and appends
-to the audit chain.
+conflict resolution. Each runs in one transaction, locks what it changes, needs a reason,
+refuses a decision on one's own evidence (:class:`OwnEvidence`) or on an item another
+reviewer holds (:class:`Claimed`), and appends to the audit chain.
 """
 
 from __future__ import annotations
@@ -410,14 +407,10 @@ def _reopen(request: PromotionRequest, actor: Actor, action: str, reason: str) -
 def promotion_return_to_provisional(
     *, request: PromotionRequest, actor: Actor, reason: str
 ) -> PromotionRequest:
-    """Reverse a mistaken approval: the record is provisional again, on its provisional clock
-    (counted from its observation, as if never confirmed), and the request is open again
-    for a fresh decision. The approval stays in the audit chain; the reversal is one more
-    event there, with its reason.
-
-    Refused when the record's provisional lifetime has already ended (returning it would
-    delete it at the next compaction, which is what deletion is for) or the record is no
-    longer the active version."""
+    """Reverse a mistaken approval: the record is provisional again (its clock counted from
+    its observation, as if never confirmed) and the request open again; the reversal is one
+    more audit event. Refused when the record is no longer active, or its provisional
+    lifetime has ended (returning it would delete it: that is what deletion is for)."""
     if not reason.strip():
         raise RecordError("Say why the approval is reversed.", status=400, field="reason")
     request = _lock_request(request, PromotionState.APPROVED)

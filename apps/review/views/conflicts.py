@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse, QueryDict
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -36,7 +35,6 @@ from apps.review.forms import (
 from apps.review.queues import (
     BULK_APPROVE_LIMIT,
     CONFLICT_PAGE_SIZE,
-    COUNT_LIMIT,
     ClaimFilter,
     ConflictGroup,
     ConflictOrder,
@@ -56,8 +54,11 @@ from apps.review.views.decisions import (
     group_rows,
     listed,
     queue_context,
+    queue_counts,
     reviewer_id,
     say_errors,
+    shown_query,
+    snapshot,
     with_query,
 )
 from apps.tenancy.models import Tenant
@@ -65,7 +66,6 @@ from apps.tenancy.permissions import RESOLVE_CONFLICTS
 from apps.tenancy.views import (
     ConsoleRequest,
     form_nonce_consume,
-    form_nonce_issue,
     render_page,
     tenant_view,
 )
@@ -186,12 +186,6 @@ def conflict_detail(
     return render(request, CONFLICT_TEMPLATE, _conflict_context(request, tenant, conflict))
 
 
-def _shown_filters(request: ConsoleRequest, tenant: Tenant) -> ConflictQueueForm:
-    """The filter form of the queue page an action came from (its ``next``)."""
-    shown = urlsplit(_safe_next(request, _queue_url(tenant)))
-    return conflict_filter_form(request, QueryDict(shown.query) if shown.query else None)
-
-
 def _resolve_answer(
     request: ConsoleRequest,
     tenant: Tenant,
@@ -201,13 +195,8 @@ def _resolve_answer(
 ) -> HttpResponse:
     context = _conflict_context(request, tenant, conflict, resolve_form=form)
     if request.htmx:
-        filters = _shown_filters(request, tenant).filters()
-        context.update(
-            count=conflict_queue_count(filters=filters),
-            count_limit=COUNT_LIMIT,
-            filtered=filters.active,
-            claims_held=claims_held_count(holder_id=reviewer_id(request), kind=CONFLICTS),
-        )
+        shown = conflict_filter_form(request, shown_query(request, _queue_url(tenant)))
+        context.update(queue_counts(request, shown.filters(), conflict_queue_count, CONFLICTS))
         return render(request, f"{CONFLICTS_TEMPLATE}#item_response", context)
     if form is not None and form.errors:
         return render(request, CONFLICT_TEMPLATE, context, status=400)
@@ -342,15 +331,8 @@ def _bulk_confirmation(
     batch = conflict_queue_selection(
         filters=filter_form.filters(), only=only, limit=BULK_APPROVE_LIMIT
     )
-    initial = {name: filter_form.data.get(name, "") for name in filter_form.FILTER_FIELDS}
-    form = ConflictBulkForm(
-        initial={
-            **initial,
-            "conflicts": [str(item.pk) for item in batch],
-            "resolution": resolution,
-            "nonce": form_nonce_issue(request),
-        }
-    )
+    initial = snapshot(request, filter_form, "conflicts", batch, resolution=resolution)
+    form = ConflictBulkForm(initial=initial)
     return _bulk_page(
         request, tenant, filter_form, batch=batch, form=form, selection=only is not None
     )

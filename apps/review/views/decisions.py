@@ -25,7 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.core.actors import Actor, ActorType
 from apps.records.models import PromotionRequest, PromotionState
 from apps.records.services import RecordError
-from apps.review.claims import claims_held_count, item_label
+from apps.review.claims import PROMOTIONS, ClaimKind, claims_held_count, item_label
 from apps.review.forms import (
     ApproveForm,
     BulkApproveForm,
@@ -110,6 +110,20 @@ def say_errors(request: ConsoleRequest, form: Form, *names: str, fallback: str =
     """Say what is wrong with ``form``'s fields ``names`` (or all of them), else ``fallback``."""
     problems = [str(m) for name in names or tuple(form.errors) for m in form.errors.get(name, [])]
     messages.error(request, " ".join(problems) or fallback)
+
+
+def snapshot(
+    request: ConsoleRequest,
+    filter_form: QueueFilterForm[Any],
+    name: str,
+    batch: list[Any],
+    **chosen: str,
+) -> dict[str, Any]:
+    """A confirmation's initial data: the queue's filters (hidden), the ids it lists as
+    ``name``, what was chosen, and a fresh nonce."""
+    filters = {field: filter_form.data.get(field, "") for field in filter_form.FILTER_FIELDS}
+    ids = [str(item.pk) for item in batch]
+    return {**filters, name: ids, **chosen, "nonce": form_nonce_issue(request)}
 
 
 def listed(named: list[str], limit: int = REFUSALS_LISTED) -> str:
@@ -339,11 +353,22 @@ def _in_list(request: ConsoleRequest) -> bool:
     return source.get("view") == "list"
 
 
-def _shown_form(request: ConsoleRequest, tenant: Tenant) -> PromotionQueueFilterForm:
-    """The filter form of the queue page the action came from (its ``next``)."""
-    queue_url = _queue_url(tenant)
+def shown_query(request: ConsoleRequest, queue_url: str) -> QueryDict | None:
+    """The query of the queue page the action came from (its ``next``): its filters."""
     shown = urlsplit(_safe_next(request, queue_url))
-    return queue_filter_form(request, QueryDict(shown.query) if shown.query else None)
+    return QueryDict(shown.query) if shown.query else None
+
+
+def queue_counts(
+    request: ConsoleRequest, filters: Any, count: Callable[..., int], kind: ClaimKind = PROMOTIONS
+) -> dict[str, Any]:
+    """A queue's count under ``filters`` and the reviewer's claims, to redraw after an action."""
+    return {
+        "count": count(filters=filters),
+        "count_limit": COUNT_LIMIT,
+        "filtered": filters.active,
+        "claims_held": claims_held_count(holder_id=reviewer_id(request), kind=kind),
+    }
 
 
 def _posted_ids(request: ConsoleRequest, name: str, limit: int) -> list[uuid.UUID]:
@@ -365,18 +390,6 @@ def _refill(request: ConsoleRequest, form: PromotionQueueFilterForm) -> list[Pro
     shown = tuple(_posted_ids(request, "shown", QUEUE_PAGE_SIZE * 3))
     filters = replace(form.filters(), shown=shown)
     return promotion_queue_refill(filters=filters, order=form.order, after_id=last[0])
-
-
-def _list_counts(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
-    """The queue's count, under the filters of the queue page the action came from."""
-    form = _shown_form(request, tenant)
-    filters = form.filters()
-    return {
-        "count": promotion_queue_count(filters=filters),
-        "count_limit": COUNT_LIMIT,
-        "filtered": filters.active,
-        "claims_held": claims_held_count(holder_id=reviewer_id(request)),
-    }
 
 
 def _then_item(request: ConsoleRequest) -> PromotionRequest | None:
@@ -422,12 +435,11 @@ def _answer(
     if context["list_mode"]:
         if failed or (item.state == PromotionState.OPEN) != reversing:
             return render(request, f"{QUEUE_TEMPLATE}#detail_response", context)
-        context.update(_list_counts(request, tenant))
+        shown = queue_filter_form(request, shown_query(request, _queue_url(tenant)))
+        context.update(queue_counts(request, shown.filters(), promotion_queue_count))
         if reversing:
             return render(request, f"{QUEUE_TEMPLATE}#reopened_response", context)
-        context.update(
-            then_item=_then_item(request), refill=_refill(request, _shown_form(request, tenant))
-        )
+        context.update(then_item=_then_item(request), refill=_refill(request, shown))
         return render(request, f"{QUEUE_TEMPLATE}#decided_response", context)
     if request.htmx:
         return render(request, f"{QUEUE_TEMPLATE}#item_response", context)
@@ -551,14 +563,8 @@ def _bulk_confirmation(
     batch = promotion_queue_selection(
         filters=filter_form.filters(), only=only, limit=BULK_APPROVE_LIMIT
     )
-    initial = {name: filter_form.data.get(name, "") for name in filter_form.FILTER_FIELDS}
     form = BulkApproveForm(
-        initial={
-            **initial,
-            "requests": [str(item.pk) for item in batch],
-            "decision": decision,
-            "nonce": form_nonce_issue(request),
-        }
+        initial=snapshot(request, filter_form, "requests", batch, decision=decision)
     )
     context = _bulk_context(request, tenant, filter_form, batch=batch, form=form)
     return render(request, BULK_TEMPLATE, {**context, "selection": only is not None})
