@@ -408,30 +408,10 @@ class ObligationCommitView(ContractView):
         )
 
 
-class ObligationEndView(ContractView):
+class ObligationFailView(ContractView):
     """Fail or cancel a pending obligation (final)."""
 
     required_action = "state"
-    transition = "fail"
-
-    def _end(self, request: Request, obligation_id: str) -> Response:
-        obligation = _obligation_or_404(obligation_id)
-        reason = self.body.get("reason", "")
-        if self.transition == "fail":
-            ended = services.obligation_fail(
-                obligation=obligation,
-                reason=reason,
-                result=self.body.get("result"),
-                actor=_actor(request),
-            )
-        else:
-            ended = services.obligation_cancel(
-                obligation=obligation, reason=reason, actor=_actor(request)
-            )
-        return Response(ObligationSerializer(ended).data)
-
-
-class ObligationFailView(ObligationEndView):
     transition = "fail"
     body_input = {"POST": FailInput}
 
@@ -443,19 +423,18 @@ class ObligationFailView(ObligationEndView):
     )
     @idempotent()
     def post(self, request: Request, obligation_id: str) -> Response:
-        return self._end(request, obligation_id)
+        obligation = _obligation_or_404(obligation_id)
+        reason, actor = self.body.get("reason", ""), _actor(request)
+        if self.transition == "cancel":
+            ended = services.obligation_cancel(obligation=obligation, reason=reason, actor=actor)
+        else:
+            result = self.body.get("result")
+            ended = services.obligation_fail(
+                obligation=obligation, reason=reason, result=result, actor=actor
+            )
+        return Response(ObligationSerializer(ended).data)
 
 
-class ObligationCancelView(ObligationEndView):
+class ObligationCancelView(ObligationFailView):
     transition = "cancel"
     body_input = {"POST": CancelInput}
-
-    @extend_schema(
-        responses={
-            200: ObligationSerializer,
-            (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
-        },
-    )
-    @idempotent()
-    def post(self, request: Request, obligation_id: str) -> Response:
-        return self._end(request, obligation_id)

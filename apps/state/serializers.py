@@ -27,7 +27,7 @@ from apps.api.contract import (
     StrictUUIDField,
     TimestampField,
 )
-from apps.records.serializers import IdentifierField
+from apps.records.serializers import IdentifierField, actor_columns
 from apps.records.validation import OWNER_RE, SUBJECT_RE
 
 from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunState
@@ -57,15 +57,22 @@ class ActorOutput(serializers.Serializer[dict[str, str]]):
         return fields
 
 
-def _actor(obj: Any, prefix: str) -> dict[str, str] | None:
-    kind = getattr(obj, f"{prefix}_type")
-    if not kind:
-        return None
-    return {
-        "type": kind,
-        "id": getattr(obj, f"{prefix}_id"),
-        "label": getattr(obj, f"{prefix}_label"),
-    }
+@extend_schema_field(ActorOutput)
+class ActorField(serializers.Field[Any, Any, Any, Any]):
+    """The actor in a model's ``<prefix>_type``, ``_id`` and ``_label`` columns (null when
+    none is stamped)."""
+
+    def __init__(self, prefix: str, **kwargs: Any) -> None:
+        self.prefix = prefix
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value: Any) -> dict[str, str] | None:
+        return actor_columns(value, self.prefix) if getattr(value, f"{self.prefix}_type") else None
+
+
+@extend_schema_field(ActorOutput(allow_null=True))
+class NullableActorField(ActorField):
+    pass
 
 
 class RunSerializer(serializers.Serializer[Run]):
@@ -75,23 +82,15 @@ class RunSerializer(serializers.Serializer[Run]):
     subject = serializers.CharField(help_text="Whom the run is about (empty: no one named).")
     state = serializers.CharField(help_text="open | closed")
     opened_at = serializers.DateTimeField()
-    opened_by = serializers.SerializerMethodField()
+    opened_by = ActorField("opened_by")
     closed_at = serializers.DateTimeField(allow_null=True)
-    closed_by = serializers.SerializerMethodField()
+    closed_by = NullableActorField("closed_by")
     episodes_discarded = serializers.IntegerField(
         help_text="How many episodes the close discarded (0 while open)."
     )
     records_expired = serializers.IntegerField(
         help_text="How many session records (source.run_id = this run) the close expired."
     )
-
-    @extend_schema_field(ActorOutput)
-    def get_opened_by(self, run: Run) -> dict[str, str] | None:
-        return _actor(run, "opened_by")
-
-    @extend_schema_field(ActorOutput(allow_null=True))
-    def get_closed_by(self, run: Run) -> dict[str, str] | None:
-        return _actor(run, "closed_by")
 
 
 class EpisodeSerializer(serializers.Serializer[Episode]):
@@ -125,29 +124,17 @@ class ObligationSerializer(serializers.Serializer[Obligation]):
     result = serializers.JSONField(allow_null=True)
     subject = serializers.CharField(help_text="Whom the work is about (empty: no one named).")
     created_at = serializers.DateTimeField()
-    created_by = serializers.SerializerMethodField()
+    created_by = ActorField("created_by")
     committed_at = serializers.DateTimeField(allow_null=True)
-    committed_by = serializers.SerializerMethodField()
+    committed_by = NullableActorField("committed_by")
     ended_at = serializers.DateTimeField(
         allow_null=True, help_text="When it failed or was cancelled."
     )
-    ended_by = serializers.SerializerMethodField()
+    ended_by = NullableActorField("ended_by")
     end_reason = serializers.CharField(allow_blank=True)
 
     def get_overdue(self, obligation: Obligation) -> bool:
         return is_overdue(obligation)
-
-    @extend_schema_field(ActorOutput)
-    def get_created_by(self, obligation: Obligation) -> dict[str, str] | None:
-        return _actor(obligation, "created_by")
-
-    @extend_schema_field(ActorOutput(allow_null=True))
-    def get_committed_by(self, obligation: Obligation) -> dict[str, str] | None:
-        return _actor(obligation, "committed_by")
-
-    @extend_schema_field(ActorOutput(allow_null=True))
-    def get_ended_by(self, obligation: Obligation) -> dict[str, str] | None:
-        return _actor(obligation, "ended_by")
 
 
 class ObligationCreateResponse(ObligationSerializer):

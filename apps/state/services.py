@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.audit.models import AuditEvent
 from apps.audit.services import (
     audit_append,
     audit_event,
@@ -33,23 +34,11 @@ from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import format_duration
-from apps.records.models import (
-    MemoryRecord,
-    RecordStatus,
-    RetentionBasis,
-    Trust,
-)
+from apps.records.models import MemoryRecord, RecordStatus, RetentionBasis, Trust
 from apps.records.services import deletion_propagate
 from apps.tenancy.models import Tenant
 
-from .models import (
-    Checkpoint,
-    Episode,
-    Obligation,
-    ObligationState,
-    Run,
-    RunState,
-)
+from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunState
 from .selectors import never_committable_below, runs_idle
 
 
@@ -88,6 +77,28 @@ def _actor_fields(prefix: str, actor: Actor) -> dict[str, str]:
     }
 
 
+def _stamp(obj: Run | Obligation, prefix: str, actor: Actor) -> list[str]:
+    """Set ``obj``'s ``{prefix}_*`` actor columns; returns their names."""
+    fields = _actor_fields(prefix, actor)
+    for name, value in fields.items():
+        setattr(obj, name, value)
+    return list(fields)
+
+
+def _audit(
+    obj: Run | Episode | Checkpoint | Obligation, actor: Actor, action: str, **kwargs: Any
+) -> AuditEvent:
+    """Append ``action`` on ``obj`` to its tenant's audit chain, in this transaction."""
+    return audit_record(
+        tenant=obj.tenant_id,
+        actor=actor,
+        action=action,
+        object_type=type(obj).__name__.lower(),
+        object_id=str(obj.pk),
+        **kwargs,
+    )
+
+
 def _lock_run(run: Run) -> Run:
     return Run.objects.select_for_update().get(pk=run.pk)
 
@@ -106,14 +117,7 @@ def run_open(*, tenant: Tenant, task_id: str, owner: str, actor: Actor, subject:
         opened_at=timezone.now(),
         **_actor_fields("opened_by", actor),
     )
-    audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="run.open",
-        object_type="run",
-        object_id=str(run.pk),
-        data={"task_id": task_id},
-    )
+    _audit(run, actor, "run.open", data={"task_id": task_id})
     return run
 
 
@@ -137,14 +141,8 @@ def episode_append(
         content_ref=content_ref,
         created_at=timezone.now(),
     )
-    audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action="episode.append",
-        object_type="episode",
-        object_id=str(episode.pk),
-        data={"run": str(locked.pk), "seq": episode.seq, "chars": len(content)},
-    )
+    data = {"run": str(locked.pk), "seq": episode.seq, "chars": len(content)}
+    _audit(episode, actor, "episode.append", data=data)
     return episode
 
 
@@ -191,15 +189,8 @@ def checkpoint_write(*, run: Run, step: int, state: Any, actor: Actor) -> Checkp
         state_digest=digest,
         created_at=timezone.now(),
     )
-    audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action="checkpoint.write",
-        object_type="checkpoint",
-        object_id=str(checkpoint.pk),
-        digest=digest,
-        data={"run": str(locked.pk), "step": step},
-    )
+    data = {"run": str(locked.pk), "step": step}
+    _audit(checkpoint, actor, "checkpoint.write", digest=digest, data=data)
     return CheckpointOutcome(checkpoint, created=True)
 
 
@@ -236,8 +227,7 @@ def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
     )
     locked.state = RunState.CLOSED
     locked.closed_at = now
-    for name, value in _actor_fields("closed_by", actor).items():
-        setattr(locked, name, value)
+    _stamp(locked, "closed_by", actor)
     locked.episodes_discarded = len(episode_ids)
     locked.records_expired = len(expired)
     locked.save()
@@ -245,21 +235,14 @@ def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
         "episodes_discarded": len(episode_ids),
         "records_expired": len(expired),
         "records": expired[:100],
-        "summaries_invalidated": discarded.counts().get("summaries_invalidated", 0)
-        + derived.counts().get("summaries_invalidated", 0),
-        "embeddings": discarded.counts().get("embeddings", 0)
-        + derived.counts().get("embeddings", 0),
+        **{
+            name: discarded.counts().get(name, 0) + derived.counts().get(name, 0)
+            for name in ("summaries_invalidated", "embeddings")
+        },
     }
     if reason:
         data["reason"] = reason
-    event = audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action="run.close",
-        object_type="run",
-        object_id=str(locked.pk),
-        data=data,
-    )
+    event = _audit(locked, actor, "run.close", data=data)
     discarded.stamp(event.pk)
     derived.stamp(event.pk)
     # A backup taken while the run was open holds its episodes: a restore closes it again.
@@ -421,14 +404,8 @@ def obligation_create(
         Obligation.objects.bulk_create([candidate], ignore_conflicts=True)
         existing = Obligation.objects.get(tenant=tenant, key=key)
         if existing.pk == candidate.pk:
-            audit_record(
-                tenant=tenant,
-                actor=actor,
-                action="obligation.create",
-                object_type="obligation",
-                object_id=str(existing.pk),
-                data={"task_id": task_id, "kind": kind, "depends_on": [str(d) for d in deps]},
-            )
+            data = {"task_id": task_id, "kind": kind, "depends_on": [str(d) for d in deps]}
+            _audit(existing, actor, "obligation.create", data=data)
             return ObligationOutcome(existing, created=True)
     mismatched = _mismatched(
         existing, task_id=task_id, kind=kind, depends_on=deps, deadline=deadline, payload=payload
@@ -546,11 +523,7 @@ def obligation_commit(*, obligation: Obligation, result: Any, actor: Actor) -> C
         # obligation exists, and it was pending (so no ended_* either). A copy: the caller's
         # instance stays as it was read.
         committed = copy.copy(obligation)
-        committed.state = ObligationState.COMMITTED
-        committed.result = result
-        committed.committed_at = now
-        for name, value in fields.items():
-            setattr(committed, name, value)
+        _committed(committed, result=result, now=now, actor=actor)
         return CommitOutcome(committed, committed=True)
     return _commit_locked(obligation=obligation, result=result, actor=actor)
 
@@ -574,40 +547,30 @@ def _commit_locked(*, obligation: Obligation, result: Any, actor: Actor) -> Comm
         if pending:
             refusal = "dependencies"
     if refusal:
-        audit_record(
-            tenant=locked.tenant_id,
-            actor=actor,
-            action="obligation.commit_refused",
-            object_type="obligation",
-            object_id=str(locked.pk),
-            data={
-                "refusal": refusal,
-                "state": locked.state,
-                "pending_dependencies": [str(o.pk) for o in pending],
-            },
-        )
+        data = {
+            "refusal": refusal,
+            "state": locked.state,
+            "pending_dependencies": [str(o.pk) for o in pending],
+        }
+        _audit(locked, actor, "obligation.commit_refused", data=data)
         return CommitOutcome(locked, committed=False, refusal=refusal, pending_dependencies=pending)
-    locked.state = ObligationState.COMMITTED
-    locked.result = result
-    locked.committed_at = timezone.now()
-    fields = _actor_fields("committed_by", actor)
-    for name, value in fields.items():
-        setattr(locked, name, value)
+    fields = _committed(locked, result=result, now=timezone.now(), actor=actor)
     locked.save(update_fields=["state", "result", "committed_at", *fields])
-    audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action="obligation.commit",
-        object_type="obligation",
-        object_id=str(locked.pk),
-        digest=content_digest(result),
-        data={"task_id": locked.task_id, "kind": locked.kind},
-    )
+    data = {"task_id": locked.task_id, "kind": locked.kind}
+    _audit(locked, actor, "obligation.commit", digest=content_digest(result), data=data)
     return CommitOutcome(locked, committed=True)
 
 
+def _committed(obligation: Obligation, *, result: Any, now: datetime, actor: Actor) -> list[str]:
+    """Set ``obligation`` committed with ``result``; returns the actor columns set."""
+    obligation.state = ObligationState.COMMITTED
+    obligation.result = result
+    obligation.committed_at = now
+    return _stamp(obligation, "committed_by", actor)
+
+
 def _end(
-    *, obligation: Obligation, state: str, reason: str, result: Any, actor: Actor
+    obligation: Obligation, state: str, *, reason: str, result: Any, actor: Actor
 ) -> Obligation:
     locked = Obligation.objects.select_for_update().get(pk=obligation.pk)
     if locked.state != ObligationState.PENDING:
@@ -623,16 +586,12 @@ def _end(
     locked.end_reason = reason
     if result is not None:
         locked.result = result
-    fields = _actor_fields("ended_by", actor)
-    for name, value in fields.items():
-        setattr(locked, name, value)
+    fields = _stamp(locked, "ended_by", actor)
     locked.save(update_fields=["state", "ended_at", "end_reason", "result", *fields])
-    audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action=f"obligation.{'fail' if state == ObligationState.FAILED else 'cancel'}",
-        object_type="obligation",
-        object_id=str(locked.pk),
+    _audit(
+        locked,
+        actor,
+        f"obligation.{'fail' if state == ObligationState.FAILED else 'cancel'}",
         digest=content_digest(result) if result is not None else "",
         data={"task_id": locked.task_id, "kind": locked.kind},
     )
@@ -645,25 +604,13 @@ def obligation_fail(
 ) -> Obligation:
     """Mark a pending obligation failed (final: a retry is a new obligation, with a new key).
     Obligations depending on it can then never be committed."""
-    return _end(
-        obligation=obligation,
-        state=ObligationState.FAILED,
-        reason=reason,
-        result=result,
-        actor=actor,
-    )
+    return _end(obligation, ObligationState.FAILED, reason=reason, result=result, actor=actor)
 
 
 @transaction.atomic
 def obligation_cancel(*, obligation: Obligation, reason: str, actor: Actor) -> Obligation:
     """Cancel a pending obligation (final)."""
-    return _end(
-        obligation=obligation,
-        state=ObligationState.CANCELLED,
-        reason=reason,
-        result=None,
-        actor=actor,
-    )
+    return _end(obligation, ObligationState.CANCELLED, reason=reason, result=None, actor=actor)
 
 
 # --- reads ------------------------------------------------------------------------------------
