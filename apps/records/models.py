@@ -170,7 +170,6 @@ class LegalHoldQuerySet(models.QuerySet["LegalHold"]):
     covering a fact (a hold names a subject, whose every fact it keeps, or one fact)."""
 
     def active(self) -> LegalHoldQuerySet:
-        """Not lifted."""
         return self.filter(lifted_at__isnull=True)
 
     def lifted(self) -> LegalHoldQuerySet:
@@ -264,7 +263,6 @@ class MemoryRecordQuerySet(models.QuerySet["MemoryRecord"]):
         return self.filter(record_expired_q(now or timezone.now()))
 
     def held(self) -> MemoryRecordQuerySet:
-        """Covered by an active legal hold."""
         return self.filter(record_held())
 
     def not_held(self) -> MemoryRecordQuerySet:
@@ -272,10 +270,8 @@ class MemoryRecordQuerySet(models.QuerySet["MemoryRecord"]):
 
     def visible(self, *, sees_restricted: bool) -> MemoryRecordQuerySet:
         """What the reader may see: ``restricted`` records only for a person holding
-        ``view_restricted`` or a credential with ``sees_restricted`` (every credential unless
-        issued without). Every read a person or an agent makes (lists, a record by id,
-        history, facts, checks) applies it, so a hidden record reads as missing, like another
-        tenant's."""
+        ``view_restricted`` or a credential with ``sees_restricted``. Every read applies it,
+        so a hidden record reads as missing, like another tenant's."""
         if sees_restricted:
             return self
         return self.exclude(sensitivity=Sensitivity.RESTRICTED)
