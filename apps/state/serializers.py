@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -27,16 +26,12 @@ from apps.api.contract import (
     StrictUUIDField,
     TimestampField,
 )
-from apps.records.serializers import IdentifierField, actor_columns
-from apps.records.validation import OWNER_RE, SUBJECT_RE
+from apps.records.serializers import actor_columns, owner_field, subject_field
 
 from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunState
 from .selectors import is_overdue
 
-MAX_ID_CHARS = IDENTIFIER_CHARS
 MAX_EPISODE_CHARS = 256 * 1024
-MAX_STATE_BYTES = STATE_BYTES
-MAX_PAYLOAD_BYTES = VALUE_BYTES
 MAX_DEPENDENCIES = 100
 MAX_STEP = 2**31 - 1
 
@@ -148,29 +143,18 @@ class ObligationCreateResponse(ObligationSerializer):
 # --- input -------------------------------------------------------------------------------------
 
 
-def _subject(**kwargs: Any) -> StrictCharField:
-    """A subject as records name theirs (``kind:id``), so an erasure by it finds both."""
-    return IdentifierField(
-        max_length=MAX_ID_CHARS,
-        validators=[RegexValidator(SUBJECT_RE, message="Expected <kind>:<id>, e.g. user:8812.")],
-        **kwargs,
-    )
+# A subject as records name theirs (``kind:id``), so an erasure by it finds both.
+SUBJECT_EXPECTED = "Expected <kind>:<id>, e.g. user:8812."
 
 
 class RunOpenInput(StrictSerializer):
-    task_id = StrictCharField(max_length=MAX_ID_CHARS, help_text="The task this run works on.")
-    owner = IdentifierField(
-        max_length=MAX_ID_CHARS,
-        validators=[
-            RegexValidator(
-                OWNER_RE,
-                message="Expected user:<id>, service:<name>, team:<name>, tenant:<id> or "
-                "agent:<id>.",
-            )
-        ],
+    task_id = StrictCharField(max_length=IDENTIFIER_CHARS, help_text="The task this run works on.")
+    owner = owner_field(
+        "Expected user:<id>, service:<name>, team:<name>, tenant:<id> or agent:<id>.",
         help_text="Accountable principal: user:<id> | service:<name> | team:<name> | agent:<id>",
     )
-    subject = _subject(
+    subject = subject_field(
+        SUBJECT_EXPECTED,
         required=False,
         help_text="Whom the run is about, e.g. user:8812: erasing that subject erases the run.",
     )
@@ -223,16 +207,16 @@ class EpisodeInput(StrictSerializer):
 class CheckpointInput(StrictSerializer):
     step = StrictIntegerField(min_value=0, max_value=MAX_STEP)
     state = JSONValueField(
-        max_bytes=MAX_STATE_BYTES,
-        help_text=f"The run's state after this step (any JSON, at most {MAX_STATE_BYTES} bytes).",
+        max_bytes=STATE_BYTES,
+        help_text=f"The run's state after this step (any JSON, at most {STATE_BYTES} bytes).",
     )
 
 
 class ObligationInput(StrictSerializer):
-    task_id = StrictCharField(max_length=MAX_ID_CHARS)
+    task_id = StrictCharField(max_length=IDENTIFIER_CHARS)
     kind = StrictCharField(max_length=NAME_CHARS, help_text="What the work is, e.g. charge.")
     key = StrictCharField(
-        max_length=MAX_ID_CHARS,
+        max_length=IDENTIFIER_CHARS,
         trim_whitespace=False,
         help_text="The idempotency key, derived from task and step identity.",
     )
@@ -246,10 +230,11 @@ class ObligationInput(StrictSerializer):
     payload = JSONValueField(
         required=False,
         allow_null=True,
-        max_bytes=MAX_PAYLOAD_BYTES,
-        help_text=f"What the work needs (any JSON, at most {MAX_PAYLOAD_BYTES} bytes).",
+        max_bytes=VALUE_BYTES,
+        help_text=f"What the work needs (any JSON, at most {VALUE_BYTES} bytes).",
     )
-    subject = _subject(
+    subject = subject_field(
+        SUBJECT_EXPECTED,
         required=False,
         help_text="Whom the work is about, e.g. user:8812: erasing that subject strips the "
         "payload, the result and this (key and state stay), as it strips an obligation whose "
@@ -261,8 +246,8 @@ class CommitInput(StrictSerializer):
     result = JSONValueField(
         required=False,
         allow_null=True,
-        max_bytes=MAX_PAYLOAD_BYTES,
-        help_text=f"What the work produced (any JSON, at most {MAX_PAYLOAD_BYTES} bytes).",
+        max_bytes=VALUE_BYTES,
+        help_text=f"What the work produced (any JSON, at most {VALUE_BYTES} bytes).",
     )
 
 
@@ -278,12 +263,12 @@ class CancelInput(StrictSerializer):
 
 
 class RunListQuery(PageQuery):
-    task_id = StrictCharField(required=False, max_length=MAX_ID_CHARS)
+    task_id = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
     state = StrictChoiceField(choices=RunState.values, required=False)
 
 
 class ObligationListQuery(PageQuery):
-    task_id = StrictCharField(required=False, max_length=MAX_ID_CHARS)
+    task_id = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
     state = StrictChoiceField(choices=ObligationState.values, required=False)
     overdue = QueryBooleanField(
         required=False,

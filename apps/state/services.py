@@ -99,8 +99,12 @@ def _audit(
     )
 
 
-def _lock_run(run: Run) -> Run:
-    return Run.objects.select_for_update().get(pk=run.pk)
+def _lock_run(run: Run, *, refuse_closed: str = "") -> Run:
+    """The run, locked; with ``refuse_closed``, refused with that detail unless open."""
+    locked = Run.objects.select_for_update().get(pk=run.pk)
+    if refuse_closed and locked.state != RunState.OPEN:
+        raise RunClosed(refuse_closed, run=str(locked.pk))
+    return locked
 
 
 # --- runs and episodes -----------------------------------------------------------------------
@@ -108,7 +112,6 @@ def _lock_run(run: Run) -> Run:
 
 @transaction.atomic
 def run_open(*, tenant: Tenant, task_id: str, owner: str, actor: Actor, subject: str = "") -> Run:
-    """Open a run of ``task_id`` for ``owner`` (about ``subject``, if given)."""
     run = Run.objects.create(
         tenant=tenant,
         task_id=task_id,
@@ -127,9 +130,7 @@ def episode_append(
 ) -> Episode:
     """Append a trace to an open run, numbered in order (``seq`` 1, 2, ...). A closed run
     refuses: its episodes are gone, and a late one would outlive the close."""
-    locked = _lock_run(run)
-    if locked.state != RunState.OPEN:
-        raise RunClosed("The run is closed; its episodes were discarded.", run=str(locked.pk))
+    locked = _lock_run(run, refuse_closed="The run is closed; its episodes were discarded.")
     locked.last_seq += 1
     locked.save(update_fields=["last_seq"])
     episode = Episode.objects.create(
@@ -162,9 +163,7 @@ def checkpoint_write(*, run: Run, step: int, state: Any, actor: Actor) -> Checkp
     * the latest step with a different state, or a step behind the latest: refused (409).
       A resumed run continues from the latest checkpoint; going back means it did not.
     """
-    locked = _lock_run(run)
-    if locked.state != RunState.OPEN:
-        raise RunClosed("The run is closed; it takes no more checkpoints.", run=str(locked.pk))
+    locked = _lock_run(run, refuse_closed="The run is closed; it takes no more checkpoints.")
     digest = content_digest(state)
     latest = Checkpoint.objects.filter(run=locked).order_by("-step").first()
     if latest is not None:
@@ -283,18 +282,13 @@ def runs_close_idle(*, tenant: Tenant, limit: int = 500) -> int:
 
 
 def session_records_expire(*, run: Run, now: datetime) -> list[str]:
-    """Expire the run's session records; returns their ids. Called by :func:`run_close`.
+    """Expire the run's session records (``source.run_id`` the run's id); returns their ids.
 
-    This writes to the records app's table from here on purpose: closing a run is this app's
-    event, and it must happen in the close's transaction. It mirrors
-    ``apps.records.services.consent_revoke``: ``status=expired, expires_at=now`` (the read-time
-    predicate hides them at once; compaction later deletes them with a receipt) and legal
-    holds keep what they cover; the caller withdraws them (stored API responses describing
-    them become tombstones, what was derived from them goes).
-
-    A record belongs to the run when its ``source.run_id`` is the run's id. Only provisional
-    records expire: a confirmed one was promoted by an explicit, recorded review, and API.md
-    says promoted facts stay when the run closes.
+    Written here, not in the records app: closing a run is this app's event, in the close's
+    transaction. As a consent revocation does: ``status=expired, expires_at=now`` (the live
+    predicate hides them at once; compaction deletes them with a receipt), legal holds keep
+    what they cover, and the caller withdraws what describes them. Only provisional records
+    expire: a confirmed one was promoted by a recorded review, and promoted facts stay.
     """
 
     affected = (
@@ -327,10 +321,6 @@ class ObligationOutcome:
     mismatched: list[str] = field(default_factory=list)
 
 
-def _unique_ids(ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
-    return list(dict.fromkeys(ids))
-
-
 def _mismatched(
     existing: Obligation,
     *,
@@ -340,18 +330,14 @@ def _mismatched(
     deadline: datetime | None,
     payload: Any,
 ) -> list[str]:
-    differs = []
-    if existing.task_id != task_id:
-        differs.append("task_id")
-    if existing.kind != kind:
-        differs.append("kind")
-    if set(existing.depends_on) != set(depends_on):
-        differs.append("depends_on")
-    if existing.deadline != deadline:
-        differs.append("deadline")
-    if content_digest(existing.payload) != content_digest(payload):
-        differs.append("payload")
-    return differs
+    same = {
+        "task_id": existing.task_id == task_id,
+        "kind": existing.kind == kind,
+        "depends_on": set(existing.depends_on) == set(depends_on),
+        "deadline": existing.deadline == deadline,
+        "payload": content_digest(existing.payload) == content_digest(payload),
+    }
+    return [name for name, equal in same.items() if not equal]
 
 
 @transaction.atomic
@@ -374,7 +360,7 @@ def obligation_create(
     Two concurrent creates with one key get one obligation: the second insert waits for the
     first and then finds its row.
     """
-    deps = _unique_ids(depends_on)
+    deps = list(dict.fromkeys(depends_on))
     payload = {} if payload is None else payload
     existing = Obligation.objects.filter(tenant=tenant, key=key).first()
     if existing is None:
