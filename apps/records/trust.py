@@ -146,9 +146,7 @@ def decision_trust_annotate(
     confirmed = confirmations_of(r.pk for r in records if r.trust == Trust.CONFIRMED)
     for record in records:
         record.open_conflict_id = conflicts.get(record.pk)
-        record.confirmation = (
-            confirmed.get(record.pk) if record.trust == Trust.CONFIRMED else None
-        )
+        record.confirmation = confirmed.get(record.pk) if record.trust == Trust.CONFIRMED else None
 
 
 def confirmed_by_json(confirmation: Confirmation | None) -> dict[str, Any] | None:
