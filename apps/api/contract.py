@@ -347,10 +347,8 @@ class QueryBooleanField(serializers.BooleanField):
     default_error_messages = {"invalid": "Must be true or false (lower case)."}
 
     def to_internal_value(self, data: Any) -> bool:
-        if data == "true":
-            return True
-        if data == "false":
-            return False
+        if data in ("true", "false"):
+            return bool(data == "true")
         self.fail("invalid")
 
 
@@ -738,9 +736,7 @@ class ContractMixin(APIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         method = (request.method or "").upper()
-        if method.lower() not in getattr(self, "http_method_names", ()) or not hasattr(
-            self, method.lower()
-        ):
+        if method.lower() not in self.http_method_names or not hasattr(self, method.lower()):
             return  # a 405 follows: nothing to validate for an operation that does not exist
         context = self.input_context(request)
         query_refused: InputRejected | None = None
@@ -782,10 +778,9 @@ def serializer_for(view: Any, method: str, kind: str) -> type[serializers.Serial
     """The declared query (``kind="query"``) or body serializer of ``view`` for ``method``
     (``HEAD`` is ``GET`` without the answer's body: its query is ``GET``'s, and no body)."""
     method = method.upper()
-    if method == "HEAD":
-        if kind == "body":
-            return None
-        method = "GET"
+    if method == "HEAD" and kind == "body":
+        return None
+    method = "GET" if method == "HEAD" else method
     declared: Mapping[str, Any] = getattr(view, f"{kind}_input", {}) or {}
     found: type[serializers.Serializer[Any]] | None = declared.get(method)
     return found

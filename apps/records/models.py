@@ -75,10 +75,9 @@ class RecordStatus(models.TextChoices):
 
 def version_pointer(to: Any) -> models.ForeignKey[Any, Any]:
     """A pointer between versions (a fact's current one, supersedes, superseded_by, a
-    conflict's resolved record): unlinked when its target is deleted (the deletion definition,
-    :mod:`apps.core.deletion`, reads its ``SET_NULL`` and clears it in the statement that
-    deletes the target), and checked by the database at commit like every other foreign key
-    (docs/performance.md measures what the checks cost an erasure)."""
+    conflict's resolved record): unlinked when its target is deleted (:mod:`apps.core.deletion`
+    reads its ``SET_NULL`` and clears it in the statement that deletes the target); checked
+    at commit like every other foreign key (docs/performance.md: what that costs an erasure)."""
     return models.ForeignKey(
         to,
         null=True,

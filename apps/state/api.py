@@ -67,6 +67,13 @@ def _problem(description: str) -> OpenApiResponse:
     return OpenApiResponse(ProblemSerializer, description=description)
 
 
+def _problem_response(status: int, detail: str, **kwargs: Any) -> Response:
+    """A problem returned, not raised: the audited read or refusal must survive (a raise
+    rolls the request's transaction back)."""
+    body = problem_body(status, detail, **kwargs)
+    return Response(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
+
+
 def _run_or_404(run_id: str) -> Run:
     if (run := selectors.run_get(run_id)) is None:
         raise NotFound("No such run.")
@@ -211,12 +218,7 @@ class CheckpointLatestView(StateView):
             step=checkpoint.step if checkpoint else None,
         )
         if checkpoint is None:
-            # Returned, not raised: the audited read must survive (a raise rolls back).
-            return Response(
-                problem_body(404, "The run has no checkpoint yet.", slug="no-checkpoint"),
-                status=404,
-                content_type=PROBLEM_CONTENT_TYPE,
-            )
+            return _problem_response(404, "The run has no checkpoint yet.", slug="no-checkpoint")
         return Response(CheckpointSerializer(checkpoint).data)
 
 
@@ -321,7 +323,6 @@ class ObligationCommitView(StateView):
         current = ObligationSerializer(outcome.obligation).data
         if outcome.committed:
             return Response(current)
-        # Returned, not raised, so the audited refusal is kept (a raise rolls back).
         shown = ("state", "result", "committed_at", "committed_by")
         extra: dict[str, Any] = {"obligation": current["id"], **{n: current[n] for n in shown}}
         if outcome.refusal == "already_committed":
@@ -339,11 +340,7 @@ class ObligationCommitView(StateView):
         else:
             detail = f"The obligation is {outcome.obligation.state}; it cannot be committed."
             slug = "obligation-not-pending"
-        return Response(
-            problem_body(409, detail, slug=slug, extra=extra),
-            status=409,
-            content_type=PROBLEM_CONTENT_TYPE,
-        )
+        return _problem_response(409, detail, slug=slug, extra=extra)
 
 
 class ObligationFailView(StateView):
