@@ -161,11 +161,16 @@ class StrictIntegerField(serializers.IntegerField):
     }
 
     def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            self.fail("invalid")
-        if isinstance(data, float) and not (math.isfinite(data) and data.is_integer()):
+        if not _json_number(data) or (isinstance(data, float) and not data.is_integer()):
             self.fail("invalid")
         return int(data)
+
+
+def _json_number(data: Any) -> bool:
+    """A JSON number, finite (``true`` is not one, nor is ``"5"``)."""
+    if isinstance(data, bool) or not isinstance(data, int | float):
+        return False
+    return isinstance(data, int) or math.isfinite(data)
 
 
 class StrictFloatField(serializers.FloatField):
@@ -179,12 +184,9 @@ class StrictFloatField(serializers.FloatField):
     }
 
     def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float):
+        if not _json_number(data):
             self.fail("invalid")
-        value = float(data)
-        if not math.isfinite(value):
-            self.fail("invalid")
-        return value
+        return float(data)
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -246,7 +248,7 @@ def parse_timestamp(raw: Any) -> datetime | None:
 
 
 @extend_schema_field({"type": "string", "format": "date-time", "pattern": RFC3339.pattern})
-class TimestampField(serializers.Field):  # type: ignore[type-arg]
+class TimestampField(serializers.Field[Any, Any, Any, Any]):
     """An RFC 3339 timestamp with a zone (``2025-01-14T09:12:00Z``), returned in UTC.
 
     ``past=True``: a moment the client says has happened (``observed_at``, ``as_of``); one
@@ -266,7 +268,6 @@ class TimestampField(serializers.Field):  # type: ignore[type-arg]
         parsed = parse_timestamp(data)
         if parsed is None:
             self.fail("invalid")
-        assert parsed is not None
         if self.past:
             now = self.context.get("now") or timezone.now()
             if parsed > now + CLOCK_SKEW:
@@ -346,10 +347,8 @@ class QueryBooleanField(serializers.BooleanField):
     default_error_messages = {"invalid": "Must be true or false (lower case)."}
 
     def to_internal_value(self, data: Any) -> bool:
-        if data == "true":
-            return True
-        if data == "false":
-            return False
+        if data in ("true", "false"):
+            return bool(data == "true")
         self.fail("invalid")
 
 
@@ -373,7 +372,7 @@ def _no_constant(name: str) -> Any:
 
 
 @extend_schema_field({"type": "object", "additionalProperties": {}})
-class QueryJSONObjectField(serializers.Field):  # type: ignore[type-arg]
+class QueryJSONObjectField(serializers.Field[Any, Any, Any, Any]):
     """A JSON object written in the query string, e.g. ``{"region":"eu"}``, of at most
     :data:`QUERY_JSON_CHARS` characters. The OpenAPI schema declares the parameter as JSON
     content (apps.api.schema)."""
@@ -391,7 +390,6 @@ class QueryJSONObjectField(serializers.Field):  # type: ignore[type-arg]
             value = None
         if not isinstance(value, dict):
             self.fail("invalid")
-        assert isinstance(value, dict)
         if len(data) > QUERY_JSON_CHARS:
             self.fail("too_long", limit=QUERY_JSON_CHARS)
         _unstorable(value)  # a NUL escaped as \u0000, an unpaired surrogate, a member twice
@@ -543,7 +541,9 @@ class InputRejected(Invalid):
     every failing field named by its path. ``where``: ``query``, ``body``, or ``request`` for
     both at once."""
 
-    def __init__(self, errors: dict[str, list[str]], *, where: str, too_large: bool) -> None:
+    def __init__(
+        self, errors: dict[str, list[str]], *, where: str, too_large: bool = False
+    ) -> None:
         names = list(errors)
         shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
         if where == "query":
@@ -633,17 +633,6 @@ def validate_input(
 ) -> Any:
     """``data`` checked by ``serializer_class`` (None: nothing may be given); raises
     :class:`InputRejected`. Returns the serializer's validated data."""
-    if serializer_class is not None and isinstance(data, Mapping):
-        token = _input_context.set(context or {})
-        try:
-            return _built_once(serializer_class).run_validation(data)
-        except serializers.ValidationError as error:
-            detail = error.detail
-            raise InputRejected(
-                flatten_errors(detail), where=where, too_large=has_code(detail, TOO_LARGE)
-            ) from None
-        finally:
-            _input_context.reset(token)
     if serializer_class is None:
         if isinstance(data, Mapping) and not data:
             return {}
@@ -651,17 +640,18 @@ def validate_input(
             message = "Unknown query parameter (none accepted here)."
             if where == "body":
                 message = "Unknown field (this operation takes no body)."
-            raise InputRejected(
-                {str(name)[:200]: [message] for name in data}, where=where, too_large=False
-            )
-        raise InputRejected({"body": [NO_BODY]}, where=where, too_large=False)
-    serializer = serializer_class(data=data, context=context or {})
-    if not serializer.is_valid():
-        detail = serializer.errors
+            raise InputRejected({str(name)[:200]: [message] for name in data}, where=where)
+        raise InputRejected({"body": [NO_BODY]}, where=where)
+    token = _input_context.set(context or {})
+    try:
+        return _built_once(serializer_class).run_validation(data)
+    except serializers.ValidationError as error:
+        detail = error.detail
         raise InputRejected(
             flatten_errors(detail), where=where, too_large=has_code(detail, TOO_LARGE)
-        )
-    return serializer.validated_data
+        ) from None
+    finally:
+        _input_context.reset(token)
 
 
 def body_length(request: Request) -> int:
@@ -675,7 +665,7 @@ def body_length(request: Request) -> int:
 def _refuse_unread_body(request: Request) -> None:
     if request.META.get("HTTP_TRANSFER_ENCODING"):
         # Django reads a body by its Content-Length only: one in chunks would read as none.
-        raise InputRejected({"body": [UNREAD_BODY]}, where="body", too_large=False)
+        raise InputRejected({"body": [UNREAD_BODY]}, where="body")
 
 
 def refuse_body(request: Request) -> None:
@@ -689,11 +679,11 @@ def refuse_body(request: Request) -> None:
     if not body_length(request):
         return
     if not request.content_type or body_length(request) > NO_BODY_READ_BYTES:
-        raise InputRejected({"body": [NO_BODY]}, where="body", too_large=False)
+        raise InputRejected({"body": [NO_BODY]}, where="body")
     try:
         data = request.data
     except (ParseError, UnsupportedMediaType, serializers.ValidationError) as exc:
-        raise InputRejected({"body": [NO_BODY]}, where="body", too_large=False) from exc
+        raise InputRejected({"body": [NO_BODY]}, where="body") from exc
     validate_input(None, data, where="body")
 
 
@@ -721,7 +711,7 @@ def query_values(query: QueryDict) -> tuple[dict[str, str], dict[str, list[str]]
     return values, errors
 
 
-class ContractMixin:
+class ContractMixin(APIView):
     """An API view whose input is validated by its declared serializers before it runs.
 
     ``query_input`` / ``body_input`` map an HTTP method to its serializer class; the
@@ -744,18 +734,16 @@ class ContractMixin:
         return context
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        super().initial(request, *args, **kwargs)
         method = (request.method or "").upper()
-        if method.lower() not in getattr(self, "http_method_names", ()) or not hasattr(
-            self, method.lower()
-        ):
+        if method.lower() not in self.http_method_names or not hasattr(self, method.lower()):
             return  # a 405 follows: nothing to validate for an operation that does not exist
         context = self.input_context(request)
         query_refused: InputRejected | None = None
         try:
             values, repeated = query_values(request.query_params)
             if repeated:
-                raise InputRejected(repeated, where="query", too_large=False)
+                raise InputRejected(repeated, where="query")
             self.params = validate_input(
                 serializer_for(self, method, "query"), values, where="query", context=context
             )
@@ -790,10 +778,9 @@ def serializer_for(view: Any, method: str, kind: str) -> type[serializers.Serial
     """The declared query (``kind="query"``) or body serializer of ``view`` for ``method``
     (``HEAD`` is ``GET`` without the answer's body: its query is ``GET``'s, and no body)."""
     method = method.upper()
-    if method == "HEAD":
-        if kind == "body":
-            return None
-        method = "GET"
+    if method == "HEAD" and kind == "body":
+        return None
+    method = "GET" if method == "HEAD" else method
     declared: Mapping[str, Any] = getattr(view, f"{kind}_input", {}) or {}
     found: type[serializers.Serializer[Any]] | None = declared.get(method)
     return found

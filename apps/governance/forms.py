@@ -71,36 +71,28 @@ SELECTOR_CHOICES = (
 )
 
 
+def value_field(label: str, help_text: str) -> forms.CharField:
+    """What an erasure or a hold names, typed exactly as written."""
+    attrs = {"spellcheck": "false", "autocomplete": "off"}
+    return forms.CharField(
+        max_length=200, label=label, help_text=help_text, widget=forms.TextInput(attrs=attrs)
+    )
+
+
+def reason_field(help_text: str) -> forms.CharField:
+    return forms.CharField(
+        max_length=2000, label="Reason", help_text=help_text, widget=forms.Textarea({"rows": 2})
+    )
+
+
 class ErasureForm(forms.Form):
     """Erase by exactly one of subject, owner or consent reference, with a reason."""
 
     selector = forms.ChoiceField(
         choices=SELECTOR_CHOICES, widget=forms.RadioSelect, label="Erase by", initial="subject"
     )
-    value = forms.CharField(
-        max_length=200,
-        label="Value",
-        help_text="Exactly as written, e.g. user:1042 or consent-2025-17.",
-        widget=forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off"}),
-    )
-    reason = forms.CharField(
-        max_length=2000,
-        label="Reason",
-        help_text="Kept on the deletion receipt, e.g. “GDPR art. 17 request #4411”.",
-        widget=forms.Textarea(attrs={"rows": 2}),
-    )
-
-    def clean_value(self) -> str:
-        value: str = self.cleaned_data["value"].strip()
-        if not value:
-            raise forms.ValidationError("Give the value to erase by.")
-        return value
-
-    def clean_reason(self) -> str:
-        reason: str = self.cleaned_data["reason"].strip()
-        if not reason:
-            raise forms.ValidationError("Say why: the reason is kept on the receipt.")
-        return reason
+    value = value_field("Value", "Exactly as written, e.g. user:1042 or consent-2025-17.")
+    reason = reason_field("Kept on the deletion receipt, e.g. “GDPR art. 17 request #4411”.")
 
 
 class ErasureConfirmForm(ErasureForm):

@@ -14,6 +14,8 @@ from django.utils.dateparse import parse_duration
 from apps.core.pagination import CursorField
 from apps.records.models import DEFAULT_RETENTION, Sensitivity
 
+from .forms import reason_field, value_field
+
 NO_LIMIT_WORDS = {"", "none", "no limit", "never"}
 _SHORT_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(d|day|days|h|hour|hours|w|week|weeks)?$")
 _UNITS = {"d": 1.0, "day": 1.0, "days": 1.0, "w": 7.0, "week": 7.0, "weeks": 7.0}
@@ -91,10 +93,6 @@ class RetentionRuleForm(forms.Form):
         widget=forms.TextInput(attrs={"size": 40}),
     )
 
-    def clean_reason(self) -> str:
-        reason: str = self.cleaned_data.get("reason", "")
-        return reason.strip()
-
     def previewed_counts(self) -> tuple[int, int] | None:
         """The (expired, shortened) counts the person confirmed, or None (no confirmation)."""
         data = self.cleaned_data
@@ -106,14 +104,7 @@ class RetentionRuleForm(forms.Form):
         return expired, shortened
 
     def clean_provisional_max(self) -> timedelta:
-        value = duration_parse(self.cleaned_data["provisional_max"])
-        if value is None:
-            raise forms.ValidationError("Write a length such as 30d, 12h or 2w.")
-        if value <= timedelta(0):
-            raise forms.ValidationError("Must be longer than zero.")
-        if value > LONGEST:
-            raise forms.ValidationError("At most 100 years.")
-        return value
+        return _lifetime(self.cleaned_data["provisional_max"], "30d, 12h or 2w")
 
     def clean_confirmed_max(self) -> timedelta | None:
         raw = self.cleaned_data.get("confirmed_max", "").strip().lower()
@@ -126,14 +117,18 @@ class RetentionRuleForm(forms.Form):
                     f"(the default is {duration_text(default)})."
                 )
             return None
-        value = duration_parse(raw)
-        if value is None:
-            raise forms.ValidationError("Write a length such as 365d, or “none”.")
-        if value <= timedelta(0):
-            raise forms.ValidationError("Must be longer than zero.")
-        if value > LONGEST:
-            raise forms.ValidationError("At most 100 years.")
-        return value
+        return _lifetime(raw, "365d, or “none”")
+
+
+def _lifetime(text: str, examples: str) -> timedelta:
+    value = duration_parse(text)
+    if value is None:
+        raise forms.ValidationError(f"Write a length such as {examples}.")
+    if value <= timedelta(0):
+        raise forms.ValidationError("Must be longer than zero.")
+    if value > LONGEST:
+        raise forms.ValidationError("At most 100 years.")
+    return value
 
 
 HOLD_TARGETS = (("subject", "A subject (all its facts)"), ("record", "A record id (its fact)"))
@@ -143,31 +138,11 @@ class LegalHoldPlaceForm(forms.Form):
     target = forms.ChoiceField(
         choices=HOLD_TARGETS, widget=forms.RadioSelect, label="Hold", initial="subject"
     )
-    value = forms.CharField(
-        max_length=200,
-        label="Subject or record id",
-        help_text="A subject exactly as written (user:1042), or a record's id.",
-        widget=forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off"}),
+    value = value_field(
+        "Subject or record id", "A subject exactly as written (user:1042), or a record's id."
     )
-    reason = forms.CharField(
-        max_length=2000,
-        label="Reason",
-        help_text="e.g. “litigation hold, case 2026-114”.",
-        widget=forms.Textarea(attrs={"rows": 2}),
-    )
+    reason = reason_field("e.g. “litigation hold, case 2026-114”.")
     nonce = forms.CharField(max_length=64, widget=forms.HiddenInput)
-
-    def clean_value(self) -> str:
-        value: str = self.cleaned_data["value"].strip()
-        if not value:
-            raise forms.ValidationError("Give the subject or the record id.")
-        return value
-
-    def clean_reason(self) -> str:
-        reason: str = self.cleaned_data["reason"].strip()
-        if not reason:
-            raise forms.ValidationError("Say why: the reason is kept with the hold.")
-        return reason
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -81,7 +81,10 @@ def with_open_conflict(queryset: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecor
     open_conflicts = Conflict.objects.filter(state=ConflictState.OPEN).filter(
         Q(contender=OuterRef("pk")) | Q(current_record=OuterRef("pk"))
     )
-    return queryset.annotate(open_conflict_id=Subquery(open_conflicts.values("pk")[:1]))
+    # As a mapping: MemoryRecord declares the attribute (typed there), which the type checker
+    # would take for a clash with a column.
+    first = Subquery(open_conflicts.values("pk")[:1])
+    return queryset.annotate(**{"open_conflict_id": first})
 
 
 def sees_restricted(request: Request) -> bool:

@@ -15,7 +15,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -28,6 +28,9 @@ from apps.api.models import STORED_RESPONSE
 from apps.core import deletion
 from apps.tenancy.models import TenantOwned
 from apps.work.models import QUEUED_WORK
+
+if TYPE_CHECKING:
+    from .trust import Confirmation
 
 
 class SourceKind(models.TextChoices):
@@ -75,10 +78,9 @@ class RecordStatus(models.TextChoices):
 
 def version_pointer(to: Any) -> models.ForeignKey[Any, Any]:
     """A pointer between versions (a fact's current one, supersedes, superseded_by, a
-    conflict's resolved record): unlinked when its target is deleted (the deletion definition,
-    :mod:`apps.core.deletion`, reads its ``SET_NULL`` and clears it in the statement that
-    deletes the target), and checked by the database at commit like every other foreign key
-    (docs/performance.md measures what the checks cost an erasure)."""
+    conflict's resolved record): unlinked when its target is deleted (:mod:`apps.core.deletion`
+    reads its ``SET_NULL`` and clears it in the statement that deletes the target); checked
+    at commit like every other foreign key (docs/performance.md: what that costs an erasure)."""
     return models.ForeignKey(
         to,
         null=True,
@@ -139,9 +141,6 @@ class Scope(TenantOwned):
             f"{where} {json.dumps(self.conditions, sort_keys=True)}" if self.conditions else where
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"domain": self.domain, "task_type": self.task_type, "conditions": self.conditions}
-
 
 class Fact(TenantOwned):
     """The identity of a fact, ``(tenant, subject, key, scope)``, and a pointer to its
@@ -173,7 +172,6 @@ class LegalHoldQuerySet(models.QuerySet["LegalHold"]):
     covering a fact (a hold names a subject, whose every fact it keeps, or one fact)."""
 
     def active(self) -> LegalHoldQuerySet:
-        """Not lifted."""
         return self.filter(lifted_at__isnull=True)
 
     def lifted(self) -> LegalHoldQuerySet:
@@ -202,27 +200,26 @@ class ConsentRevocationQuerySet(models.QuerySet["ConsentRevocation"]):
         return self.filter(consent_ref=models.OuterRef("consent_ref"))
 
 
-def record_held() -> models.Exists:
-    """An active legal hold covers the outer query's record."""
-    return models.Exists(LegalHold.objects.active().covering_record())
+def record_held(at: datetime | None = None) -> models.Exists:
+    """A legal hold covers the outer query's record: an active one, or one in force ``at``."""
+    holds = LegalHold.objects.active() if at is None else LegalHold.objects.in_force_at(at)
+    return models.Exists(holds.covering_record())
 
 
-def record_consent_revoked() -> models.Q:
-    """The outer query's record was written under a consent that has since been revoked.
-    (The record's own test first: most records name no consent, and need no lookup.)"""
-    return ~models.Q(consent_ref="") & models.Q(
-        models.Exists(ConsentRevocation.objects.revoking_record())
-    )
+def record_consent_revoked(by: datetime | None = None) -> models.Q:
+    """The outer query's record was written under a consent that has since (or ``by`` then)
+    been revoked. (The record's own test first: most records name no consent.)"""
+    revocations = ConsentRevocation.objects.revoking_record()
+    if by is not None:
+        revocations = revocations.filter(revoked_at__lte=by)
+    return ~models.Q(consent_ref="") & models.Q(models.Exists(revocations))
 
 
 def record_expired_q(now: datetime) -> models.Q:
     """Past its lifetime, expired by status, or written under a revoked consent (whether or
-    not a hold keeps it).
-
-    The consent test is part of the predicate, not only of the revocation's bulk update:
-    a record a legal hold kept at revocation time, or one written concurrently with it,
-    expires as soon as nothing holds it.
-    """
+    not a hold keeps it). The consent test is part of the predicate, not only of the
+    revocation's bulk update: a record a hold kept then, or written concurrently, expires as
+    soon as nothing holds it."""
     return (
         models.Q(expires_at__lte=now)
         | models.Q(status=RecordStatus.EXPIRED)
@@ -230,15 +227,27 @@ def record_expired_q(now: datetime) -> models.Q:
     )
 
 
-def record_live_q(now: datetime) -> models.Q:
-    """Not expired, unless a legal hold keeps it: the one definition of "live"."""
-    not_expired = (
-        (models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
-        & ~models.Q(status=RecordStatus.EXPIRED)
-        & ~record_consent_revoked()
-    )
-    return not_expired | models.Q(record_held())
+def record_live_q(now: datetime, *, then: bool = False) -> models.Q:
+    """Not expired, unless a legal hold keeps it: the one definition of "live".
 
+    ``then``: live at the past moment ``now``, by what had happened by then (holds in force
+    then, consents revoked by then). The status is left out: it says only what is true now,
+    and a record expired early (its run closed, its consent revoked) has ``expires_at`` set
+    to that moment as well."""
+    at = now if then else None
+    not_expired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+    if not then:
+        not_expired &= ~models.Q(status=RecordStatus.EXPIRED)
+    return (not_expired & ~record_consent_revoked(at)) | models.Q(record_held(at))
+
+
+# What a version's or an observation's source names outside this database.
+SOURCE_UNRELATED = {
+    "source_turn_id": "a turn of the agent's conversation, outside this database",
+    "source_tool_call_id": "a tool call of the agent, outside this database",
+    "source_run_id": "the run that wrote it, as the agent named it: a run's erasure or close "
+    "leaves the records (session ones expire with the close)",
+}
 
 # The statuses of a version that can be its fact's value (a current version is one of them).
 CURRENT_STATUSES = ("active", "redacted")
@@ -256,7 +265,6 @@ class MemoryRecordQuerySet(models.QuerySet["MemoryRecord"]):
         return self.filter(record_expired_q(now or timezone.now()))
 
     def held(self) -> MemoryRecordQuerySet:
-        """Covered by an active legal hold."""
         return self.filter(record_held())
 
     def not_held(self) -> MemoryRecordQuerySet:
@@ -264,10 +272,8 @@ class MemoryRecordQuerySet(models.QuerySet["MemoryRecord"]):
 
     def visible(self, *, sees_restricted: bool) -> MemoryRecordQuerySet:
         """What the reader may see: ``restricted`` records only for a person holding
-        ``view_restricted`` or a credential with ``sees_restricted`` (every credential unless
-        issued without). Every read a person or an agent makes (lists, a record by id,
-        history, facts, checks) applies it, so a hidden record reads as missing, like another
-        tenant's."""
+        ``view_restricted`` or a credential with ``sees_restricted``. Every read applies it,
+        so a hidden record reads as missing, like another tenant's."""
         if sees_restricted:
             return self
         return self.exclude(sensitivity=Sensitivity.RESTRICTED)
@@ -279,22 +285,12 @@ class MemoryRecordQuerySet(models.QuerySet["MemoryRecord"]):
 
     def held_at(self, moment: datetime) -> MemoryRecordQuerySet:
         """The versions the memory held at ``moment`` (system time): each fact's current
-        version then, not expired then (or kept by a legal hold in force then). What was
-        deleted since is gone; what has expired since but is still stored is included, so
-        the same ``moment`` reads the same answer however late it is asked."""
-        hold_then = models.Exists(LegalHold.objects.in_force_at(moment).covering_record())
-        consent_revoked_then = ~models.Q(consent_ref="") & models.Q(
-            models.Exists(
-                ConsentRevocation.objects.revoking_record().filter(revoked_at__lte=moment)
-            )
-        )
-        not_expired_then = (
-            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=moment)
-        ) & ~consent_revoked_then
+        version then, live then. What was deleted since is gone; what has expired since but
+        is still stored is included, so a ``moment`` reads the same however late it is asked."""
         return self.filter(
             models.Q(written_at__lte=moment, current_from__lte=moment)
             & (models.Q(current_until__isnull=True) | models.Q(current_until__gt=moment))
-            & (not_expired_then | models.Q(hold_then))
+            & record_live_q(moment, then=True)
         )
 
 
@@ -372,19 +368,15 @@ class MemoryRecord(TenantOwned):
 
     objects = MemoryRecordQuerySet.as_manager()
 
+    # Not columns: set on the records a decision reads (apps.records.trust).
+    open_conflict_id: uuid.UUID | None
+    confirmation: Confirmation | None
+
     deletion_rules = deletion.Rules(
         named_by=(STORED_RESPONSE, QUEUED_WORK),
         subject_data=True,
         counted_as="versions",
-        unrelated={
-            "source_turn_id": "a turn of the agent's conversation, outside this database",
-            "source_tool_call_id": "a tool call of the agent, outside this database",
-            "source_run_id": (
-                "the run that wrote it, as the agent named it: a run's erasure or close leaves "
-                "the records (session ones expire with the close)"
-            ),
-            "writer_id": "the credential or person that wrote it",
-        },
+        unrelated={**SOURCE_UNRELATED, "writer_id": "the credential or person that wrote it"},
     )
 
     class Meta:
@@ -459,17 +451,7 @@ class Observation(TenantOwned):
     writer_label = models.CharField(max_length=200)
     reason = models.TextField(blank=True)
 
-    deletion_rules = deletion.Rules(
-        counted_as="observations",
-        unrelated={
-            "source_turn_id": "a turn of the agent's conversation, outside this database",
-            "source_tool_call_id": "a tool call of the agent, outside this database",
-            "source_run_id": (
-                "the run that wrote it, as the agent named it: a run's erasure or close leaves "
-                "the records (session ones expire with the close)"
-            ),
-        },
-    )
+    deletion_rules = deletion.Rules(counted_as="observations", unrelated=SOURCE_UNRELATED)
 
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [

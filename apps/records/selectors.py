@@ -36,7 +36,6 @@ from .trust import Confirmation, UnsafeReason, decision_trust_annotate
 
 
 def records_live(now: datetime | None = None) -> MemoryRecordQuerySet:
-    """Every record of the current tenant that has not expired (or is under legal hold)."""
     return MemoryRecord.objects.live(now)
 
 
@@ -56,15 +55,13 @@ def expired_since(pk: uuid.UUID) -> bool:
 def record_get(
     record_id: Any, *, sees_restricted: bool, observations: bool = True
 ) -> MemoryRecord | None:
-    """A live record by id, or None (missing, expired, deleted, another tenant's, or a
-    restricted one the reader may not see). ``observations``: with its observations
-    prefetched, oldest first (the console's page shows them; the API's reads its own).
+    """A live record by id that the reader may see, or None. ``observations``: with its
+    observations prefetched, oldest first (the console shows them; the API reads its own).
 
-    ``records_live().visible(...).filter(pk=...).first()``, as one statement with the live
-    predicate's compiled clause (``apps.records.predicates``): the queryset cost two to
-    three times as long to build as the statement to run, and every read or delete of a
-    record by id starts here (docs/performance.md, "Request path"); a test holds the two
-    equal."""
+    ``records_live().visible(...).filter(pk=...).first()`` as one statement with the live
+    predicate's compiled clause: the queryset took two to three times as long to build as
+    the statement to run, on every read or delete by id (docs/performance.md, "Request
+    path"); a test holds the two equal."""
     try:
         pk = uuid.UUID(str(record_id))
     except (ValueError, TypeError):
@@ -103,17 +100,9 @@ def records_list(filters: dict[str, str], *, sees_restricted: bool) -> QuerySet[
         queryset = queryset.filter(
             expires_at__gt=now, expires_at__lte=now + timedelta(days=int(days))
         )
-    mapping = {
-        "subject": "subject",
-        "key": "key",
-        "domain": "scope_domain",
-        "task_type": "scope_task_type",
-        "trust": "trust",
-        "status": "status",
-        "sensitivity": "sensitivity",
-    }
-    for name, column in mapping.items():
+    for name in RECORD_FILTERS:
         if filters.get(name):
+            column = f"scope_{name}" if name in ("domain", "task_type") else name
             queryset = queryset.filter(**{column: filters[name]})
     return queryset
 
@@ -239,12 +228,11 @@ class FactCheck:
     id: str
     version: int | None
     found: bool
-    current: bool
     stale: bool
     reason: str | None
-    status: str | None
-    current_id: str | None
-    current_version: int | None
+    head: MemoryRecord | None  # the fact's current version now, if any
+    current: bool = False
+    status: str | None = None
     deletion_receipt: str | None = None
     detail: str | None = None
     # Decision-time trust of the named version (apps.records.trust): its trust, who confirmed
@@ -258,6 +246,14 @@ class FactCheck:
     @property
     def safe_to_act(self) -> bool:
         return not self.unsafe_reasons
+
+    @property
+    def current_id(self) -> str | None:
+        return str(self.head.pk) if self.head else None
+
+    @property
+    def current_version(self) -> int | None:
+        return self.head.version if self.head else None
 
     @property
     def in_conflict(self) -> bool:
@@ -307,7 +303,6 @@ def facts_check(
         if record is None:
             # Deleted (a receipt names it) or never held by this tenant (nothing does).
             receipt = receipt_of.get(pk)
-            head = heads.get(receipt.fact_id) if receipt and receipt.fact_id else None
             reason = None
             if receipt is not None:
                 reason = StaleReason.EXPIRED if receipt.kind == "expiry" else StaleReason.DELETED
@@ -316,12 +311,9 @@ def facts_check(
                     id=str(pk),
                     version=version,
                     found=False,
-                    current=False,
                     stale=receipt is not None,
                     reason=reason,
-                    status=None,
-                    current_id=str(head.pk) if head else None,
-                    current_version=head.version if head else None,
+                    head=heads.get(receipt.fact_id) if receipt and receipt.fact_id else None,
                     deletion_receipt=str(receipt.pk) if receipt else None,
                     detail=None if receipt else NOT_FOUND_DETAIL,
                     unsafe_reasons=(
@@ -345,16 +337,14 @@ def facts_check(
             reason = StaleReason.REDACTED
         elif not is_current:
             reason = StaleReason.NOT_CURRENT
-        conflict = record.open_conflict_id  # type: ignore[attr-defined]
+        conflict = record.open_conflict_id
+        provisional = trust == Trust.CONFIRMED and record.trust != Trust.CONFIRMED
         unsafe = [
             why
             for why, applies in (
                 (UnsafeReason.STALE, reason is not None),
                 (UnsafeReason.IN_CONFLICT, conflict is not None),
-                (
-                    UnsafeReason.PROVISIONAL,
-                    trust == Trust.CONFIRMED and record.trust != Trust.CONFIRMED,
-                ),
+                (UnsafeReason.PROVISIONAL, provisional),
             )
             if applies
         ]
@@ -363,15 +353,14 @@ def facts_check(
                 id=str(pk),
                 version=version,
                 found=True,
-                current=is_current and reason is None,
                 stale=reason is not None,
                 reason=reason,
+                head=head,
+                current=is_current and reason is None,
                 status=record.status if record.pk in live_ids else RecordStatus.EXPIRED,
-                current_id=str(head.pk) if head else None,
-                current_version=head.version if head else None,
                 trust=record.trust,
                 sensitivity=record.sensitivity,
-                confirmation=record.confirmation,  # type: ignore[attr-defined]
+                confirmation=record.confirmation,
                 conflict=conflict,
                 unsafe_reasons=tuple(unsafe),
             )
@@ -488,12 +477,8 @@ def record_open_reviews(record: MemoryRecord) -> tuple[list[Conflict], list[Prom
         .filter(Q(current_record_id=record.pk) | Q(contender_id=record.pk))
         .order_by("-opened_at")
     )
-    open_requests = list(
-        PromotionRequest.objects.filter(record_id=record.pk, state=PromotionState.OPEN).order_by(
-            "-requested_at"
-        )
-    )
-    return open_conflicts, open_requests
+    open_requests = PromotionRequest.objects.filter(record_id=record.pk, state=PromotionState.OPEN)
+    return open_conflicts, list(open_requests.order_by("-requested_at"))
 
 
 def _records_by_expiry(

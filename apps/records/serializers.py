@@ -102,15 +102,11 @@ class ActorSerializer(serializers.Serializer[Any]):
 
 def actor_columns(obj: Any, prefix: str) -> dict[str, str]:
     """An actor stored as three columns (`{prefix}_type`, `_id`, `_label`), as the API shows it."""
-    return {
-        "type": getattr(obj, f"{prefix}_type"),
-        "id": getattr(obj, f"{prefix}_id"),
-        "label": getattr(obj, f"{prefix}_label"),
-    }
+    return {member: getattr(obj, f"{prefix}_{member}") for member in ("type", "id", "label")}
 
 
 @extend_schema_field(ActorSerializer)
-class ActorColumnsField(serializers.Field):  # type: ignore[type-arg]
+class ActorColumnsField(serializers.Field[Any, Any, Any, Any]):
     """An :class:`ActorSerializer` read from the ``<prefix>_type``, ``<prefix>_id`` and
     ``<prefix>_label`` columns a model keeps an actor in."""
 
@@ -120,6 +116,14 @@ class ActorColumnsField(serializers.Field):  # type: ignore[type-arg]
 
     def to_representation(self, value: Any) -> dict[str, str]:
         return actor_columns(value, self.prefix)
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+class ActorMapField(ActorColumnsField):
+    """The same actor, documented as the map of strings the older members say it is."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__(prefix, read_only=True)
 
 
 class ScopeSerializer(serializers.Serializer[Any]):
@@ -154,7 +158,7 @@ class RecordSerializer(serializers.Serializer[MemoryRecord]):
     source = SourceSerializer(source="*")  # type: ignore[assignment]
     observed_at = serializers.DateTimeField()
     written_at = serializers.DateTimeField()
-    writer = serializers.SerializerMethodField()
+    writer = ActorMapField("writer")
     owner = serializers.CharField()
     reason = serializers.CharField()
     scope = ScopeSerializer(source="*")
@@ -174,16 +178,8 @@ class RecordSerializer(serializers.Serializer[MemoryRecord]):
     superseded_at = serializers.DateTimeField(allow_null=True)
     conflict = serializers.SerializerMethodField()
 
-    def get_writer(self, record: MemoryRecord) -> dict[str, str]:
-        return actor_columns(record, "writer")
-
     def get_conflict(self, record: MemoryRecord) -> str | None:
-        explicit = self.context.get("conflicts", {})
-        if record.pk in explicit:
-            value = explicit[record.pk]
-            return str(value) if value else None
-        value = getattr(record, "open_conflict_id", None)
-        return str(value) if value else None
+        return _open_conflict(record, self.context.get("conflicts"))
 
     def to_representation(self, instance: MemoryRecord) -> dict[str, Any]:
         # The fields above are the contract and the schema; the rendering is
@@ -203,6 +199,14 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _open_conflict(record: MemoryRecord, conflicts: Mapping[Any, Any] | None) -> str | None:
+    if conflicts is not None and record.pk in conflicts:
+        value = conflicts[record.pk]
+    else:
+        value = getattr(record, "open_conflict_id", None)
+    return str(value) if value else None
+
+
 def record_representation(
     record: MemoryRecord, *, conflicts: Mapping[Any, Any] | None = None
 ) -> dict[str, Any]:
@@ -210,10 +214,6 @@ def record_representation(
     built directly: DRF walks some forty bound fields per record, which was a sixth of a
     search's time (docs/performance.md, "Request path"). ``conflicts``: the open conflict of
     each record by id, where known (else the record's ``open_conflict_id``)."""
-    if conflicts is not None and record.pk in conflicts:
-        conflict = conflicts[record.pk]
-    else:
-        conflict = getattr(record, "open_conflict_id", None)
     return {
         "id": _text(record.id),
         "version": None if record.version is None else int(record.version),
@@ -256,7 +256,7 @@ def record_representation(
         "supersedes": _text(record.supersedes_id),
         "superseded_by": _text(record.superseded_by_id),
         "superseded_at": _moment(record.superseded_at),
-        "conflict": str(conflict) if conflict else None,
+        "conflict": _open_conflict(record, conflicts),
     }
 
 
@@ -265,11 +265,8 @@ class ObservationSerializer(serializers.Serializer[Observation]):
     source = SourceSerializer(source="*")  # type: ignore[assignment]
     observed_at = serializers.DateTimeField()
     recorded_at = serializers.DateTimeField()
-    writer = serializers.SerializerMethodField()
+    writer = ActorMapField("writer")
     reason = serializers.CharField()
-
-    def get_writer(self, observation: Observation) -> dict[str, str]:
-        return actor_columns(observation, "writer")
 
 
 class VersionSerializer(serializers.Serializer[MemoryRecord]):
@@ -280,26 +277,20 @@ class VersionSerializer(serializers.Serializer[MemoryRecord]):
     status = serializers.CharField()
     written_at = serializers.DateTimeField()
     source = SourceSerializer(source="*")  # type: ignore[assignment]
-    writer = serializers.SerializerMethodField()
+    writer = ActorMapField("writer")
     supersedes = serializers.UUIDField(source="supersedes_id", allow_null=True)
     superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
     superseded_at = serializers.DateTimeField(allow_null=True)
     current_from = serializers.DateTimeField(allow_null=True)
     current_until = serializers.DateTimeField(allow_null=True)
 
-    def get_writer(self, record: MemoryRecord) -> dict[str, str]:
-        return actor_columns(record, "writer")
-
 
 class PromotionEventSerializer(serializers.Serializer[PromotionEvent]):
     id = serializers.UUIDField()
-    promoted_by = serializers.SerializerMethodField()
+    promoted_by = ActorMapField("promoted_by")
     evidence = serializers.JSONField()
     promoted_at = serializers.DateTimeField()
     request = serializers.UUIDField(source="request_id", allow_null=True)
-
-    def get_promoted_by(self, event: PromotionEvent) -> dict[str, str]:
-        return actor_columns(event, "promoted_by")
 
 
 class ConfirmedBySerializer(serializers.Serializer[Any]):
@@ -327,7 +318,7 @@ class DecisionTrustFields:
 
     @extend_schema_field(serializers.UUIDField(allow_null=True))
     def get_conflict(self, record: MemoryRecord) -> str | None:
-        value = record.open_conflict_id  # type: ignore[attr-defined]
+        value = record.open_conflict_id
         return str(value) if value else None
 
     @extend_schema_field(
@@ -337,11 +328,11 @@ class DecisionTrustFields:
         )
     )
     def get_in_conflict(self, record: MemoryRecord) -> bool:
-        return record.open_conflict_id is not None  # type: ignore[attr-defined]
+        return record.open_conflict_id is not None
 
     @extend_schema_field(ConfirmedBySerializer(allow_null=True))
     def get_confirmed_by(self, record: MemoryRecord) -> dict[str, Any] | None:
-        return confirmed_by_json(record.confirmation)  # type: ignore[attr-defined]
+        return confirmed_by_json(record.confirmation)
 
 
 class FactSerializer(DecisionTrustFields, serializers.Serializer[MemoryRecord]):
@@ -389,7 +380,6 @@ def _regex(pattern: re.Pattern[str], message: str) -> RegexValidator:
 
 
 def key_field(**kwargs: Any) -> StrictCharField:
-    """A fact's key: a dotted name, at most 200 characters."""
     return StrictCharField(
         max_length=IDENTIFIER_CHARS, validators=[_regex(KEY_RE, KEY_MESSAGE)], **kwargs
     )
@@ -403,22 +393,19 @@ class IdentifierField(StrictCharField):
         return identifier_normalised(super().to_internal_value(data))
 
 
-def subject_field(**kwargs: Any) -> StrictCharField:
-    """A subject, ``kind:identifier``, at most 200 characters."""
+def subject_field(message: str = SUBJECT_MESSAGE, **kwargs: Any) -> StrictCharField:
     return IdentifierField(
-        max_length=IDENTIFIER_CHARS, validators=[_regex(SUBJECT_RE, SUBJECT_MESSAGE)], **kwargs
+        max_length=IDENTIFIER_CHARS, validators=[_regex(SUBJECT_RE, message)], **kwargs
     )
 
 
-def owner_field(**kwargs: Any) -> StrictCharField:
-    """An accountable principal, ``user:<id>`` and the like, at most 200 characters."""
+def owner_field(message: str = OWNER_MESSAGE, **kwargs: Any) -> StrictCharField:
     return IdentifierField(
-        max_length=IDENTIFIER_CHARS, validators=[_regex(OWNER_RE, OWNER_MESSAGE)], **kwargs
+        max_length=IDENTIFIER_CHARS, validators=[_regex(OWNER_RE, message)], **kwargs
     )
 
 
 def scope_name_field(**kwargs: Any) -> StrictCharField:
-    """A scope domain or task type, at most 100 characters."""
     return StrictCharField(
         max_length=NAME_CHARS, validators=[_regex(SCOPE_NAME_RE, SCOPE_NAME_MESSAGE)], **kwargs
     )
@@ -467,7 +454,7 @@ class ScopeInput(StrictSerializer):
         f"months, no sign, no empty T; longer than zero, at most {LONGEST_DURATION.days} days.",
     }
 )
-class TTLField(serializers.Field):  # type: ignore[type-arg]
+class TTLField(serializers.Field[Any, Any, Any, Any]):
     """A retention lifetime as an ISO 8601 duration, read exactly as it is echoed."""
 
     default_error_messages = {"invalid": "An ISO 8601 duration greater than zero, e.g. P30D."}
@@ -576,7 +563,7 @@ VECTOR_FIELD = "vector"
 
 
 @extend_schema_field({"type": "array", "items": {"type": "number"}})
-class VectorField(serializers.Field):  # type: ignore[type-arg]
+class VectorField(serializers.Field[Any, Any, Any, Any]):
     """An agent's vector for a ``client-<dim>`` tenant. The field is the write contract's;
     what a vector must be, and where it is stored, are the derivations app's, above records:
     it receives ``signals.client_vector_check`` (here) and ``signals.client_vector_store``
@@ -870,7 +857,7 @@ class FactCheckItem(StrictSerializer):
 
 
 class FactCheckInput(StrictSerializer):
-    facts = FactCheckItem(many=True, max_length=500, min_length=1)  # type: ignore[call-arg]
+    facts = serializers.ListSerializer[Any](child=FactCheckItem(), max_length=500, min_length=1)
     trust = StrictChoiceField(
         choices=Trust.values,
         required=False,

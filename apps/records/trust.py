@@ -145,10 +145,8 @@ def decision_trust_annotate(
     conflicts = {} if conflicts_checked else open_conflicts_of(r.pk for r in records)
     confirmed = confirmations_of(r.pk for r in records if r.trust == Trust.CONFIRMED)
     for record in records:
-        record.open_conflict_id = conflicts.get(record.pk)  # type: ignore[attr-defined]
-        record.confirmation = (  # type: ignore[attr-defined]
-            confirmed.get(record.pk) if record.trust == Trust.CONFIRMED else None
-        )
+        record.open_conflict_id = conflicts.get(record.pk)
+        record.confirmation = confirmed.get(record.pk) if record.trust == Trust.CONFIRMED else None
 
 
 def confirmed_by_json(confirmation: Confirmation | None) -> dict[str, Any] | None:

@@ -120,7 +120,7 @@ def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
         return _summary_hit(hit, hit.summary)
     assert hit.record is not None
     record = records.to_representation(hit.record)
-    confirmation = hit.record.confirmation  # type: ignore[attr-defined]
+    confirmation = hit.record.confirmation
     return {
         "type": "record",
         "record": record,

@@ -52,20 +52,36 @@ def _actor(request: Request) -> Actor:
     return Actor.for_credential(_credential(request))
 
 
-def _conflict(description: str) -> OpenApiResponse:
+def _read(request: Request, object_type: str, of: Run | Obligation | None, **data: Any) -> None:
+    """Audit the request's read of state: ``of`` one run or obligation, or (None) a list."""
+    services.state_read(
+        tenant=of.tenant_id if of else _credential(request).tenant_id,
+        actor=_actor(request),
+        object_type=object_type,
+        object_id=str(of.pk) if of else "",
+        data=data,
+    )
+
+
+def _problem(description: str) -> OpenApiResponse:
     return OpenApiResponse(ProblemSerializer, description=description)
 
 
+def _problem_response(status: int, detail: str, **kwargs: Any) -> Response:
+    """A problem returned, not raised: the audited read or refusal must survive (a raise
+    rolls the request's transaction back)."""
+    body = problem_body(status, detail, **kwargs)
+    return Response(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
+
+
 def _run_or_404(run_id: str) -> Run:
-    run = selectors.run_get(run_id)
-    if run is None:
+    if (run := selectors.run_get(run_id)) is None:
         raise NotFound("No such run.")
     return run
 
 
 def _obligation_or_404(obligation_id: str) -> Obligation:
-    obligation = selectors.obligation_get(obligation_id)
-    if obligation is None:
+    if (obligation := selectors.obligation_get(obligation_id)) is None:
         raise NotFound("No such obligation.")
     return obligation
 
@@ -90,14 +106,18 @@ def _paginate(view: Any, request: Request, queryset: Any) -> tuple[CursorPage, A
     return paginator, list(page)
 
 
+class StateView(ContractView):
+    # No docstring: the schema describes each operation by its own view's (or ContractView's).
+    required_action = "state"
+
+
 # --- runs -------------------------------------------------------------------------------------
 
 
-class RunListCreateView(ContractView):
+class RunListCreateView(StateView):
     """Open a run, or list the tenant's runs (by task, by state): how a restarted agent finds
     the run it was in."""
 
-    required_action = "state"
     query_input = {"GET": RunListQuery}
     body_input = {"POST": RunOpenInput}
     pagination_class = RunPagination
@@ -108,43 +128,30 @@ class RunListCreateView(ContractView):
         state = self.params.get("state", "")
         runs = selectors.runs_list(task_id=task_id, state=state)
         paginator, page = _paginate(self, request, runs)
-        services.state_read(
-            tenant=_credential(request).tenant_id,
-            actor=_actor(request),
-            object_type="run",
-            data={"list": "runs", "count": len(page), "task_id": task_id, "state": state},
-        )
+        _read(request, "run", None, list="runs", count=len(page), task_id=task_id, state=state)
         return paginator.get_paginated_response(RunSerializer(page, many=True).data)
 
     @extend_schema(responses={201: RunSerializer})
     @idempotent()
     def post(self, request: Request) -> Response:
+        # The validated body's members are the service's arguments, by name.
         run = services.run_open(
-            tenant=_credential(request).tenant,
-            task_id=self.body["task_id"],
-            owner=self.body["owner"],
-            subject=self.body.get("subject", ""),
-            actor=_actor(request),
+            tenant=_credential(request).tenant, actor=_actor(request), **self.body
         )
         return Response(RunSerializer(run).data, status=201)
 
 
-class RunDetailView(ContractView):
-    required_action = "state"
-
+class RunDetailView(StateView):
     @extend_schema(responses=RunSerializer)
     def get(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
-        services.state_read(
-            tenant=run.tenant_id, actor=_actor(request), object_type="run", object_id=str(run.pk)
-        )
+        _read(request, "run", run)
         return Response(RunSerializer(run).data)
 
 
-class EpisodeListCreateView(ContractView):
+class EpisodeListCreateView(StateView):
     """A run's traces: append while it is open; they are discarded when it closes."""
 
-    required_action = "state"
     query_input = {"GET": PageQuery}
     body_input = {"POST": EpisodeInput}
     pagination_class = EpisodePagination
@@ -153,36 +160,23 @@ class EpisodeListCreateView(ContractView):
     def get(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
         paginator, page = _paginate(self, request, selectors.episodes_list(run))
-        services.state_read(
-            tenant=run.tenant_id,
-            actor=_actor(request),
-            object_type="run",
-            object_id=str(run.pk),
-            data={"list": "episodes", "count": len(page)},
-        )
+        _read(request, "run", run, list="episodes", count=len(page))
         return paginator.get_paginated_response(EpisodeSerializer(page, many=True).data)
 
     @extend_schema(
         responses={
             201: EpisodeSerializer,
-            (409, PROBLEM_CONTENT_TYPE): _conflict("The run is closed."),
+            (409, PROBLEM_CONTENT_TYPE): _problem("The run is closed."),
         },
     )
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
-        episode = services.episode_append(
-            run=run,
-            role=self.body["role"],
-            content=self.body.get("content", ""),
-            content_ref=self.body.get("content_ref", ""),
-            actor=_actor(request),
-        )
+        episode = services.episode_append(run=run, actor=_actor(request), **self.body)
         return Response(EpisodeSerializer(episode).data, status=201)
 
 
-class CheckpointCreateView(ContractView):
-    required_action = "state"
+class CheckpointCreateView(StateView):
     body_input = {"POST": CheckpointInput}
 
     @extend_schema(
@@ -192,7 +186,7 @@ class CheckpointCreateView(ContractView):
                 CheckpointSerializer,
                 description="The latest step again with the same state: the stored checkpoint.",
             ),
-            (409, PROBLEM_CONTENT_TYPE): _conflict(
+            (409, PROBLEM_CONTENT_TYPE): _problem(
                 "The run is closed; or the step is behind the latest checkpoint, or is the "
                 "latest with a different state. The problem names `latest_step`."
             ),
@@ -201,53 +195,34 @@ class CheckpointCreateView(ContractView):
     @idempotent()
     def post(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
-        outcome = services.checkpoint_write(
-            run=run,
-            step=self.body["step"],
-            state=self.body["state"],
-            actor=_actor(request),
-        )
+        outcome = services.checkpoint_write(run=run, actor=_actor(request), **self.body)
         data = CheckpointSerializer(outcome.checkpoint).data
         return Response(data, status=201 if outcome.created else 200)
 
 
-class CheckpointLatestView(ContractView):
-    required_action = "state"
-
+class CheckpointLatestView(StateView):
     @extend_schema(
         responses={
             200: CheckpointSerializer,
-            (404, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer, description="No such run, or it has no checkpoint yet."
-            ),
+            (404, PROBLEM_CONTENT_TYPE): _problem("No such run, or it has no checkpoint yet."),
         }
     )
     def get(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
         checkpoint = selectors.checkpoint_latest(run)
-        services.state_read(
-            tenant=run.tenant_id,
-            actor=_actor(request),
-            object_type="run",
-            object_id=str(run.pk),
-            data={
-                "checkpoint": str(checkpoint.pk) if checkpoint else None,
-                "step": checkpoint.step if checkpoint else None,
-            },
+        _read(
+            request,
+            "run",
+            run,
+            checkpoint=str(checkpoint.pk) if checkpoint else None,
+            step=checkpoint.step if checkpoint else None,
         )
         if checkpoint is None:
-            # Returned, not raised: the audited read must survive (a raise rolls back).
-            return Response(
-                problem_body(404, "The run has no checkpoint yet.", slug="no-checkpoint"),
-                status=404,
-                content_type=PROBLEM_CONTENT_TYPE,
-            )
+            return _problem_response(404, "The run has no checkpoint yet.", slug="no-checkpoint")
         return Response(CheckpointSerializer(checkpoint).data)
 
 
-class RunCloseView(ContractView):
-    required_action = "state"
-
+class RunCloseView(StateView):
     @extend_schema(
         responses={
             200: OpenApiResponse(
@@ -266,8 +241,7 @@ class RunCloseView(ContractView):
 # --- obligations ------------------------------------------------------------------------------
 
 
-class ObligationListCreateView(ContractView):
-    required_action = "state"
+class ObligationListCreateView(StateView):
     query_input = {"GET": ObligationListQuery}
     body_input = {"POST": ObligationInput}
     pagination_class = ObligationPagination
@@ -279,18 +253,8 @@ class ObligationListCreateView(ContractView):
         overdue = self.params.get("overdue")
         obligations = selectors.obligations_list(task_id=task_id, state=state, overdue=overdue)
         paginator, page = _paginate(self, request, obligations)
-        services.state_read(
-            tenant=_credential(request).tenant_id,
-            actor=_actor(request),
-            object_type="obligation",
-            data={
-                "list": "obligations",
-                "count": len(page),
-                "task_id": task_id,
-                "state": state,
-                "overdue": overdue,
-            },
-        )
+        data = {"task_id": task_id, "state": state, "overdue": overdue}
+        _read(request, "obligation", None, list="obligations", count=len(page), **data)
         return paginator.get_paginated_response(ObligationSerializer(page, many=True).data)
 
     @extend_schema(
@@ -301,50 +265,32 @@ class ObligationListCreateView(ContractView):
                 description="The key already exists: the existing obligation, unchanged "
                 "(`mismatched` names request fields that differ from it).",
             ),
-            (409, PROBLEM_CONTENT_TYPE): _conflict(
+            (409, PROBLEM_CONTENT_TYPE): _problem(
                 "A dependency failed or was cancelled, or waits on one that did: the new "
                 "obligation could never commit. `never_committable` names those dependencies "
                 "and `causes` the failed or cancelled obligations behind each."
             ),
-            (422, PROBLEM_CONTENT_TYPE): OpenApiResponse(
-                ProblemSerializer,
-                description="`depends_on` names obligations this tenant does not have "
-                "(named under `errors` and `unknown`).",
+            (422, PROBLEM_CONTENT_TYPE): _problem(
+                "`depends_on` names obligations this tenant does not have (named under `errors` "
+                "and `unknown`)."
             ),
         },
     )
     @idempotent()
     def post(self, request: Request) -> Response:
-        data = self.body
         outcome = services.obligation_create(
-            tenant=_credential(request).tenant,
-            task_id=data["task_id"],
-            kind=data["kind"],
-            key=data["key"],
-            depends_on=data.get("depends_on", []),
-            deadline=data.get("deadline"),
-            payload=data.get("payload"),
-            subject=data.get("subject", ""),
-            actor=_actor(request),
+            tenant=_credential(request).tenant, actor=_actor(request), **self.body
         )
         response = dict(ObligationSerializer(outcome.obligation).data)
         response["mismatched"] = outcome.mismatched
         return Response(response, status=201 if outcome.created else 200)
 
 
-class ObligationDetailView(ContractView):
-    required_action = "state"
-
+class ObligationDetailView(StateView):
     @extend_schema(responses=ObligationSerializer)
     def get(self, request: Request, obligation_id: str) -> Response:
         obligation = _obligation_or_404(obligation_id)
-        services.state_read(
-            tenant=obligation.tenant_id,
-            actor=_actor(request),
-            object_type="obligation",
-            object_id=str(obligation.pk),
-            data={"state": obligation.state},
-        )
+        _read(request, "obligation", obligation, state=obligation.state)
         return Response(ObligationSerializer(obligation).data)
 
 
@@ -357,8 +303,7 @@ COMMIT_REFUSED = (
 )
 
 
-class ObligationCommitView(ContractView):
-    required_action = "state"
+class ObligationCommitView(StateView):
     body_input = {"POST": CommitInput}
 
     @extend_schema(
@@ -366,7 +311,7 @@ class ObligationCommitView(ContractView):
             200: OpenApiResponse(
                 ObligationSerializer, description="Committed by this request, with its result."
             ),
-            (409, PROBLEM_CONTENT_TYPE): _conflict(COMMIT_REFUSED),
+            (409, PROBLEM_CONTENT_TYPE): _problem(COMMIT_REFUSED),
         },
     )
     @idempotent()
@@ -378,14 +323,8 @@ class ObligationCommitView(ContractView):
         current = ObligationSerializer(outcome.obligation).data
         if outcome.committed:
             return Response(current)
-        # Returned, not raised, so the audited refusal is kept (a raise rolls back).
-        extra: dict[str, Any] = {
-            "obligation": current["id"],
-            "state": current["state"],
-            "result": current["result"],
-            "committed_at": current["committed_at"],
-            "committed_by": current["committed_by"],
-        }
+        shown = ("state", "result", "committed_at", "committed_by")
+        extra: dict[str, Any] = {"obligation": current["id"], **{n: current[n] for n in shown}}
         if outcome.refusal == "already_committed":
             detail = "The obligation is already committed; its result is in `result`."
             slug = "already-committed"
@@ -401,61 +340,35 @@ class ObligationCommitView(ContractView):
         else:
             detail = f"The obligation is {outcome.obligation.state}; it cannot be committed."
             slug = "obligation-not-pending"
-        return Response(
-            problem_body(409, detail, slug=slug, extra=extra),
-            status=409,
-            content_type=PROBLEM_CONTENT_TYPE,
-        )
+        return _problem_response(409, detail, slug=slug, extra=extra)
 
 
-class ObligationEndView(ContractView):
+class ObligationFailView(StateView):
     """Fail or cancel a pending obligation (final)."""
 
-    required_action = "state"
-    transition = "fail"
-
-    def _end(self, request: Request, obligation_id: str) -> Response:
-        obligation = _obligation_or_404(obligation_id)
-        reason = self.body.get("reason", "")
-        if self.transition == "fail":
-            ended = services.obligation_fail(
-                obligation=obligation,
-                reason=reason,
-                result=self.body.get("result"),
-                actor=_actor(request),
-            )
-        else:
-            ended = services.obligation_cancel(
-                obligation=obligation, reason=reason, actor=_actor(request)
-            )
-        return Response(ObligationSerializer(ended).data)
-
-
-class ObligationFailView(ObligationEndView):
     transition = "fail"
     body_input = {"POST": FailInput}
 
     @extend_schema(
         responses={
             200: ObligationSerializer,
-            (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
+            (409, PROBLEM_CONTENT_TYPE): _problem("The obligation is not pending."),
         },
     )
     @idempotent()
     def post(self, request: Request, obligation_id: str) -> Response:
-        return self._end(request, obligation_id)
+        obligation = _obligation_or_404(obligation_id)
+        reason, actor = self.body.get("reason", ""), _actor(request)
+        if self.transition == "cancel":
+            ended = services.obligation_cancel(obligation=obligation, reason=reason, actor=actor)
+        else:
+            result = self.body.get("result")
+            ended = services.obligation_fail(
+                obligation=obligation, reason=reason, result=result, actor=actor
+            )
+        return Response(ObligationSerializer(ended).data)
 
 
-class ObligationCancelView(ObligationEndView):
+class ObligationCancelView(ObligationFailView):
     transition = "cancel"
     body_input = {"POST": CancelInput}
-
-    @extend_schema(
-        responses={
-            200: ObligationSerializer,
-            (409, PROBLEM_CONTENT_TYPE): _conflict("The obligation is not pending."),
-        },
-    )
-    @idempotent()
-    def post(self, request: Request, obligation_id: str) -> Response:
-        return self._end(request, obligation_id)

@@ -1,15 +1,6 @@
-"""The state ledger an agent consults to know what it already did.
-
-* :class:`Run` — one session of work on a task; its :class:`Episode` rows (turns, tool outputs,
-  retrieved documents, partial results) are discarded when it closes.
-* :class:`Checkpoint` — numbered snapshots of a run's progress; a killed run resumes from the
-  latest one.
-* :class:`Obligation` — a unit of work with external effect, keyed by an idempotency key the
-  agent derives from task and step; committed exactly once.
-
-Actors are stored as ``<role>_type / _id / _label`` triples, like the rest of the project
-(:class:`apps.audit.services.Actor`), stamped by the server from the credential.
-"""
+"""The state ledger an agent consults to know what it already did: runs and their episodes,
+checkpoints, obligations. Actors are ``<role>_type / _id / _label`` triples, stamped by the
+server from the credential."""
 
 from __future__ import annotations
 
@@ -72,11 +63,8 @@ class Run(TenantOwned):
 
 
 class Episode(TenantOwned):
-    """One trace of a run: a turn, a tool output, a retrieved document, a partial result.
-
-    Either ``content`` (the text) or ``content_ref`` (a pointer to it elsewhere). Episodes are
-    never durable: they are deleted when their run closes.
-    """
+    """One trace of a run (a turn, a tool output, a document, a partial result): ``content``,
+    or ``content_ref`` pointing to it elsewhere. Deleted when the run closes."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Looked up (and cascaded) through the (tenant, run, seq) constraint's index.
@@ -138,13 +126,9 @@ class ObligationState(models.TextChoices):
 
 class Obligation(TenantOwned):
     """Work with an external effect, identified by ``key`` (the idempotency key, unique per
-    tenant). ``pending`` until it is committed (exactly once, with its ``result``), failed or
-    cancelled; all three are final.
-
-    ``depends_on`` lists obligations of the same tenant that must be committed first. They
-    must exist when this one is created and never change afterwards, so dependencies form a
-    DAG by construction (no cycles).
-    """
+    tenant). ``pending`` until committed (exactly once, with its ``result``), failed or
+    cancelled; all three are final. ``depends_on``: obligations of the tenant to be committed
+    first; they exist at creation and never change, so dependencies form a DAG."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     task_id = models.CharField(max_length=200)
@@ -157,8 +141,6 @@ class Obligation(TenantOwned):
     deadline = models.DateTimeField(null=True, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
-    # Whom the work is about: an erasure of that subject strips payload, result and this
-    # (the key and state stay, so the work is still done exactly once).
     subject = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField()
     created_by_type = models.CharField(max_length=16)
@@ -175,8 +157,8 @@ class Obligation(TenantOwned):
     ended_by_label = models.CharField(max_length=200, blank=True)
     end_reason = models.TextField(blank=True)
 
-    # An erasure withdraws an obligation about or mentioning its subject: payload, result and
-    # the subject go, key and state stay (the work is still done exactly once).
+    # An erasure withdraws an obligation about (``subject``) or mentioning its subject:
+    # payload, result and the subject go, key and state stay (the work is still done once).
     deletion_rules = deletion.Rules(
         named_by=(STORED_RESPONSE,),
         subject_data=True,

@@ -38,12 +38,12 @@ def run_open_locked(tenant: Tenant, run_id: uuid.UUID) -> bool:
 
 
 def runs_list(*, task_id: str = "", state: str = "") -> QuerySet[Run]:
-    runs = Run.objects.all()
-    if task_id:
-        runs = runs.filter(task_id=task_id)
-    if state:
-        runs = runs.filter(state=state)
-    return runs
+    return Run.objects.filter(**_given(task_id=task_id, state=state))
+
+
+def _given(**filters: str) -> dict[str, str]:
+    """The filters that were given (an empty one filters nothing)."""
+    return {name: value for name, value in filters.items() if value}
 
 
 def runs_idle(*, idle_for: timedelta, now: datetime | None = None) -> QuerySet[Run]:
@@ -92,10 +92,7 @@ def obligation_get(obligation_id: Any) -> Obligation | None:
 def obligations_overdue(now: datetime | None = None) -> QuerySet[Obligation]:
     """Pending obligations past their deadline, most overdue first (for agents and the
     console). Overdue is computed at read time; nothing sweeps or changes them."""
-    now = now or timezone.now()
-    return Obligation.objects.filter(
-        state=ObligationState.PENDING, deadline__isnull=False, deadline__lt=now
-    ).order_by("deadline", "id")
+    return obligations_list(overdue=True, now=now).order_by("deadline", "id")
 
 
 def obligations_list(
@@ -104,11 +101,7 @@ def obligations_list(
     """The tenant's obligations, filtered; ``overdue=True`` keeps pending ones past their
     deadline, ``overdue=False`` excludes them."""
     now = now or timezone.now()
-    obligations = Obligation.objects.all()
-    if task_id:
-        obligations = obligations.filter(task_id=task_id)
-    if state:
-        obligations = obligations.filter(state=state)
+    obligations = Obligation.objects.filter(**_given(task_id=task_id, state=state))
     if overdue is True:
         obligations = obligations.filter(state=ObligationState.PENDING, deadline__lt=now)
     elif overdue is False:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -27,16 +26,12 @@ from apps.api.contract import (
     StrictUUIDField,
     TimestampField,
 )
-from apps.records.serializers import IdentifierField
-from apps.records.validation import OWNER_RE, SUBJECT_RE
+from apps.records.serializers import actor_columns, owner_field, subject_field
 
 from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunState
 from .selectors import is_overdue
 
-MAX_ID_CHARS = IDENTIFIER_CHARS
 MAX_EPISODE_CHARS = 256 * 1024
-MAX_STATE_BYTES = STATE_BYTES
-MAX_PAYLOAD_BYTES = VALUE_BYTES
 MAX_DEPENDENCIES = 100
 MAX_STEP = 2**31 - 1
 
@@ -57,15 +52,22 @@ class ActorOutput(serializers.Serializer[dict[str, str]]):
         return fields
 
 
-def _actor(obj: Any, prefix: str) -> dict[str, str] | None:
-    kind = getattr(obj, f"{prefix}_type")
-    if not kind:
-        return None
-    return {
-        "type": kind,
-        "id": getattr(obj, f"{prefix}_id"),
-        "label": getattr(obj, f"{prefix}_label"),
-    }
+@extend_schema_field(ActorOutput)
+class ActorField(serializers.Field[Any, Any, Any, Any]):
+    """The actor in a model's ``<prefix>_type``, ``_id`` and ``_label`` columns (null when
+    none is stamped)."""
+
+    def __init__(self, prefix: str, **kwargs: Any) -> None:
+        self.prefix = prefix
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value: Any) -> dict[str, str] | None:
+        return actor_columns(value, self.prefix) if getattr(value, f"{self.prefix}_type") else None
+
+
+@extend_schema_field(ActorOutput(allow_null=True))
+class NullableActorField(ActorField):
+    pass
 
 
 class RunSerializer(serializers.Serializer[Run]):
@@ -75,23 +77,15 @@ class RunSerializer(serializers.Serializer[Run]):
     subject = serializers.CharField(help_text="Whom the run is about (empty: no one named).")
     state = serializers.CharField(help_text="open | closed")
     opened_at = serializers.DateTimeField()
-    opened_by = serializers.SerializerMethodField()
+    opened_by = ActorField("opened_by")
     closed_at = serializers.DateTimeField(allow_null=True)
-    closed_by = serializers.SerializerMethodField()
+    closed_by = NullableActorField("closed_by")
     episodes_discarded = serializers.IntegerField(
         help_text="How many episodes the close discarded (0 while open)."
     )
     records_expired = serializers.IntegerField(
         help_text="How many session records (source.run_id = this run) the close expired."
     )
-
-    @extend_schema_field(ActorOutput)
-    def get_opened_by(self, run: Run) -> dict[str, str] | None:
-        return _actor(run, "opened_by")
-
-    @extend_schema_field(ActorOutput(allow_null=True))
-    def get_closed_by(self, run: Run) -> dict[str, str] | None:
-        return _actor(run, "closed_by")
 
 
 class EpisodeSerializer(serializers.Serializer[Episode]):
@@ -125,29 +119,17 @@ class ObligationSerializer(serializers.Serializer[Obligation]):
     result = serializers.JSONField(allow_null=True)
     subject = serializers.CharField(help_text="Whom the work is about (empty: no one named).")
     created_at = serializers.DateTimeField()
-    created_by = serializers.SerializerMethodField()
+    created_by = ActorField("created_by")
     committed_at = serializers.DateTimeField(allow_null=True)
-    committed_by = serializers.SerializerMethodField()
+    committed_by = NullableActorField("committed_by")
     ended_at = serializers.DateTimeField(
         allow_null=True, help_text="When it failed or was cancelled."
     )
-    ended_by = serializers.SerializerMethodField()
+    ended_by = NullableActorField("ended_by")
     end_reason = serializers.CharField(allow_blank=True)
 
     def get_overdue(self, obligation: Obligation) -> bool:
         return is_overdue(obligation)
-
-    @extend_schema_field(ActorOutput)
-    def get_created_by(self, obligation: Obligation) -> dict[str, str] | None:
-        return _actor(obligation, "created_by")
-
-    @extend_schema_field(ActorOutput(allow_null=True))
-    def get_committed_by(self, obligation: Obligation) -> dict[str, str] | None:
-        return _actor(obligation, "committed_by")
-
-    @extend_schema_field(ActorOutput(allow_null=True))
-    def get_ended_by(self, obligation: Obligation) -> dict[str, str] | None:
-        return _actor(obligation, "ended_by")
 
 
 class ObligationCreateResponse(ObligationSerializer):
@@ -161,29 +143,18 @@ class ObligationCreateResponse(ObligationSerializer):
 # --- input -------------------------------------------------------------------------------------
 
 
-def _subject(**kwargs: Any) -> StrictCharField:
-    """A subject as records name theirs (``kind:id``), so an erasure by it finds both."""
-    return IdentifierField(
-        max_length=MAX_ID_CHARS,
-        validators=[RegexValidator(SUBJECT_RE, message="Expected <kind>:<id>, e.g. user:8812.")],
-        **kwargs,
-    )
+# A subject as records name theirs (``kind:id``), so an erasure by it finds both.
+SUBJECT_EXPECTED = "Expected <kind>:<id>, e.g. user:8812."
 
 
 class RunOpenInput(StrictSerializer):
-    task_id = StrictCharField(max_length=MAX_ID_CHARS, help_text="The task this run works on.")
-    owner = IdentifierField(
-        max_length=MAX_ID_CHARS,
-        validators=[
-            RegexValidator(
-                OWNER_RE,
-                message="Expected user:<id>, service:<name>, team:<name>, tenant:<id> or "
-                "agent:<id>.",
-            )
-        ],
+    task_id = StrictCharField(max_length=IDENTIFIER_CHARS, help_text="The task this run works on.")
+    owner = owner_field(
+        "Expected user:<id>, service:<name>, team:<name>, tenant:<id> or agent:<id>.",
         help_text="Accountable principal: user:<id> | service:<name> | team:<name> | agent:<id>",
     )
-    subject = _subject(
+    subject = subject_field(
+        SUBJECT_EXPECTED,
         required=False,
         help_text="Whom the run is about, e.g. user:8812: erasing that subject erases the run.",
     )
@@ -236,16 +207,16 @@ class EpisodeInput(StrictSerializer):
 class CheckpointInput(StrictSerializer):
     step = StrictIntegerField(min_value=0, max_value=MAX_STEP)
     state = JSONValueField(
-        max_bytes=MAX_STATE_BYTES,
-        help_text=f"The run's state after this step (any JSON, at most {MAX_STATE_BYTES} bytes).",
+        max_bytes=STATE_BYTES,
+        help_text=f"The run's state after this step (any JSON, at most {STATE_BYTES} bytes).",
     )
 
 
 class ObligationInput(StrictSerializer):
-    task_id = StrictCharField(max_length=MAX_ID_CHARS)
+    task_id = StrictCharField(max_length=IDENTIFIER_CHARS)
     kind = StrictCharField(max_length=NAME_CHARS, help_text="What the work is, e.g. charge.")
     key = StrictCharField(
-        max_length=MAX_ID_CHARS,
+        max_length=IDENTIFIER_CHARS,
         trim_whitespace=False,
         help_text="The idempotency key, derived from task and step identity.",
     )
@@ -259,10 +230,11 @@ class ObligationInput(StrictSerializer):
     payload = JSONValueField(
         required=False,
         allow_null=True,
-        max_bytes=MAX_PAYLOAD_BYTES,
-        help_text=f"What the work needs (any JSON, at most {MAX_PAYLOAD_BYTES} bytes).",
+        max_bytes=VALUE_BYTES,
+        help_text=f"What the work needs (any JSON, at most {VALUE_BYTES} bytes).",
     )
-    subject = _subject(
+    subject = subject_field(
+        SUBJECT_EXPECTED,
         required=False,
         help_text="Whom the work is about, e.g. user:8812: erasing that subject strips the "
         "payload, the result and this (key and state stay), as it strips an obligation whose "
@@ -274,8 +246,8 @@ class CommitInput(StrictSerializer):
     result = JSONValueField(
         required=False,
         allow_null=True,
-        max_bytes=MAX_PAYLOAD_BYTES,
-        help_text=f"What the work produced (any JSON, at most {MAX_PAYLOAD_BYTES} bytes).",
+        max_bytes=VALUE_BYTES,
+        help_text=f"What the work produced (any JSON, at most {VALUE_BYTES} bytes).",
     )
 
 
@@ -291,12 +263,12 @@ class CancelInput(StrictSerializer):
 
 
 class RunListQuery(PageQuery):
-    task_id = StrictCharField(required=False, max_length=MAX_ID_CHARS)
+    task_id = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
     state = StrictChoiceField(choices=RunState.values, required=False)
 
 
 class ObligationListQuery(PageQuery):
-    task_id = StrictCharField(required=False, max_length=MAX_ID_CHARS)
+    task_id = StrictCharField(required=False, max_length=IDENTIFIER_CHARS)
     state = StrictChoiceField(choices=ObligationState.values, required=False)
     overdue = QueryBooleanField(
         required=False,

@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.audit.models import AuditEvent
 from apps.audit.services import (
     audit_append,
     audit_event,
@@ -33,23 +34,11 @@ from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import format_duration
-from apps.records.models import (
-    MemoryRecord,
-    RecordStatus,
-    RetentionBasis,
-    Trust,
-)
+from apps.records.models import MemoryRecord, RecordStatus, RetentionBasis, Trust
 from apps.records.services import deletion_propagate
 from apps.tenancy.models import Tenant
 
-from .models import (
-    Checkpoint,
-    Episode,
-    Obligation,
-    ObligationState,
-    Run,
-    RunState,
-)
+from .models import Checkpoint, Episode, Obligation, ObligationState, Run, RunState
 from .selectors import never_committable_below, runs_idle
 
 
@@ -88,8 +77,34 @@ def _actor_fields(prefix: str, actor: Actor) -> dict[str, str]:
     }
 
 
-def _lock_run(run: Run) -> Run:
-    return Run.objects.select_for_update().get(pk=run.pk)
+def _stamp(obj: Run | Obligation, prefix: str, actor: Actor) -> list[str]:
+    """Set ``obj``'s ``{prefix}_*`` actor columns; returns their names."""
+    fields = _actor_fields(prefix, actor)
+    for name, value in fields.items():
+        setattr(obj, name, value)
+    return list(fields)
+
+
+def _audit(
+    obj: Run | Episode | Checkpoint | Obligation, actor: Actor, action: str, **kwargs: Any
+) -> AuditEvent:
+    """Append ``action`` on ``obj`` to its tenant's audit chain, in this transaction."""
+    return audit_record(
+        tenant=obj.tenant_id,
+        actor=actor,
+        action=action,
+        object_type=type(obj).__name__.lower(),
+        object_id=str(obj.pk),
+        **kwargs,
+    )
+
+
+def _lock_run(run: Run, *, refuse_closed: str = "") -> Run:
+    """The run, locked; with ``refuse_closed``, refused with that detail unless open."""
+    locked = Run.objects.select_for_update().get(pk=run.pk)
+    if refuse_closed and locked.state != RunState.OPEN:
+        raise RunClosed(refuse_closed, run=str(locked.pk))
+    return locked
 
 
 # --- runs and episodes -----------------------------------------------------------------------
@@ -97,7 +112,6 @@ def _lock_run(run: Run) -> Run:
 
 @transaction.atomic
 def run_open(*, tenant: Tenant, task_id: str, owner: str, actor: Actor, subject: str = "") -> Run:
-    """Open a run of ``task_id`` for ``owner`` (about ``subject``, if given)."""
     run = Run.objects.create(
         tenant=tenant,
         task_id=task_id,
@@ -106,14 +120,7 @@ def run_open(*, tenant: Tenant, task_id: str, owner: str, actor: Actor, subject:
         opened_at=timezone.now(),
         **_actor_fields("opened_by", actor),
     )
-    audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="run.open",
-        object_type="run",
-        object_id=str(run.pk),
-        data={"task_id": task_id},
-    )
+    _audit(run, actor, "run.open", data={"task_id": task_id})
     return run
 
 
@@ -123,9 +130,7 @@ def episode_append(
 ) -> Episode:
     """Append a trace to an open run, numbered in order (``seq`` 1, 2, ...). A closed run
     refuses: its episodes are gone, and a late one would outlive the close."""
-    locked = _lock_run(run)
-    if locked.state != RunState.OPEN:
-        raise RunClosed("The run is closed; its episodes were discarded.", run=str(locked.pk))
+    locked = _lock_run(run, refuse_closed="The run is closed; its episodes were discarded.")
     locked.last_seq += 1
     locked.save(update_fields=["last_seq"])
     episode = Episode.objects.create(
@@ -137,14 +142,8 @@ def episode_append(
         content_ref=content_ref,
         created_at=timezone.now(),
     )
-    audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action="episode.append",
-        object_type="episode",
-        object_id=str(episode.pk),
-        data={"run": str(locked.pk), "seq": episode.seq, "chars": len(content)},
-    )
+    data = {"run": str(locked.pk), "seq": episode.seq, "chars": len(content)}
+    _audit(episode, actor, "episode.append", data=data)
     return episode
 
 
@@ -164,9 +163,7 @@ def checkpoint_write(*, run: Run, step: int, state: Any, actor: Actor) -> Checkp
     * the latest step with a different state, or a step behind the latest: refused (409).
       A resumed run continues from the latest checkpoint; going back means it did not.
     """
-    locked = _lock_run(run)
-    if locked.state != RunState.OPEN:
-        raise RunClosed("The run is closed; it takes no more checkpoints.", run=str(locked.pk))
+    locked = _lock_run(run, refuse_closed="The run is closed; it takes no more checkpoints.")
     digest = content_digest(state)
     latest = Checkpoint.objects.filter(run=locked).order_by("-step").first()
     if latest is not None:
@@ -191,15 +188,8 @@ def checkpoint_write(*, run: Run, step: int, state: Any, actor: Actor) -> Checkp
         state_digest=digest,
         created_at=timezone.now(),
     )
-    audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action="checkpoint.write",
-        object_type="checkpoint",
-        object_id=str(checkpoint.pk),
-        digest=digest,
-        data={"run": str(locked.pk), "step": step},
-    )
+    data = {"run": str(locked.pk), "step": step}
+    _audit(checkpoint, actor, "checkpoint.write", digest=digest, data=data)
     return CheckpointOutcome(checkpoint, created=True)
 
 
@@ -236,8 +226,7 @@ def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
     )
     locked.state = RunState.CLOSED
     locked.closed_at = now
-    for name, value in _actor_fields("closed_by", actor).items():
-        setattr(locked, name, value)
+    _stamp(locked, "closed_by", actor)
     locked.episodes_discarded = len(episode_ids)
     locked.records_expired = len(expired)
     locked.save()
@@ -245,21 +234,14 @@ def run_close(*, run: Run, actor: Actor, reason: str = "") -> Run:
         "episodes_discarded": len(episode_ids),
         "records_expired": len(expired),
         "records": expired[:100],
-        "summaries_invalidated": discarded.counts().get("summaries_invalidated", 0)
-        + derived.counts().get("summaries_invalidated", 0),
-        "embeddings": discarded.counts().get("embeddings", 0)
-        + derived.counts().get("embeddings", 0),
+        **{
+            name: discarded.counts().get(name, 0) + derived.counts().get(name, 0)
+            for name in ("summaries_invalidated", "embeddings")
+        },
     }
     if reason:
         data["reason"] = reason
-    event = audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action="run.close",
-        object_type="run",
-        object_id=str(locked.pk),
-        data=data,
-    )
+    event = _audit(locked, actor, "run.close", data=data)
     discarded.stamp(event.pk)
     derived.stamp(event.pk)
     # A backup taken while the run was open holds its episodes: a restore closes it again.
@@ -300,18 +282,13 @@ def runs_close_idle(*, tenant: Tenant, limit: int = 500) -> int:
 
 
 def session_records_expire(*, run: Run, now: datetime) -> list[str]:
-    """Expire the run's session records; returns their ids. Called by :func:`run_close`.
+    """Expire the run's session records (``source.run_id`` the run's id); returns their ids.
 
-    This writes to the records app's table from here on purpose: closing a run is this app's
-    event, and it must happen in the close's transaction. It mirrors
-    ``apps.records.services.consent_revoke``: ``status=expired, expires_at=now`` (the read-time
-    predicate hides them at once; compaction later deletes them with a receipt) and legal
-    holds keep what they cover; the caller withdraws them (stored API responses describing
-    them become tombstones, what was derived from them goes).
-
-    A record belongs to the run when its ``source.run_id`` is the run's id. Only provisional
-    records expire: a confirmed one was promoted by an explicit, recorded review, and API.md
-    says promoted facts stay when the run closes.
+    Written here, not in the records app: closing a run is this app's event, in the close's
+    transaction. As a consent revocation does: ``status=expired, expires_at=now`` (the live
+    predicate hides them at once; compaction deletes them with a receipt), legal holds keep
+    what they cover, and the caller withdraws what describes them. Only provisional records
+    expire: a confirmed one was promoted by a recorded review, and promoted facts stay.
     """
 
     affected = (
@@ -344,10 +321,6 @@ class ObligationOutcome:
     mismatched: list[str] = field(default_factory=list)
 
 
-def _unique_ids(ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
-    return list(dict.fromkeys(ids))
-
-
 def _mismatched(
     existing: Obligation,
     *,
@@ -357,18 +330,14 @@ def _mismatched(
     deadline: datetime | None,
     payload: Any,
 ) -> list[str]:
-    differs = []
-    if existing.task_id != task_id:
-        differs.append("task_id")
-    if existing.kind != kind:
-        differs.append("kind")
-    if set(existing.depends_on) != set(depends_on):
-        differs.append("depends_on")
-    if existing.deadline != deadline:
-        differs.append("deadline")
-    if content_digest(existing.payload) != content_digest(payload):
-        differs.append("payload")
-    return differs
+    same = {
+        "task_id": existing.task_id == task_id,
+        "kind": existing.kind == kind,
+        "depends_on": set(existing.depends_on) == set(depends_on),
+        "deadline": existing.deadline == deadline,
+        "payload": content_digest(existing.payload) == content_digest(payload),
+    }
+    return [name for name, equal in same.items() if not equal]
 
 
 @transaction.atomic
@@ -391,7 +360,7 @@ def obligation_create(
     Two concurrent creates with one key get one obligation: the second insert waits for the
     first and then finds its row.
     """
-    deps = _unique_ids(depends_on)
+    deps = list(dict.fromkeys(depends_on))
     payload = {} if payload is None else payload
     existing = Obligation.objects.filter(tenant=tenant, key=key).first()
     if existing is None:
@@ -421,14 +390,8 @@ def obligation_create(
         Obligation.objects.bulk_create([candidate], ignore_conflicts=True)
         existing = Obligation.objects.get(tenant=tenant, key=key)
         if existing.pk == candidate.pk:
-            audit_record(
-                tenant=tenant,
-                actor=actor,
-                action="obligation.create",
-                object_type="obligation",
-                object_id=str(existing.pk),
-                data={"task_id": task_id, "kind": kind, "depends_on": [str(d) for d in deps]},
-            )
+            data = {"task_id": task_id, "kind": kind, "depends_on": [str(d) for d in deps]}
+            _audit(existing, actor, "obligation.create", data=data)
             return ObligationOutcome(existing, created=True)
     mismatched = _mismatched(
         existing, task_id=task_id, kind=kind, depends_on=deps, deadline=deadline, payload=payload
@@ -546,11 +509,7 @@ def obligation_commit(*, obligation: Obligation, result: Any, actor: Actor) -> C
         # obligation exists, and it was pending (so no ended_* either). A copy: the caller's
         # instance stays as it was read.
         committed = copy.copy(obligation)
-        committed.state = ObligationState.COMMITTED
-        committed.result = result
-        committed.committed_at = now
-        for name, value in fields.items():
-            setattr(committed, name, value)
+        _committed(committed, result=result, now=now, actor=actor)
         return CommitOutcome(committed, committed=True)
     return _commit_locked(obligation=obligation, result=result, actor=actor)
 
@@ -574,40 +533,30 @@ def _commit_locked(*, obligation: Obligation, result: Any, actor: Actor) -> Comm
         if pending:
             refusal = "dependencies"
     if refusal:
-        audit_record(
-            tenant=locked.tenant_id,
-            actor=actor,
-            action="obligation.commit_refused",
-            object_type="obligation",
-            object_id=str(locked.pk),
-            data={
-                "refusal": refusal,
-                "state": locked.state,
-                "pending_dependencies": [str(o.pk) for o in pending],
-            },
-        )
+        data = {
+            "refusal": refusal,
+            "state": locked.state,
+            "pending_dependencies": [str(o.pk) for o in pending],
+        }
+        _audit(locked, actor, "obligation.commit_refused", data=data)
         return CommitOutcome(locked, committed=False, refusal=refusal, pending_dependencies=pending)
-    locked.state = ObligationState.COMMITTED
-    locked.result = result
-    locked.committed_at = timezone.now()
-    fields = _actor_fields("committed_by", actor)
-    for name, value in fields.items():
-        setattr(locked, name, value)
+    fields = _committed(locked, result=result, now=timezone.now(), actor=actor)
     locked.save(update_fields=["state", "result", "committed_at", *fields])
-    audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action="obligation.commit",
-        object_type="obligation",
-        object_id=str(locked.pk),
-        digest=content_digest(result),
-        data={"task_id": locked.task_id, "kind": locked.kind},
-    )
+    data = {"task_id": locked.task_id, "kind": locked.kind}
+    _audit(locked, actor, "obligation.commit", digest=content_digest(result), data=data)
     return CommitOutcome(locked, committed=True)
 
 
+def _committed(obligation: Obligation, *, result: Any, now: datetime, actor: Actor) -> list[str]:
+    """Set ``obligation`` committed with ``result``; returns the actor columns set."""
+    obligation.state = ObligationState.COMMITTED
+    obligation.result = result
+    obligation.committed_at = now
+    return _stamp(obligation, "committed_by", actor)
+
+
 def _end(
-    *, obligation: Obligation, state: str, reason: str, result: Any, actor: Actor
+    obligation: Obligation, state: str, *, reason: str, result: Any, actor: Actor
 ) -> Obligation:
     locked = Obligation.objects.select_for_update().get(pk=obligation.pk)
     if locked.state != ObligationState.PENDING:
@@ -623,16 +572,12 @@ def _end(
     locked.end_reason = reason
     if result is not None:
         locked.result = result
-    fields = _actor_fields("ended_by", actor)
-    for name, value in fields.items():
-        setattr(locked, name, value)
+    fields = _stamp(locked, "ended_by", actor)
     locked.save(update_fields=["state", "ended_at", "end_reason", "result", *fields])
-    audit_record(
-        tenant=locked.tenant_id,
-        actor=actor,
-        action=f"obligation.{'fail' if state == ObligationState.FAILED else 'cancel'}",
-        object_type="obligation",
-        object_id=str(locked.pk),
+    _audit(
+        locked,
+        actor,
+        f"obligation.{'fail' if state == ObligationState.FAILED else 'cancel'}",
         digest=content_digest(result) if result is not None else "",
         data={"task_id": locked.task_id, "kind": locked.kind},
     )
@@ -645,25 +590,13 @@ def obligation_fail(
 ) -> Obligation:
     """Mark a pending obligation failed (final: a retry is a new obligation, with a new key).
     Obligations depending on it can then never be committed."""
-    return _end(
-        obligation=obligation,
-        state=ObligationState.FAILED,
-        reason=reason,
-        result=result,
-        actor=actor,
-    )
+    return _end(obligation, ObligationState.FAILED, reason=reason, result=result, actor=actor)
 
 
 @transaction.atomic
 def obligation_cancel(*, obligation: Obligation, reason: str, actor: Actor) -> Obligation:
     """Cancel a pending obligation (final)."""
-    return _end(
-        obligation=obligation,
-        state=ObligationState.CANCELLED,
-        reason=reason,
-        result=None,
-        actor=actor,
-    )
+    return _end(obligation, ObligationState.CANCELLED, reason=reason, result=None, actor=actor)
 
 
 # --- reads ------------------------------------------------------------------------------------

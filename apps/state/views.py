@@ -1,11 +1,6 @@
-"""Console: the tenant's runs and obligations (read-only).
-
-People see what agents are doing and what they still owe: every run with its latest
-checkpoint, and every obligation with its state and deadline. Overdue obligations (pending
-past their deadline) come first and are marked in words, not only in colour; so are blocked
-ones (pending, but waiting on a failed or cancelled obligation, so never committable). Reads
-go through ``apps.state.selectors`` under the request's tenant context (row-level security).
-"""
+"""Console: the tenant's runs (with their latest checkpoint) and obligations, read-only.
+Overdue obligations come first, marked in words, not only in colour; so are blocked ones
+(pending, but waiting on a failed or cancelled obligation, so never committable)."""
 
 from __future__ import annotations
 
@@ -65,21 +60,16 @@ def _with_latest_step(runs: QuerySet[Run]) -> QuerySet[Run]:
     return runs.annotate(latest_step=Subquery(latest))
 
 
-def _after(rows: QuerySet[Any], column: str, cursor: Cursor | None) -> QuerySet[Any]:
-    """Rows strictly after ``cursor`` in ``(-column, -id)`` order (keyset: no OFFSET)."""
-    if cursor is None:
-        return rows
-    return rows.filter(cursor.older(column))
-
-
-def _page(
-    rows: QuerySet[Any], column: str, cursor: Cursor | None, next_url: Any
-) -> tuple[list[Any], str | None]:
-    found = list(_after(rows.order_by(f"-{column}", "-id"), column, cursor)[: PAGE_SIZE + 1])
+def _page(rows: QuerySet[Any], column: str, cursor: Cursor | None, next_url: Any) -> Page:
+    """The rows after ``cursor`` in ``(-column, -id)`` order (keyset: no OFFSET), and the
+    next page's link."""
+    if cursor is not None:
+        rows = rows.filter(cursor.older(column))
+    found = list(rows.order_by(f"-{column}", "-id")[: PAGE_SIZE + 1])
     if len(found) <= PAGE_SIZE:
-        return found, None
+        return Page(found, None)
     last = found[PAGE_SIZE - 1]
-    return found[:PAGE_SIZE], next_url(Cursor(getattr(last, column), last.pk).token())
+    return Page(found[:PAGE_SIZE], next_url(Cursor(getattr(last, column), last.pk).token()))
 
 
 def _obligation_rows(items: list[Obligation], now: datetime) -> list[ObligationRow]:
@@ -116,7 +106,7 @@ def _runs_context(request: ConsoleRequest, tenant: Tenant, now: datetime) -> dic
     task_id = data.get("task_id") or ""
 
     runs = _with_latest_step(runs_list(task_id=task_id, state=data.get("run_state") or ""))
-    run_rows, runs_next = _page(
+    runs_page = _page(
         runs,
         "opened_at",
         data.get("runs_after"),
@@ -128,7 +118,7 @@ def _runs_context(request: ConsoleRequest, tenant: Tenant, now: datetime) -> dic
         overdue=True if data.get("overdue") else None,
         now=now,
     )
-    obligation_rows, obligations_next = _page(
+    obligations_page = _page(
         obligations,
         "created_at",
         data.get("obligations_after"),
@@ -140,11 +130,8 @@ def _runs_context(request: ConsoleRequest, tenant: Tenant, now: datetime) -> dic
     overdue_shown = list(overdue[: OVERDUE_SHOWN + 1])
     blocked_shown = obligations_blocked(task_id=task_id, limit=BLOCKED_SHOWN + 1)
     context.update(
-        runs=Page(run_rows, runs_next),
-        obligations=Page(
-            _obligation_rows(obligation_rows, now),
-            obligations_next,
-        ),
+        runs=runs_page,
+        obligations=Page(_obligation_rows(obligations_page.rows, now), obligations_page.next_url),
         overdue=overdue_shown[:OVERDUE_SHOWN],
         overdue_more=len(overdue_shown) > OVERDUE_SHOWN,
         blocked=blocked_shown[:BLOCKED_SHOWN],
