@@ -675,6 +675,7 @@ VERSIONS_FOR_DELETE_SQL = (
     " WHERE r.fact_id = %(fact)s ORDER BY r.version FOR UPDATE OF r"
 )
 _VALUE = MemoryRecord._meta.get_field("value")
+_VALUE_COLUMN = _VALUE.get_col(MemoryRecord._meta.db_table)
 
 
 def versions_for_delete_sql(params: dict[str, Any]) -> str:
@@ -694,7 +695,7 @@ def versions_loaded(rows: list[tuple[Any, ...]]) -> list[MemoryRecord]:
             fact_id=fact_id,
             subject=subject,
             key=key,
-            value=_VALUE.from_db_value(value, None, connection),
+            value=_VALUE.from_db_value(value, _VALUE_COLUMN, connection),
             content=content,
             written_at=written_at,
         )
