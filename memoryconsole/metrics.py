@@ -32,12 +32,12 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily
 
 from apps.console.dashboard import count_of
-from apps.derivations.selectors import background_work
 from apps.governance.erasure_jobs import erasure_jobs_in
 from apps.governance.models import ErasureJobState
 from apps.review.queues import conflicts_open, promotions_pending
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from apps.work.selectors import background_work
 
 from .instance import METRICS_DIRECTORY_ENV
 
@@ -68,7 +68,7 @@ class DatabaseFigures:
     """Levels read from the database at scrape time, summed across tenants.
 
     Tenant rows are read as each tenant, one short transaction per tenant, as the health
-    endpoint reads the outbox (:func:`apps.derivations.selectors.background_work`): row-level
+    endpoint reads the outbox (:func:`apps.work.selectors.background_work`): row-level
     security has no tenant-less way in. The review queue and open conflicts are the console's
     queues (live versions only), counted whole; with the erasure jobs, one statement per
     tenant.

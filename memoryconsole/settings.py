@@ -85,6 +85,9 @@ INSTALLED_APPS = [
     "apps.records",
     "apps.review",
     "apps.derivations",
+    # Here, not in its layer's place (pyproject.toml): the app registry's order is the order
+    # of a deletion's counts (apps/core/deletion.py), and the outbox's came after derivations'.
+    "apps.work",
     "apps.retrieval",
     "apps.state",
     "apps.governance",

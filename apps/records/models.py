@@ -25,6 +25,7 @@ from django.utils import timezone
 from apps.api.models import STORED_RESPONSE
 from apps.core import deletion
 from apps.tenancy.models import TenantOwned
+from apps.work.models import QUEUED_WORK
 
 
 class SourceKind(models.TextChoices):
@@ -370,7 +371,7 @@ class MemoryRecord(TenantOwned):
     objects = MemoryRecordQuerySet.as_manager()
 
     deletion_rules = deletion.Rules(
-        named_by=(STORED_RESPONSE,),
+        named_by=(STORED_RESPONSE, QUEUED_WORK),
         subject_data=True,
         counted_as="versions",
         unrelated={

@@ -31,9 +31,10 @@ from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import json_equal
-from apps.core.work import EMBED_RECORD, work_planned
 from apps.tenancy.models import Tenant
 from apps.tenancy.prepared import GENERIC_PLAN_SQL, prepared_cursor
+from apps.work.outbox import record_embedding_enqueue, record_embedding_message
+from apps.work.queued import work_planned
 
 from . import signals
 from .models import (
@@ -388,7 +389,12 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
     Fact.objects.filter(pk=fact.pk).update(
         current_id=fact.current_id, last_version=fact.last_version
     )
-    embedding = work_planned(EMBED_RECORD, record)
+    embedding = work_planned(
+        signals.embed_record,
+        record,
+        row=record_embedding_message,
+        enqueue=record_embedding_enqueue,
+    )
     for row in embedding.rows:
         row.save(force_insert=True)
     # A fact's changes spread over the lanes by fact (the rest of a transaction's events

@@ -19,7 +19,7 @@ from django.utils import timezone
 from apps.audit.services import audit_record
 from apps.core.actors import Actor, ActorType
 from apps.core.validation import canonical_json
-from apps.core.work import EMBED_RECORD, work_enqueue
+from apps.records import signals as records_signals
 from apps.records.models import (
     Conflict,
     ConflictState,
@@ -45,6 +45,8 @@ from apps.records.services import (
 from apps.records.validation import MAX_VALUE_BYTES, json_problem, render_content
 from apps.review.models import ReviewClaim
 from apps.tenancy.models import Tenant
+from apps.work.outbox import record_embedding_enqueue
+from apps.work.queued import work_enqueue
 
 from .claims import Claimable, claim_end, claim_kind, claim_refusal
 
@@ -362,7 +364,8 @@ def conflict_resolve(
         _supersede(contender, winner, now)
         if by_person:
             record_confirm(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
-        work_enqueue(EMBED_RECORD, winner)  # the corrected version gets a vector
+        # The corrected version gets a vector (at once where the tenant's model embeds at write).
+        work_enqueue(records_signals.embed_record, winner, enqueue=record_embedding_enqueue)
     if fact.current_id != winner.pk:
         fact.current = winner
     fact.save(update_fields=["current", "last_version"])
