@@ -158,6 +158,11 @@ class _DebugWrapper(CursorDebugWrapper):
             return CursorWrapper.execute(self, sql, params)
 
 
+# The generic plan for the rest of the transaction (``SET LOCAL plan_cache_mode``): a caller
+# that runs it beforehand, in a round trip of its own statements, passes ``generic_plan=False``.
+GENERIC_PLAN_SQL = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+
+
 @contextmanager
 def prepared_cursor(*, generic_plan: bool = True) -> Iterator[Any]:
     """A Django cursor whose statements are prepared on the server and, with
@@ -165,7 +170,7 @@ def prepared_cursor(*, generic_plan: bool = True) -> Iterator[Any]:
     docs); without it PostgreSQL chooses, as for any prepared statement."""
     if generic_plan:
         with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            cursor.execute(GENERIC_PLAN_SQL)
     raw = _PreparingCursor(connection.connection)
     cursor = (
         _DebugWrapper(raw, connection)

@@ -26,7 +26,7 @@ from apps.records.models import (
 from apps.records.predicates import record_predicate_sql
 from apps.records.selectors import record_get
 from apps.records.serializers import write_input
-from apps.records.services import VERSIONS_FOR_DELETE_SQL
+from apps.records.services import versions_for_delete_sql, versions_loaded
 from apps.records.trust import open_conflicts_of
 from apps.tenancy.context import tenant_scope
 
@@ -243,13 +243,15 @@ def test_a_record_by_id_and_a_facts_versions_are_the_querysets_they_replaced(
 
         for fact_id in (live.fact_id, held.fact_id):
             params: dict[str, Any] = {"fact": fact_id}
-            sql = VERSIONS_FOR_DELETE_SQL.format(held=record_predicate_sql("held", "r", params))
+            with connection.cursor() as cursor:
+                cursor.execute(versions_for_delete_sql(params), params)
+                loaded = versions_loaded(cursor.fetchall())
             statement = [
-                (v.pk, v.value, v.content, v.written_at, v.held)
-                for v in MemoryRecord.objects.raw(sql, params)
+                (v.pk, v.fact_id, v.subject, v.key, v.value, v.content, v.written_at, v.held)
+                for v in loaded
             ]
             queryset = [
-                (v.pk, v.value, v.content, v.written_at, v.held)
+                (v.pk, v.fact_id, v.subject, v.key, v.value, v.content, v.written_at, v.held)
                 for v in MemoryRecord.objects.filter(fact_id=fact_id)
                 .annotate(held=record_held())
                 .order_by("version")

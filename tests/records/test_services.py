@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from apps.api.models import IdempotencyKey
@@ -288,6 +289,24 @@ def test_it_refuses_to_delete_a_held_record_in_the_service(tenant, agent):
     with tenant_scope(tenant.pk), pytest.raises(services.Held):
         services.record_delete(record=written.record, actor=LEGAL, reason="x")
     assert _exists(tenant, written.record.pk)
+
+
+def test_it_deletes_and_refuses_the_same_where_the_server_binds(
+    tenant, agent, delete_agent, monkeypatch
+):
+    """With server-side binding (a database option) a query string holds one statement: the
+    setting, the fact's lock and the versions' read go apart, with the same outcomes."""
+    options = {**connection.settings_dict["OPTIONS"], "server_side_binding": True}
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", options)
+    held = write_ok(agent)
+    free = write_ok(agent, subject="user:1", source__ref="interaction:1")
+    _hold(tenant, subject="user:8812")
+    answer = delete_agent.delete(f"{RECORDS}/{free['id']}")
+    assert answer.status_code == 200
+    assert answer.json()["records"] == [free["id"]]
+    assert not _exists(tenant, free["id"])
+    assert delete_agent.delete(f"{RECORDS}/{held['id']}").status_code == 409
+    assert _exists(tenant, held["id"])
 
 
 def test_it_holds_only_the_subject_named(tenant, agent, delete_agent):
