@@ -90,6 +90,13 @@ class CanaryRun:
     awaiting_sweep: tuple[str, ...] = ()
 
 
+def dig(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]...`` of nested figures; None from the first level missing or empty."""
+    for key in keys:
+        data = data.get(key) if data else None
+    return data
+
+
 def same_value(left: Any, right: Any) -> bool:
     return bool(
         json.dumps(left, sort_keys=True, default=str)
