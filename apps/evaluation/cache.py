@@ -113,10 +113,7 @@ class NearestNeighbourCache:
         matrix = np.vstack([e.vector for e in candidates])
         similarity = matrix @ query_vector
         # Nearest first; the newest first among equals (kinder to a cache than the oldest).
-        order = sorted(
-            range(len(candidates)),
-            key=lambda i: (-round(float(similarity[i]), 9), -i),
-        )
+        order = sorted(range(len(candidates)), key=lambda i: (-round(float(similarity[i]), 9), -i))
         return [candidates[i].item for i in order[:top_k]]
 
 

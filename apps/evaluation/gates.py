@@ -54,11 +54,7 @@ def interval(values: Sequence[float | None]) -> dict[str, Any]:
     if len(found) < 2:
         return {"mean": mean, "half_width": 0.0, "n": len(found)}
     spread = statistics.stdev(found) / math.sqrt(len(found))
-    return {
-        "mean": mean,
-        "half_width": T_975.get(len(found) - 1, 1.96) * spread,
-        "n": len(found),
-    }
+    return {"mean": mean, "half_width": T_975.get(len(found) - 1, 1.96) * spread, "n": len(found)}
 
 
 def intervals(per_seed: Sequence[dict[str, Any]], configurations: Sequence[str]) -> dict[str, Any]:

@@ -229,11 +229,7 @@ def decisions_replay(
             decision = ReplayedDecision(
                 event_id=event.pk,
                 searched_at=event.occurred_at,
-                actor={
-                    "type": event.actor_type,
-                    "id": event.actor_id,
-                    "label": event.actor_label,
-                },
+                actor={"type": event.actor_type, "id": event.actor_id, "label": event.actor_label},
                 returned=_returned(event),
             )
             # Both readers go newest first over the same period: the changes of this event

@@ -162,10 +162,9 @@ class RecordConfiguration:
         retention = dict(memory.retention)
         if retention.get("basis") == "session":
             source["run_id"] = self._run_for(scenario_id, subject)
-        if _ttl_seconds(retention) and _ttl_seconds(retention) < 60:
-            self.expiry_deadline = max(
-                self.expiry_deadline, time.monotonic() + _ttl_seconds(retention)
-            )
+        ttl = _ttl_seconds(retention)
+        if ttl and ttl < 60:
+            self.expiry_deadline = max(self.expiry_deadline, time.monotonic() + ttl)
             observed_at = _observed_now()  # to expire during the run, not before its write
         else:
             moment = _moment(memory.observed_at)
@@ -513,9 +512,8 @@ class RecordCanaries:
             retention = {"basis": "consent", "ttl": "P30D", "consent_ref": f"consent:{canary.id}"}
         elif canary.removal == "expire_ttl":
             retention = {"basis": "contract", "ttl": "PT2S"}
-            self.configuration.expiry_deadline = max(
-                self.configuration.expiry_deadline, time.monotonic() + 2
-            )
+            deadline = max(self.configuration.expiry_deadline, time.monotonic() + 2)
+            self.configuration.expiry_deadline = deadline
         item.write_body = {
             "key": canary.key,
             "subject": canary.subject,

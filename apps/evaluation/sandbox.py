@@ -126,12 +126,7 @@ class ApiAgent:
             headers["Idempotency-Key"] = key
         data = json.dumps(body) if body is not None else ""
         response = self.client.generic(
-            method,
-            url,
-            data,
-            content_type="application/json",
-            headers=headers,
-            secure=self.secure,
+            method, url, data, content_type="application/json", headers=headers, secure=self.secure
         )
         return response.status_code, response.content.decode("utf-8", "replace")
 

@@ -21,14 +21,7 @@ from .metrics import DecisionRun, decision_figures, thresholds_check, thresholds
 from .runner import BASELINES, RecordSettings, evaluate
 from .sandbox import ProgressCallback, TenantPolicy
 from .scenarios import scenarios_parse
-from .scenarios.generate import (
-    CLASSES,
-    DEFAULT_PER_CLASS,
-    DEFAULT_SEED,
-    THRESHOLDS,
-    build,
-    render,
-)
+from .scenarios.generate import CLASSES, DEFAULT_PER_CLASS, DEFAULT_SEED, THRESHOLDS, build, render
 
 DEFAULT_SEEDS = 5
 STEPS_PER_SEED = 1000  # the progress of one seed, scaled into the whole run's

@@ -176,10 +176,7 @@ def _headline(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluation_run_execute(
-    *,
-    run: EvaluationRun,
-    scenario_set: ScenarioSet | None = None,
-    progress: Progress | None = None,
+    *, run: EvaluationRun, scenario_set: ScenarioSet | None = None, progress: Progress | None = None
 ) -> EvaluationRun:
     """Run ``run`` to its end, outside any transaction of the caller's (progress must be
     seen while it runs): the scenarios in a sandbox, the tenant's decisions at risk counted,

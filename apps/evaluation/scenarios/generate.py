@@ -162,10 +162,11 @@ class Builder:
         memories: list[dict[str, Any]],
         *,
         scope: dict[str, Any],
-        query: str,
+        query: str = "",
         language: str = "en",
         irreversible: bool = True,
     ) -> dict[str, Any]:
+        """The decision over ``memories``, asked with ``query`` (default: directly, in English)."""
         self.serial += 1
         relevant = [m for m in memories if m["label"] == "relevant" and m["key"] == kind.key]
         # The ground truth: the latest observed relevant memory of the key, else the default
@@ -187,7 +188,7 @@ class Builder:
             "subject": f"user:s{self.seed}-{self.serial:04d}",
             "memories": memories,
             "decision": {
-                "query": query,
+                "query": query or kind.query["en"],
                 "scope": scope,
                 "key": kind.key,
                 "irreversible": irreversible,
@@ -255,14 +256,14 @@ def distractors(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]
     scope = b.scope(kind)
     memories = [b.memory("m1", kind, b.pick(kind.values), scope=scope, label="relevant")]
     memories += b.lookalikes(kind, scope, len(kind.lookalikes))
-    return b.decision("distractors", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("distractors", half, kind, memories, scope=scope)
 
 
 def broader_scope(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
     """Observed for the whole domain, asked about in one task (and region): it applies."""
     scope = b.scope(kind, region=index % 2 == 1)
     memories = b.found_once(kind, scope, written={"domain": kind.domain})
-    return b.decision("broader_scope", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("broader_scope", half, kind, memories, scope=scope)
 
 
 def wrong_scope(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -289,7 +290,7 @@ def wrong_scope(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]
             b, [b.memory("m1", kind, here_value, scope=scope, label="relevant"), other]
         )
     memories += b.noise(kind, scope)
-    return b.decision("wrong_scope", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("wrong_scope", half, kind, memories, scope=scope)
 
 
 def multi_memory(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -305,7 +306,7 @@ def multi_memory(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any
         ],
     )
     memories += b.noise(kind, scope)
-    return b.decision("multi_memory", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("multi_memory", half, kind, memories, scope=scope)
 
 
 def superseded(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -316,27 +317,18 @@ def superseded(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
         b.memory("m2", kind, new, scope=scope, label="relevant", replaces="m1"),
     ]
     memories += b.noise(kind, scope)
-    return b.decision("superseded", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("superseded", half, kind, memories, scope=scope)
 
 
 def expired(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
     scope = b.scope(kind)
     fate = ("expire_ttl", "revoke_consent", "close_run")[index % 3]
-    memory = b.memory(
-        "m1",
-        kind,
-        b.pick(kind.values),
-        scope=scope,
-        label="expired",
-        fate=fate,
-        ttl="PT2S" if fate == "expire_ttl" else "P90D",
-    )
+    ttl = "PT2S" if fate == "expire_ttl" else "P90D"
+    value = b.pick(kind.values)
+    memory = b.memory("m1", kind, value, scope=scope, label="expired", fate=fate, ttl=ttl)
     if fate == "revoke_consent":
-        memory["retention"] = {
-            "basis": "consent",
-            "ttl": "P90D",
-            "consent_ref": f"consent:s{b.seed}-{b.serial + 1}",
-        }
+        ref = f"consent:s{b.seed}-{b.serial + 1}"
+        memory["retention"] = {"basis": "consent", "ttl": "P90D", "consent_ref": ref}
     elif fate == "close_run":
         # Session retention: the run is opened for the memory and closed before the decision.
         # Closing a run expires what it left provisional (a confirmed fact outlives its
@@ -345,15 +337,8 @@ def expired(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
         memory["retention"] = {"basis": "session"}
         memory["trust"] = "provisional"
     memories = [memory, *b.noise(kind, scope)]
-    return b.decision(
-        "expired",
-        half,
-        kind,
-        memories,
-        scope=scope,
-        query=kind.query["en"],
-        irreversible=fate != "close_run",
-    )
+    irreversible = fate != "close_run"
+    return b.decision("expired", half, kind, memories, scope=scope, irreversible=irreversible)
 
 
 def provisional(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -362,47 +347,19 @@ def provisional(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]
     scope = b.scope(kind)
     variant = index % 3
     current, contender = b.random.sample(list(kind.values), 2)
+    unconfirmed: dict[str, Any] = {"scope": scope, "trust": "provisional"}
     if variant == 0:
-        memories = [
-            b.memory(
-                "m1",
-                kind,
-                contender,
-                scope=scope,
-                label="provisional",
-                trust="provisional",
-                ttl="P7D",
-            )
-        ]
+        memories = [b.memory("m1", kind, contender, label="provisional", ttl="P7D", **unconfirmed)]
     elif variant == 1:
         memories = [
             b.memory("m1", kind, current, scope=scope, label="relevant"),
-            b.memory(
-                "m2",
-                kind,
-                contender,
-                scope=scope,
-                label="provisional",
-                trust="provisional",
-                contends="m1",
-            ),
+            b.memory("m2", kind, contender, label="provisional", contends="m1", **unconfirmed),
         ]
     else:
-        memories = [
-            b.memory(
-                "m1", kind, contender, scope=scope, label="relevant", trust="provisional", ttl="P7D"
-            )
-        ]
+        memories = [b.memory("m1", kind, contender, label="relevant", ttl="P7D", **unconfirmed)]
     memories += b.noise(kind, scope)
-    return b.decision(
-        "provisional",
-        half,
-        kind,
-        memories,
-        scope=scope,
-        query=kind.query["en"],
-        irreversible=variant != 2,
-    )
+    irreversible = variant != 2
+    return b.decision("provisional", half, kind, memories, scope=scope, irreversible=irreversible)
 
 
 def redacted(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -412,7 +369,7 @@ def redacted(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
         b.memory("m1", kind, b.pick(kind.values), scope=scope, label="redacted", fate="redact"),
         *b.noise(kind, scope),
     ]
-    return b.decision("redacted", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("redacted", half, kind, memories, scope=scope)
 
 
 def deleted(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -424,7 +381,7 @@ def deleted(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
         if fate == "erase":
             noise.update(fate="erase", label="deleted")
         memories.append(noise)
-    return b.decision("deleted", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("deleted", half, kind, memories, scope=scope)
 
 
 def abstain(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -437,7 +394,7 @@ def abstain(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
         memories.append(
             b.memory("m1", kind, b.pick(kind.values), scope=there, label="out_of_scope")
         )
-    return b.decision("abstain", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("abstain", half, kind, memories, scope=scope)
 
 
 # Each class is built by the function of its name, in this order.

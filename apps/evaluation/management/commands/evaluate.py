@@ -218,8 +218,7 @@ class Command(BaseCommand):
             return scenarios_load(path)
         except ScenarioError as exc:
             raise CommandError(
-                "The scenario set is not usable:\n  " + "\n  ".join(exc.problems[:20]),
-                returncode=2,
+                "The scenario set is not usable:\n  " + "\n  ".join(exc.problems[:20]), returncode=2
             ) from exc
 
     def _record_baseline(self, results: dict[str, Any], seeds: list[int], per_class: int) -> None:
