@@ -69,7 +69,6 @@ class EvaluationRun(TenantOwned):
     @property
     def stalled(self) -> bool:
         """Running, but no progress for a while: the worker running it has stopped."""
-
         last = self.updated_at or self.started_at or self.requested_at
         return (
             self.state == EvaluationRunState.RUNNING

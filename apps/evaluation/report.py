@@ -130,23 +130,14 @@ def rows(results: dict[str, Any]) -> list[Row]:
 def text_table(results: dict[str, Any]) -> str:
     """The figures and the thresholds, for a terminal."""
     table = rows(results)
-    with_cache = "cache" in results
-    with_store = "store" in results
+    columns = ["record", *(name for name in ("store", "cache") if name in results)]
     width = max(len(r.label) for r in table) if table else 10
-    head = (
-        f"{'':<{width}}  {'record':>10}"
-        + (f"  {'store':>10}" if with_store else "")
-        + (f"  {'cache':>10}" if with_cache else "")
-    )
+    head = f"{'':<{width}}" + "".join(f"  {name:>10}" for name in columns)
     title = "pooled over every seed's decisions" if results.get("intervals") else ""
     lines = [title, head, "-" * len(head)] if title else [head, "-" * len(head)]
     for row in table:
-        line = f"{row.label:<{width}}  {row.record:>10}"
-        if with_store:
-            line += f"  {row.store or '':>10}"
-        if with_cache:
-            line += f"  {row.cache or '':>10}"
-        lines.append(line)
+        cells = "".join(f"  {getattr(row, name) or '':>10}" for name in columns)
+        lines.append(f"{row.label:<{width}}" + cells)
     lines.append("")
     if results.get("intervals"):
         lines += interval_lines(results)

@@ -258,7 +258,6 @@ class RecordConfiguration:
 
     def drain_embeddings(self) -> int:
         """Do the queued embedding work as the worker does it (the same task bodies)."""
-
         done = 0
         with self.sandbox.scope():
             pending = OutboxMessage.objects.filter(
@@ -282,7 +281,6 @@ class RecordConfiguration:
 
     def sweep_expired(self) -> int:
         """The expiry sweep beat runs every 15 minutes, now."""
-
         with self.sandbox.scope():
             return records_compact_expired()
 
@@ -363,25 +361,24 @@ class RecordConfiguration:
 @dataclass
 class CacheConfiguration:
     cache: NearestNeighbourCache
-    item_ids: dict[str, str] = field(default_factory=dict)  # "scenario/memory" -> item id
-    by_item: dict[str, str] = field(default_factory=dict)
+    by_item: dict[str, str] = field(default_factory=dict)  # item id -> "scenario/memory"
 
     def write_scenario(self, scenario: Scenario) -> None:
+        items = {}
         for memory in scenario.memories:
-            ref = f"{scenario.id}/{memory.id}"
-            self.item_ids[ref] = self.cache.write(
+            items[memory.id] = self.cache.write(
                 subject=scenario.subject,
                 key=memory.key,
                 value=memory.value,
                 content=memory.content,
                 observed_at=memory.observed_at,
             )
-            self.by_item[self.item_ids[ref]] = ref
+            self.by_item[items[memory.id]] = f"{scenario.id}/{memory.id}"
         for memory in scenario.memories:
             if memory.fate == "delete":
-                self.cache.delete(self.item_ids[f"{scenario.id}/{memory.id}"])
+                self.cache.delete(items[memory.id])
             elif memory.fate == "redact":
-                self.cache.redact(self.item_ids[f"{scenario.id}/{memory.id}"])
+                self.cache.redact(items[memory.id])
         if any(m.fate == "erase" for m in scenario.memories):
             self.cache.erase_subject(scenario.subject)
         # A cache has no versions, conflicts, trust or expiry: the rest leaves it as it is.
@@ -543,7 +540,6 @@ class RecordCanaries:
     def note_embeddings(self) -> None:
         """What each canary was embedded as, to tell a vector of its content from a later one
         of its redacted text."""
-
         with self.configuration.sandbox.scope():
             for item in self.items:
                 item.embedding_digests = list(
@@ -603,7 +599,6 @@ class RecordCanaries:
     def probe_stored(self, item: RecordCanary) -> dict[str, bool]:
         """Every table an operator can read (the admin, the database): rows holding the token,
         and vectors computed from the canary's content."""
-
         token = item.canary.token
 
         def holds(model: Any, *columns: str) -> bool:

@@ -69,7 +69,6 @@ class TenantPolicy:
     @classmethod
     def of(cls, tenant: Tenant) -> TenantPolicy:
         """Read inside ``tenant``'s scope (retention rules are tenant rows)."""
-
         with tenant_scope(tenant.pk):
             rules = tuple(
                 RetentionRule.objects.order_by("sensitivity").values_list(

@@ -144,14 +144,11 @@ def decisions_at_risk(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     form = DecisionsAtRiskFilterForm(request.GET or None)
     items: list[dict[str, Any]] = []
     next_url = None
-    if form.is_bound and not form.is_valid():
-        pass  # the page says which filter is wrong, and lists nothing
-    else:
+    # A filter that is wrong lists nothing: the page says which it is.
+    if not form.is_bound or form.is_valid():
         after = form.cleaned_data.get("cursor") if form.is_bound else None
         found = decisions_at_risk_page(
-            filters=form.filters() if form.is_bound else DecisionsAtRiskFilterForm().filters(),
-            after=after,
-            limit=AT_RISK_PAGE_SIZE + 1,
+            filters=form.filters(), after=after, limit=AT_RISK_PAGE_SIZE + 1
         )
         if len(found) > AT_RISK_PAGE_SIZE:
             found = found[:AT_RISK_PAGE_SIZE]
@@ -167,7 +164,7 @@ def decisions_at_risk(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     context = {
         "tenant": tenant,
         "section": "decisions-at-risk",
-        "filter_form": form if form.is_bound else DecisionsAtRiskFilterForm(),
+        "filter_form": form,
         "filtered": form.is_bound and form.filtered(),
         "items": items,
         "next_url": next_url,
