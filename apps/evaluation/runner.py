@@ -235,15 +235,11 @@ class RecordConfiguration:
         for memory in scenario.memories:
             record_id = self.record_ids[f"{scenario.id}/{memory.id}"]
             if memory.fate == "delete":
-                self.writer.call(
-                    "DELETE", f"records/{record_id}", params={"reason": "asked to forget"}
-                )
+                forget = {"reason": "asked to forget"}
+                self.writer.call("DELETE", f"records/{record_id}", params=forget)
             elif memory.fate == "redact":
-                self.writer.call(
-                    "POST",
-                    f"records/{record_id}/redact",
-                    {"fields": [""], "reason": "asked to redact"},
-                )
+                redaction = {"fields": [""], "reason": "asked to redact"}
+                self.writer.call("POST", f"records/{record_id}/redact", redaction)
             elif memory.fate == "revoke_consent":
                 ref = memory.retention["consent_ref"]
                 self.writer.call("POST", f"consents/{ref}/revoke", {"reason": "consent withdrawn"})
@@ -334,11 +330,8 @@ class RecordConfiguration:
         elif after.change == "deleted":
             self.writer.call("DELETE", f"records/{record_id}", params=reason)
         elif after.change == "redacted":
-            self.writer.call(
-                "POST",
-                f"records/{record_id}/redact",
-                {"fields": list(after.fields) or [""], **reason},
-            )
+            redaction = {"fields": list(after.fields) or [""], **reason}
+            self.writer.call("POST", f"records/{record_id}/redact", redaction)
         elif after.change == "expired":
             self.writer.call("POST", f"consents/{memory.retention['consent_ref']}/revoke", reason)
 
@@ -486,22 +479,16 @@ class RecordCanaries:
         if canary.removal == "erase":
             # An erasure reaches the subject's runs (checkpoints) and obligations (payloads);
             # a run's close keeps its checkpoints and obligations, its ledger, by design.
-            self.writer.call(
-                "POST",
-                f"runs/{item.run_id}/checkpoints",
-                {"step": 1, "state": {"note": canary.token}},
-            )
-            item.obligation_id = self.writer.call(
-                "POST",
-                "obligations",
-                {
-                    "task_id": f"evaluation:{canary.id}",
-                    "kind": "notify",
-                    "key": f"{canary.id}:notify",
-                    "payload": {"note": canary.token},
-                    "subject": canary.subject,
-                },
-            )["id"]
+            note = {"note": canary.token}
+            self.writer.call("POST", f"runs/{item.run_id}/checkpoints", {"step": 1, "state": note})
+            obligation = {
+                "task_id": f"evaluation:{canary.id}",
+                "kind": "notify",
+                "key": f"{canary.id}:notify",
+                "payload": note,
+                "subject": canary.subject,
+            }
+            item.obligation_id = self.writer.call("POST", "obligations", obligation)["id"]
         if canary.removal == "close_run":
             retention = {"basis": "session"}
             source["run_id"] = item.run_id
@@ -542,11 +529,8 @@ class RecordCanaries:
         of its redacted text."""
         with self.configuration.sandbox.scope():
             for item in self.items:
-                item.embedding_digests = list(
-                    Embedding.objects.filter(record_id=uuid.UUID(item.record_id)).values_list(
-                        "content_digest", flat=True
-                    )
-                )
+                vectors = Embedding.objects.filter(record_id=uuid.UUID(item.record_id))
+                item.embedding_digests = list(vectors.values_list("content_digest", flat=True))
 
     def remove(self, item: RecordCanary) -> None:
         canary, reason = item.canary, {"reason": "canary removed"}
