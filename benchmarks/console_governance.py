@@ -45,10 +45,10 @@ def main() -> None:
 
         from apps.core.actors import Actor
         from apps.derivations import tasks as _tasks  # noqa: F401 - registers the tasks
-        from apps.derivations.outbox import outbox_relay
         from apps.governance import tasks as _governance_tasks  # noqa: F401 - and erasure jobs
         from apps.tenancy.models import Role
         from apps.tenancy.services import membership_set, tenant_create
+        from apps.work.outbox import outbox_relay
         from benchmarks.derived_delete import bulk_records
         from memoryconsole.celery import TENANT_HEADER, app
 

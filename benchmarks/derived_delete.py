@@ -83,11 +83,11 @@ def record_body(n: int, prefix: str, version: int) -> dict[str, Any]:
 def build_facts(tenant: Any, actor: Any, count: int, prefix: str) -> list[dict[str, Any]]:
     """``count`` facts of 3 versions, each cited by 10 summaries, everything embedded."""
     from apps.derivations.embeddings import record_embed, summary_embed
-    from apps.derivations.models import OutboxMessage
     from apps.derivations.services import summary_create
     from apps.records.serializers import write_input
     from apps.records.services import record_write
     from apps.tenancy.context import tenant_scope
+    from apps.work.models import OutboxMessage
 
     facts = []
     for n in range(count):

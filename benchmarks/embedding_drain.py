@@ -80,9 +80,10 @@ def storage_rate(tenant_slug: str, batch: int) -> float:
     from django.db import transaction
     from django.utils import timezone
 
-    from apps.derivations.models import Embedding, OutboxMessage, OutboxState
+    from apps.derivations.models import Embedding
     from apps.tenancy.context import tenant_scope
     from apps.tenancy.models import Tenant
+    from apps.work.models import OutboxMessage, OutboxState
 
     tenant = Tenant.objects.get(slug=tenant_slug)
     with tenant_scope(tenant.pk):
@@ -181,9 +182,9 @@ def drain(product: Running, token: str, texts: list[str]) -> tuple[int, float]:
     import psutil
     from django.db.models import Max
 
-    from apps.derivations.models import OutboxMessage
     from apps.tenancy.context import tenant_scope
     from apps.tenancy.models import Tenant
+    from apps.work.models import OutboxMessage
 
     [worker] = [
         c for c in psutil.Process(product.process.pid).children() if "worker" in c.cmdline()

@@ -562,7 +562,7 @@ def conflicts_ratio(tenant_id: uuid.UUID, rounds: int = 200) -> None:
 
 def explain_deletion(tenant_id: uuid.UUID) -> None:
     """EXPLAIN ANALYZE of the generated deletion statement for one fact, as deletion runs it:
-    prepared, planned generically (``apps.tenancy.prepared``), in a transaction rolled back."""
+    prepared, planned generically (``apps.tenancy.context``), in a transaction rolled back."""
     import re
 
     import psycopg

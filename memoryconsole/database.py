@@ -86,7 +86,7 @@ def _django_entry(url: str) -> dict[str, Any]:
     options = entry.setdefault("OPTIONS", {})
     # Django turns psycopg's statement preparation off (None) for connection poolers; that
     # would also refuse an explicit ``prepare=True``. The ORM binds on the client and never
-    # prepares whatever this says; only apps.tenancy.prepared's cursors do.
+    # prepares whatever this says; only apps.tenancy.context.prepared_cursor's cursors do.
     options.setdefault("prepare_threshold", 5)
     return entry
 

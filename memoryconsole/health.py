@@ -30,8 +30,8 @@ from rest_framework.response import Response
 from apps.api.contract import refuse_body
 from apps.api.schema import ProblemSerializer
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
-from apps.derivations.selectors import BackgroundWork, background_work
 from apps.tenancy.replicas import ReplicaStatus, replica_statuses
+from apps.work.selectors import BackgroundWork, background_work
 
 from .celery import broker_status
 from .scheduled import ScheduledTask, overdue_after, scheduled_work

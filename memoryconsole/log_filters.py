@@ -19,7 +19,7 @@ class RefusalWithoutTraceback(logging.Filter):
         return True
 
 
-# The beat's outbox relay (apps.derivations.tasks; tests/api/test_metrics.py checks the name),
+# The beat's outbox relay (apps.work.tasks; tests/api/test_metrics.py checks the name),
 # sent every 2 s.
 OUTBOX_RELAY_TASK = "derivations.outbox_relay"
 

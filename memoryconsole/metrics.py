@@ -1,11 +1,11 @@
 """``GET /metrics``: the Prometheus text format, for operators' scrapers only.
 
 What it serves (docs/observability.md lists every family): the counters and histograms the
-processes keep (``apps.core.metrics``: requests, search abstentions, the embedding drain),
-summed over every process that counts into the multiprocess directory, and figures read
-from the database at each scrape (the outbox's backlog, open conflicts, the review queue,
-erasure jobs by state), summed across tenants. It reads every layer, so it sits in the
-project above the apps, as the health endpoint does.
+processes keep (``memoryconsole.request_log``: requests; ``apps.core.metrics``: search
+abstentions, the embedding drain, replica reads), summed over every process that counts into
+the multiprocess directory, and figures read from the database at each scrape (the outbox's
+backlog, open conflicts, the review queue, erasure jobs by state), summed across tenants. It
+reads every layer, so it sits in the project above the apps, as the health endpoint does.
 
 Who may scrape: a request carrying ``Authorization: Bearer <MEMORYCONSOLE_METRICS_TOKEN>``
 (compared in constant time), or one from a network of ``MEMORYCONSOLE_METRICS_ALLOW`` (by
@@ -32,12 +32,12 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily
 
 from apps.console.dashboard import count_of
-from apps.derivations.selectors import background_work
 from apps.governance.erasure_jobs import erasure_jobs_in
 from apps.governance.models import ErasureJobState
 from apps.review.queues import conflicts_open, promotions_pending
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from apps.work.selectors import background_work
 
 from .instance import METRICS_DIRECTORY_ENV
 
@@ -68,7 +68,7 @@ class DatabaseFigures:
     """Levels read from the database at scrape time, summed across tenants.
 
     Tenant rows are read as each tenant, one short transaction per tenant, as the health
-    endpoint reads the outbox (:func:`apps.derivations.selectors.background_work`): row-level
+    endpoint reads the outbox (:func:`apps.work.selectors.background_work`): row-level
     security has no tenant-less way in. The review queue and open conflicts are the console's
     queues (live versions only), counted whole; with the erasure jobs, one statement per
     tenant.

@@ -85,6 +85,9 @@ INSTALLED_APPS = [
     "apps.records",
     "apps.review",
     "apps.derivations",
+    # Here, not in its layer's place (pyproject.toml): the app registry's order is the order
+    # of a deletion's counts (apps/core/deletion.py), and the outbox's came after derivations'.
+    "apps.work",
     "apps.retrieval",
     "apps.state",
     "apps.governance",
@@ -457,10 +460,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {
-            "()": "memoryconsole.log_format.PlainFormatter",
+            "()": "memoryconsole.request_log.PlainFormatter",
             "fmt": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         },
-        "json": {"()": "memoryconsole.log_format.JsonFormatter"},
+        "json": {"()": "memoryconsole.request_log.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "filters": {

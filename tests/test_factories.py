@@ -7,9 +7,10 @@ import pytest
 
 from apps.audit.models import AuditEvent
 from apps.audit.selectors import audit_chain_verify
-from apps.derivations.models import Embedding, OutboxMessage, SummarySource
+from apps.derivations.models import Embedding, SummarySource
 from apps.records.models import Fact, MemoryRecord, Scope
 from apps.tenancy.context import tenant_scope
+from apps.work.models import OutboxMessage
 from tests import factories as f
 
 TENANT_ROWS = [

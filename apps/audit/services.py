@@ -17,8 +17,8 @@ from django.utils import timezone
 # Actor is imported from here by the deletion and erasure modules until they move to
 # apps.governance; its home is apps.core.actors.
 from apps.core.actors import Actor as Actor
+from apps.tenancy.context import prepared_cursor
 from apps.tenancy.models import AuditReads, Tenant
-from apps.tenancy.prepared import prepared_cursor
 
 from .models import AuditChainHead, AuditEvent, ErasureLedgerEntry
 
@@ -202,7 +202,7 @@ def audit_append(
     The lane's head row stays locked until commit, so concurrent appends to one lane happen
     in a single order; other lanes and other tenants are not blocked. ``prepared``: the
     statement is prepared on the server (the write path's, a fixed text;
-    :func:`apps.tenancy.prepared.prepared_cursor`). Returns the event as
+    :func:`apps.tenancy.context.prepared_cursor`). Returns the event as
     stored (``event`` itself gets its place in the chain too, but stays an unsaved
     instance).
     """

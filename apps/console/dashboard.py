@@ -1,11 +1,9 @@
 """What the console's tenant dashboard shows, read in a fixed, small number of queries.
 
-The memory figures are one aggregate over the tenant's records (``COUNT(*) FILTER (WHERE ...)``
-through Django's ``aggregate(..., filter=Q(...))``), never one query per class or per row; the
-other counts share one row of scalar subqueries, and the review queues are counted by the same
-functions as their pages. So the dashboard costs the same number of queries with ten records or
-a hundred thousand. The charts are drawn on the
-server as inline SVG from these same figures (:func:`bar_chart`), so they need no script.
+The memory figures are one aggregate (``COUNT(*) FILTER (WHERE ...)``) over the tenant's
+records, the other counts one row of scalar subqueries, the review queues counted by their
+pages' own functions: the same queries for ten records or a hundred thousand. The charts are
+inline SVG drawn on the server from these figures (:func:`bar_chart`), with no script.
 """
 
 from __future__ import annotations
@@ -71,11 +69,8 @@ class ExpiryCount:
 
 @dataclass(frozen=True)
 class MemoryFigures:
-    """The tenant's live memories (current versions, not expired) and what needs attention.
-
-    Only a fact's current version counts: superseded versions stay readable but are not what
-    the memory holds now, and counting them would inflate every class with history.
-    """
+    """The tenant's live memories and what needs attention. Only a fact's current version
+    counts: superseded ones are not what the memory holds now, and would inflate every class."""
 
     by_class: list[ClassCount]
     expiring: list[ExpiryCount]
@@ -100,11 +95,8 @@ class MemoryFigures:
 
 @dataclass(frozen=True)
 class TenantDashboard:
-    """The figures of one tenant's dashboard.
-
-    Audit figures are ``None`` when the person may not browse the audit log: the dashboard
-    must not become a side door to it.
-    """
+    """The figures of one tenant's dashboard. Audit figures are ``None`` when the person may
+    not browse the audit log: the dashboard must not become a side door to it."""
 
     members_by_role: list[RoleCount]
     members_total: int
@@ -117,16 +109,9 @@ class TenantDashboard:
     review_decisions_day: int | None = None
 
 
-def _class_key(trust: str, sensitivity: str) -> str:
-    return f"{trust}__{sensitivity}"
-
-
 def count_of(queryset: QuerySet[Any]) -> Subquery:
-    """``(SELECT COUNT(*) FROM ...)`` of ``queryset``, to read several counts in one query.
-
-    ``COUNT`` through ``Func`` rather than the ``Count`` aggregate: an aggregate inside
-    ``values()`` would add a GROUP BY, and this must stay one row.
-    """
+    """``(SELECT COUNT(*) FROM ...)`` of ``queryset``, to read several counts in one query
+    (``Func``, not the ``Count`` aggregate, whose GROUP BY would break the one row)."""
     return Subquery(
         queryset.order_by().values(n=Func(F("pk"), function="COUNT")),
         output_field=IntegerField(),
@@ -163,7 +148,7 @@ def _class_counts(now: datetime) -> dict[str, int]:
     one pass over the tenant's records whatever their number."""
     current = records_live(now).current()
     aggregates: dict[str, Any] = {
-        _class_key(trust, sensitivity): Count("pk", filter=Q(trust=trust, sensitivity=sensitivity))
+        f"{trust}__{sensitivity}": Count("pk", filter=Q(trust=trust, sensitivity=sensitivity))
         for trust in TRUST_ORDER
         for sensitivity in SENSITIVITY_ORDER
     }
@@ -177,11 +162,7 @@ def _class_counts(now: datetime) -> dict[str, int]:
 def _memory_figures(counts: dict[str, int], counts_row: dict[str, int]) -> MemoryFigures:
     return MemoryFigures(
         by_class=[
-            ClassCount(
-                sensitivity=sensitivity,
-                provisional=counts[_class_key(Trust.PROVISIONAL, sensitivity)],
-                confirmed=counts[_class_key(Trust.CONFIRMED, sensitivity)],
-            )
+            ClassCount(sensitivity, *(counts[f"{trust}__{sensitivity}"] for trust in TRUST_ORDER))
             for sensitivity in SENSITIVITY_ORDER
         ],
         expiring=[ExpiryCount(days, counts[f"expiring_{days}"]) for days in EXPIRY_HORIZONS],
@@ -200,13 +181,9 @@ def tenant_dashboard(
     include_review: bool = False,
     now: datetime | None = None,
 ) -> TenantDashboard:
-    """The dashboard of ``tenant`` (the current tenant context must be ``tenant``).
-
-    Five queries whatever the tenant's size: the record aggregate, one row of counts (runs,
-    obligations, members by role, credentials, audit events), the promotion and conflict queue
-    counts exactly as the review pages count them (capped at ``COUNT_LIMIT``), and the latest
-    audit events when the person may see them.
-    """
+    """The dashboard of ``tenant`` (the current tenant context must be ``tenant``), in five
+    queries: the record aggregate, the row of counts, the two queue counts (as their pages
+    count them) and the latest audit events when the person may see them."""
     now = now or timezone.now()
     window_start = now - RECENT_WINDOW
     counts_row = _counts_row(
@@ -286,31 +263,16 @@ def bar_chart(title: str, specs: list[BarSpec]) -> BarChart:
     """Lay out ``specs`` as horizontal bars scaled to the largest value (all-zero: no bars)."""
     bar_area = CHART_WIDTH - CHART_LABEL_WIDTH - CHART_VALUE_ROOM
     largest = max((spec.value for spec in specs), default=0)
+    row = CHART_BAR_HEIGHT + CHART_ROW_GAP
     bars = []
     for index, spec in enumerate(specs):
         width = round(bar_area * spec.value / largest) if largest else 0
         if spec.value and width < 2:
             width = 2  # a non-zero value stays visible next to a very large one
-        bars.append(
-            Bar(
-                label=spec.label,
-                value=spec.value,
-                text=spec.text or str(spec.value),
-                url=spec.url,
-                y=index * (CHART_BAR_HEIGHT + CHART_ROW_GAP),
-                width=width,
-                css_class=spec.css_class,
-            )
-        )
-    return BarChart(
-        title=title,
-        bars=bars,
-        width=CHART_WIDTH,
-        height=max(len(specs) * (CHART_BAR_HEIGHT + CHART_ROW_GAP) - CHART_ROW_GAP, 0),
-        label_width=CHART_LABEL_WIDTH,
-        bar_area=bar_area,
-        bar_height=CHART_BAR_HEIGHT,
-    )
+        text = spec.text or str(spec.value)
+        bars.append(Bar(spec.label, spec.value, text, spec.url, index * row, width, spec.css_class))
+    height = max(len(specs) * row - CHART_ROW_GAP, 0)
+    return BarChart(title, bars, CHART_WIDTH, height, CHART_LABEL_WIDTH, bar_area, CHART_BAR_HEIGHT)
 
 
 # --- links and charts for the page --------------------------------------------------------------
@@ -448,13 +410,7 @@ def dashboard_page(
     attention_chart = bar_chart(
         "Needs attention",
         [
-            BarSpec(
-                label=item.label,
-                value=item.value,
-                url=item.url,
-                css_class="bar-attention",
-                text=item.text,
-            )
+            BarSpec(item.label, item.value, item.url, "bar-attention", item.text)
             for item in attention
         ],
     )

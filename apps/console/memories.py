@@ -1,15 +1,7 @@
-"""Console: the memory browser of a tenant's people.
-
-* ``memories``: the tenant's live memories, newest first in keyset pages, with filters; with a
-  query, the scoped retrieval the agents use (``purpose=context``), the same filters passed
-  into it so they apply before ranking.
-* ``memory``: one record with its value, text, trust, expiry, holds, provenance chain
-  (source, observations, the summaries and embeddings derived from it) and version history.
-* ``memory-delete``: a dry run of the deletion to confirm, then ``record_delete``, then the
-  receipt (``receipt``). A repeated confirmation finds the receipt instead of an error.
-* ``memory-redact``: rewrite chosen parts of the value to the marker (``record_redact``).
-
-Every page reads in a fixed number of queries, whatever the number of records.
+"""Console: the memory browser of a tenant's people. The list pages by keyset; with a query
+it is the agents' scoped retrieval (``purpose=context``), the filters applied before ranking.
+A deletion is confirmed from its dry run and ends on its receipt (a repeated confirmation
+finds the receipt). Every page reads in a fixed number of queries, whatever the records.
 """
 
 from __future__ import annotations
@@ -83,6 +75,11 @@ SEARCH_FIELD_OF = {
 
 
 # --- list and search ----------------------------------------------------------------------------
+
+
+def _page(tenant: Tenant, **context: Any) -> dict[str, Any]:
+    """A memory browser page's context: the tenant, the section, and ``context``."""
+    return {"tenant": tenant, "section": "memories", **context}
 
 
 def _search(
@@ -202,9 +199,7 @@ def subject(request: ConsoleRequest, tenant: Tenant, subject: str) -> HttpRespon
     """A subject's current facts grouped by scope: the same key may hold a value in each."""
     groups = subject_facts_by_scope(subject, sees_restricted=sees_restricted(request))
     return render(
-        request,
-        "console/memories/subject.html",
-        {"tenant": tenant, "section": "memories", "subject": subject, "groups": groups},
+        request, "console/memories/subject.html", _page(tenant, subject=subject, groups=groups)
     )
 
 
@@ -212,11 +207,8 @@ def subject(request: ConsoleRequest, tenant: Tenant, subject: str) -> HttpRespon
 @require_GET
 def scopes(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """The tenant's scopes, with how many facts and subjects each holds."""
-    return render(
-        request,
-        "console/memories/scopes.html",
-        {"tenant": tenant, "section": "memories", "scopes": list(scopes_with_counts())},
-    )
+    found = list(scopes_with_counts())
+    return render(request, "console/memories/scopes.html", _page(tenant, scopes=found))
 
 
 # --- one memory ---------------------------------------------------------------------------------
@@ -248,22 +240,21 @@ def _detail_context(
     # A contender is a stored version that reads and facts do not return: its page must say it
     # is not the current value, and which version is.
     contending = next((c for c in open_conflicts if c.contender_id == record.pk), None)
-    return {
-        "tenant": tenant,
-        "section": "memories",
-        "record": record,
-        "value_json": _pretty(record.value),
-        "conditions_json": _pretty(record.scope_conditions) if record.scope_conditions else "",
-        "observations": list(record.observations.all()),  # prefetched by record_get
-        "versions": list(record_history(record, sees_restricted=sees_restricted(request))),
-        "derived": derived_from_record(record),
-        "holds": record_active_holds(record),
-        "open_conflicts": open_conflicts,
-        "open_requests": open_requests,
-        "contending": contending,
-        "can_resolve": RESOLVE_CONFLICTS in request.console_perms,
-        "can_delete": DELETE_MEMORIES in request.console_perms,
-    }
+    return _page(
+        tenant,
+        record=record,
+        value_json=_pretty(record.value),
+        conditions_json=_pretty(record.scope_conditions) if record.scope_conditions else "",
+        observations=list(record.observations.all()),  # prefetched by record_get
+        versions=list(record_history(record, sees_restricted=sees_restricted(request))),
+        derived=derived_from_record(record),
+        holds=record_active_holds(record),
+        open_conflicts=open_conflicts,
+        open_requests=open_requests,
+        contending=contending,
+        can_resolve=RESOLVE_CONFLICTS in request.console_perms,
+        can_delete=DELETE_MEMORIES in request.console_perms,
+    )
 
 
 @tenant_view(VIEW_MEMORIES)
@@ -275,19 +266,6 @@ def memory(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID) -> Htt
 
 
 # --- deletion -----------------------------------------------------------------------------------
-
-
-def _delete_context(
-    tenant: Tenant, record: MemoryRecord, form: MemoryDeleteForm, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "tenant": tenant,
-        "section": "memories",
-        "record": record,
-        "preview": deletion_preview(record),
-        "form": form,
-        **extra,
-    }
 
 
 def _fresh_delete_form(request: ConsoleRequest, reason: str = "") -> MemoryDeleteForm:
@@ -317,11 +295,17 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
     The nonce is consumed before the record is read: of two submissions of one form, the
     second waits for the first to commit, then finds the record gone and shows its receipt.
     """
-    template = "console/memories/delete.html"
+
+    def panel(
+        record: MemoryRecord, form: MemoryDeleteForm | None = None, **extra: Any
+    ) -> HttpResponse:
+        if form is None:
+            form = _fresh_delete_form(request, extra.pop("reason", ""))
+        context = _page(tenant, record=record, preview=deletion_preview(record), form=form, **extra)
+        return render_page(request, "console/memories/delete.html", context, partial="delete_panel")
+
     if request.method != "POST":
-        record = _record_or_404(request, record_id)
-        context = _delete_context(tenant, record, _fresh_delete_form(request))
-        return render_page(request, template, context, partial="delete_panel")
+        return panel(_record_or_404(request, record_id))
 
     form = MemoryDeleteForm(request.POST)
     if not form.is_valid():
@@ -329,9 +313,7 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
         if still_there is None:
             return _already_deleted(request, tenant, record_id)
         # Keep the nonce: nothing was done, the same form may be sent again once corrected.
-        return render_page(
-            request, template, _delete_context(tenant, still_there, form), partial="delete_panel"
-        )
+        return panel(still_there, form)
     reason = form.cleaned_data["reason"]
     first_submission = form_nonce_consume(request, form.cleaned_data["nonce"])
     found = record_get(record_id, sees_restricted=sees_restricted(request))
@@ -339,20 +321,14 @@ def memory_delete(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
         return _already_deleted(request, tenant, record_id)
     record = found
     if not first_submission:
-        context = _delete_context(
-            tenant, record, _fresh_delete_form(request, reason), duplicate_submit=True
-        )
-        return render_page(request, template, context, partial="delete_panel")
+        return panel(record, reason=reason, duplicate_submit=True)
     try:
         result = record_delete(record=record, actor=Actor.for_user(request.user), reason=reason)
     except ObjectDoesNotExist:
         # Deleted by someone else between our read and the deletion's lock.
         return _already_deleted(request, tenant, record_id)
     except RecordError as refused:  # a legal hold (``Held``) or another domain rule
-        context = _delete_context(
-            tenant, record, _fresh_delete_form(request, reason), refusal=str(refused)
-        )
-        return render_page(request, template, context, partial="delete_panel")
+        return panel(record, reason=reason, refusal=str(refused))
     receipt = result.receipt
     messages.success(
         request,
@@ -382,16 +358,10 @@ def receipt(request: ConsoleRequest, tenant: Tenant, receipt_id: uuid.UUID) -> H
         (RECEIPT_COUNT_LABELS.get(name, name.replace("_", " ")), count)
         for name, count in sorted((found.counts or {}).items())
     ]
-    return render(
-        request,
-        "console/memories/receipt.html",
-        {
-            "tenant": tenant,
-            "section": "deletions" if VIEW_AUDIT in request.console_perms else "memories",
-            "receipt": found,
-            "counts": counts,
-        },
-    )
+    context = _page(tenant, receipt=found, counts=counts)
+    if VIEW_AUDIT in request.console_perms:
+        context["section"] = "deletions"
+    return render(request, "console/memories/receipt.html", context)
 
 
 # --- redaction ----------------------------------------------------------------------------------
@@ -400,15 +370,10 @@ def receipt(request: ConsoleRequest, tenant: Tenant, receipt_id: uuid.UUID) -> H
 def _redact_context(
     tenant: Tenant, record: MemoryRecord, form: MemoryRedactForm, **extra: Any
 ) -> dict[str, Any]:
-    return {
-        "tenant": tenant,
-        "section": "memories",
-        "record": record,
-        "value_json": _pretty(record.value),
-        "holds": record_active_holds(record),
-        "form": form,
-        **extra,
-    }
+    holds = record_active_holds(record)
+    return _page(
+        tenant, record=record, value_json=_pretty(record.value), holds=holds, form=form, **extra
+    )
 
 
 def _redact_form_again(request: ConsoleRequest, record: MemoryRecord) -> MemoryRedactForm:
@@ -423,12 +388,15 @@ def _redact_form_again(request: ConsoleRequest, record: MemoryRecord) -> MemoryR
 @require_http_methods(["GET", "POST"])
 def memory_redact(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID) -> HttpResponse:
     """GET: choose the parts of the value to redact. POST: redact them (``record_redact``)."""
-    template = "console/memories/redact.html"
     record = _record_or_404(request, record_id)
+
+    def panel(form: MemoryRedactForm, **extra: Any) -> HttpResponse:
+        context = _redact_context(tenant, record, form, **extra)
+        return render_page(request, "console/memories/redact.html", context, partial="redact_panel")
+
     if request.method != "POST":
-        form = MemoryRedactForm(value=record.value, initial={"nonce": form_nonce_issue(request)})
-        return render_page(
-            request, template, _redact_context(tenant, record, form), partial="redact_panel"
+        return panel(
+            MemoryRedactForm(value=record.value, initial={"nonce": form_nonce_issue(request)})
         )
 
     # The nonce first: a repeated submission must not be judged against the value as the
@@ -440,9 +408,7 @@ def memory_redact(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
         )
     form = _redact_form_again(request, record)
     if not form.is_valid():
-        return render_page(
-            request, template, _redact_context(tenant, record, form), partial="redact_panel"
-        )
+        return panel(form)
     paths: list[str] = list(form.cleaned_data["parts"])
     if WHOLE_VALUE in paths:
         paths = [WHOLE_VALUE]  # the whole value covers every part of it
@@ -462,16 +428,13 @@ def memory_redact(request: ConsoleRequest, tenant: Tenant, record_id: uuid.UUID)
                 "nonce": form_nonce_issue(request),
             },
         )
-        context = _redact_context(tenant, record, form, refusal=str(refused))
-        return render_page(request, template, context, partial="redact_panel")
+        return panel(form, refusal=str(refused))
     except DerivationRejected as rejected:
         form = _redact_form_again(request, record)
         form.is_valid()
         for problems in rejected.errors.values():
             form.add_error(None, " ".join(problems))
-        return render_page(
-            request, template, _redact_context(tenant, record, form), partial="redact_panel"
-        )
+        return panel(form)
     counts = outcome.counts
     messages.success(
         request,

@@ -71,13 +71,5 @@ def dashboard(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         include_review=MANAGE_REVIEW in request.console_perms,
     )
     page = dashboard_page(tenant=tenant, perms=request.console_perms, figures=figures.memory)
-    return render(
-        request,
-        "console/dashboard.html",
-        {
-            "tenant": tenant,
-            "dashboard": figures,
-            "page": page,
-            "section": "dashboard",
-        },
-    )
+    context = {"tenant": tenant, "dashboard": figures, "page": page, "section": "dashboard"}
+    return render(request, "console/dashboard.html", context)

@@ -3,7 +3,6 @@ from __future__ import annotations
 from django.apps import AppConfig
 from django.core import checks
 
-from . import work  # noqa: F401 (defines the work contracts the check covers)
 from .contracts import contracts_check
 
 

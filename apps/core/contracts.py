@@ -1,9 +1,9 @@
 """What a lower app asks of the apps above it: Django signals, each with 0..n receivers.
 
 A lower app cannot import a higher one (the layers in pyproject.toml), yet some of its
-changes need the higher one's behaviour: a record write needs its embedding queued (the
-derivations app's) and its run checked (the state app's), a tenancy change needs the audit
-chain (the audit app's). The lower app defines a :class:`Contract` (a
+changes need the higher one's behaviour: a session write needs its run checked (the state
+app's), a tenancy change needs the audit chain (the audit app's), a record write may have its
+embedding made at once (the derivations app's). The lower app defines a :class:`Contract` (a
 ``django.dispatch.Signal``) and sends it; the higher app connects its receiver in its
 ``AppConfig.ready``, as pretix's plugins receive its signals. One contract, one receiver
 kind: no app keeps a slot of its own.
@@ -54,7 +54,7 @@ class Contract(Signal):
 
 def contracts() -> list[Contract]:
     """Every contract of the installed apps: each app defines those it sends in its
-    ``signals`` module (core's own, the work contracts, in ``work``), imported here."""
+    ``signals`` module, imported here."""
     autodiscover_modules("signals")
     return list(_contracts)
 

@@ -669,7 +669,7 @@ def run(
 ) -> Outcome:
     """Delete ``deleted`` and withdraw ``withdrawn`` (model: ids) with everything the definition
     says, in the caller's transaction (the caller locks the roots first): one generated
-    statement, one round trip, on ``cursor`` (a prepared one: :mod:`apps.tenancy.prepared`)
+    statement, one round trip, on ``cursor`` (a prepared one: :mod:`apps.tenancy.context`)
     or on a Django cursor of its own."""
     # The statement depends on the roots' models only (one per shape, built once): the plan's
     # querysets, which only previews and residues read, would cost more Python than the

@@ -14,15 +14,11 @@ from django.utils import timezone
 
 from apps.audit.services import content_digest
 from apps.core.metrics import embedding_rows
-from apps.core.work import work_queued_only
 from apps.records.models import MemoryRecord
 from apps.records.services import record_digest
 from apps.tenancy.context import current_tenant_id, tenant_scope
 from apps.tenancy.models import Tenant
-
-from .embedders import Embedder, get_embedder
-from .models import Embedding, OutboxMessage, Summary
-from .outbox import (
+from apps.work.outbox import (
     EMBED_RECORD,
     EMBED_SUMMARY,
     EMBED_TASKS,
@@ -30,9 +26,11 @@ from .outbox import (
     outbox_defer,
     outbox_done,
     outbox_failed,
-    record_embedding_enqueue,
-    record_embedding_message,
 )
+from apps.work.queued import work_queued_only
+
+from .embedders import Embedder, get_embedder
+from .models import Embedding, Summary
 from .vectors import VectorRejected, vector_checked, vector_storable
 
 logger = logging.getLogger(__name__)
@@ -167,16 +165,13 @@ def _inline_vector(record: Any) -> tuple[Embedder, np.ndarray] | None:
     return (embedder, vector) if vector_storable(vector) else None
 
 
-def record_embedding_at_write(record: Any) -> OutboxMessage | None:
-    """The embedding work of a version about to be inserted in the caller's transaction: the
-    outbox row the write path inserts with it (the worker embeds after commit), or None where
-    the tenant's model embeds at write: then the write path calls
+def record_embedding_at_write(record: Any) -> bool:
+    """Whether the version about to be inserted in the caller's transaction is embedded at
+    once (the tenant's model embeds at write): then the write path calls
     :func:`record_embedding_now` once the version is stored (an embedding names a stored
-    version: its trigger reads the version's scope)."""
-    embedder = get_embedder(record.tenant.embedding_model)
-    if _embeds_inline(embedder):
-        return None
-    return record_embedding_message(record)
+    version: its trigger reads the version's scope); else it queues the outbox row the worker
+    embeds from after commit."""
+    return _embeds_inline(get_embedder(record.tenant.embedding_model))
 
 
 def _embeds_inline(embedder: Embedder) -> bool:
@@ -185,14 +180,14 @@ def _embeds_inline(embedder: Embedder) -> bool:
     return embedder.computes and embedder.inline and not work_queued_only()
 
 
-def record_embedding_now(record: Any) -> None:
+def record_embedding_now(record: Any) -> bool:
     """Embed a stored version inside the caller's transaction where the tenant's model embeds
     at write (a new version, a reviewer's corrected value, a redacted record's new content),
-    so a search right after the write finds it by meaning; else queue it for the worker."""
+    so a search right after the write finds it by meaning. False where it does not: the
+    caller queues it for the worker."""
     inline = _inline_vector(record)
     if inline is None:
-        record_embedding_enqueue(record)
-        return
+        return False
     embedder, vector = inline
     # Every caller's version has no vector yet (a new version, or one whose vectors its
     # redaction just withdrew): one INSERT.
@@ -205,6 +200,7 @@ def record_embedding_now(record: Any) -> None:
         content_digest=record_digest(record),
         created_at=timezone.now(),
     )
+    return True
 
 
 def _summary_source(summary: Any) -> Source:

@@ -1,5 +1,5 @@
 """What the derivations app does when the apps below it ask (their ``signals`` modules):
-derived data follows a record (its embedding queued or made, its summaries' class raised,
+derived data follows a record (its embedding made at write, its summaries' class raised,
 described on its detail, an agent's vector checked and stored) and a stored response about a
 summary citing an expired version is not replayed. Connected on import (apps.py)."""
 
@@ -10,7 +10,6 @@ from typing import Any
 from django.dispatch import receiver
 
 from apps.api.signals import stored_response_expired
-from apps.core.work import EMBED_RECORD
 from apps.records import signals as records
 from apps.tenancy.models import Tenant
 
@@ -24,8 +23,8 @@ from .propagation import summaries_class_raise
 from .selectors import derived_from_record, summary_cites_expired
 
 
-@receiver(EMBED_RECORD, dispatch_uid="derivations.embed_record")
-def embed_record(*, subject: Any, stored: bool, **_: Any) -> Any:
+@receiver(records.embed_record, dispatch_uid="derivations.embed_record")
+def embed_record(*, subject: Any, stored: bool, **_: Any) -> bool:
     if stored:
         return record_embedding_now(subject)
     return record_embedding_at_write(subject)

@@ -23,10 +23,10 @@ from apps.records.selectors import records_live
 from apps.records.services import Held, deletion_propagate, fact_is_held
 from apps.state.models import Episode
 from apps.tenancy.models import Tenant
+from apps.work.outbox import record_embedding_enqueue, summary_embedding_enqueue
 
 from .embeddings import record_embedding_now
 from .models import Summary, SummarySource
-from .outbox import summary_embedding_enqueue
 
 MAX_SUMMARY_CHARS = 20_000
 MAX_SOURCES = 200
@@ -194,7 +194,8 @@ def record_redact(
     # What was derived from the old content goes (the record is withdrawn, then embedded
     # anew): embeddings, citing summaries, queued work and stored responses.
     derived = deletion_propagate(record_ids=[record.pk], reason=f"source redacted: {reason}")
-    record_embedding_now(record)
+    if not record_embedding_now(record):
+        record_embedding_enqueue(record)
     withdrawn = derived.counts()
     counts = {
         "embeddings": withdrawn.get("embeddings", 0),

@@ -5,56 +5,22 @@ not a task per record: ``derivations.embed_pending`` is a wake-up carrying nothi
 tenant, and the drain it starts claims that tenant's queued embeddings from the outbox in
 batches, each batch one transaction (``apps.derivations.embeddings.embeddings_drain``).
 A worker killed mid-batch rolls the batch back and its rows are claimable again; a lost
-wake-up is sent again by the relay. The other tasks run in one transaction each, with
-``acks_late`` + ``reject_on_worker_lost``; time limits stay far below the broker's visibility
-timeout (Redis: one hour) so a slow task is never delivered twice while still running. After
-the last retry a task's outbox row is marked ``dead``.
+wake-up is sent again by the relay (``apps.work``: the outbox and its relay sit below the apps
+whose work they queue, and name these tasks by their names). Time limits stay far below the
+broker's visibility timeout (Redis: one hour) so a drain is never delivered twice while still
+running.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from celery import shared_task
-from django.db.models import F
 
-from apps.tenancy.context import tenant_scope
 from apps.tenancy.tasks import TenantTask
+from apps.work.outbox import EMBED_RECORD, EMBED_SUMMARY, EMBED_WAKEUP, embedding_wakeup_try
 
 from .embeddings import embeddings_drain
-from .models import OutboxMessage, OutboxState
-from .outbox import EMBED_RECORD, EMBED_SUMMARY, EMBED_WAKEUP, embedding_wakeup_try, outbox_relay
-
-logger = logging.getLogger(__name__)
-
-
-class OutboxTask(TenantTask):
-    """Counts attempts and marks the outbox row ``dead`` when retries run out.
-
-    The task body's transaction rolls back on failure, so the bookkeeping happens here, in a
-    transaction of its own, as the task's tenant.
-    """
-
-    def _note(self, kwargs: dict[str, Any], exc: BaseException, *, dead: bool) -> None:
-        tenant_id = self._tenant_from_request()
-        outbox_id = kwargs.get("outbox_id")
-        if tenant_id is None or not outbox_id:
-            return
-        fields: dict[str, Any] = {"attempts": F("attempts") + 1, "last_error": repr(exc)[:2000]}
-        if dead:
-            fields["state"] = OutboxState.DEAD
-        try:
-            with tenant_scope(tenant_id):
-                OutboxMessage.objects.filter(pk=outbox_id).update(**fields)
-        except Exception:
-            logger.exception("could not record the failure of outbox row %s", outbox_id)
-
-    def on_retry(self, exc: Any, task_id: Any, args: Any, kwargs: Any, einfo: Any) -> None:
-        self._note(kwargs, exc, dead=False)
-
-    def on_failure(self, exc: Any, task_id: Any, args: Any, kwargs: Any, einfo: Any) -> None:
-        self._note(kwargs, exc, dead=True)
 
 
 class WakeupTask(TenantTask):
@@ -104,10 +70,3 @@ def embed_record(self: WakeupTask, record_id: str = "", outbox_id: str | None = 
 def embed_summary(self: WakeupTask, summary_id: str = "", outbox_id: str | None = None) -> str:
     """As :func:`embed_record`, for a summary's message."""
     return _drain(self)
-
-
-@shared_task(name="derivations.outbox_relay", acks_late=True, time_limit=60, soft_time_limit=50)
-def outbox_relay_all(limit: int = 500) -> int:
-    """The beat's relay: publishes whatever an on-commit relay did not (crash, broker down)."""
-
-    return outbox_relay(limit)

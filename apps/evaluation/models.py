@@ -9,7 +9,9 @@ from typing import ClassVar
 from django.db import models
 from django.utils import timezone
 
+from apps.core import deletion
 from apps.tenancy.models import TenantOwned
+from apps.work.models import QUEUED_WORK
 
 # A run whose progress has not moved for this long lost its worker; a later delivery of its
 # message starts it again (its sandbox went with the dead worker's connection).
@@ -53,6 +55,9 @@ class EvaluationRun(TenantOwned):
     results = models.JSONField(null=True, blank=True)
     passed = models.BooleanField(null=True, blank=True)
     error = models.TextField(blank=True)
+
+    # Its queued run goes with it.
+    deletion_rules = deletion.Rules(named_by=(QUEUED_WORK,))
 
     class Meta:
         indexes: ClassVar[list[models.Index]] = [

@@ -37,13 +37,14 @@ from apps.api.models import IdempotencyKey
 from apps.audit.models import AuditEvent
 from apps.derivations.embedders import get_embedder
 from apps.derivations.embeddings import record_embed, summary_embed
-from apps.derivations.models import Embedding, OutboxMessage, OutboxState, Summary
-from apps.derivations.outbox import EMBED_RECORD, EMBED_SUMMARY, outbox_finish
+from apps.derivations.models import Embedding, Summary
 from apps.records.models import MemoryRecord
 from apps.records.redaction import REDACTION_MARKER
 from apps.records.services import records_compact_expired
 from apps.records.validation import ttl_parse
 from apps.state.models import Checkpoint, Episode, Obligation
+from apps.work.models import OutboxMessage, OutboxState
+from apps.work.outbox import EMBED_RECORD, EMBED_SUMMARY, outbox_finish
 
 from .cache import CacheItem, NearestNeighbourCache
 from .metrics import (

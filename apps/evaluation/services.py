@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
-from apps.derivations.outbox import outbox_enqueue
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from apps.work.outbox import outbox_enqueue
 
 from .models import STALLED_AFTER, EvaluationRun, EvaluationRunState
 from .runner import evaluate

@@ -20,9 +20,9 @@ from typing import Any
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
-from apps.derivations.outbox import outbox_finish
-from apps.derivations.tasks import OutboxTask
 from apps.tenancy.context import tenant_scope
+from apps.work.outbox import outbox_finish
+from apps.work.tasks import OutboxTask
 
 from .selectors import evaluation_run_get
 from .services import EVALUATION_RUN, evaluation_run_claim, evaluation_run_execute

@@ -37,8 +37,8 @@ from apps.derivations.services import DerivationRejected
 from apps.governance.state_erasure import state_erase, state_erasure_counts
 from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.records.services import versions_purge
+from apps.tenancy.context import id_array, prepared_cursor
 from apps.tenancy.models import Tenant
-from apps.tenancy.prepared import id_array, prepared_cursor
 
 from .preview import DeletionPreview, facts_deletion_preview
 from .state_erasure import STATE_TOTALS

@@ -31,12 +31,12 @@ from django.utils import timezone
 from apps.audit.models import DeletionReceipt
 from apps.audit.services import audit_record, content_digest
 from apps.core.actors import Actor
-from apps.derivations.models import OutboxState
-from apps.derivations.outbox import outbox_enqueue, outbox_finish
 from apps.derivations.services import DerivationRejected
-from apps.derivations.tasks import OutboxTask
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from apps.work.models import OutboxState
+from apps.work.outbox import outbox_enqueue, outbox_finish
+from apps.work.tasks import OutboxTask
 
 from .erasure import SELECTORS, erasure_run
 from .models import ErasureJob, ErasureJobState

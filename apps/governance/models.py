@@ -15,6 +15,7 @@ from django.db import models
 from apps.audit.models import DeletionReceipt
 from apps.core import deletion
 from apps.tenancy.models import TenantOwned
+from apps.work.models import QUEUED_WORK
 
 
 class ErasureJobState(models.TextChoices):
@@ -56,7 +57,7 @@ class ErasureJob(TenantOwned):
     error = models.TextField(blank=True)
 
     # It holds the identifier erased by until the erasure commits (then only its digest).
-    deletion_rules = deletion.Rules(subject_data=True)
+    deletion_rules = deletion.Rules(subject_data=True, named_by=(QUEUED_WORK,))
 
     class Meta:
         # The table it was created with, when the model lived in another app.

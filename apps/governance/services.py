@@ -20,18 +20,16 @@ from apps.audit.models import DeletionReceipt
 from apps.audit.services import Actor, audit_record, content_digest, erasure_ledger_append
 from apps.core.errors import Invalid, Unprocessable
 from apps.records.models import (
+    FRESH_OBSERVATION,
     ConsentRevocation,
     Fact,
     LegalHold,
+    Limits,
     MemoryRecord,
     RecordStatus,
     RetentionRule,
     Sensitivity,
     Trust,
-)
-from apps.records.retention import (
-    FRESH_OBSERVATION,
-    Limits,
     class_limits,
     lifetime_start_expression,
     records_shortened_by,

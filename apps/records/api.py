@@ -5,6 +5,7 @@ Views parse input, fetch through tenant-scoped selectors, call one service and s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
@@ -23,11 +24,10 @@ from apps.core.actors import Actor
 from apps.core.errors import NotFound
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE, problem_body
-from apps.tenancy.models import AgentCredential
+from apps.tenancy.models import AgentCredential, Tenant
 from apps.tenancy.replicas import replica_read
 
-from . import selectors, services
-from .client_vectors import VECTOR_FIELD, client_vector_store
+from . import selectors, services, signals
 from .models import (
     Conflict,
     ConflictState,
@@ -43,6 +43,7 @@ from .responses import (
     RecordDetail,
 )
 from .serializers import (
+    VECTOR_FIELD,
     FactCheckInput,
     FactSerializer,
     FactsQuery,
@@ -191,6 +192,12 @@ def record_write_refusal(
     )
     detail = WRITE_TOO_LARGE if status == 413 else WRITE_REJECTED
     return problem_body(status, detail, errors=errors)
+
+
+def client_vector_store(*, tenant: Tenant, vector: Sequence[float], record: Any) -> None:
+    """A write's vector (checked by ``RecordWriteInput``'s ``vector``) stored as its record's
+    embedding, by the derivations app (``signals.client_vector_store``)."""
+    signals.client_vector_store.results(tenant=tenant, vector=vector, record=record)
 
 
 def record_write_answer(

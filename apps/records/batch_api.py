@@ -39,8 +39,8 @@ from apps.api.models import TOMBSTONE_DETAIL
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.problems import flatten_errors, problem_body
-from apps.core.work import work_all_queued
 from apps.tenancy.models import AgentCredential
+from apps.work.queued import work_all_queued
 
 from .api import (
     record_write_answer,

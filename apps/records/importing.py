@@ -29,8 +29,8 @@ from apps.audit.services import audit_record
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import parse_duration
-from apps.core.work import EMBED_RECORD, work_all_queued, work_enqueue
 from apps.tenancy.models import Tenant
+from apps.work.outbox import record_embedding_enqueue
 
 from .models import (
     Conflict,
@@ -346,9 +346,7 @@ def facts_import(
             },
             lane_key=str(fact.pk),
         )
-    with work_all_queued():
-        for record in embedded:
-            record.tenant = tenant
-            # With the tenant's own model, by the worker after commit: an import may be large.
-            work_enqueue(EMBED_RECORD, record)
+    for record in embedded:
+        # With the tenant's own model, by the worker after commit: an import may be large.
+        record_embedding_enqueue(record)
     return done

@@ -38,7 +38,7 @@ from apps.api.contract import (
 from apps.core.problems import flatten_errors
 from apps.core.validation import DURATION_RE, LONGEST_DURATION, format_duration
 
-from .client_vectors import VECTOR_FIELD, client_vector_split
+from . import signals
 from .models import (
     ConflictState,
     MemoryRecord,
@@ -570,18 +570,30 @@ class RedactionInput(StrictSerializer):
     }
 
 
+#: The write's member for an agent's own vector (for a tenant whose embedding model is
+#: ``client-<dim>``).
+VECTOR_FIELD = "vector"
+
+
 @extend_schema_field({"type": "array", "items": {"type": "number"}})
 class VectorField(serializers.Field):  # type: ignore[type-arg]
-    """An agent's vector for a ``client-<dim>`` tenant, checked against the tenant's model by
-    the embeddings' own rule (``client_vector_split``)."""
+    """An agent's vector for a ``client-<dim>`` tenant. The field is the write contract's;
+    what a vector must be, and where it is stored, are the derivations app's, above records:
+    it receives ``signals.client_vector_check`` (here) and ``signals.client_vector_store``
+    (:func:`apps.records.api.client_vector_store`) in its ``AppConfig.ready``
+    (apps/derivations/receivers.py)."""
 
     def to_internal_value(self, data: Any) -> list[float]:
         tenant = self.context.get("tenant")
         if tenant is None:
             raise serializers.ValidationError("Vectors are taken through the API only.")
-        _, vector, errors = client_vector_split({VECTOR_FIELD: data}, tenant=tenant)
+        vector: list[float] | None = None
+        errors: list[str] = []
+        for checked, refused in signals.client_vector_check.results(raw=data, tenant=tenant):
+            vector = vector if checked is None else checked
+            errors += refused
         if errors:
-            raise serializers.ValidationError(errors[VECTOR_FIELD])
+            raise serializers.ValidationError(errors)
         assert vector is not None
         return vector
 

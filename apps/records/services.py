@@ -31,9 +31,10 @@ from apps.core import deletion
 from apps.core.actors import Actor
 from apps.core.errors import DomainError
 from apps.core.validation import json_equal
-from apps.core.work import EMBED_RECORD, work_planned
+from apps.tenancy.context import prepared_cursor
 from apps.tenancy.models import Tenant
-from apps.tenancy.prepared import prepared_cursor
+from apps.work.outbox import record_embedding_enqueue, record_embedding_message
+from apps.work.queued import work_planned
 
 from . import signals
 from .models import (
@@ -44,6 +45,8 @@ from .models import (
     ConsentRevocation,
     Fact,
     LegalHold,
+    Lifetime,
+    Limits,
     MemoryRecord,
     Observation,
     PromotionEvent,
@@ -53,10 +56,11 @@ from .models import (
     RetentionBasis,
     Scope,
     Trust,
+    lifetime,
+    lifetime_ended,
     scope_canonical,
 )
 from .predicates import record_predicate_sql
-from .retention import Lifetime, Limits, lifetime, lifetime_ended
 from .selectors import records_live
 from .validation import (
     RUN_ID_RE,
@@ -388,7 +392,12 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
     Fact.objects.filter(pk=fact.pk).update(
         current_id=fact.current_id, last_version=fact.last_version
     )
-    embedding = work_planned(EMBED_RECORD, record)
+    embedding = work_planned(
+        signals.embed_record,
+        record,
+        row=record_embedding_message,
+        enqueue=record_embedding_enqueue,
+    )
     for row in embedding.rows:
         row.save(force_insert=True)
     # A fact's changes spread over the lanes by fact (the rest of a transaction's events
@@ -802,7 +811,7 @@ def versions_purge(
     """Delete the (locked) versions ``record_ids`` and the whole facts ``fact_ids`` with
     everything the deletion definition says, in the current tenant: the one statement every
     deletion path runs (``record_delete``, expiry compaction, erasure batches), prepared on
-    the server and planned once per database session (:mod:`apps.tenancy.prepared`: the
+    the server and planned once per database session (:mod:`apps.tenancy.context`: the
     policies read the tenant at run time, so one plan serves every tenant, for one fact or an
     erasure's batch). ``reason`` is written on the summaries it invalidates.
 

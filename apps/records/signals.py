@@ -1,8 +1,10 @@
 """What the records app asks of the apps above it (contracts: apps/core/contracts.py).
 
 Runs are the state app's and derived data (summaries, embeddings, vectors) the derivations
-app's, both above records; each receives these in its ``AppConfig.ready``. Every one is
-required: start-up fails (``memoryconsole.E001``) and a send raises without a receiver.
+app's, both above records; each receives these in its ``AppConfig.ready``. Every one but
+:data:`embed_record` is required: start-up fails (``memoryconsole.E001``) and a send raises
+without a receiver. A version's embedding needs none: the write queues it itself (an outbox
+row: apps/work/queued.py), and a receiver only does it sooner.
 """
 
 from __future__ import annotations
@@ -42,3 +44,8 @@ client_vector_store = Contract(
     "records.client_vector_store",
     required="a write's vector is stored as its record's embedding, never dropped",
 )
+
+#: ``subject`` (a version), ``stored`` -> True where its embedding is made at once, in the
+#: write's transaction (the tenant's model embeds at write), instead of by the worker from the
+#: row the write queued (apps/work/queued.py; apps/derivations/receivers.py). Optional.
+embed_record = Contract("records.embed_record")

@@ -18,7 +18,7 @@ from django.db import connection
 from rest_framework import serializers
 
 from apps.core.actors import ActorType
-from apps.tenancy.prepared import id_array
+from apps.tenancy.context import id_array
 
 from .models import Conflict, ConflictState, MemoryRecord, PromotionEvent, Trust
 

@@ -7,7 +7,9 @@ Views parse input, fetch through tenant-scoped selectors, call one service and s
 from __future__ import annotations
 
 import uuid
+from typing import TypeVar
 
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,7 +26,7 @@ from apps.records.api import (
     sees_restricted,
     serialize_many,
 )
-from apps.records.models import PromotionRequest
+from apps.records.models import Conflict, PromotionRequest
 from apps.records.serializers import (
     ConflictListQuery,
     ConflictResolveInput,
@@ -88,20 +90,17 @@ class PromotionRequestListView(ContractView):
         return paginator.get_paginated_response(serialize_many(PromotionRequestSerializer, page))
 
 
-def _promotion_or_404(request: Request, request_id: str) -> PromotionRequest:
-    pk = _uuid(request_id)
-    visible = selectors.promotion_requests(None, sees_restricted=sees_restricted(request))
-    found = visible.filter(pk=pk).first() if pk else None
-    if found is None:
-        raise not_found("promotion request")
-    return found
+Item = TypeVar("Item", PromotionRequest, Conflict)
 
 
-def _uuid(value: str) -> uuid.UUID | None:
+def _visible_or_404(visible: QuerySet[Item], item_id: str, noun: str) -> Item:
     try:
-        return uuid.UUID(value)
+        found = visible.filter(pk=uuid.UUID(item_id)).first()
     except ValueError:
-        return None
+        found = None
+    if found is None:
+        raise not_found(noun)
+    return found
 
 
 class PromotionDecisionView(ContractView):
@@ -128,16 +127,11 @@ class PromotionDecisionView(ContractView):
     )
     @idempotent()
     def post(self, request: Request, request_id: str) -> Response:
-        promotion = _promotion_or_404(request, request_id)
-        reason = self.body["reason"]
-        if self.decision == "approve":
-            services.promotion_approve(
-                request=promotion, actor=request_actor(request), reason=reason
-            )
-        else:
-            services.promotion_reject(
-                request=promotion, actor=request_actor(request), reason=reason
-            )
+        visible = selectors.promotion_requests(None, sees_restricted=sees_restricted(request))
+        promotion = _visible_or_404(visible, request_id, "promotion request")
+        approve = self.decision == "approve"
+        decide = services.promotion_approve if approve else services.promotion_reject
+        decide(request=promotion, actor=request_actor(request), reason=self.body["reason"])
         promotion.refresh_from_db()
         return Response(PromotionRequestSerializer(promotion).data)
 
@@ -186,11 +180,8 @@ class ConflictResolveView(ContractView):
     )
     @idempotent()
     def post(self, request: Request, conflict_id: str) -> Response:
-        pk = _uuid(conflict_id)
         visible = selectors.conflicts(None, sees_restricted=sees_restricted(request))
-        conflict = visible.filter(pk=pk).first() if pk else None
-        if conflict is None:
-            raise not_found("conflict")
+        conflict = _visible_or_404(visible, conflict_id, "conflict")
         services.conflict_resolve(
             conflict=conflict,
             actor=request_actor(request),

@@ -1,19 +1,12 @@
 """Claims on review items (promotion requests and open conflicts): a reviewer takes a batch
 of open items for a while, so two reviewers do not work the same items.
 
-While a claim lasts, everyone sees who holds the item, and a decision on it by anyone else is
-refused (:func:`claim_refusal`, called by ``promotion_approve``, ``promotion_reject`` and
-``conflict_resolve`` under the item's lock, so a decision and a claim never both win).
-Claims end on their own: an expired claim is ignored by every read (``expires_at`` is
-compared with the time of the read), so nothing has to sweep them. Taking and releasing
-claims are audited; the expiry is not an event (nothing changes when it passes).
-
-Only people hold claims: they are how reviewers in the console share out a queue. An agent
-credential's decision through the API is refused like anyone else's while a person holds
-the item.
-
-Each function takes the kind of item as ``kind`` (:data:`PROMOTIONS`, the default, or
-:data:`CONFLICTS`): one table, one set of rules, for both queues.
+While a claim lasts, everyone sees who holds the item, and a decision on it by anyone else
+(an agent credential's through the API too) is refused by :func:`claim_refusal`, called by
+the decisions under the item's lock, so a decision and a claim never both win. An expired
+claim is ignored by every read, so nothing sweeps them. Taking and releasing are audited.
+Only people hold claims. ``kind`` (:data:`PROMOTIONS` or :data:`CONFLICTS`) picks the queue:
+one table, one set of rules, for both.
 """
 
 from __future__ import annotations
@@ -71,7 +64,7 @@ class ClaimKind:
         return Q(**{f"{self.column}_id__in": list(ids)})
 
     def item_of(self, claim: ReviewClaim) -> uuid.UUID | None:
-        return getattr(claim, f"{self.column}_id")  # type: ignore[no-any-return]
+        return claim.conflict_id if self.model is Conflict else claim.request_id
 
 
 PROMOTIONS = ClaimKind(
@@ -98,6 +91,10 @@ def claim_kind(claim: ReviewClaim) -> ClaimKind:
     return CONFLICTS if claim.conflict_id is not None else PROMOTIONS
 
 
+def _kind_of(item: Claimable) -> ClaimKind:
+    return CONFLICTS if isinstance(item, Conflict) else PROMOTIONS
+
+
 def item_label(item: Claimable) -> str:
     """How messages name an item: its subject and key."""
     named = item.fact if isinstance(item, Conflict) else item.record
@@ -113,14 +110,14 @@ def _held(kind: ClaimKind, now: datetime) -> QuerySet[ReviewClaim]:
     return claims_active(now).filter(**{f"{kind.column}_id": OuterRef("pk")})
 
 
-def held_by_others(holder_id: str, now: datetime, kind: ClaimKind | None = None) -> Q:
+def held_by_others(holder_id: str, now: datetime, kind: ClaimKind) -> Q:
     """Items another person holds at ``now`` (for filtering a queue)."""
-    return Q(Exists(_held(kind or PROMOTIONS, now).exclude(holder_id=holder_id)))
+    return Q(Exists(_held(kind, now).exclude(holder_id=holder_id)))
 
 
-def held_by(holder_id: str, now: datetime, kind: ClaimKind | None = None) -> Q:
+def held_by(holder_id: str, now: datetime, kind: ClaimKind) -> Q:
     """Items ``holder_id`` holds at ``now``."""
-    return Q(Exists(_held(kind or PROMOTIONS, now).filter(holder_id=holder_id)))
+    return Q(Exists(_held(kind, now).filter(holder_id=holder_id)))
 
 
 def claim_in_force(item: Claimable, now: datetime) -> ReviewClaim | None:
@@ -140,15 +137,13 @@ def claim_holder_is(claim: ReviewClaim, actor: Actor) -> bool:
 def claim_refusal(item: Claimable, actor: Actor, now: datetime) -> ReviewClaim | None:
     """The claim that refuses ``actor``'s decision on ``item`` (locked by the caller, as a
     claim locks it too): someone else's, in force at ``now``; None when the actor may decide."""
-    kind = CONFLICTS if isinstance(item, Conflict) else PROMOTIONS
-    claim = claims_active(now).filter(kind.of(item.pk)).first()
+    claim = claims_active(now).filter(_kind_of(item).of(item.pk)).first()
     return claim if claim is not None and not claim_holder_is(claim, actor) else None
 
 
 def claim_end(item: Claimable) -> None:
     """A decided item is no longer held (called under the item's lock by a decision)."""
-    kind = CONFLICTS if isinstance(item, Conflict) else PROMOTIONS
-    ReviewClaim.objects.filter(kind.of(item.pk)).delete()
+    ReviewClaim.objects.filter(_kind_of(item).of(item.pk)).delete()
 
 
 @dataclass
@@ -183,6 +178,11 @@ def _locked(ids: Collection[uuid.UUID], kind: ClaimKind) -> list[Any]:
     )
 
 
+def _claims_on(items: list[Any], kind: ClaimKind, now: datetime) -> dict[Any, ReviewClaim]:
+    claims = claims_active(now).filter(kind.of([item.pk for item in items]))
+    return {kind.item_of(claim): claim for claim in claims}
+
+
 @transaction.atomic
 def claims_take(
     *,
@@ -192,12 +192,9 @@ def claims_take(
     duration: timedelta | None = None,
     kind: ClaimKind = PROMOTIONS,
 ) -> ClaimOutcome:
-    """Claim the open items ``request_ids`` (promotion requests, or conflicts for
-    ``kind=CONFLICTS``) for ``actor`` (a person) for ``duration`` (default: the tenant's
-    ``review_claim_duration``), renewing those they already hold.
-
-    An item another person holds stays theirs (reported in ``held``); one no longer open is
-    counted in ``closed``. One audit event names every item taken."""
+    """Claim the open items ``request_ids`` for ``actor`` (a person) for ``duration`` (default:
+    the tenant's), renewing those they hold. Another person's stay theirs (``held``); those no
+    longer open are counted in ``closed``. One audit event names every item taken."""
     _person(actor, kind)
     if len(request_ids) > CLAIM_BATCH_LIMIT:
         raise ClaimError(f"One claim takes at most {CLAIM_BATCH_LIMIT} {kind.noun}s.")
@@ -206,10 +203,7 @@ def claims_take(
     outcome = ClaimOutcome(until=until, kind=kind)
     locked = _locked(request_ids, kind)
     outcome.closed = len(set(request_ids)) - len(locked)
-    claims = {
-        kind.item_of(claim): claim
-        for claim in claims_active(now).filter(kind.of([item.pk for item in locked]))
-    }
+    claims = _claims_on(locked, kind, now)
     for item in locked:
         claim = claims.get(item.pk)
         if item.state != kind.open_state:
@@ -272,9 +266,8 @@ def claims_release(
     request_ids: Sequence[uuid.UUID] | None = None,
     kind: ClaimKind = PROMOTIONS,
 ) -> ClaimOutcome:
-    """Let go of ``actor``'s claims on the items ``request_ids`` (all of theirs of this
-    ``kind`` when None), so others may take them at once. Another person's claim is never
-    released (reported in ``held``). One audit event names every item released."""
+    """Let go of ``actor``'s claims on ``request_ids`` (all of this ``kind`` when None), never
+    another person's (``held``). One audit event names every item released."""
     _person(actor, kind)
     now = timezone.now()
     outcome = ClaimOutcome(kind=kind)
@@ -283,9 +276,7 @@ def claims_release(
         if len(request_ids) > CLAIM_BATCH_LIMIT:
             raise ClaimError(f"One release takes at most {CLAIM_BATCH_LIMIT} {kind.noun}s.")
         locked = _locked(request_ids, kind)
-        claims = {
-            kind.item_of(c): c for c in claims_active(now).filter(kind.of([i.pk for i in locked]))
-        }
+        claims = _claims_on(locked, kind, now)
         for item in locked:
             claim = claims.get(item.pk)
             if claim is None:
@@ -310,12 +301,7 @@ def claims_release(
     return outcome
 
 
-def claims_held_count(
-    *, holder_id: str, now: datetime | None = None, kind: ClaimKind = PROMOTIONS
-) -> int:
+def claims_held_count(*, holder_id: str, kind: ClaimKind = PROMOTIONS) -> int:
     """How many open items of ``kind`` ``holder_id`` holds."""
-    return (
-        claims_active(now)
-        .filter(holder_id=holder_id, **{f"{kind.column}__state": kind.open_state})
-        .count()
-    )
+    held = {"holder_id": holder_id, f"{kind.column}__state": kind.open_state}
+    return claims_active().filter(**held).count()

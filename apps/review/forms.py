@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django import forms
 from django.http import QueryDict
@@ -27,19 +27,13 @@ from apps.review.queues import (
 from apps.review.reasons import CLAIM_DURATION_MAX, CLAIM_DURATION_MIN, review_reason_get
 
 REASON_MAX_LENGTH = 2000
+Filters = TypeVar("Filters", PromotionQueueFilters, ConflictQueueFilters)
 
 PENDING_AGE_CHOICES = (
     ("", "Any age"),
     ("1", "1 day or more"),
     ("7", "7 days or more"),
     ("30", "30 days or more"),
-)
-
-
-QUEUE_ORDER_CHOICES = (
-    ("", "Oldest request first"),
-    (QueueOrder.SENSITIVITY, "Most sensitive first"),
-    (QueueOrder.EXPIRY, "Provisional record expiring first"),
 )
 
 SOURCE_KIND_LABELS = {
@@ -52,8 +46,9 @@ SOURCE_KIND_LABELS = {
 SENSITIVITY_CHOICES = [("", "Any sensitivity"), *((v, v.capitalize()) for v in Sensitivity.values)]
 
 
-class PagerForm(forms.Form):
-    """The keyset cursors of a queue page (both optional)."""
+class QueueFilterForm(forms.Form, Generic[Filters]):
+    """What both queues filter on (all optional), their keyset cursors, and how their one-line
+    filter bar folds the rarely used filters behind "More filters" (``MORE_FIELDS``)."""
 
     after = CursorField(required=False)
     before = CursorField(required=False)
@@ -73,11 +68,6 @@ class PagerForm(forms.Form):
         for name, value in cursor.items():
             query[name] = value
         return query.urlencode()
-
-
-class QueueFilterForm(PagerForm):
-    """What both queues filter on (all optional) and how their one-line filter bar folds the
-    rarely used filters behind "More filters" (``MORE_FIELDS``)."""
 
     key = forms.CharField(
         required=False,
@@ -103,6 +93,7 @@ class QueueFilterForm(PagerForm):
     key_exact = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
 
     MORE_FIELDS: tuple[str, ...] = ()
+    FILTERS: type[Filters]
 
     def __init__(self, *args: Any, reviewer_id: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -130,8 +121,19 @@ class QueueFilterForm(PagerForm):
     def order(self) -> str:
         return self._chosen("sort")
 
-    def _text(self, name: str) -> str:
-        return (self.cleaned_data.get(name) or "").strip()
+    def filters(self) -> Filters:
+        """The cleaned filters (none when the form is unbound or invalid), as ``FILTERS``."""
+        if not self.is_bound or not self.is_valid():
+            return self.FILTERS()
+        chosen: dict[str, Any] = {
+            name: (self.cleaned_data.get(name) or "").strip() for name in self.FILTER_FIELDS
+        }
+        age = chosen.pop("age")
+        return self.FILTERS(
+            **chosen,
+            pending_at_least=timedelta(days=int(age)) if age else None,
+            reviewer_id=self.reviewer_id,
+        )
 
     def filter_summary(self) -> list[tuple[str, str]]:
         """(label, value) of each filter in use, to say what a bulk decision covers."""
@@ -148,7 +150,7 @@ class QueueFilterForm(PagerForm):
         return summary
 
 
-class PromotionQueueFilterForm(QueueFilterForm):
+class PromotionQueueFilterForm(QueueFilterForm[PromotionQueueFilters]):
     """Filters of the promotion queue (all optional) and its keyset cursors."""
 
     sensitivity = forms.ChoiceField(required=False, choices=SENSITIVITY_CHOICES)
@@ -167,7 +169,7 @@ class PromotionQueueFilterForm(QueueFilterForm):
         choices=[("", "Any source"), *SOURCE_KIND_LABELS.items()],
     )
 
-    sort = forms.ChoiceField(required=False, label="Order", choices=QUEUE_ORDER_CHOICES)
+    sort = forms.ChoiceField(required=False, label="Order", choices=QueueOrder.choices)
     group = forms.ChoiceField(required=False, label="Group by", choices=QueueGroup.choices)
 
     FILTER_FIELDS = (
@@ -184,28 +186,10 @@ class PromotionQueueFilterForm(QueueFilterForm):
     ORDER_FIELDS = ("sort", "group")
     # Folded behind "More filters" in the queue's filter bar: used less than key and subject.
     MORE_FIELDS = ("domain", "sensitivity", "writer", "source", "age", "claim", "group")
-
-    def filters(self) -> PromotionQueueFilters:
-        """The cleaned filters (none when the form is unbound or invalid)."""
-        if not self.is_bound or not self.is_valid():
-            return PromotionQueueFilters()
-        data = self.cleaned_data
-        age = data.get("age")
-        return PromotionQueueFilters(
-            key=self._text("key"),
-            key_exact=self._text("key_exact"),
-            subject=self._text("subject"),
-            domain=self._text("domain"),
-            sensitivity=data.get("sensitivity") or "",
-            writer=self._text("writer"),
-            source=data.get("source") or "",
-            pending_at_least=timedelta(days=int(age)) if age else None,
-            claim=data.get("claim") or "",
-            reviewer_id=self.reviewer_id,
-        )
+    FILTERS = PromotionQueueFilters
 
 
-class ConflictQueueForm(QueueFilterForm):
+class ConflictQueueForm(QueueFilterForm[ConflictQueueFilters]):
     """Filters of the conflict queue (all optional), its order, grouping and keyset cursors."""
 
     sensitivity = forms.ChoiceField(
@@ -216,26 +200,11 @@ class ConflictQueueForm(QueueFilterForm):
     )
     sort = forms.ChoiceField(required=False, label="Order", choices=ConflictOrder.choices)
     group = forms.ChoiceField(required=False, label="Group by", choices=ConflictGroup.choices)
+    FILTERS = ConflictQueueFilters
 
     FILTER_FIELDS = ("key", "key_exact", "subject", "domain", "sensitivity", "age", "claim")
     ORDER_FIELDS = ("sort", "group")
     MORE_FIELDS = ("domain", "sensitivity", "age", "claim", "group")
-
-    def filters(self) -> ConflictQueueFilters:
-        if not self.is_bound or not self.is_valid():
-            return ConflictQueueFilters()
-        data = self.cleaned_data
-        age = data.get("age")
-        return ConflictQueueFilters(
-            key=self._text("key"),
-            key_exact=self._text("key_exact"),
-            subject=self._text("subject"),
-            domain=self._text("domain"),
-            sensitivity=data.get("sensitivity") or "",
-            pending_at_least=timedelta(days=int(age)) if age else None,
-            claim=data.get("claim") or "",
-            reviewer_id=self.reviewer_id,
-        )
 
 
 class _DecisionForm(forms.Form):
@@ -292,7 +261,7 @@ class ReverseForm(forms.Form):
     )
 
 
-def _carry_filters(form: QueueFilterForm) -> None:
+def _carry_filters(form: QueueFilterForm[Any]) -> None:
     """A confirmation carries the queue's filters hidden (to go back to the same queue, and
     to decide only what still matches them); a bulk decision takes the oldest matching items,
     whatever the queue's order or grouping."""
@@ -330,13 +299,9 @@ class RequestSnapshotField(forms.Field):
 
 
 class BulkApproveForm(PromotionQueueFilterForm):
-    """Approve exactly the pending requests a confirmation listed.
-
-    The confirmation carries a snapshot of the ids it showed, next to the filters that
-    produced them (hidden, so the reviewer returns to the same filtered queue). The approval
-    takes the snapshot's requests that are still pending and still match the filters; it
-    never adds one, and reports every listed request it left alone.
-    """
+    """Approve (or reject) exactly the pending requests a confirmation listed: a snapshot of
+    their ids beside the filters that produced them, hidden. Those still pending and matching
+    are decided; none is added, and each left alone is reported."""
 
     requests = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
     decision = forms.ChoiceField(
@@ -356,11 +321,10 @@ class BulkApproveForm(PromotionQueueFilterForm):
         super().__init__(*args, **kwargs)
         _carry_filters(self)
         if self.rejects:
-            self.fields["reason"].label = "Reason for rejecting these"
-            self.fields[
-                "reason"
-            ].help_text = "Kept with every rejected request, e.g. “the CRM has no such order”."
-            self.fields["reason"].error_messages["required"] = (
+            reason = self.fields["reason"]
+            reason.label = "Reason for rejecting these"
+            reason.help_text = "Kept with every rejected request, e.g. “the CRM has no such order”."
+            reason.error_messages["required"] = (
                 "Say why you reject them: the reason is kept with each."
             )
 
@@ -390,15 +354,14 @@ class ConflictSelectionForm(ConflictQueueForm):
     """The conflicts a reviewer ticked, with the queue's filters and the resolution chosen:
     the start of a confirmation that lists exactly them."""
 
-    conflicts = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
+    conflicts = RequestSnapshotField(
+        max_items=BULK_APPROVE_LIMIT,
+        error_messages={"required": "Tick the conflicts to resolve first."},
+    )
     resolution = forms.ChoiceField(
         choices=BULK_RESOLUTIONS,
         error_messages={"required": "Choose how to resolve them: keep current or accept new."},
     )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["conflicts"].error_messages["required"] = "Tick the conflicts to resolve first."
 
 
 class ConflictBulkForm(ConflictQueueForm):
@@ -406,7 +369,12 @@ class ConflictBulkForm(ConflictQueueForm):
     reason (each resolution is audited on its own). As for promotion requests, the snapshot
     of ids travels with the filters that produced it, and nothing outside it is resolved."""
 
-    conflicts = RequestSnapshotField(max_items=BULK_APPROVE_LIMIT)
+    conflicts = RequestSnapshotField(
+        max_items=BULK_APPROVE_LIMIT,
+        error_messages={
+            "required": "This confirmation lists no conflict; go back to the queue and start again."
+        },
+    )
     resolution = forms.ChoiceField(
         choices=BULK_RESOLUTIONS,
         label="Resolution",
@@ -424,9 +392,6 @@ class ConflictBulkForm(ConflictQueueForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _carry_filters(self)
-        self.fields["conflicts"].error_messages["required"] = (
-            "This confirmation lists no conflict; go back to the queue and start again."
-        )
 
 
 class ConflictResolveForm(forms.Form):
@@ -479,33 +444,27 @@ class ConflictResolveForm(forms.Form):
 class ClaimForm(forms.Form):
     """Claim or release the requests listed (a row's ``c``, or the ticked ones)."""
 
-    requests = RequestSnapshotField(max_items=CLAIM_BATCH_LIMIT)
+    requests = RequestSnapshotField(
+        max_items=CLAIM_BATCH_LIMIT,
+        error_messages={"required": "Select the requests to claim or release first."},
+    )
     action = forms.ChoiceField(
         choices=[("claim", "Claim"), ("release", "Release")],
         error_messages={
             "required": "Say whether to claim or release.",
-            "invalid_choice": ("Say whether to claim or release."),
+            "invalid_choice": "Say whether to claim or release.",
         },
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["requests"].error_messages["required"] = (
-            "Select the requests to claim or release first."
-        )
 
-
-class ConflictClaimForm(ClaimForm):
+class ConflictClaimForm(forms.Form):
     """Claim or release the conflicts listed (a row's button, or the ticked ones)."""
 
-    requests = None  # type: ignore[assignment]
-    conflicts = RequestSnapshotField(max_items=CLAIM_BATCH_LIMIT)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        forms.Form.__init__(self, *args, **kwargs)
-        self.fields["conflicts"].error_messages["required"] = (
-            "Select the conflicts to claim or release first."
-        )
+    action = ClaimForm.base_fields["action"]
+    conflicts = RequestSnapshotField(
+        max_items=CLAIM_BATCH_LIMIT,
+        error_messages={"required": "Select the conflicts to claim or release first."},
+    )
 
 
 class ClaimBatchForm(PromotionQueueFilterForm):

@@ -18,14 +18,10 @@ from apps.tenancy.models import TenantOwned
 
 
 class ReviewClaim(TenantOwned):
-    """A reviewer's claim on an open promotion request or an open conflict (exactly one of
-    the two), so two reviewers do not work the same item: while it lasts, everyone sees who
-    holds it, and a decision (a resolution) by anyone else is refused.
-
-    A claim ends when it expires (a read-time predicate: an expired claim is ignored by every
-    read, never swept), when its holder releases it, or when the item is decided. One row
-    per item: a claim taken after the last one lapsed replaces it. The audit log keeps
-    every claim and release."""
+    """A reviewer's claim on an open promotion request or an open conflict (exactly one), so
+    two reviewers do not work the same item (:mod:`apps.review.claims`). It ends when it
+    expires (ignored by every read, never swept), is released, or the item is decided. One row
+    per item: a claim taken after the last one lapsed replaces it."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     request = models.OneToOneField(

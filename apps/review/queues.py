@@ -1,21 +1,17 @@
 """Review queues: the pending promotion requests and the open conflicts, as reviewers work them.
 
-Reads here serve the console's queues: keyset pages in oldest-first order (the index on
-``(tenant, state, requested_at)`` / ``(tenant, state, opened_at)`` drives them), with each
-page's observations and version history fetched in one query per kind, so the number of
-queries does not grow with the page or the queue. Every read applies the expiry predicate
-through :func:`records_live`; row-level security applies the tenant.
-
-The changes here (:func:`promotions_approve_bulk`, :func:`promotions_reject_bulk`,
-:func:`conflicts_resolve_bulk`) only loop over the existing decision services, so each
-decision keeps its own rules, locks and audit event.
+Keyset pages, oldest first by the ``(tenant, state, requested_at)`` / ``(tenant, state,
+opened_at)`` indexes, each page's observations and history in one query per kind: the
+queries do not grow with the page or the queue. Every read applies the expiry predicate
+(:func:`records_live`); row-level security applies the tenant. The bulk decisions only loop
+over the decision services, so each decision keeps its own rules, locks and audit event.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -43,6 +39,7 @@ from apps.core.actors import Actor
 from apps.core.pagination import Cursor
 from apps.core.validation import json_equal
 from apps.records.models import (
+    SENSITIVITY_ORDER,
     Conflict,
     ConflictState,
     MemoryRecord,
@@ -50,11 +47,10 @@ from apps.records.models import (
     PromotionRequest,
     PromotionState,
     Resolution,
-    Sensitivity,
 )
 from apps.records.selectors import records_live
 from apps.records.services import RecordError
-from apps.review.claims import CONFLICTS, ClaimKind, held_by, held_by_others
+from apps.review.claims import CONFLICTS, PROMOTIONS, ClaimKind, held_by, held_by_others
 from apps.review.services import conflict_resolve, promotion_approve, promotion_reject
 
 QUEUE_PAGE_SIZE = 20
@@ -128,11 +124,8 @@ def _keyset_page(
 
 
 def _live(record_field: str, now: datetime) -> Exists:
-    """The row's ``record_field`` names a live record (not expired, or kept by a hold).
-
-    A correlated EXISTS keeps the queue's own index order: the planner checks each candidate
-    by primary key instead of first listing every live record of the tenant.
-    """
+    """The row's ``record_field`` names a live record. A correlated EXISTS keeps the queue's
+    index order: each candidate is checked by key, not every live record listed first."""
     return Exists(records_live(now).filter(pk=OuterRef(record_field)))
 
 
@@ -142,12 +135,8 @@ def _observations_prefetch(path: str) -> Prefetch[Any]:
 
 
 def attach_observation_counts(records: Iterable[MemoryRecord]) -> None:
-    """Set ``record.observation_count`` on each record, in one query for all of them.
-
-    A separate grouped query rather than a subquery per row: beside the queue's joins and
-    expiry checks, per-row subqueries made the conflict query's planning alone cost more
-    than the whole page should.
-    """
+    """Set ``record.observation_count`` on each record, in one grouped query: a subquery per
+    row made the conflict query's planning alone cost more than the whole page should."""
     records = list(records)
     counted = (
         Observation.objects.filter(record_id__in={record.pk for record in records})
@@ -171,42 +160,73 @@ class ClaimFilter(TextChoices):
 
 
 @dataclass(frozen=True)
-class PromotionQueueFilters:
-    """What a reviewer narrowed the queue to. ``key`` is a prefix (``shipping.`` matches every
-    shipping key) and ``key_exact`` one key; the others are exact (``writer`` is the record
-    writer's label, ``source`` its source kind). ``claim`` is a :class:`ClaimFilter`, read
-    for ``reviewer_id``. ``requested_until`` pins a selection to what the reviewer was shown
-    (bulk approval), so later arrivals are not approved unseen."""
+class ConflictQueueFilters:
+    """What a reviewer narrowed a queue to. ``key`` is a prefix (``shipping.`` matches every
+    shipping key) and ``key_exact`` one key (a group's link); the others are exact (for a
+    conflict, the sensitivity is the current version's). ``claim`` is a :class:`ClaimFilter`,
+    read for ``reviewer_id``."""
 
     key: str = ""
     key_exact: str = ""
     subject: str = ""
     domain: str = ""
     sensitivity: str = ""
-    writer: str = ""
-    source: str = ""
     pending_at_least: timedelta | None = None
     claim: str = ""
     reviewer_id: str = ""
+
+    @property
+    def active(self) -> bool:
+        return any(getattr(self, item.name) for item in fields(self) if item.name in _NARROWING)
+
+
+@dataclass(frozen=True)
+class PromotionQueueFilters(ConflictQueueFilters):
+    """As for conflicts, and ``writer`` (the record writer's label) and ``source`` (its source
+    kind). ``requested_until`` pins a selection to what the reviewer was shown (bulk
+    approval), so later arrivals are not approved unseen."""
+
+    writer: str = ""
+    source: str = ""
     requested_until: datetime | None = None
     # Requests already on the reviewer's page (a refill of the list skips them).
     shown: tuple[uuid.UUID, ...] = ()
 
-    @property
-    def active(self) -> bool:
-        return any(
-            (
-                self.key,
-                self.key_exact,
-                self.subject,
-                self.domain,
-                self.sensitivity,
-                self.writer,
-                self.source,
-                self.pending_at_least,
-                self.claim,
-            )
-        )
+
+# Each filter the reviewer sets, and the lookup that applies it to each queue.
+_REQUEST_LOOKUPS = {
+    "key": "record__key__startswith",
+    "key_exact": "record__key",
+    "subject": "record__subject",
+    "domain": "record__scope_domain",
+    "sensitivity": "record__sensitivity",
+    "writer": "record__writer_label",
+    "source": "record__source_kind",
+}
+_CONFLICT_LOOKUPS = {
+    "key": "fact__key__startswith",
+    "key_exact": "fact__key",
+    "subject": "fact__subject",
+    "domain": "current_record__scope_domain",
+    "sensitivity": "current_record__sensitivity",
+}
+_NARROWING = {*_REQUEST_LOOKUPS, "pending_at_least", "claim"}
+
+
+def _narrowed(
+    queryset: QuerySet[QueueItem],
+    filters: ConflictQueueFilters,
+    lookups: dict[str, str],
+    moment_field: str,
+    now: datetime,
+    kind: ClaimKind = PROMOTIONS,
+) -> QuerySet[QueueItem]:
+    """``queryset`` narrowed by ``filters``: each set one by its lookup, the age, the claim."""
+    chosen = {lookup: getattr(filters, name) for name, lookup in lookups.items()}
+    queryset = queryset.filter(**{lookup: value for lookup, value in chosen.items() if value})
+    if filters.pending_at_least is not None:
+        queryset = queryset.filter(**{f"{moment_field}__lte": now - filters.pending_at_least})
+    return _claimed(queryset, filters.claim, filters.reviewer_id, now, kind)
 
 
 def _claimed(
@@ -214,7 +234,7 @@ def _claimed(
     claim: str,
     reviewer_id: str,
     now: datetime,
-    kind: ClaimKind | None = None,
+    kind: ClaimKind,
 ) -> QuerySet[QueueItem]:
     """``queryset`` narrowed by a :class:`ClaimFilter` read for ``reviewer_id``."""
     if claim == ClaimFilter.MINE:
@@ -227,28 +247,10 @@ def _claimed(
 
 
 def _open_requests(filters: PromotionQueueFilters, now: datetime) -> QuerySet[PromotionRequest]:
-    queryset = PromotionRequest.objects.filter(state=PromotionState.OPEN).filter(
-        _live("record_id", now)
-    )
-    if filters.key:
-        queryset = queryset.filter(record__key__startswith=filters.key)
-    if filters.key_exact:
-        queryset = queryset.filter(record__key=filters.key_exact)
-    if filters.subject:
-        queryset = queryset.filter(record__subject=filters.subject)
-    if filters.domain:
-        queryset = queryset.filter(record__scope_domain=filters.domain)
-    if filters.sensitivity:
-        queryset = queryset.filter(record__sensitivity=filters.sensitivity)
-    if filters.writer:
-        queryset = queryset.filter(record__writer_label=filters.writer)
-    if filters.source:
-        queryset = queryset.filter(record__source_kind=filters.source)
-    if filters.pending_at_least is not None:
-        queryset = queryset.filter(requested_at__lte=now - filters.pending_at_least)
+    queryset = PromotionRequest.objects.filter(_live("record_id", now), state=PromotionState.OPEN)
+    queryset = _narrowed(queryset, filters, _REQUEST_LOOKUPS, "requested_at", now)
     if filters.requested_until is not None:
         queryset = queryset.filter(requested_at__lte=filters.requested_until)
-    queryset = _claimed(queryset, filters.claim, filters.reviewer_id, now)
     if filters.shown:
         queryset = queryset.exclude(pk__in=list(filters.shown))
     return queryset
@@ -277,23 +279,17 @@ def promotion_queue_page(
 
 
 class QueueOrder(TextChoices):
-    OLDEST = "", "oldest request first"
-    SENSITIVITY = "sensitivity", "most sensitive first"
-    EXPIRY = "expiry", "provisional record expiring first"
+    OLDEST = "", "Oldest request first"
+    SENSITIVITY = "sensitivity", "Most sensitive first"
+    EXPIRY = "expiry", "Provisional record expiring first"
 
 
 def _sensitivity_rank(field: str) -> Case:
     """Most sensitive first (0): the items whose mistakes cost most."""
-    return Case(
-        When(**{field: Sensitivity.RESTRICTED}, then=Value(0)),
-        When(**{field: Sensitivity.PERSONAL}, then=Value(1)),
-        When(**{field: Sensitivity.INTERNAL}, then=Value(2)),
-        default=Value(3),
-        output_field=IntegerField(),
-    )
-
-
-_SENSITIVITY_RANK = _sensitivity_rank("record__sensitivity")
+    ranked = enumerate(reversed(SENSITIVITY_ORDER))
+    whens = [When(**{field: sensitivity}, then=Value(rank)) for rank, sensitivity in ranked]
+    # Anything else ranks with the least sensitive.
+    return Case(*whens, default=Value(len(whens) - 1), output_field=IntegerField())
 
 
 def _ranked_page(
@@ -317,12 +313,16 @@ def _ranked_page(
     queryset = queryset.annotate(rank=rank)
     if after is not None and found is not None:
         queryset = queryset.filter(Q(rank__gt=found) | (Q(rank=found) & after.newer(moment_field)))
-    rows: list[QueueItem] = list(queryset.order_by("rank", moment_field, "id")[: size + 1])
-    later = (
-        Cursor(getattr(rows[size - 1], moment_field), rows[size - 1].pk)
-        if len(rows) > size
-        else None
-    )
+    return _forward(queryset, ("rank", moment_field, "id"), moment_field, size)
+
+
+def _forward(
+    queryset: QuerySet[QueueItem], ordering: tuple[str, ...], moment_field: str, size: int
+) -> QueuePage[QueueItem]:
+    """One page in ``ordering``, forward only: the first page is the way back."""
+    rows = list(queryset.order_by(*ordering)[: size + 1])
+    last = rows[size - 1] if len(rows) > size else None
+    later = Cursor(getattr(last, moment_field), last.pk) if last is not None else None
     return QueuePage(items=rows[:size], earlier_than=None, later_than=later)
 
 
@@ -338,17 +338,16 @@ def promotion_queue_sorted_page(
     size: int = QUEUE_PAGE_SIZE,
 ) -> QueuePage[PromotionRequest]:
     """Pending requests in ``order`` (a :class:`QueueOrder` other than oldest first), paged
-    forward by keyset: by the provisional record's expiry, or by sensitivity class and then
-    age (the cursor's row says which class it was in). Pages only forward; the first page is
-    the way back."""
+    forward by keyset: by the provisional record's expiry, or by sensitivity, then age."""
     queryset = _with_record_details(_open_requests(filters, timezone.now()))
     if order == QueueOrder.EXPIRY:
         queryset = queryset.annotate(expiry=Coalesce(F("record__expires_at"), Value(_NEVER)))
-        page = _keyset_page(queryset, "expiry", after=after, before=None, size=size)
+        if after is not None:
+            queryset = queryset.filter(after.newer("expiry"))
+        page = _forward(queryset, ("expiry", "id"), "expiry", size)
     else:
-        page = _ranked_page(queryset, _SENSITIVITY_RANK, "requested_at", after=after, size=size)
-    if page.earlier_than is not None:
-        page = QueuePage(items=page.items, earlier_than=None, later_than=page.later_than)
+        rank = _sensitivity_rank("record__sensitivity")
+        page = _ranked_page(queryset, rank, "requested_at", after=after, size=size)
     attach_observation_counts(item.record for item in page.items)
     return page
 
@@ -362,16 +361,11 @@ def promotion_queue_refill(
     last = PromotionRequest.objects.filter(pk=after_id).select_related("record").first()
     if last is None:
         return []
-    if order == QueueOrder.EXPIRY:
-        cursor = Cursor(last.record.expires_at or _NEVER, last.pk)
-        page = promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size)
-    elif order == QueueOrder.SENSITIVITY:
-        cursor = Cursor(last.requested_at, last.pk)
-        page = promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size)
-    else:
-        cursor = Cursor(last.requested_at, last.pk)
-        page = promotion_queue_page(filters=filters, after=cursor, size=size)
-    return page.items
+    expiry = last.record.expires_at or _NEVER
+    cursor = Cursor(expiry if order == QueueOrder.EXPIRY else last.requested_at, last.pk)
+    if order == QueueOrder.OLDEST:
+        return promotion_queue_page(filters=filters, after=cursor, size=size).items
+    return promotion_queue_sorted_page(filters=filters, order=order, after=cursor, size=size).items
 
 
 def promotions_pending(now: datetime | None = None) -> QuerySet[PromotionRequest]:
@@ -380,9 +374,13 @@ def promotions_pending(now: datetime | None = None) -> QuerySet[PromotionRequest
     return _open_requests(PromotionQueueFilters(), now or timezone.now())
 
 
+def _count(queryset: QuerySet[Any], limit: int) -> int:
+    """How many, counted up to ``limit`` (one more means "more")."""
+    return queryset.order_by()[: limit + 1].count()
+
+
 def promotion_queue_count(*, filters: PromotionQueueFilters, limit: int = COUNT_LIMIT) -> int:
-    """How many pending requests match, counted up to ``limit`` (one more means "more")."""
-    return _open_requests(filters, timezone.now()).order_by()[: limit + 1].count()
+    return _count(_open_requests(filters, timezone.now()), limit)
 
 
 class QueueGroup(TextChoices):
@@ -393,19 +391,11 @@ class QueueGroup(TextChoices):
     SOURCE = "source", "Source kind"
 
 
-# What a group is made of, and the filter that selects exactly one group.
-GROUP_FIELDS: dict[str, str] = {
-    QueueGroup.SUBJECT: "record__subject",
-    QueueGroup.KEY: "record__key",
-    QueueGroup.WRITER: "record__writer_label",
-    QueueGroup.SOURCE: "record__source_kind",
-}
-GROUP_FILTERS: dict[str, str] = {
-    QueueGroup.SUBJECT: "subject",
-    QueueGroup.KEY: "key_exact",
-    QueueGroup.WRITER: "writer",
-    QueueGroup.SOURCE: "source",
-}
+def group_filter(by: str) -> str:
+    """The filter that selects exactly one group (of either queue); its lookup groups them."""
+    return "key_exact" if by == QueueGroup.KEY else by
+
+
 # Groups listed at once, largest first: the rest are counted.
 GROUPS_SHOWN = 50
 
@@ -430,11 +420,10 @@ class RequestGroups:
 def promotion_queue_groups(
     *, filters: PromotionQueueFilters, by: str, limit: int = GROUPS_SHOWN
 ) -> RequestGroups:
-    """The pending requests matching ``filters`` grouped ``by`` a :class:`QueueGroup`,
-    largest group first (then oldest), in one aggregate query: a reviewer decides a group
-    together through the bulk confirmation, which lists exactly its requests."""
+    """The pending requests matching ``filters`` grouped ``by`` a :class:`QueueGroup`: a
+    reviewer decides a group together through the bulk confirmation."""
     queryset = _open_requests(filters, timezone.now())
-    return _grouped(queryset, by, GROUP_FIELDS[by], "requested_at", limit)
+    return _grouped(queryset, by, _REQUEST_LOOKUPS[group_filter(by)], "requested_at", limit)
 
 
 def _grouped(
@@ -466,10 +455,11 @@ def arrivals_mark(now: datetime | None = None) -> Cursor:
 def promotion_queue_arrivals(
     *, filters: PromotionQueueFilters, since: Cursor, limit: int = COUNT_LIMIT
 ) -> int:
-    """How many pending requests matching ``filters`` arrived after ``since`` (up to
-    ``limit``, one more meaning "more"), for a queue page's "N new requests" notice."""
-    arrived = _open_requests(filters, timezone.now()).filter(since.newer("requested_at"))
-    return arrived.order_by()[: limit + 1].count()
+    """How many pending requests matching ``filters`` arrived after ``since``, for a queue
+    page's "N new requests" notice."""
+    return _count(
+        _open_requests(filters, timezone.now()).filter(since.newer("requested_at")), limit
+    )
 
 
 def promotion_queue_selection(
@@ -479,16 +469,18 @@ def promotion_queue_selection(
     limit: int = BULK_APPROVE_LIMIT,
 ) -> list[PromotionRequest]:
     """The oldest ``limit`` pending requests matching ``filters``: a bulk approval's batch.
-
-    ``only`` pins the batch to the requests a reviewer was shown: a request outside it is
-    never selected, and one inside it that is no longer pending or no longer matches the
-    filters drops out (the caller reports it), so a confirmation approves at most what it
-    listed.
-    """
+    ``only`` pins it to the requests a reviewer was shown (one no longer pending or matching
+    drops out), so a confirmation approves at most what it listed."""
     queryset = _open_requests(filters, timezone.now()).select_related("record", "claim")
+    return _oldest(queryset, "requested_at", only, limit)
+
+
+def _oldest(
+    queryset: QuerySet[QueueItem], moment_field: str, only: Collection[uuid.UUID] | None, limit: int
+) -> list[QueueItem]:
     if only is not None:
         queryset = queryset.filter(pk__in=list(only))
-    return list(queryset.order_by("requested_at", "id")[:limit])
+    return list(queryset.order_by(moment_field, "id")[:limit])
 
 
 def promotion_request_get(request_id: uuid.UUID) -> PromotionRequest | None:
@@ -548,8 +540,8 @@ def version_differences(current: MemoryRecord, contender: MemoryRecord) -> froze
     """The lines of the version cards on which two versions differ (values by JSON meaning,
     so ``1`` and ``1.0`` do not)."""
     differing = set()
-    for line, fields in _COMPARED.items():
-        for name in fields:
+    for line, names in _COMPARED.items():
+        for name in names:
             mine, theirs = getattr(current, name), getattr(contender, name)
             if name == "expires_at" and mine is not None and theirs is not None:
                 # Shown as a date: versions written moments apart expire "the same day".
@@ -567,51 +559,9 @@ class ConflictOrder(TextChoices):
     NEWEST = "newest", "Newest conflict first"
 
 
-@dataclass(frozen=True)
-class ConflictQueueFilters:
-    """What a reviewer narrowed the conflict queue to, as for promotion requests: ``key`` a
-    prefix, ``key_exact`` one key (a group's link), the rest exact; sensitivity is the current
-    version's; ``claim`` a :class:`ClaimFilter` read for ``reviewer_id``."""
-
-    key: str = ""
-    key_exact: str = ""
-    subject: str = ""
-    domain: str = ""
-    sensitivity: str = ""
-    pending_at_least: timedelta | None = None
-    claim: str = ""
-    reviewer_id: str = ""
-
-    @property
-    def active(self) -> bool:
-        return any(
-            (
-                self.key,
-                self.key_exact,
-                self.subject,
-                self.domain,
-                self.sensitivity,
-                self.pending_at_least,
-                self.claim,
-            )
-        )
-
-
 def _open_conflicts(filters: ConflictQueueFilters, now: datetime) -> QuerySet[Conflict]:
     queryset = _conflicts_live(now).filter(state=ConflictState.OPEN)
-    if filters.key:
-        queryset = queryset.filter(fact__key__startswith=filters.key)
-    if filters.key_exact:
-        queryset = queryset.filter(fact__key=filters.key_exact)
-    if filters.subject:
-        queryset = queryset.filter(fact__subject=filters.subject)
-    if filters.domain:
-        queryset = queryset.filter(current_record__scope_domain=filters.domain)
-    if filters.sensitivity:
-        queryset = queryset.filter(current_record__sensitivity=filters.sensitivity)
-    if filters.pending_at_least is not None:
-        queryset = queryset.filter(opened_at__lte=now - filters.pending_at_least)
-    return _claimed(queryset, filters.claim, filters.reviewer_id, now, CONFLICTS)
+    return _narrowed(queryset, filters, _CONFLICT_LOOKUPS, "opened_at", now, CONFLICTS)
 
 
 def conflict_queue_page(
@@ -640,9 +590,7 @@ def conflict_queue_page(
     elif order == ConflictOrder.NEWEST:
         if after is not None:
             queryset = queryset.filter(after.older("opened_at"))
-        rows = list(queryset.order_by("-opened_at", "-id")[: size + 1])
-        later = Cursor(rows[size - 1].opened_at, rows[size - 1].pk) if len(rows) > size else None
-        page = QueuePage(items=rows[:size], earlier_than=None, later_than=later)
+        page = _forward(queryset, ("-opened_at", "-id"), "opened_at", size)
     else:
         page = _keyset_page(queryset, "opened_at", after=after, before=before, size=size)
     _attach_version_details(page.items, per_fact=QUEUE_HISTORY_SHOWN)
@@ -657,8 +605,7 @@ def conflicts_open(now: datetime | None = None) -> QuerySet[Conflict]:
 def conflict_queue_count(
     *, filters: ConflictQueueFilters | None = None, limit: int = COUNT_LIMIT
 ) -> int:
-    queryset = _open_conflicts(filters or ConflictQueueFilters(), timezone.now())
-    return queryset.order_by()[: limit + 1].count()
+    return _count(_open_conflicts(filters or ConflictQueueFilters(), timezone.now()), limit)
 
 
 class ConflictGroup(TextChoices):
@@ -668,26 +615,12 @@ class ConflictGroup(TextChoices):
     DOMAIN = "domain", "Domain"
 
 
-CONFLICT_GROUP_FIELDS: dict[str, str] = {
-    ConflictGroup.KEY: "fact__key",
-    ConflictGroup.SUBJECT: "fact__subject",
-    ConflictGroup.DOMAIN: "current_record__scope_domain",
-}
-CONFLICT_GROUP_FILTERS: dict[str, str] = {
-    ConflictGroup.KEY: "key_exact",
-    ConflictGroup.SUBJECT: "subject",
-    ConflictGroup.DOMAIN: "domain",
-}
-
-
 def conflict_queue_groups(
     *, filters: ConflictQueueFilters, by: str, limit: int = GROUPS_SHOWN
 ) -> RequestGroups:
-    """The open conflicts matching ``filters`` grouped ``by`` a :class:`ConflictGroup`,
-    largest group first (then oldest), in one aggregate query: a reviewer resolves a group
-    together through the bulk confirmation, which lists exactly its conflicts."""
+    """The open conflicts matching ``filters`` grouped ``by`` a :class:`ConflictGroup`."""
     queryset = _open_conflicts(filters, timezone.now())
-    return _grouped(queryset, by, CONFLICT_GROUP_FIELDS[by], "opened_at", limit)
+    return _grouped(queryset, by, _CONFLICT_LOOKUPS[group_filter(by)], "opened_at", limit)
 
 
 def conflict_queue_selection(
@@ -696,14 +629,11 @@ def conflict_queue_selection(
     only: Collection[uuid.UUID] | None = None,
     limit: int = BULK_APPROVE_LIMIT,
 ) -> list[Conflict]:
-    """The oldest ``limit`` open conflicts matching ``filters``, pinned to ``only`` when
-    given (as :func:`promotion_queue_selection`): a bulk resolution's batch."""
+    """A bulk resolution's batch, as :func:`promotion_queue_selection`."""
     queryset = _open_conflicts(filters, timezone.now()).select_related(
         "fact", "current_record", "contender", "claim"
     )
-    if only is not None:
-        queryset = queryset.filter(pk__in=list(only))
-    return list(queryset.order_by("opened_at", "id")[:limit])
+    return _oldest(queryset, "opened_at", only, limit)
 
 
 def conflict_get(conflict_id: uuid.UUID) -> Conflict | None:
@@ -752,9 +682,8 @@ class BulkDecision:
 
 
 def _decide_each(items: Iterable[QueueItem], decide: Callable[[QueueItem], object]) -> BulkDecision:
-    """``decide`` each item in turn: a refusal (a :class:`RecordError`, raised inside the
-    decision's own savepoint, so it undoes only its own work) is reported and skipped, and
-    the others still commit."""
+    """``decide`` each item in turn: a refusal (a :class:`RecordError`, inside the decision's
+    own savepoint) is reported and skipped, and the others still commit."""
     outcome = BulkDecision()
     for item in items:
         try:
@@ -770,12 +699,8 @@ def _decide_each(items: Iterable[QueueItem], decide: Callable[[QueueItem], objec
 def promotions_approve_bulk(
     *, requests: Iterable[PromotionRequest], actor: Actor, reason: str
 ) -> BulkDecision:
-    """Approve each request with ``promotion_approve``, in one transaction.
-
-    A request the rules refuse (the reviewer wrote the record, it was decided meanwhile, its
-    record was superseded, another reviewer holds it) is reported and skipped; the others
-    still commit.
-    """
+    """Approve each request with ``promotion_approve``, in one transaction; one the rules
+    refuse (own record, decided meanwhile, superseded, held by another) is skipped."""
     return _decide_each(
         requests, lambda request: promotion_approve(request=request, actor=actor, reason=reason)
     )
@@ -785,8 +710,7 @@ def promotions_approve_bulk(
 def promotions_reject_bulk(
     *, requests: Iterable[PromotionRequest], actor: Actor, reason: str
 ) -> BulkDecision:
-    """Reject each request with ``promotion_reject``, in one transaction; one decided
-    meanwhile is reported and skipped, the others still commit (as for approvals)."""
+    """Reject each request with ``promotion_reject``, in one transaction (as for approvals)."""
     return _decide_each(
         requests, lambda request: promotion_reject(request=request, actor=actor, reason=reason)
     )
@@ -796,10 +720,8 @@ def promotions_reject_bulk(
 def conflicts_resolve_bulk(
     *, conflicts: Iterable[Conflict], actor: Actor, resolution: str, reason: str
 ) -> BulkDecision:
-    """Resolve each conflict with ``conflict_resolve`` (``keep_current`` or ``accept_new``:
-    a corrected value is one conflict's own), in one transaction. Each resolution keeps its
-    own locks, rules and audit event; one refused (another reviewer holds it, it was resolved
-    meanwhile) is reported and skipped, and the others still commit."""
+    """Resolve each conflict with ``conflict_resolve`` in one transaction, keeping the current
+    or accepting the new value (a corrected value is one conflict's own); refusals skip."""
     if resolution not in (Resolution.KEEP_CURRENT, Resolution.ACCEPT_NEW):
         raise RecordError(
             "A bulk resolution keeps the current values or accepts the new ones; a corrected "

@@ -1,9 +1,8 @@
 """The tenant's review settings: canned reasons for approving and rejecting promotion
 requests (picked in the queue by their number keys) and how long a reviewer's claim lasts.
 
-A lead (permission ``manage_review``) changes them; every change is audited. Positions are
-kept gapless (1, 2, 3...) under a lock on the tenant row, so two leads editing at once never
-give two reasons one number key.
+A lead (``manage_review``) changes them, audited. Positions stay gapless under a lock on
+the tenant row, so two leads editing at once never give two reasons one number key.
 """
 
 from __future__ import annotations
@@ -32,12 +31,9 @@ class ReasonError(DomainError):
     status = 400
 
 
-def review_reasons(decision: str | None = None) -> list[ReviewReason]:
+def review_reasons() -> list[ReviewReason]:
     """The current tenant's canned reasons, by decision and position (key 1 first)."""
-    queryset = ReviewReason.objects.order_by("decision", "position")
-    if decision is not None:
-        queryset = queryset.filter(decision=decision)
-    return list(queryset)
+    return list(ReviewReason.objects.order_by("decision", "position"))
 
 
 def review_reason_get(
@@ -50,8 +46,10 @@ def review_reason_get(
     return queryset.first()
 
 
-def _lock_tenant(tenant: Tenant) -> None:
+def _lock_tenant(tenant: Tenant, reason: ReviewReason | None = None) -> ReviewReason | None:
+    """Lock the tenant row (positions change under it), then read ``reason`` again."""
     Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+    return ReviewReason.objects.filter(pk=reason.pk).first() if reason is not None else None
 
 
 def _audit(tenant: Tenant, actor: Actor, action: str, reason: ReviewReason) -> None:
@@ -105,8 +103,7 @@ def review_reason_add(*, tenant: Tenant, decision: str, text: str, actor: Actor)
 @transaction.atomic
 def review_reason_remove(*, tenant: Tenant, reason: ReviewReason, actor: Actor) -> None:
     """Remove a canned reason; the ones after it move up a key. Past decisions keep its text."""
-    _lock_tenant(tenant)
-    found = ReviewReason.objects.filter(pk=reason.pk).first()
+    found = _lock_tenant(tenant, reason)
     if found is None:
         return
     found.delete()
@@ -119,8 +116,7 @@ def review_reason_remove(*, tenant: Tenant, reason: ReviewReason, actor: Actor) 
 @transaction.atomic
 def review_reason_move_up(*, tenant: Tenant, reason: ReviewReason, actor: Actor) -> ReviewReason:
     """Swap a canned reason with the one before it (key 2 becomes key 1)."""
-    _lock_tenant(tenant)
-    found = ReviewReason.objects.filter(pk=reason.pk).first()
+    found = _lock_tenant(tenant, reason)
     if found is None:
         raise ReasonError("That reason was removed meanwhile.")
     before = ReviewReason.objects.filter(

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from apps.records.models import Conflict, PromotionRequest
 from apps.records.serializers import RecordSerializer, actor_columns
 
-from .models import ReviewClaim
+from .claims import claim_in_force
 
 
 class ClaimFields:
@@ -18,22 +18,14 @@ class ClaimFields:
     ``claimed_until``): a serializer using it declares both as method fields, and its items
     come with their claim (``select_related("claim")``)."""
 
-    def _claim(self, item: PromotionRequest | Conflict) -> ReviewClaim | None:
-        # An expired claim is ignored by every read (apps.review.claims): never swept.
-        try:
-            claim = item.claim
-        except ReviewClaim.DoesNotExist:
-            return None
-        return claim if claim.expires_at > timezone.now() else None
-
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_claimed_by(self, item: PromotionRequest | Conflict) -> str | None:
-        claim = self._claim(item)
+        claim = claim_in_force(item, timezone.now())
         return claim.holder_label if claim else None
 
     @extend_schema_field({"type": "string", "format": "date-time", "nullable": True})
     def get_claimed_until(self, item: PromotionRequest | Conflict) -> str | None:
-        claim = self._claim(item)
+        claim = claim_in_force(item, timezone.now())
         return serializers.DateTimeField().to_representation(claim.expires_at) if claim else None
 
 

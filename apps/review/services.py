@@ -1,10 +1,7 @@
 """Review decisions: promotion requests, approvals and rejections (and their reversal),
-conflict resolution.
-
-Every decision runs in one transaction, locks what it changes (the request, the fact, the
-version), needs a non-empty reason, refuses an actor deciding on its own evidence
-(:class:`OwnEvidence`) or on an item another reviewer holds (:class:`Claimed`), and appends
-to the audit chain.
+conflict resolution. Each runs in one transaction, locks what it changes, needs a reason,
+refuses a decision on one's own evidence (:class:`OwnEvidence`) or on an item another
+reviewer holds (:class:`Claimed`), and appends to the audit chain.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from django.utils import timezone
 from apps.audit.services import audit_record
 from apps.core.actors import Actor, ActorType
 from apps.core.validation import canonical_json
-from apps.core.work import EMBED_RECORD, work_enqueue
+from apps.records import signals as records_signals
 from apps.records.models import (
     Conflict,
     ConflictState,
@@ -33,8 +30,8 @@ from apps.records.models import (
     Resolution,
     SourceKind,
     Trust,
+    lifetime,
 )
-from apps.records.retention import lifetime
 from apps.records.services import (
     RecordError,
     record_confirm,
@@ -45,6 +42,8 @@ from apps.records.services import (
 from apps.records.validation import MAX_VALUE_BYTES, json_problem, render_content
 from apps.review.models import ReviewClaim
 from apps.tenancy.models import Tenant
+from apps.work.outbox import record_embedding_enqueue
+from apps.work.queued import work_enqueue
 
 from .claims import Claimable, claim_end, claim_kind, claim_refusal
 
@@ -145,27 +144,52 @@ def _require_reason(reason: str) -> None:
         )
 
 
-def _record_target(record: MemoryRecord) -> dict[str, str]:
-    """What an audit event about one version names as its target: ids, never content."""
-    return {
-        "record": str(record.pk),
-        "fact": str(record.fact_id),
-        "subject": record.subject,
-        "key": record.key,
-    }
+def _audit_request(
+    request: PromotionRequest, actor: Actor, action: str, reason: str, *, lane: bool = True
+) -> None:
+    """Audit a decision on ``request``; its target names the version by ids, never content."""
+    record = request.record
+    ids = {"record": str(record.pk), "fact": str(record.fact_id)}
+    target = {**ids, "subject": record.subject, "key": record.key}
+    audit_record(
+        tenant=request.tenant_id,
+        actor=actor,
+        action=f"promotion.{action}",
+        object_type="promotion_request",
+        object_id=str(request.pk),
+        data={"record": str(record.pk), "reason": reason, "target": target},
+        lane_key=str(record.fact_id) if lane else "",
+    )
 
 
 def _wrote(actor: Actor, record: MemoryRecord) -> bool:
     return (actor.type, actor.id) == (record.writer_type, record.writer_id)
 
 
-def _lock_request(request: PromotionRequest) -> PromotionRequest:
+def _lock_request(request: PromotionRequest, state: str = PromotionState.OPEN) -> PromotionRequest:
     locked = (
         PromotionRequest.objects.select_for_update().select_related("record").get(pk=request.pk)
     )
-    if locked.state != PromotionState.OPEN:
+    if locked.state == state:
+        return locked
+    if state == PromotionState.OPEN:
         raise RecordError(f"The promotion request is already {locked.state}.", state=locked.state)
-    return locked
+    raise RecordError(
+        f"The promotion request is {locked.state}, not {state}.", status=409, state=locked.state
+    )
+
+
+def _decide(
+    request: PromotionRequest, state: str, actor: Actor, reason: str, now: datetime
+) -> None:
+    """Record the decision on ``request`` (locked, open); a decided request is held by no one."""
+    claim_end(request)
+    request.state = state
+    request.decided_by_type, request.decided_by_id = actor.type, actor.id
+    request.decided_by_label = actor.label[:200]
+    request.decided_at = now
+    request.decision_reason = reason
+    request.save()
 
 
 @transaction.atomic
@@ -188,22 +212,8 @@ def promotion_approve(*, request: PromotionRequest, actor: Actor, reason: str) -
         # The same rule as for opening a request: a version that lost a conflict (or was
         # otherwise retired) since the request was opened is no longer a candidate.
         raise RecordError(f"A {record.status} record cannot be promoted.", status=409)
-    claim_end(request)
-    request.state = PromotionState.APPROVED
-    request.decided_by_type, request.decided_by_id = actor.type, actor.id
-    request.decided_by_label = actor.label[:200]
-    request.decided_at = now
-    request.decision_reason = reason
-    request.save()
-    audit_record(
-        tenant=record.tenant_id,
-        actor=actor,
-        action="promotion.approve",
-        object_type="promotion_request",
-        object_id=str(request.pk),
-        data={"record": str(record.pk), "reason": reason, "target": _record_target(record)},
-        lane_key=str(record.fact_id),
-    )
+    _decide(request, PromotionState.APPROVED, actor, reason, now)
+    _audit_request(request, actor, "approve", reason)
     if record.trust == Trust.CONFIRMED:
         event = PromotionEvent.objects.filter(record=record).order_by("-promoted_at").first()
         assert event is not None
@@ -220,25 +230,8 @@ def promotion_reject(*, request: PromotionRequest, actor: Actor, reason: str) ->
     request = _lock_request(request)
     now = timezone.now()
     _refuse_if_claimed(request, actor, now)
-    claim_end(request)
-    request.state = PromotionState.REJECTED
-    request.decided_by_type, request.decided_by_id = actor.type, actor.id
-    request.decided_by_label = actor.label[:200]
-    request.decided_at = now
-    request.decision_reason = reason
-    request.save()
-    audit_record(
-        tenant=request.tenant_id,
-        actor=actor,
-        action="promotion.reject",
-        object_type="promotion_request",
-        object_id=str(request.pk),
-        data={
-            "record": str(request.record_id),
-            "reason": reason,
-            "target": _record_target(request.record),
-        },
-    )
+    _decide(request, PromotionState.REJECTED, actor, reason, now)
+    _audit_request(request, actor, "reject", reason, lane=False)
     return request
 
 
@@ -362,7 +355,8 @@ def conflict_resolve(
         _supersede(contender, winner, now)
         if by_person:
             record_confirm(fact.tenant, winner, actor, {"conflict": str(conflict.pk)}, None, now)
-        work_enqueue(EMBED_RECORD, winner)  # the corrected version gets a vector
+        # The corrected version gets a vector (at once where the tenant's model embeds at write).
+        work_enqueue(records_signals.embed_record, winner, enqueue=record_embedding_enqueue)
     if fact.current_id != winner.pk:
         fact.current = winner
     fact.save(update_fields=["current", "last_version"])
@@ -403,40 +397,26 @@ def conflict_resolve(
     return conflict
 
 
-def _reopen(request: PromotionRequest) -> None:
+def _reopen(request: PromotionRequest, actor: Actor, action: str, reason: str) -> None:
     request.state = PromotionState.OPEN
     request.decided_by_type = request.decided_by_id = request.decided_by_label = ""
     request.decided_at = None
     request.decision_reason = ""
     request.save()
-
-
-def _lock_decided_request(request: PromotionRequest, state: str) -> PromotionRequest:
-    locked = (
-        PromotionRequest.objects.select_for_update().select_related("record").get(pk=request.pk)
-    )
-    if locked.state != state:
-        raise RecordError(
-            f"The promotion request is {locked.state}, not {state}.", status=409, state=locked.state
-        )
-    return locked
+    _audit_request(request, actor, action, reason)
 
 
 @transaction.atomic
 def promotion_return_to_provisional(
     *, request: PromotionRequest, actor: Actor, reason: str
 ) -> PromotionRequest:
-    """Reverse a mistaken approval: the record is provisional again, on its provisional clock
-    (counted from its observation, as if never confirmed), and the request is open again
-    for a fresh decision. The approval stays in the audit chain; the reversal is one more
-    event there, with its reason.
-
-    Refused when the record's provisional lifetime has already ended (returning it would
-    delete it at the next compaction, which is what deletion is for) or the record is no
-    longer the active version."""
+    """Reverse a mistaken approval: the record is provisional again (its clock counted from
+    its observation, as if never confirmed) and the request open again; the reversal is one
+    more audit event. Refused when the record is no longer active, or its provisional
+    lifetime has ended (returning it would delete it: that is what deletion is for)."""
     if not reason.strip():
         raise RecordError("Say why the approval is reversed.", status=400, field="reason")
-    request = _lock_decided_request(request, PromotionState.APPROVED)
+    request = _lock_request(request, PromotionState.APPROVED)
     record = _lock_record(request.record)
     if record.status != RecordStatus.ACTIVE:
         raise RecordError(f"A {record.status} record cannot be returned.", status=409)
@@ -458,16 +438,7 @@ def promotion_return_to_provisional(
         record.trust = Trust.PROVISIONAL
         record.expires_at = life.expires_at
         record.save(update_fields=["trust", "expires_at"])
-    _reopen(request)
-    audit_record(
-        tenant=record.tenant_id,
-        actor=actor,
-        action="promotion.return_to_provisional",
-        object_type="promotion_request",
-        object_id=str(request.pk),
-        data={"record": str(record.pk), "reason": reason, "target": _record_target(record)},
-        lane_key=str(record.fact_id),
-    )
+    _reopen(request, actor, "return_to_provisional", reason)
     return request
 
 
@@ -477,19 +448,6 @@ def promotion_reopen(*, request: PromotionRequest, actor: Actor, reason: str) ->
     rejection). The rejection stays in the audit chain; the reopening is one more event."""
     if not reason.strip():
         raise RecordError("Say why the rejection is reversed.", status=400, field="reason")
-    request = _lock_decided_request(request, PromotionState.REJECTED)
-    _reopen(request)
-    audit_record(
-        tenant=request.tenant_id,
-        actor=actor,
-        action="promotion.reopen",
-        object_type="promotion_request",
-        object_id=str(request.pk),
-        data={
-            "record": str(request.record_id),
-            "reason": reason,
-            "target": _record_target(request.record),
-        },
-        lane_key=str(request.record.fact_id),
-    )
+    request = _lock_request(request, PromotionState.REJECTED)
+    _reopen(request, actor, "reopen", reason)
     return request

@@ -1,9 +1,8 @@
 """Reviewers' throughput, for a review lead: who decided how much, and how fast.
 
-Read from the audit log, the record of every decision: a decision later reversed still
-counts as the work it was (and the reversal counts too, as a reversal), and a bulk decision
-counts each request it decided. One grouped query over the window's decision events; the
-``(tenant, action, seq)`` index finds them without reading the tenant's other events.
+Read from the audit log: a decision later reversed still counts as the work it was (the
+reversal counts as a reversal), a bulk decision counts each request. One grouped query, on
+the ``(tenant, action, seq)`` index.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import timedelta
 from typing import ClassVar
@@ -156,6 +157,14 @@ class Action(models.TextChoices):
 
 
 DEFAULT_ACTIONS: tuple[str, ...] = ("read", "write", "search", "state")
+
+
+TOKEN_PREFIX = "mc_"  # noqa: S105 - a public prefix, not a secret
+
+
+def hash_token(token: str) -> str:
+    """What :class:`AgentCredential` stores of ``token`` (``token_hash``) and looks it up by."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class AgentCredential(TenantOwned):

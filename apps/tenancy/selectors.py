@@ -26,9 +26,8 @@ from .context import (
     tenant_activated,
     tenant_scope,
 )
-from .models import AgentCredential, Membership, Role, Tenant
+from .models import TOKEN_PREFIX, AgentCredential, Membership, Role, Tenant, hash_token
 from .permissions import ALL_PERMISSIONS
-from .services import TOKEN_PREFIX, hash_token
 
 T = TypeVar("T")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from typing import Any
 
@@ -17,20 +16,16 @@ from .audit_trail import audit_record
 from .context import tenant_scope
 from .models import (
     DEFAULT_ACTIONS,
+    TOKEN_PREFIX,
     Action,
     AgentCredential,
     AuditReads,
     Membership,
     Role,
     Tenant,
+    hash_token,
 )
 from .permissions import sync_role_permissions
-
-TOKEN_PREFIX = "mc_"  # noqa: S105 - a public prefix, not a secret
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def parse_actions(raw: str | list[str] | tuple[str, ...] | None) -> list[str]:

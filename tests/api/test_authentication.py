@@ -11,8 +11,8 @@ from psycopg import sql
 
 from apps.core.actors import Actor
 from apps.tenancy.context import tenant_scope
-from apps.tenancy.models import AgentCredential
-from apps.tenancy.services import credential_revoke, hash_token
+from apps.tenancy.models import AgentCredential, hash_token
+from apps.tenancy.services import credential_revoke
 from tests.conftest import make_agent
 
 from .support import assert_problem

@@ -14,9 +14,9 @@ from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from apps.derivations.embeddings import embeddings_drain
-from apps.derivations.tasks import outbox_relay_all
+from apps.work.tasks import outbox_relay_all
 from memoryconsole.log_filters import OUTBOX_RELAY_TASK
-from memoryconsole.log_format import JsonFormatter, PlainFormatter
+from memoryconsole.request_log import JsonFormatter, PlainFormatter
 from tests.records.factories import body
 
 pytestmark = pytest.mark.django_db

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from apps.derivations import tasks as _tasks  # noqa: F401 - registers the tasks
-from apps.derivations.models import OutboxMessage
-from apps.derivations.outbox import EMBED_WAKEUP, outbox_relay
 from apps.governance import tasks as _governance_tasks  # noqa: F401 - and erasure jobs
 from apps.tenancy.tasks import TENANT_HEADER
+from apps.work.models import OutboxMessage
+from apps.work.outbox import EMBED_WAKEUP, outbox_relay
 from memoryconsole.celery import app
 from tests.records.factories import body
 

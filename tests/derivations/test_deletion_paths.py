@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from apps.api.models import IdempotencyKey
 from apps.core import deletion
-from apps.derivations.models import OutboxMessage, Summary
+from apps.derivations.models import Summary
 from apps.records.models import (
     Fact,
     LegalHold,
@@ -24,8 +24,8 @@ from apps.records.models import (
 )
 from apps.review.models import ReviewClaim
 from apps.state.models import Obligation, Run
-from apps.tenancy.context import tenant_scope
-from apps.tenancy.prepared import prepared_cursor
+from apps.tenancy.context import prepared_cursor, tenant_scope
+from apps.work.models import OutboxMessage
 from tests.conftest import make_agent
 
 from .support import drain, summarise, write

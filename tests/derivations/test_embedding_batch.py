@@ -25,14 +25,15 @@ from apps.core.actors import Actor
 from apps.derivations import embeddings as embeddings_module
 from apps.derivations.embedders import HashingEmbedder
 from apps.derivations.embeddings import embeddings_drain
-from apps.derivations.models import Embedding, OutboxMessage, OutboxState
-from apps.derivations.outbox import outbox_relay, record_embedding_enqueue
-from apps.derivations.selectors import background_work
+from apps.derivations.models import Embedding
 from apps.records.models import MemoryRecord
 from apps.records.services import record_delete
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from apps.tenancy.tasks import TENANT_HEADER
+from apps.work.models import OutboxMessage, OutboxState
+from apps.work.outbox import outbox_relay, record_embedding_enqueue
+from apps.work.selectors import background_work
 from memoryconsole.celery import app
 from tests.processes import wait_ready
 

@@ -10,9 +10,10 @@ import pytest
 from apps.api.models import IdempotencyKey
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.derivations.embedders import get_embedder
-from apps.derivations.models import Embedding, OutboxMessage, Summary
+from apps.derivations.models import Embedding, Summary
 from apps.records.services import records_compact_expired
 from apps.tenancy.context import tenant_scope
+from apps.work.models import OutboxMessage
 from tests.records.support import expire
 
 from .support import RECORDS, SEARCH, SUMMARIES, drain, summarise, write

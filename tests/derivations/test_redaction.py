@@ -8,9 +8,10 @@ import pytest
 
 from apps.api.models import IdempotencyKey
 from apps.audit.models import AuditEvent
-from apps.derivations.models import Embedding, OutboxMessage, Summary
+from apps.derivations.models import Embedding, Summary
 from apps.records.models import MemoryRecord
 from apps.tenancy.context import tenant_scope
+from apps.work.models import OutboxMessage
 
 from .support import RECORDS, SEARCH, drain, summarise, write
 

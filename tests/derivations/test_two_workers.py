@@ -18,10 +18,11 @@ import pytest
 from django.db import connections
 from django.db.models import Count
 
-from apps.derivations.models import Embedding, OutboxMessage, OutboxState
-from apps.derivations.outbox import EMBED_WAKEUP, outbox_relay_tenant
+from apps.derivations.models import Embedding
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.tasks import TENANT_HEADER
+from apps.work.models import OutboxMessage, OutboxState
+from apps.work.outbox import EMBED_WAKEUP, outbox_relay_tenant
 from memoryconsole.celery import app
 from tests.brokers import redis_url
 from tests.records.factories import body

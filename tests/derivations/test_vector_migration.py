@@ -16,9 +16,10 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.derivations.models import Embedding, OutboxMessage
+from apps.derivations.models import Embedding
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from apps.work.models import OutboxMessage
 from tests.conftest import _use_role, make_agent
 
 from .support import SEARCH, drain, summarise, write

@@ -9,11 +9,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.derivations.models import OutboxMessage
 from apps.evaluation.models import EvaluationRun, EvaluationRunState
 from apps.evaluation.services import EVALUATION_RUN
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from apps.work.models import OutboxMessage
 from tests.factories import EvaluationRunFactory
 from tests.records.factories import body
 

@@ -9,12 +9,12 @@ from django.utils import timezone
 
 from apps.audit.models import AuditEvent
 from apps.core.actors import Actor
-from apps.derivations.models import OutboxMessage, OutboxState
 from apps.evaluation import services
 from apps.evaluation.models import EvaluationRun, EvaluationRunState
 from apps.evaluation.sandbox import EvaluationFailed
 from apps.evaluation.tasks import evaluation_run_task
 from apps.tenancy.context import tenant_scope
+from apps.work.models import OutboxMessage, OutboxState
 from tests.factories import EvaluationRunFactory
 
 from .conftest import fake_results

@@ -1,4 +1,4 @@
-"""Summaries, embeddings, outbox messages and erasure jobs."""
+"""Summaries, embeddings and outbox messages."""
 
 from __future__ import annotations
 
@@ -7,14 +7,10 @@ from typing import Any
 
 import factory
 
-from apps.derivations.models import (
-    Embedding,
-    OutboxMessage,
-    Summary,
-    SummarySource,
-)
+from apps.derivations.models import Embedding, Summary, SummarySource
 from apps.derivations.services import summary_create
 from apps.tenancy.context import tenant_scope
+from apps.work.models import OutboxMessage
 
 from .base import SYSTEM, TenantOwnedFactory, now, tenant_id_of
 from .records import SAME_TENANT, MemoryRecordFactory

@@ -15,7 +15,6 @@ from django.utils import timezone
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.core.actors import Actor
 from apps.core.pagination import DAMAGED_LINK
-from apps.derivations.models import OutboxMessage
 from apps.governance import views as governance_views
 from apps.governance.erasure_jobs import ERASURE_JOB, erasure_job_run
 from apps.governance.models import ErasureJob, ErasureJobState
@@ -23,6 +22,7 @@ from apps.governance.services import legal_hold_place
 from apps.records.models import Fact, MemoryRecord
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from apps.work.models import OutboxMessage
 from tests.derivations.support import RECORDS, drain, write
 from tests.factories import DeletionReceiptFactory, ErasureJobFactory, bulk_save
 

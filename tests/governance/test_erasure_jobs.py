@@ -146,9 +146,9 @@ def test_jobs_kept_in_outbox_payloads_are_migrated(admin_agent, tenant):
     from django.db.migrations.loader import MigrationLoader
     from django.utils import timezone
 
-    from apps.derivations.models import OutboxMessage, OutboxState
     from apps.governance.erasure_jobs import ERASURE_JOB
     from apps.governance.models import ErasureJob
+    from apps.work.models import OutboxMessage, OutboxState
 
     migration = importlib.import_module("apps.derivations.migrations.0006_erasure_job")
     write(admin_agent, subject="user:7")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from apps.derivations.models import OutboxMessage
 from apps.governance.erasure_jobs import ERASURE_JOB
 from apps.tenancy.context import tenant_scope
+from apps.work.models import OutboxMessage
 from tests.conftest import make_agent
 from tests.derivations.support import RECORDS, write
 

@@ -9,10 +9,11 @@ import pytest
 
 from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
-from apps.derivations.models import Embedding, OutboxMessage
+from apps.derivations.models import Embedding
 from apps.governance.verification import erasure_verify
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
+from apps.work.models import OutboxMessage
 from tests.api.contract import assert_conforms
 from tests.conftest import make_agent
 

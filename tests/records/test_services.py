@@ -21,8 +21,8 @@ from apps.records.models import (
     MemoryRecord,
     Observation,
     RetentionRule,
+    lifetime,
 )
-from apps.records.retention import lifetime
 from apps.records.serializers import write_input
 from apps.records.tasks import compact_expired
 from apps.tenancy.context import tenant_scope
@@ -371,7 +371,7 @@ def test_it_sets_a_retention_rule_through_the_service_and_audits_it(tenant):
     from apps.audit.models import AuditEvent
     from apps.core.actors import Actor
     from apps.governance.services import retention_rule_set
-    from apps.records.retention import class_limits
+    from apps.records.models import class_limits
     from apps.tenancy.context import tenant_scope
 
     with tenant_scope(tenant.pk):

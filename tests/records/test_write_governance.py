@@ -10,9 +10,10 @@ import numpy
 import pytest
 
 from apps.derivations.embeddings import tenant_embedder
-from apps.derivations.models import Embedding, OutboxMessage
+from apps.derivations.models import Embedding
 from apps.records.models import MemoryRecord, Observation
 from apps.tenancy.context import tenant_scope
+from apps.work.models import OutboxMessage
 from tests.conftest import make_agent
 from tests.derivations.support import drain
 

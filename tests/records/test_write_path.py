@@ -8,9 +8,9 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.audit.selectors import audit_chain_verify
 from apps.audit.services import LANES, lane_for
-from apps.derivations.models import OutboxMessage
 from apps.records.models import Fact, MemoryRecord, Observation
 from apps.tenancy.context import tenant_scope
+from apps.work.models import OutboxMessage
 from tests.factories import AuditChainHeadFactory, bulk_save
 
 from .support import audit_events, write_ok

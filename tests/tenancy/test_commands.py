@@ -12,8 +12,7 @@ from django.test import Client
 from apps.audit.models import AuditEvent
 from apps.audit.services import GENESIS
 from apps.tenancy.context import tenant_scope
-from apps.tenancy.models import AgentCredential, Tenant
-from apps.tenancy.services import hash_token
+from apps.tenancy.models import AgentCredential, Tenant, hash_token
 from memoryconsole.cli import prepare_environment
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
 """Lifetimes written before counted from ``written_at``; they now count from ``observed_at``
-(``apps.records.retention``). Every stored lifetime was ``written_at`` plus a duration (the
+(``apps.records.models.lifetime``). Every stored lifetime was ``written_at`` plus a duration (the
 ttl, the class's rule, or the earlier of them), so counting it from the observation moves it
 earlier by the time between observation and write: this shortens each live version's
 ``expires_at`` by that gap, and never lengthens one.

@@ -1,21 +1,18 @@
-"""Console: sharing out the promotion queue while it is worked. Claims (a reviewer takes a
-request, the ticked ones or the next batch; others see who holds them; claims expire) and
-the queue's "N new requests" notice, polled without reloading the page.
-
-Claims change through :mod:`apps.review.claims`, which locks and audits. Without JavaScript
-every form here posts and redirects back to the queue; with htmx a claim answers with the
-changed rows (and the detail pane, when it shows one of them) out of band, so the list keeps
-its place and focus.
+"""Console: sharing out a queue while it is worked (claims, through
+:mod:`apps.review.claims`) and the promotion queue's "N new requests" notice, polled. With
+htmx a claim answers with the changed rows (and the detail pane showing one) out of band, so
+the list keeps its place and focus; without JavaScript every form redirects to the queue.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpResponse, QueryDict
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -24,14 +21,17 @@ from apps.core.actors import Actor
 from apps.core.pagination import Cursor
 from apps.records.models import PromotionRequest, PromotionState
 from apps.review.claims import (
+    CONFLICTS,
+    PROMOTIONS,
     ClaimError,
+    ClaimKind,
     ClaimOutcome,
     claims_held_count,
     claims_release,
     claims_take,
     item_label,
 )
-from apps.review.forms import ClaimBatchForm, ClaimForm
+from apps.review.forms import ClaimBatchForm, ClaimForm, ConflictClaimBatchForm
 from apps.review.queues import (
     COUNT_LIMIT,
     QUEUE_PAGE_SIZE,
@@ -47,10 +47,14 @@ from apps.review.views.decisions import (
     QUEUE_TEMPLATE,
     UNDO_REASON,
     _canned_reasons,
+    _queue_url,
     _reviewer_context,
     _safe_next,
+    listed,
     queue_filter_form,
     reviewer_id,
+    say_errors,
+    with_query,
 )
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import REVIEW_PROMOTIONS
@@ -60,19 +64,14 @@ from apps.tenancy.views import ConsoleRequest, page_shown, tenant_view
 HELD_LISTED = 5
 
 
-def _queue_url(tenant: Tenant) -> str:
-    return reverse("console:review", kwargs={"tenant_slug": tenant.slug})
-
-
 def _held_message(outcome: ClaimOutcome) -> str:
-    named = "; ".join(
+    named = [
         f"{item_label(item)} by {claim.holder_label} until {claim.expires_at:%H:%M} UTC"
-        for item, claim in outcome.held[:HELD_LISTED]
-    )
-    more = len(outcome.held) - HELD_LISTED
+        for item, claim in outcome.held
+    ]
     return (
         f"{len(outcome.held)} {'is' if len(outcome.held) == 1 else 'are'} already claimed by "
-        f"someone else and stay theirs: {named}" + (f"; and {more} more." if more > 0 else ".")
+        f"someone else and stay theirs: {listed(named, HELD_LISTED)}"
     )
 
 
@@ -102,6 +101,63 @@ def claims_report(request: ConsoleRequest, outcome: ClaimOutcome, *, claiming: b
         )
 
 
+def claims_change(
+    request: ConsoleRequest,
+    tenant: Tenant,
+    ids: list[uuid.UUID],
+    *,
+    claiming: bool,
+    kind: ClaimKind = PROMOTIONS,
+) -> None:
+    """Claim (or release) the items ``ids`` for the person, and say what it did."""
+    actor = Actor.for_user(request.user)
+    try:
+        if claiming:
+            outcome = claims_take(tenant=tenant, request_ids=ids, actor=actor, kind=kind)
+        else:
+            outcome = claims_release(tenant=tenant, actor=actor, request_ids=ids, kind=kind)
+    except ClaimError as error:
+        messages.error(request, str(error))
+        outcome = ClaimOutcome(kind=kind)
+    claims_report(request, outcome, claiming=claiming)
+
+
+def claim_batch(
+    request: ConsoleRequest,
+    tenant: Tenant,
+    form: ClaimBatchForm | ConflictClaimBatchForm,
+    queue_url: str,
+    select: Callable[..., list[Any]],
+) -> HttpResponse:
+    """Claim the next items (oldest first) the queue's filters match that no one else holds,
+    then show the queue narrowed to the reviewer's own claims."""
+    kind = CONFLICTS if isinstance(form, ConflictClaimBatchForm) else PROMOTIONS
+    if not form.is_valid():
+        say_errors(request, form, fallback="Check the filters and try again.")
+        return redirect(_safe_next(request, queue_url))
+    available = replace(form.filters(), claim=ClaimFilter.AVAILABLE)
+    batch = select(filters=available, limit=form.cleaned_data["size"])
+    if not batch:
+        settled = "resolved" if kind is CONFLICTS else "decided"
+        messages.info(
+            request, f"Nothing to claim: every matching {kind.noun} is {settled} or held."
+        )
+        return redirect(_safe_next(request, queue_url))
+    actor = Actor.for_user(request.user)
+    outcome = claims_take(tenant=tenant, request_ids=[i.pk for i in batch], actor=actor, kind=kind)
+    claims_report(request, outcome, claiming=True)
+    return redirect(with_query(queue_url, form.query_for(), claim=ClaimFilter.MINE))
+
+
+def release_all(
+    request: ConsoleRequest, tenant: Tenant, queue_url: str, kind: ClaimKind = PROMOTIONS
+) -> HttpResponse:
+    """Let go of every item of ``kind`` the reviewer holds."""
+    outcome = claims_release(tenant=tenant, actor=Actor.for_user(request.user), kind=kind)
+    claims_report(request, outcome, claiming=False)
+    return redirect(_safe_next(request, queue_url))
+
+
 def _claimed_rows(request: ConsoleRequest, tenant: Tenant, ids: list[uuid.UUID]) -> HttpResponse:
     """The changed rows, the focused card (``focused``) and the messages, out of band."""
     items = [found for pk in ids if (found := promotion_request_get(pk)) is not None]
@@ -129,23 +185,12 @@ def review_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     form = ClaimForm(request.POST)
     back = _safe_next(request, _queue_url(tenant))
     if not form.is_valid():
-        problems = [str(m) for errors in form.errors.values() for m in errors]
-        messages.error(request, " ".join(problems))
+        say_errors(request, form)
         if request.htmx:
             return _claimed_rows(request, tenant, [])
         return redirect(back)
     ids: list[uuid.UUID] = form.cleaned_data["requests"]
-    actor = Actor.for_user(request.user)
-    claiming = form.cleaned_data["action"] == "claim"
-    try:
-        if claiming:
-            outcome = claims_take(tenant=tenant, request_ids=ids, actor=actor)
-        else:
-            outcome = claims_release(tenant=tenant, actor=actor, request_ids=ids)
-    except ClaimError as error:
-        messages.error(request, str(error))
-        outcome = ClaimOutcome()
-    claims_report(request, outcome, claiming=claiming)
+    claims_change(request, tenant, ids, claiming=form.cleaned_data["action"] == "claim")
     if request.htmx and request.POST.get("view") == "list":
         return _claimed_rows(request, tenant, ids)
     return redirect(back)
@@ -154,35 +199,16 @@ def review_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
 @tenant_view(REVIEW_PROMOTIONS)
 @require_POST
 def review_claim_batch(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
-    """Claim the next requests (oldest first) the queue's filters match that no one else
-    holds, then show the queue narrowed to the reviewer's own claims."""
+    """Claim the next requests the queue's filters match that no one else holds."""
     form = ClaimBatchForm(request.POST, reviewer_id=reviewer_id(request))
-    if not form.is_valid():
-        problems = [str(m) for errors in form.errors.values() for m in errors]
-        messages.error(request, " ".join(problems) or "Check the filters and try again.")
-        return redirect(_safe_next(request, _queue_url(tenant)))
-    filters = form.filters()
-    available = replace(filters, claim=ClaimFilter.AVAILABLE)
-    batch = promotion_queue_selection(filters=available, limit=form.cleaned_data["size"])
-    if not batch:
-        messages.info(request, "Nothing to claim: every matching request is decided or held.")
-        return redirect(_safe_next(request, _queue_url(tenant)))
-    outcome = claims_take(
-        tenant=tenant, request_ids=[item.pk for item in batch], actor=Actor.for_user(request.user)
-    )
-    claims_report(request, outcome, claiming=True)
-    query = QueryDict(form.query_for(), mutable=True)
-    query["claim"] = ClaimFilter.MINE
-    return redirect(f"{_queue_url(tenant)}?{query.urlencode()}")
+    return claim_batch(request, tenant, form, _queue_url(tenant), promotion_queue_selection)
 
 
 @tenant_view(REVIEW_PROMOTIONS)
 @require_POST
 def review_release_all(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Let go of every request the reviewer holds (end of a shift, a batch left half done)."""
-    outcome = claims_release(tenant=tenant, actor=Actor.for_user(request.user))
-    claims_report(request, outcome, claiming=False)
-    return redirect(_safe_next(request, _queue_url(tenant)))
+    return release_all(request, tenant, _queue_url(tenant))
 
 
 # --- "N new requests" -----------------------------------------------------------------------
@@ -193,24 +219,18 @@ def _arrivals_context(
 ) -> dict[str, Any]:
     form = queue_filter_form(request, request.GET)
     filters = form.filters()
-    query = QueryDict(form.query_for() if form.is_bound else "", mutable=True)
-    query["since"] = since.token()
-    listed = request.GET.get("listed") != "no"
-    if not listed:
-        query["listed"] = "no"
-    base = reverse("console:review-arrivals", kwargs={"tenant_slug": tenant.slug})
+    in_list = request.GET.get("listed") != "no"
+    query = with_query(
+        "", form.query_for(), since=since.token(), **({} if in_list else {"listed": "no"})
+    )
+    slug = {"tenant_slug": tenant.slug}
     return {
         **_reviewer_context(request, tenant, "review"),
         "arrived": promotion_queue_arrivals(filters=filters, since=since),
-        "arrivals_url": f"{base}?{query.urlencode()}",
-        "arrival_rows_url": reverse(
-            "console:review-arrival-rows", kwargs={"tenant_slug": tenant.slug}
-        )
-        + f"?{query.urlencode()}",
-        "listed": listed,
-        "results_url": f"{_queue_url(tenant)}?{shown}"
-        if (shown := form.query_for())
-        else (_queue_url(tenant)),
+        "arrivals_url": reverse("console:review-arrivals", kwargs=slug) + query,
+        "arrival_rows_url": reverse("console:review-arrival-rows", kwargs=slug) + query,
+        "listed": in_list,
+        "results_url": with_query(_queue_url(tenant), form.query_for()),
         "count": promotion_queue_count(filters=filters),
         "count_limit": COUNT_LIMIT,
         "filtered": filters.active,

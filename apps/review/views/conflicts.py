@@ -1,23 +1,17 @@
-"""Console: the conflict queue. Open conflicts as compact rows (keep current, accept new, write
-a corrected value), grouped by key, subject or domain, shared out by claims, and resolved
-together after a confirmation that lists every conflict it resolves.
-
-As for the promotion queue: a form parses, a selector of :mod:`apps.review.queues` reads
-within the tenant, the services change, lock and audit (a claim by someone else refuses a
-resolution there, so the console, the bulk flow and the API all meet the same refusal).
-Resolutions answer htmx with the updated conflict (it changes in place) plus the message;
-without JavaScript every form posts and redirects back to the queue.
+"""Console: the conflict queue, as for promotion requests (:mod:`.decisions`): compact rows,
+grouped, shared out by claims, resolved together after a confirmation that lists each one.
+The services refuse a resolution someone else holds, so the console, the bulk flow and the
+API meet the same refusal. htmx answers redraw the conflict in place; without JavaScript
+every form posts and redirects back to the queue.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse, QueryDict
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -27,11 +21,7 @@ from apps.records.models import Conflict, ConflictState, Resolution
 from apps.records.services import RecordError
 from apps.review.claims import (
     CONFLICTS,
-    ClaimError,
-    ClaimOutcome,
     claims_held_count,
-    claims_release,
-    claims_take,
     item_label,
 )
 from apps.review.forms import (
@@ -44,9 +34,7 @@ from apps.review.forms import (
 )
 from apps.review.queues import (
     BULK_APPROVE_LIMIT,
-    CONFLICT_GROUP_FILTERS,
     CONFLICT_PAGE_SIZE,
-    COUNT_LIMIT,
     ClaimFilter,
     ConflictGroup,
     ConflictOrder,
@@ -56,22 +44,28 @@ from apps.review.queues import (
     conflict_queue_page,
     conflict_queue_selection,
     conflicts_resolve_bulk,
+    group_filter,
 )
 from apps.review.services import conflict_resolve
-from apps.review.views.claims import claims_report
+from apps.review.views.claims import claim_batch, claims_change, release_all
 from apps.review.views.decisions import (
-    REFUSALS_LISTED,
     _reviewer_context,
     _safe_next,
     group_rows,
+    listed,
+    queue_context,
+    queue_counts,
     reviewer_id,
+    say_errors,
+    shown_query,
+    snapshot,
+    with_query,
 )
 from apps.tenancy.models import Tenant
 from apps.tenancy.permissions import RESOLVE_CONFLICTS
 from apps.tenancy.views import (
     ConsoleRequest,
     form_nonce_consume,
-    form_nonce_issue,
     render_page,
     tenant_view,
 )
@@ -95,11 +89,7 @@ def conflict_filter_form(request: ConsoleRequest, data: Any) -> ConflictQueueFor
 
 
 def _filtered_url(tenant: Tenant, form: ConflictQueueForm, **extra: str) -> str:
-    query = QueryDict(form.query_for() if form.is_bound and form.is_valid() else "", mutable=True)
-    for name, value in extra.items():
-        query[name] = value
-    shown = query.urlencode()
-    return f"{_queue_url(tenant)}?{shown}" if shown else _queue_url(tenant)
+    return with_query(_queue_url(tenant), form.query_for() if form.is_valid() else "", **extra)
 
 
 # --- the queue ------------------------------------------------------------------------------
@@ -107,11 +97,9 @@ def _filtered_url(tenant: Tenant, form: ConflictQueueForm, **extra: str) -> str:
 
 def _conflicts_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
     form = conflict_filter_form(request, request.GET)
-    base = _queue_url(tenant)
     page = None
     groups = None
     count = 0
-    earlier_url = later_url = None
     paged_on = False
     if not form.is_bound or form.is_valid():
         cursors = form.cleaned_data if form.is_bound else {}
@@ -127,38 +115,17 @@ def _conflicts_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any
                 size=CONFLICT_PAGE_SIZE,
             )
             paged_on = form.order != ConflictOrder.OLDEST and cursors.get("after") is not None
-            if page.earlier_than is not None:
-                earlier_url = f"{base}?{form.query_for(before=page.earlier_than.token())}"
-            if page.later_than is not None:
-                later_url = f"{base}?{form.query_for(after=page.later_than.token())}"
         count = conflict_queue_count(filters=filters)
-    filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
-    pager_query = form.query_for() if form.is_bound else ""
     return {
-        **_reviewer_context(request, tenant, "conflicts"),
-        "filter_form": form,
+        **queue_context(request, tenant, "conflicts", _queue_url(tenant), form, page),
         "pager_form": form,
-        "page": page,
         "groups": _group_rows(tenant, form, groups) if groups is not None else None,
         "count": count,
-        "count_limit": COUNT_LIMIT,
-        "filtered": filtered,
-        "first_url": f"{base}?{pager_query}" if pager_query else base,
         "paged_on": paged_on,
-        "earlier_url": earlier_url,
-        "later_url": later_url,
-        "next_url": request.get_full_path(),
         "resolve_form": None,
-        # The selection and the batch claim carry the queue's filters.
-        "filter_values": [
-            (name, request.GET[name]) for name in form.FILTER_FIELDS if request.GET.get(name)
-        ]
-        if filtered
-        else [],
         "claims_held": claims_held_count(holder_id=reviewer_id(request), kind=CONFLICTS),
         "claim_batch_size": 20,
         "mine_url": _filtered_url(tenant, form, claim=ClaimFilter.MINE),
-        "bulk_limit": BULK_APPROVE_LIMIT,
     }
 
 
@@ -168,7 +135,7 @@ def _group_rows(tenant: Tenant, form: ConflictQueueForm, groups: Any) -> dict[st
         groups,
         queue_url=_queue_url(tenant),
         bulk_url=reverse("console:conflicts-bulk-resolve", kwargs={"tenant_slug": tenant.slug}),
-        selector=CONFLICT_GROUP_FILTERS[groups.by],
+        selector=group_filter(groups.by),
         by_label=ConflictGroup(groups.by).label.lower(),
         decisions={
             "keep_url": f"resolution={Resolution.KEEP_CURRENT}&",
@@ -219,12 +186,6 @@ def conflict_detail(
     return render(request, CONFLICT_TEMPLATE, _conflict_context(request, tenant, conflict))
 
 
-def _shown_filters(request: ConsoleRequest, tenant: Tenant) -> ConflictQueueForm:
-    """The filter form of the queue page an action came from (its ``next``)."""
-    shown = urlsplit(_safe_next(request, _queue_url(tenant)))
-    return conflict_filter_form(request, QueryDict(shown.query) if shown.query else None)
-
-
 def _resolve_answer(
     request: ConsoleRequest,
     tenant: Tenant,
@@ -234,13 +195,8 @@ def _resolve_answer(
 ) -> HttpResponse:
     context = _conflict_context(request, tenant, conflict, resolve_form=form)
     if request.htmx:
-        filters = _shown_filters(request, tenant).filters()
-        context.update(
-            count=conflict_queue_count(filters=filters),
-            count_limit=COUNT_LIMIT,
-            filtered=filters.active,
-            claims_held=claims_held_count(holder_id=reviewer_id(request), kind=CONFLICTS),
-        )
+        shown = conflict_filter_form(request, shown_query(request, _queue_url(tenant)))
+        context.update(queue_counts(request, shown.filters(), conflict_queue_count, CONFLICTS))
         return render(request, f"{CONFLICTS_TEMPLATE}#item_response", context)
     if form is not None and form.errors:
         return render(request, CONFLICT_TEMPLATE, context, status=400)
@@ -309,22 +265,11 @@ def conflict_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     back = _safe_next(request, _queue_url(tenant))
     ids: list[uuid.UUID] = []
     if not form.is_valid():
-        messages.error(request, " ".join(str(m) for e in form.errors.values() for m in e))
+        say_errors(request, form)
     else:
         ids = form.cleaned_data["conflicts"]
-        actor = Actor.for_user(request.user)
         claiming = form.cleaned_data["action"] == "claim"
-        try:
-            if claiming:
-                outcome = claims_take(tenant=tenant, request_ids=ids, actor=actor, kind=CONFLICTS)
-            else:
-                outcome = claims_release(
-                    tenant=tenant, actor=actor, request_ids=ids, kind=CONFLICTS
-                )
-        except ClaimError as error:
-            messages.error(request, str(error))
-            outcome = ClaimOutcome(kind=CONFLICTS)
-        claims_report(request, outcome, claiming=claiming)
+        claims_change(request, tenant, ids, claiming=claiming, kind=CONFLICTS)
     if request.htmx:
         return _claimed_items(request, tenant, ids)
     return redirect(back)
@@ -333,35 +278,16 @@ def conflict_claim(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
 @tenant_view(RESOLVE_CONFLICTS)
 @require_POST
 def conflict_claim_batch(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
-    """Claim the next open conflicts (oldest first) the queue's filters match that no one
-    else holds, then show the queue narrowed to the reviewer's own claims."""
+    """Claim the next open conflicts the queue's filters match that no one else holds."""
     form = ConflictClaimBatchForm(request.POST, reviewer_id=reviewer_id(request))
-    if not form.is_valid():
-        problems = [str(m) for errors in form.errors.values() for m in errors]
-        messages.error(request, " ".join(problems) or "Check the filters and try again.")
-        return redirect(_safe_next(request, _queue_url(tenant)))
-    available = replace(form.filters(), claim=ClaimFilter.AVAILABLE)
-    batch = conflict_queue_selection(filters=available, limit=form.cleaned_data["size"])
-    if not batch:
-        messages.info(request, "Nothing to claim: every matching conflict is resolved or held.")
-        return redirect(_safe_next(request, _queue_url(tenant)))
-    outcome = claims_take(
-        tenant=tenant,
-        request_ids=[item.pk for item in batch],
-        actor=Actor.for_user(request.user),
-        kind=CONFLICTS,
-    )
-    claims_report(request, outcome, claiming=True)
-    return redirect(_filtered_url(tenant, form, claim=ClaimFilter.MINE))
+    return claim_batch(request, tenant, form, _queue_url(tenant), conflict_queue_selection)
 
 
 @tenant_view(RESOLVE_CONFLICTS)
 @require_POST
 def conflict_release_all(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Let go of every conflict the reviewer holds."""
-    outcome = claims_release(tenant=tenant, actor=Actor.for_user(request.user), kind=CONFLICTS)
-    claims_report(request, outcome, claiming=False)
-    return redirect(_safe_next(request, _queue_url(tenant)))
+    return release_all(request, tenant, _queue_url(tenant), CONFLICTS)
 
 
 # --- resolving together ---------------------------------------------------------------------
@@ -405,15 +331,8 @@ def _bulk_confirmation(
     batch = conflict_queue_selection(
         filters=filter_form.filters(), only=only, limit=BULK_APPROVE_LIMIT
     )
-    initial = {name: filter_form.data.get(name, "") for name in filter_form.FILTER_FIELDS}
-    form = ConflictBulkForm(
-        initial={
-            **initial,
-            "conflicts": [str(item.pk) for item in batch],
-            "resolution": resolution,
-            "nonce": form_nonce_issue(request),
-        }
-    )
+    initial = snapshot(request, filter_form, "conflicts", batch, resolution=resolution)
+    form = ConflictBulkForm(initial=initial)
     return _bulk_page(
         request, tenant, filter_form, batch=batch, form=form, selection=only is not None
     )
@@ -426,10 +345,8 @@ def conflict_selection(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     confirmation lists exactly them. Nothing is resolved here; the confirmation's POST does."""
     form = ConflictSelectionForm(request.POST, reviewer_id=reviewer_id(request))
     if not form.is_valid():
-        problems = [
-            str(m) for name in ("conflicts", "resolution") for m in form.errors.get(name, [])
-        ]
-        messages.error(request, " ".join(problems) or "Tick the conflicts to resolve first.")
+        fallback = "Tick the conflicts to resolve first."
+        say_errors(request, form, "conflicts", "resolution", fallback=fallback)
         return redirect(_filtered_url(tenant, form))
     filter_form = conflict_filter_form(
         request, {name: request.POST.get(name, "") for name in ConflictQueueForm.FILTER_FIELDS}
@@ -478,8 +395,7 @@ def conflict_bulk_resolve(request: ConsoleRequest, tenant: Tenant) -> HttpRespon
     filter_form = conflict_filter_form(request, request.POST)
     if not form.is_valid():
         if "conflicts" in form.errors or not filter_form.is_valid():
-            problems = [str(message) for message in form.errors.get("conflicts", [])]
-            messages.error(request, " ".join(problems) or "Start again from the queue.")
+            say_errors(request, form, "conflicts", fallback="Start again from the queue.")
             return redirect("console:conflicts", tenant_slug=tenant.slug)
         # The same snapshot again, with the errors.
         shown = conflict_queue_selection(
@@ -492,9 +408,9 @@ def conflict_bulk_resolve(request: ConsoleRequest, tenant: Tenant) -> HttpRespon
     if not form_nonce_consume(request, form.cleaned_data["nonce"]):
         messages.info(request, "That bulk resolution was already submitted; nothing was repeated.")
         return redirect(queue_url)
-    listed: list[uuid.UUID] = form.cleaned_data["conflicts"]
+    ids: list[uuid.UUID] = form.cleaned_data["conflicts"]
     resolution = form.cleaned_data["resolution"]
-    batch = conflict_queue_selection(filters=form.filters(), only=listed)
+    batch = conflict_queue_selection(filters=form.filters(), only=ids)
     outcome = conflicts_resolve_bulk(
         conflicts=batch,
         actor=Actor.for_user(request.user),
@@ -508,13 +424,9 @@ def conflict_bulk_resolve(request: ConsoleRequest, tenant: Tenant) -> HttpRespon
         f"{'each' if done != 1 else 'it'}; the other versions are superseded.",
     )
     refused = [f"{item_label(item)}: {why}" for item, why in outcome.refused]
-    refused += _left_alone(listed, batch)
+    refused += _left_alone(ids, batch)
     if refused:
-        more = len(refused) - REFUSALS_LISTED
         messages.warning(
-            request,
-            f"{len(refused)} could not be resolved and stay as they are: "
-            + "; ".join(refused[:REFUSALS_LISTED])
-            + (f"; and {more} more." if more > 0 else "."),
+            request, f"{len(refused)} could not be resolved and stay as they are: {listed(refused)}"
         )
     return redirect(queue_url)

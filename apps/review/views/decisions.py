@@ -1,11 +1,8 @@
-"""Console: the promotion queue. Pending promotion requests (approve, reject, bulk approve);
-the conflict queue is :mod:`apps.review.views.conflicts`.
+"""Console: the promotion queue (approve, reject, bulk approve), and what both queues share.
 
-Thin views: a form parses, a selector of :mod:`apps.review.queues` reads within the tenant,
-the records services change and audit. Decisions answer htmx with the updated item (it
-changes in place) plus the message; without JavaScript they redirect back to the queue.
-Deciding twice is harmless: the service refuses the second decision and the item simply
-shows the first one.
+A form parses, :mod:`apps.review.queues` reads within the tenant, the services change and
+audit. Decisions answer htmx with the item changed in place; without JavaScript they
+redirect back to the queue. Deciding twice is harmless: the service refuses the second.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib import messages
+from django.forms import Form
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -25,10 +23,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.core.actors import Actor, ActorType
-from apps.core.pagination import Cursor
 from apps.records.models import PromotionRequest, PromotionState
 from apps.records.services import RecordError
-from apps.review.claims import claims_held_count
+from apps.review.claims import PROMOTIONS, ClaimKind, claims_held_count, item_label
 from apps.review.forms import (
     ApproveForm,
     BulkApproveForm,
@@ -42,7 +39,6 @@ from apps.review.models import ReviewReason
 from apps.review.queues import (
     BULK_APPROVE_LIMIT,
     COUNT_LIMIT,
-    GROUP_FILTERS,
     QUEUE_PAGE_SIZE,
     ClaimFilter,
     QueueGroup,
@@ -50,6 +46,7 @@ from apps.review.queues import (
     QueuePage,
     RequestGroups,
     arrivals_mark,
+    group_filter,
     promotion_queue_count,
     promotion_queue_groups,
     promotion_queue_page,
@@ -84,8 +81,6 @@ from apps.tenancy.views import (
 QUEUE_TEMPLATE = "console/review/queue.html"
 REQUEST_TEMPLATE = "console/review/request.html"
 BULK_TEMPLATE = "console/review/bulk_approve.html"
-CONFLICTS_TEMPLATE = "console/review/conflicts.html"
-CONFLICT_TEMPLATE = "console/review/conflict.html"
 # Refusals listed one by one after a bulk approval; the rest are counted.
 REFUSALS_LISTED = 10
 # What an undo from the queue's toast records as its reason.
@@ -100,6 +95,77 @@ def _safe_next(request: ConsoleRequest, fallback: str) -> str:
     ):
         return target
     return fallback
+
+
+def with_query(url: str, query: str = "", **extra: str) -> str:
+    """``url`` with the query string ``query`` and the parameters ``extra`` set on it."""
+    params = QueryDict(query, mutable=True)
+    for name, value in extra.items():
+        params[name] = value
+    shown = params.urlencode()
+    return f"{url}?{shown}" if shown else url
+
+
+def say_errors(request: ConsoleRequest, form: Form, *names: str, fallback: str = "") -> None:
+    """Say what is wrong with ``form``'s fields ``names`` (or all of them), else ``fallback``."""
+    problems = [str(m) for name in names or tuple(form.errors) for m in form.errors.get(name, [])]
+    messages.error(request, " ".join(problems) or fallback)
+
+
+def snapshot(
+    request: ConsoleRequest,
+    filter_form: QueueFilterForm[Any],
+    name: str,
+    batch: list[Any],
+    **chosen: str,
+) -> dict[str, Any]:
+    """A confirmation's initial data: the queue's filters (hidden), the ids it lists as
+    ``name``, what was chosen, and a fresh nonce."""
+    filters = {field: filter_form.data.get(field, "") for field in filter_form.FILTER_FIELDS}
+    ids = [str(item.pk) for item in batch]
+    return {**filters, name: ids, **chosen, "nonce": form_nonce_issue(request)}
+
+
+def listed(named: list[str], limit: int = REFUSALS_LISTED) -> str:
+    """The first ``limit`` of ``named``, then how many more."""
+    more = len(named) - limit
+    return "; ".join(named[:limit]) + (f"; and {more} more." if more > 0 else ".")
+
+
+def queue_context(
+    request: ConsoleRequest,
+    tenant: Tenant,
+    section: str,
+    base: str,
+    form: QueueFilterForm[Any],
+    page: QueuePage[Any] | None,
+) -> dict[str, Any]:
+    """What both queue pages (at ``base``) show around their items: filters, pager links."""
+    filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
+    earlier = page.earlier_than if page is not None else None
+    later = page.later_than if page is not None else None
+    return {
+        **_reviewer_context(request, tenant, section),
+        "filter_form": form,
+        "page": page,
+        "count_limit": COUNT_LIMIT,
+        "bulk_limit": BULK_APPROVE_LIMIT,
+        "filtered": filtered,
+        # Pager links keep the order too.
+        "first_url": with_query(base, form.query_for()),
+        "earlier_url": with_query(base, form.query_for(before=earlier.token()))
+        if earlier
+        else None,
+        "later_url": with_query(base, form.query_for(after=later.token())) if later else None,
+        "next_url": request.get_full_path(),
+        # The selection form and the batch claim carry the queue's filters, so a confirmation
+        # decides only ticked items that still match them.
+        "filter_values": [
+            (name, request.GET[name]) for name in form.FILTER_FIELDS if request.GET.get(name)
+        ]
+        if filtered
+        else [],
+    }
 
 
 def reviewer_id(request: ConsoleRequest) -> str:
@@ -136,11 +202,10 @@ def _canned_reasons() -> dict[str, list[ReviewReason]]:
 
 def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
     form = queue_filter_form(request, request.GET)
-    base = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
+    base = _queue_url(tenant)
     page = None
     groups = None
     count = 0
-    earlier_url = later_url = None
     paged_on = False
     if not form.is_bound or form.is_valid():
         filters = form.filters()
@@ -161,78 +226,40 @@ def _queue_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
                 size=QUEUE_PAGE_SIZE,
             )
         count = promotion_queue_count(filters=filters)
-        if page.earlier_than is not None:
-            earlier_url = f"{base}?{form.query_for(before=page.earlier_than.token())}"
-        if page.later_than is not None:
-            later_url = f"{base}?{form.query_for(after=page.later_than.token())}"
-    filtered = form.is_bound and any(request.GET.get(name) for name in form.FILTER_FIELDS)
-    filter_query = form.query_for() if filtered else ""
-    # Pager links keep the order too; bulk links do not need it (a bulk decision takes the
-    # oldest matching requests).
-    pager_query = form.query_for() if form.is_bound else ""
-    filter_values = (
-        [(name, request.GET[name]) for name in form.FILTER_FIELDS if request.GET.get(name)]
-        if filtered
-        else []
-    )
+    context = queue_context(request, tenant, "review", base, form, page)
+    # Bulk links do not keep the order: a bulk decision takes the oldest matching requests.
+    filter_query = form.query_for() if context["filtered"] else ""
+    bulk_url = reverse("console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug})
+    # "N new requests": what arrives after this moment, under these filters.
+    arrivals = reverse("console:review-arrivals", kwargs={"tenant_slug": tenant.slug})
+    not_listed = {} if page and page.items else {"listed": "no"}
     return {
-        **_reviewer_context(request, tenant, "review"),
-        "filter_form": form,
-        "page": page,
+        **context,
         "groups": _group_rows(tenant, form, groups) if groups is not None else None,
         "count": count,
-        "count_limit": COUNT_LIMIT,
-        "bulk_limit": BULK_APPROVE_LIMIT,
-        "filtered": filtered,
-        "first_url": f"{base}?{pager_query}" if pager_query else base,
         # A sorted queue pages only forward: its way back is the first page.
         "paged_on": paged_on,
-        "bulk_url": reverse("console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug})
-        + (f"?{filter_query}" if filter_query else ""),
-        "bulk_reject_url": reverse(
-            "console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug}
-        )
-        + "?decision=reject"
+        "bulk_url": with_query(bulk_url, filter_query),
+        "bulk_reject_url": f"{bulk_url}?decision=reject"
         + (f"&{filter_query}" if filter_query else ""),
-        # The selection form carries the queue's filters, so its confirmation approves only
-        # ticked requests that still match them.
-        "filter_values": filter_values,
-        "earlier_url": earlier_url,
-        "later_url": later_url,
-        "next_url": request.get_full_path(),
         "undo_reason": UNDO_REASON,
         "canned": _canned_reasons(),
-        # "N new requests": what arrives after this moment, under these filters.
-        "arrivals_url": _arrivals_url(
-            tenant, filter_query, arrivals_mark(), listed=bool(page and page.items)
+        "arrivals_url": with_query(
+            arrivals, filter_query, since=arrivals_mark().token(), **not_listed
         ),
         "claims_held": claims_held_count(holder_id=reviewer_id(request)),
-        "claim_batch_size": CLAIM_BATCH_DEFAULT,
-        "mine_url": _mine_url(base, form),
+        # The batch "Claim the next ..." offers: a page's worth.
+        "claim_batch_size": QUEUE_PAGE_SIZE,
+        "mine_url": with_query(base, form.query_for(), claim=ClaimFilter.MINE),
     }
 
 
-def _mine_url(base: str, form: PromotionQueueFilterForm) -> str:
-    query = QueryDict(form.query_for() if form.is_bound else "", mutable=True)
-    query["claim"] = ClaimFilter.MINE
-    return f"{base}?{query.urlencode()}"
-
-
-# The batch "Claim the next ..." offers: a page's worth.
-CLAIM_BATCH_DEFAULT = QUEUE_PAGE_SIZE
-
-
-def _arrivals_url(tenant: Tenant, filter_query: str, since: Cursor, *, listed: bool) -> str:
-    query = QueryDict(filter_query, mutable=True)
-    query["since"] = since.token()
-    if not listed:
-        query["listed"] = "no"
-    url = reverse("console:review-arrivals", kwargs={"tenant_slug": tenant.slug})
-    return f"{url}?{query.urlencode()}"
+def _queue_url(tenant: Tenant) -> str:
+    return reverse("console:review", kwargs={"tenant_slug": tenant.slug})
 
 
 def group_rows(
-    form: QueueFilterForm,
+    form: QueueFilterForm[Any],
     groups: RequestGroups,
     *,
     queue_url: str,
@@ -272,7 +299,7 @@ def _group_rows(
         groups,
         queue_url=reverse("console:review", kwargs={"tenant_slug": tenant.slug}),
         bulk_url=reverse("console:review-bulk-approve", kwargs={"tenant_slug": tenant.slug}),
-        selector=GROUP_FILTERS[groups.by],
+        selector=group_filter(groups.by),
         by_label=QueueGroup(groups.by).label.lower(),
         decisions={"approve_url": "", "reject_url": "decision=reject&"},
         label_of=lambda value: human_label(value) if groups.by == QueueGroup.SOURCE else "",
@@ -296,7 +323,7 @@ def _request_or_404(request_id: uuid.UUID) -> PromotionRequest:
 def _item_context(
     request: ConsoleRequest, tenant: Tenant, item: PromotionRequest, **extra: Any
 ) -> dict[str, Any]:
-    queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
+    queue_url = _queue_url(tenant)
     in_list = _in_list(request)
     if request.method == "POST":
         next_url = _safe_next(request, queue_url)
@@ -326,11 +353,22 @@ def _in_list(request: ConsoleRequest) -> bool:
     return source.get("view") == "list"
 
 
-def _shown_form(request: ConsoleRequest, tenant: Tenant) -> PromotionQueueFilterForm:
-    """The filter form of the queue page the action came from (its ``next``)."""
-    queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
+def shown_query(request: ConsoleRequest, queue_url: str) -> QueryDict | None:
+    """The query of the queue page the action came from (its ``next``): its filters."""
     shown = urlsplit(_safe_next(request, queue_url))
-    return queue_filter_form(request, QueryDict(shown.query) if shown.query else None)
+    return QueryDict(shown.query) if shown.query else None
+
+
+def queue_counts(
+    request: ConsoleRequest, filters: Any, count: Callable[..., int], kind: ClaimKind = PROMOTIONS
+) -> dict[str, Any]:
+    """A queue's count under ``filters`` and the reviewer's claims, to redraw after an action."""
+    return {
+        "count": count(filters=filters),
+        "count_limit": COUNT_LIMIT,
+        "filtered": filters.active,
+        "claims_held": claims_held_count(holder_id=reviewer_id(request), kind=kind),
+    }
 
 
 def _posted_ids(request: ConsoleRequest, name: str, limit: int) -> list[uuid.UUID]:
@@ -352,18 +390,6 @@ def _refill(request: ConsoleRequest, form: PromotionQueueFilterForm) -> list[Pro
     shown = tuple(_posted_ids(request, "shown", QUEUE_PAGE_SIZE * 3))
     filters = replace(form.filters(), shown=shown)
     return promotion_queue_refill(filters=filters, order=form.order, after_id=last[0])
-
-
-def _list_counts(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
-    """The queue's count, under the filters of the queue page the action came from."""
-    form = _shown_form(request, tenant)
-    filters = form.filters()
-    return {
-        "count": promotion_queue_count(filters=filters),
-        "count_limit": COUNT_LIMIT,
-        "filtered": filters.active,
-        "claims_held": claims_held_count(holder_id=reviewer_id(request)),
-    }
 
 
 def _then_item(request: ConsoleRequest) -> PromotionRequest | None:
@@ -388,88 +414,70 @@ def review_request(request: ConsoleRequest, tenant: Tenant, request_id: uuid.UUI
     return render(request, REQUEST_TEMPLATE, context)
 
 
-def _decision_answer(
+def _answer(
     request: ConsoleRequest,
     tenant: Tenant,
     item: PromotionRequest,
     *,
     item_error: str = "",
-    reject_form: RejectForm | None = None,
-    approve_form: ApproveForm | None = None,
     refresh_row: bool = False,
+    reversing: bool = False,
+    **forms: Form | None,
 ) -> HttpResponse:
     """The item as it stands now: in place for htmx, else back to the queue (or, when the
-    decision needs correcting, the request's own page with the error). ``refresh_row``: the
-    list's row changed too (someone else claimed the request meanwhile)."""
+    action needs correcting, the request's own page with the error). In the triage list a
+    decision's answer advances the list, a reversal's puts the request back in it.
+    ``refresh_row``: the list's row changed too (someone else claimed the request meanwhile)."""
     context = _item_context(
-        request,
-        tenant,
-        item,
-        item_error=item_error,
-        reject_form=reject_form,
-        approve_form=approve_form,
-        refresh_row=refresh_row,
+        request, tenant, item, item_error=item_error, refresh_row=refresh_row, **forms
     )
-    needs_correcting = bool(
-        item_error or (reject_form and reject_form.errors) or (approve_form and approve_form.errors)
-    )
+    failed = bool(item_error) or any(form.errors for form in forms.values() if form is not None)
     if context["list_mode"]:
-        if needs_correcting or item.state == PromotionState.OPEN:
+        if failed or (item.state == PromotionState.OPEN) != reversing:
             return render(request, f"{QUEUE_TEMPLATE}#detail_response", context)
-        context.update(
-            _list_counts(request, tenant),
-            then_item=_then_item(request),
-            refill=_refill(request, _shown_form(request, tenant)),
-        )
+        shown = queue_filter_form(request, shown_query(request, _queue_url(tenant)))
+        context.update(queue_counts(request, shown.filters(), promotion_queue_count))
+        if reversing:
+            return render(request, f"{QUEUE_TEMPLATE}#reopened_response", context)
+        context.update(then_item=_then_item(request), refill=_refill(request, shown))
         return render(request, f"{QUEUE_TEMPLATE}#decided_response", context)
     if request.htmx:
         return render(request, f"{QUEUE_TEMPLATE}#item_response", context)
-    if needs_correcting:
+    if failed:
         return render(request, REQUEST_TEMPLATE, context, status=400)
-    queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
-    return redirect(_safe_next(request, queue_url))
+    return redirect(_safe_next(request, _queue_url(tenant)))
 
 
 def _decide(
     request: ConsoleRequest, tenant: Tenant, request_id: uuid.UUID, *, approve: bool
 ) -> HttpResponse:
     item = _request_or_404(request_id)
-    form: ApproveForm | RejectForm = (
-        ApproveForm(request.POST) if approve else RejectForm(request.POST)
-    )
+    form = (ApproveForm if approve else RejectForm)(request.POST)
     if not form.is_valid():
-        if isinstance(form, ApproveForm):
-            return _decision_answer(request, tenant, item, approve_form=form)
-        return _decision_answer(request, tenant, item, reject_form=form)
-    subject = f"{item.record.subject} · {item.record.key}"
-    # In the triage list the undo notice reports the decision; a message too would say it twice.
-    announce = not _in_list(request)
-    try:
         if approve:
-            promotion_approve(
-                request=item, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]
-            )
-            if announce:
-                messages.success(request, f"Approved {subject}: the record is confirmed.")
-        else:
-            promotion_reject(
-                request=item, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]
-            )
-            if announce:
-                messages.success(request, f"Rejected {subject}: the record stays provisional.")
+            return _answer(request, tenant, item, approve_form=form)
+        return _answer(request, tenant, item, reject_form=form)
+    subject = item_label(item)
+    decide = promotion_approve if approve else promotion_reject
+    try:
+        decide(request=item, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"])
     except OwnEvidence as error:
-        return _decision_answer(request, tenant, item, item_error=str(error))
+        return _answer(request, tenant, item, item_error=str(error))
     except Claimed as error:
         # A stale tab: someone claimed it after this page was drawn. Show who holds it.
-        return _decision_answer(
-            request, tenant, _request_or_404(request_id), item_error=str(error), refresh_row=True
-        )
+        item = _request_or_404(request_id)
+        return _answer(request, tenant, item, item_error=str(error), refresh_row=True)
     except RecordError as error:
         if "state" not in error.extra:
-            return _decision_answer(request, tenant, item, item_error=str(error))
+            return _answer(request, tenant, item, item_error=str(error))
         # A repeated click, or another reviewer got there first: show what was decided.
         messages.info(request, f"{subject}: {error}")
-    return _decision_answer(request, tenant, _request_or_404(request_id))
+    else:
+        # In the triage list the undo notice reports the decision; a message would repeat it.
+        if not _in_list(request):
+            done = "the record is confirmed" if approve else "the record stays provisional"
+            messages.success(request, f"{'Approved' if approve else 'Rejected'} {subject}: {done}.")
+    return _answer(request, tenant, _request_or_404(request_id))
 
 
 @tenant_view(REVIEW_PROMOTIONS)
@@ -495,8 +503,8 @@ def review_reverse(request: ConsoleRequest, tenant: Tenant, request_id: uuid.UUI
     item = _request_or_404(request_id)
     form = ReverseForm(request.POST)
     if not form.is_valid():
-        return _reverse_answer(request, tenant, item, reverse_form=form)
-    subject = f"{item.record.subject} · {item.record.key}"
+        return _answer(request, tenant, item, reversing=True, reverse_form=form)
+    subject = item_label(item)
     actor = Actor.for_user(request.user)
     reason = form.cleaned_data["reason"]
     try:
@@ -510,32 +518,9 @@ def review_reverse(request: ConsoleRequest, tenant: Tenant, request_id: uuid.UUI
             messages.info(request, f"{subject} is already open: nothing to reverse.")
     except RecordError as error:
         if "state" not in error.extra:
-            return _reverse_answer(request, tenant, item, item_error=str(error))
+            return _answer(request, tenant, item, item_error=str(error), reversing=True)
         messages.info(request, f"{subject}: {error}")
-    return _reverse_answer(request, tenant, _request_or_404(request_id))
-
-
-def _reverse_answer(
-    request: ConsoleRequest,
-    tenant: Tenant,
-    item: PromotionRequest,
-    *,
-    item_error: str = "",
-    reverse_form: ReverseForm | None = None,
-) -> HttpResponse:
-    context = _item_context(request, tenant, item, item_error=item_error, reverse_form=reverse_form)
-    failed = bool(item_error or (reverse_form and reverse_form.errors))
-    if context["list_mode"]:
-        if failed or item.state != PromotionState.OPEN:
-            return render(request, f"{QUEUE_TEMPLATE}#detail_response", context)
-        context.update(_list_counts(request, tenant))
-        return render(request, f"{QUEUE_TEMPLATE}#reopened_response", context)
-    if request.htmx:
-        return render(request, f"{QUEUE_TEMPLATE}#item_response", context)
-    if failed:
-        return render(request, REQUEST_TEMPLATE, context, status=400)
-    queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
-    return redirect(_safe_next(request, queue_url))
+    return _answer(request, tenant, _request_or_404(request_id), reversing=True)
 
 
 # --- bulk approval --------------------------------------------------------------------------
@@ -578,14 +563,8 @@ def _bulk_confirmation(
     batch = promotion_queue_selection(
         filters=filter_form.filters(), only=only, limit=BULK_APPROVE_LIMIT
     )
-    initial = {name: filter_form.data.get(name, "") for name in filter_form.FILTER_FIELDS}
     form = BulkApproveForm(
-        initial={
-            **initial,
-            "requests": [str(item.pk) for item in batch],
-            "decision": decision,
-            "nonce": form_nonce_issue(request),
-        }
+        initial=snapshot(request, filter_form, "requests", batch, decision=decision)
     )
     context = _bulk_context(request, tenant, filter_form, batch=batch, form=form)
     return render(request, BULK_TEMPLATE, {**context, "selection": only is not None})
@@ -608,8 +587,7 @@ def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse
     filter_form = queue_filter_form(request, request.POST)
     if not form.is_valid():
         if "requests" in form.errors or not filter_form.is_valid():
-            problems = [str(message) for message in form.errors.get("requests", [])]
-            messages.error(request, " ".join(problems) or "Start again from the queue.")
+            say_errors(request, form, "requests", fallback="Start again from the queue.")
             return redirect("console:review", tenant_slug=tenant.slug)
         # The same snapshot again, with the errors: the reviewer corrects and confirms what
         # they were shown, not a fresh selection.
@@ -624,8 +602,8 @@ def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse
     if not form_nonce_consume(request, form.cleaned_data["nonce"]):
         messages.info(request, "That bulk approval was already submitted; nothing was repeated.")
         return redirect(queue_url)
-    listed: list[uuid.UUID] = form.cleaned_data["requests"]
-    batch = promotion_queue_selection(filters=form.filters(), only=listed, limit=BULK_APPROVE_LIMIT)
+    ids: list[uuid.UUID] = form.cleaned_data["requests"]
+    batch = promotion_queue_selection(filters=form.filters(), only=ids, limit=BULK_APPROVE_LIMIT)
     decide = promotions_reject_bulk if form.rejects else promotions_approve_bulk
     outcome = decide(
         requests=batch, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]
@@ -636,24 +614,20 @@ def review_bulk_approve(request: ConsoleRequest, tenant: Tenant) -> HttpResponse
         messages.success(request, f"Rejected {decided} request{plural}: they stay provisional.")
     else:
         messages.success(request, f"Approved {decided} request{plural}: confirmed.")
-    left_alone = len(listed) - len(batch)
+    left_alone = len(ids) - len(batch)
     if left_alone:
         messages.warning(
             request,
-            f"{left_alone} of the {len(listed)} listed request{'s' if len(listed) != 1 else ''} "
+            f"{left_alone} of the {len(ids)} listed request{'s' if len(ids) != 1 else ''} "
             "changed since the confirmation (decided by someone else, expired, or no longer "
             "matching the filters) and were left as they are.",
         )
     if outcome.refused:
-        refusals = "; ".join(
-            f"{item.record.subject} · {item.record.key}: {why}"
-            for item, why in outcome.refused[:REFUSALS_LISTED]
-        )
-        more = len(outcome.refused) - REFUSALS_LISTED
+        refusals = [f"{item_label(item)}: {why}" for item, why in outcome.refused]
         messages.warning(
             request,
             f"{len(outcome.refused)} could not be {'rejected' if form.rejects else 'approved'} "
-            f"and stay pending: {refusals}" + (f"; and {more} more." if more > 0 else "."),
+            f"and stay pending: {listed(refusals)}",
         )
     return redirect(queue_url)
 
@@ -666,8 +640,7 @@ def review_selection(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     or rejecting them. Nothing is decided here; the confirmation's POST decides."""
     form = SelectionForm(request.POST, reviewer_id=reviewer_id(request))
     if not form.is_valid():
-        problems = [str(message) for message in form.errors.get("requests", [])]
-        messages.error(request, " ".join(problems) or "Tick the requests to decide first.")
+        say_errors(request, form, "requests", fallback="Tick the requests to decide first.")
         return redirect(_filtered_queue_url(tenant, form))
     filter_form = queue_filter_form(
         request,
@@ -683,6 +656,4 @@ def review_selection(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
 
 
 def _filtered_queue_url(tenant: Tenant, filter_form: PromotionQueueFilterForm) -> str:
-    queue_url = reverse("console:review", kwargs={"tenant_slug": tenant.slug})
-    query = filter_form.query_for() if filter_form.is_valid() else ""
-    return f"{queue_url}?{query}" if query else queue_url
+    return with_query(_queue_url(tenant), filter_form.query_for() if filter_form.is_valid() else "")

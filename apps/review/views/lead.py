@@ -148,19 +148,13 @@ def review_reason_move_view(
 def review_throughput_view(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Each reviewer's decisions over the last hour, day and week, and their pace."""
     rows = review_throughput()
+    totals = {
+        name: sum(getattr(row, name) for row in rows)
+        for name in ("last_hour", "last_day", "last_week", "reversals")
+    }
+    context = {"rows": rows, "window_days": WINDOW.days, "totals": totals}
     return render(
         request,
         THROUGHPUT_TEMPLATE,
-        {
-            "tenant": tenant,
-            "section": "review-throughput",
-            "rows": rows,
-            "window_days": WINDOW.days,
-            "totals": {
-                "last_hour": sum(row.last_hour for row in rows),
-                "last_day": sum(row.last_day for row in rows),
-                "last_week": sum(row.last_week for row in rows),
-                "reversals": sum(row.reversals for row in rows),
-            },
-        },
+        {"tenant": tenant, "section": "review-throughput", **context},
     )

@@ -76,7 +76,7 @@ def _database() -> None:
 
 
 def check_worker() -> str:
-    from apps.derivations.selectors import background_work
+    from apps.work.selectors import background_work
 
     _database()
     work = background_work()

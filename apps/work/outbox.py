@@ -3,8 +3,9 @@
 ``outbox_enqueue`` adds a row beside the change that wants the work; when that transaction
 commits, the relay publishes it to Celery. If the process dies between the commit and the
 publish, the row is still ``pending`` and the beat task (``derivations.outbox_relay``, every
-few seconds) publishes it. A row is ``published`` once handed to the broker, ``done`` when its
-task finished and ``dead`` when retries are exhausted (the Django admin lists those).
+few seconds: ``apps.work.tasks``) publishes it. A row is ``published`` once handed to the
+broker, ``done`` when its task finished and ``dead`` when retries are exhausted (the Django
+admin lists those).
 
 The relay and RLS: outbox rows are tenant rows, visible only inside a tenant scope. The relay
 iterates the tenants (the tenant table is not under RLS) and drains each one inside its own
@@ -19,9 +20,10 @@ so they run as that tenant, and they receive ids only: ``payload`` plus the outb
 Embedding rows are not published one by one. The row is the unit of work: the worker claims a
 batch of a tenant's unfinished embedding rows (``outbox_claim``: ``FOR UPDATE SKIP LOCKED``),
 embeds them in one call and marks them done in the transaction that stores the vectors
-(``apps.derivations.embeddings``). The broker carries only a wake-up for the tenant
-(``derivations.embed_pending``, no ids at all): the relay sends one per tenant per pass for
-the rows it marks ``published``, and a writer's commit asks for one through a per-process
+(``apps.derivations.embeddings``; ``apps.derivations.tasks`` registers the tasks named below,
+by their names: the outbox knows no app above it). The broker carries only a wake-up for the
+tenant (``derivations.embed_pending``, no ids at all): the relay sends one per tenant per pass
+for the rows it marks ``published``, and a writer's commit asks for one through a per-process
 coalescer, so a burst of writes sends a few messages, not one per record. A row's lease is
 its claiming transaction: a worker killed mid-batch rolls back and the rows are claimable
 again at once; the relay wakes the tenant again for rows published longer than

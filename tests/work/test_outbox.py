@@ -1,4 +1,5 @@
-"""The embedding pipeline: a transactional outbox, a relay, idempotent tasks."""
+"""The outbox: work written in the transaction of the change that wants it, a relay that
+wakes each tenant's worker, retries with backoff, and wake-ups coalesced per tenant."""
 
 from __future__ import annotations
 
@@ -10,21 +11,22 @@ import pytest
 from django.utils import timezone
 
 from apps.derivations.embedders import HashingEmbedder
-from apps.derivations.models import Embedding, OutboxMessage, OutboxState
-from apps.derivations.outbox import (
+from apps.derivations.models import Embedding
+from apps.records import signals as records_signals
+from apps.records.models import MemoryRecord
+from apps.tenancy.context import tenant_scope
+from apps.tenancy.models import Tenant
+from apps.tenancy.tasks import TENANT_HEADER
+from apps.work.models import OutboxMessage, OutboxState
+from apps.work.outbox import (
     EMBED_RECORD,
     EMBED_WAKEUP,
     MAX_RETRIES,
     outbox_relay,
     record_embedding_enqueue,
 )
-from apps.derivations.selectors import background_work
-from apps.records.models import MemoryRecord
-from apps.tenancy.context import tenant_scope
-from apps.tenancy.tasks import TENANT_HEADER
-from tests.records.factories import body
-
-from .support import SEARCH, drain, wake_eagerly, write
+from apps.work.selectors import background_work
+from tests.derivations.support import drain, wake_eagerly, write
 
 pytestmark = pytest.mark.django_db
 
@@ -49,46 +51,34 @@ def test_it_queues_an_embedding_in_the_write_transaction_with_ids_only(agent, te
     assert embeddings_of(tenant, record["id"]) == []
 
 
-def test_it_finds_a_record_by_text_at_once_and_by_vector_once_embedded(agent, tenant):
-    record = write(agent, content="prefers the blue courier on weekdays")
-    found = agent.post(SEARCH, {"query": "blue courier", "scope": body()["scope"]})
-    assert found.status_code == 200, found.content
-    hit = next(h for h in found.json()["results"] if h["record"]["id"] == record["id"])
-    assert not hit["why"].get("vector")
-    assert drain() == 1
-    [embedding] = embeddings_of(tenant, record["id"])
-    assert (embedding.model, embedding.dimension) == ("hashing-256", 256)
-    found = agent.post(SEARCH, {"query": "blue courier", "scope": body()["scope"]})
-    hit = next(h for h in found.json()["results"] if h["record"]["id"] == record["id"])
-    assert hit["why"].get("vector")
-    [row] = outbox_rows(tenant)
-    assert row.state == OutboxState.DONE
-
-
-def test_it_keeps_the_same_vector_when_the_same_record_is_queued_again(agent, tenant):
+@pytest.mark.parametrize("model", ["hashing-256", "e5-small"])
+def test_a_write_with_no_app_to_embed_it_commits_with_its_embedding_queued(
+    agent, tenant, monkeypatch, model
+):
+    """The write queues its version's embedding itself: with no receiver of
+    ``records.embed_record`` (not even for a model that embeds at write), the version is
+    stored and its row waits for the worker."""
+    Tenant.objects.filter(pk=tenant.pk).update(embedding_model=model)
+    monkeypatch.setattr(records_signals.embed_record, "receivers", [])
     record = write(agent)
-    drain()
-    [first] = embeddings_of(tenant, record["id"])
+    [row] = outbox_rows(tenant)
+    assert (row.task_name, row.object_id, row.state) == (
+        EMBED_RECORD,
+        uuid.UUID(record["id"]),
+        OutboxState.PENDING,
+    )
     with tenant_scope(tenant.pk):
-        # A second row for the same version (a redelivery, a re-queue): nothing written again.
-        record_embedding_enqueue(MemoryRecord.objects.get(pk=record["id"]))
-    assert drain() == 1
-    [again] = embeddings_of(tenant, record["id"])
-    assert (again.pk, again.created_at) == (first.pk, first.created_at)
-    assert {row.state for row in outbox_rows(tenant)} == {OutboxState.DONE}
+        assert MemoryRecord.objects.filter(pk=record["id"]).exists()
+    assert embeddings_of(tenant, record["id"]) == []
 
 
-def test_it_finishes_a_row_whose_record_is_gone_and_writes_nothing(agent, tenant):
-    write(agent)
-    [row] = outbox_rows(tenant)
-    with tenant_scope(tenant.pk):
-        # A row pointing at no record (its record went by a path that left the row).
-        OutboxMessage.objects.filter(pk=row.pk).update(object_id=uuid.UUID(int=0))
-    assert drain() == 1
-    [row] = outbox_rows(tenant)
-    assert row.state == OutboxState.DONE
-    with tenant_scope(tenant.pk):
-        assert not Embedding.objects.exists()
+def test_a_write_on_a_model_that_embeds_at_write_queues_nothing(agent, tenant):
+    """With the derivations app connected (the product), e5-small embeds inside the write."""
+    Tenant.objects.filter(pk=tenant.pk).update(embedding_model="e5-small")
+    record = write(agent)
+    assert outbox_rows(tenant) == []
+    [embedding] = embeddings_of(tenant, record["id"])
+    assert embedding.model == "e5-small"
 
 
 def test_it_keeps_a_row_pending_when_the_wake_up_fails_and_relays_it_later(agent, tenant):
@@ -198,7 +188,7 @@ def test_a_burst_of_writes_sends_two_wake_ups_not_one_per_record(
 ):
     """With on-commit publishing (Redis), each commit asks for a wake-up; the coalescer sends
     the first at once and one more after the burst, whatever the number of writes."""
-    from apps.derivations import outbox
+    from apps.work import outbox
 
     sent: list[str] = []
     clock = ManualTime()
@@ -218,7 +208,7 @@ def test_a_burst_of_writes_sends_two_wake_ups_not_one_per_record(
 
 
 def test_the_coalescer_sends_after_every_request_and_keeps_tenants_apart():
-    from apps.derivations.outbox import WakeupCoalescer
+    from apps.work.outbox import WakeupCoalescer
 
     sent: list[str] = []
     clock = ManualTime()
