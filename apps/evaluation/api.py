@@ -174,10 +174,7 @@ class DecisionsAtRiskView(ContractMixin, APIView):
     required_action = "audit"
     query_input = {"GET": DecisionsAtRiskFilters}
 
-    @extend_schema(
-        operation_id="v1_evaluation_decisions_at_risk",
-        responses=DecisionAtRiskPage,
-    )
+    @extend_schema(operation_id="v1_evaluation_decisions_at_risk", responses=DecisionAtRiskPage)
     def get(self, request: Request) -> Response:
         filters, after, size = _filters(self.params)
         items = decisions_at_risk_page(filters=filters, after=after, limit=size + 1)

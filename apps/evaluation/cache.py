@@ -69,17 +69,14 @@ class NearestNeighbourCache:
         self.summaries[summary.id] = summary
         return summary.id
 
-    def embed_pending(self, batch: int = 256) -> int:
+    def embed_pending(self, batch: int = 256) -> None:
         """Embed what was written since the last call (a cache embeds on write; batching is
         only faster)."""
-        done = 0
         while self._unembedded:
             chunk, self._unembedded = self._unembedded[:batch], self._unembedded[batch:]
             vectors = self.embedder.embed([item.content for item in chunk])
             for item, vector in zip(chunk, vectors, strict=True):
                 self.index.append(_Indexed(item, _normalised(vector)))
-            done += len(chunk)
-        return done
 
     def delete(self, item_id: str) -> None:
         """Remove the row; the vector index and the summaries are left as they are."""
@@ -113,10 +110,7 @@ class NearestNeighbourCache:
         matrix = np.vstack([e.vector for e in candidates])
         similarity = matrix @ query_vector
         # Nearest first; the newest first among equals (kinder to a cache than the oldest).
-        order = sorted(
-            range(len(candidates)),
-            key=lambda i: (-round(float(similarity[i]), 9), -i),
-        )
+        order = sorted(range(len(candidates)), key=lambda i: (-round(float(similarity[i]), 9), -i))
         return [candidates[i].item for i in order[:top_k]]
 
 

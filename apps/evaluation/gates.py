@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .metrics import dig
+
 BASELINE_FORMAT = "memoryconsole-evaluation-baseline/1"
 GATED_FIGURE = "decision_accuracy"
 INTERVAL_FIGURES = (
@@ -43,10 +45,6 @@ TARGET_MISSED_MAX = 0.05
 BASELINE_PATH = Path(__file__).resolve().parents[2] / "docs" / "evaluation" / "baseline.json"
 
 
-def baseline_path() -> Path:
-    return BASELINE_PATH
-
-
 def interval(values: Sequence[float | None]) -> dict[str, Any]:
     """Mean and 95 % half-width of one figure over seeds (``None``: not measured in a seed)."""
     found = [float(v) for v in values if v is not None]
@@ -56,15 +54,7 @@ def interval(values: Sequence[float | None]) -> dict[str, Any]:
     if len(found) < 2:
         return {"mean": mean, "half_width": 0.0, "n": len(found)}
     spread = statistics.stdev(found) / math.sqrt(len(found))
-    return {
-        "mean": mean,
-        "half_width": T_975.get(len(found) - 1, 1.96) * spread,
-        "n": len(found),
-    }
-
-
-def _class_figure(figures: dict[str, Any], cls: str, name: str) -> Any:
-    return ((figures.get("by_class") or {}).get(cls) or {}).get(name)
+    return {"mean": mean, "half_width": T_975.get(len(found) - 1, 1.96) * spread, "n": len(found)}
 
 
 def intervals(per_seed: Sequence[dict[str, Any]], configurations: Sequence[str]) -> dict[str, Any]:
@@ -72,9 +62,9 @@ def intervals(per_seed: Sequence[dict[str, Any]], configurations: Sequence[str])
     from each seed's results (their ``decisions`` figures, ``by_half``)."""
     found: dict[str, Any] = {}
     for name in configurations:
-        decisions = [(r.get(name) or {}).get("decisions") or {} for r in per_seed]
+        decisions = [dig(r, name, "decisions") or {} for r in per_seed]
         halves = list(dict.fromkeys(h for d in decisions for h in d.get("by_half") or {}))
-        sections = {h: [(d.get("by_half") or {}).get(h) or {} for d in decisions] for h in halves}
+        sections = {h: [dig(d, "by_half", h) or {} for d in decisions] for h in halves}
         if not halves:
             sections = {"all": decisions}
         found[name] = {}
@@ -84,7 +74,7 @@ def intervals(per_seed: Sequence[dict[str, Any]], configurations: Sequence[str])
                 "all": {k: interval([f.get(k) for f in figures]) for k in INTERVAL_FIGURES},
                 "by_class": {
                     cls: {
-                        k: interval([_class_figure(f, cls, k) for f in figures])
+                        k: interval([dig(f, "by_class", cls, k) for f in figures])
                         for k in INTERVAL_FIGURES
                     }
                     for cls in classes
@@ -93,20 +83,14 @@ def intervals(per_seed: Sequence[dict[str, Any]], configurations: Sequence[str])
     return found
 
 
-def headline_half(found: dict[str, Any]) -> str:
-    record = found.get("record") or {}
-    return "held_out" if "held_out" in record else "all"
-
-
 def _mean(found: dict[str, Any], name: str, half: str, figure: str) -> float | None:
-    value = (((found.get(name) or {}).get(half) or {}).get("all") or {}).get(figure) or {}
-    mean = value.get("mean")
+    mean = dig(found, name, half, "all", figure, "mean")
     return None if mean is None else float(mean)
 
 
 def _class_reason(figures: dict[str, Any]) -> str:
-    missed = (figures.get("missed_rate") or {}).get("mean") or 0.0
-    wrong = (figures.get("wrong_rate") or {}).get("mean") or 0.0
+    missed = dig(figures, "missed_rate", "mean") or 0.0
+    wrong = dig(figures, "wrong_rate", "mean") or 0.0
     if missed >= wrong:
         return f"the memory was not found (missed {100 * missed:.0f} %)"
     return f"acted on a memory that must not apply (wrong {100 * wrong:.0f} %)"
@@ -115,18 +99,17 @@ def _class_reason(figures: dict[str, Any]) -> str:
 def targets(found: dict[str, Any], reached: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Each target with its value, whether the record meets it, whether it is gated (reached
     by a recorded run), and the classes that fall short with why."""
-    half = headline_half(found)
+    half = "held_out" if "held_out" in (found.get("record") or {}) else "all"
     record = _mean(found, "record", half, "decision_accuracy")
     store = _mean(found, "store", half, "decision_accuracy")
     missed = _mean(found, "record", half, "missed_rate")
-    by_class = ((found.get("record") or {}).get(half) or {}).get("by_class") or {}
-    store_classes = ((found.get("store") or {}).get(half) or {}).get("by_class") or {}
-    results = []
+    by_class = dig(found, "record", half, "by_class") or {}
+    store_classes = dig(found, "store", half, "by_class") or {}
     bound = None if store is None else store + TARGET_MARGIN_OVER_STORE
     short = []
     for cls, figures in by_class.items():
-        ours = (figures.get("decision_accuracy") or {}).get("mean")
-        theirs = ((store_classes.get(cls) or {}).get("decision_accuracy") or {}).get("mean")
+        ours = dig(figures, "decision_accuracy", "mean")
+        theirs = dig(store_classes, cls, "decision_accuracy", "mean")
         # The classes that pull the headline down: short of the store's figure plus the margin
         # (or of every decision right, where the store is within the margin of it).
         if ours is None or theirs is None:
@@ -136,7 +119,10 @@ def targets(found: dict[str, Any], reached: Sequence[str] = ()) -> list[dict[str
                 f"{cls}: {100 * ours:.0f} % against the store's {100 * theirs:.0f} %, "
                 f"{_class_reason(figures)}"
             )
-    results.append(
+    missed_by_class = {
+        cls: dig(figures, "missed_rate", "mean") for cls, figures in by_class.items()
+    }
+    results = [
         {
             "name": "record.headline_accuracy_over_store",
             "label": f"{half} accuracy at least the fair store's + "
@@ -145,14 +131,7 @@ def targets(found: dict[str, Any], reached: Sequence[str] = ()) -> list[dict[str
             "bound": {"min": bound} if bound is not None else {},
             "met": record is not None and bound is not None and record >= bound - 1e-9,
             "short": short,
-        }
-    )
-    short = []
-    for cls, figures in by_class.items():
-        value = (figures.get("missed_rate") or {}).get("mean")
-        if value is not None and value > TARGET_MISSED_MAX:
-            short.append(f"{cls}: missed {100 * value:.0f} %")
-    results.append(
+        },
         {
             "name": "record.headline_missed_rate",
             "label": f"{half} decisions that missed a relevant memory at most "
@@ -160,16 +139,20 @@ def targets(found: dict[str, Any], reached: Sequence[str] = ()) -> list[dict[str
             "value": missed,
             "bound": {"max": TARGET_MISSED_MAX},
             "met": missed is not None and missed <= TARGET_MISSED_MAX + 1e-9,
-            "short": short,
-        }
-    )
+            "short": [
+                f"{cls}: missed {100 * value:.0f} %"
+                for cls, value in missed_by_class.items()
+                if value is not None and value > TARGET_MISSED_MAX
+            ],
+        },
+    ]
     for target in results:
         target["gated"] = target["name"] in reached
     return results
 
 
 def baseline_read(path: Path | None = None) -> dict[str, Any] | None:
-    target = path or baseline_path()
+    target = path or BASELINE_PATH
     try:
         data = json.loads(target.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -229,9 +212,7 @@ def gates_check(
     one_decision = 1 / recorded_decisions if recorded_decisions else 0.0
     for half, classes in (baseline.get("classes") or {}).items():
         for cls, recorded in classes.items():
-            current = (((record.get(half) or {}).get("by_class") or {}).get(cls) or {}).get(
-                GATED_FIGURE
-            ) or {}
+            current = dig(record, half, "by_class", cls, GATED_FIGURE) or {}
             # Never narrower than one decision of the class over the recorded run: with a few
             # decisions a class, one of them flipping on a similarity at the floor's edge (float
             # arithmetic on another machine) is noise, not a regression.

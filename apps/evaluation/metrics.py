@@ -31,6 +31,7 @@ be checked on a hand-made case. Definitions (also in ``docs/evaluation.md``):
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +91,13 @@ class CanaryRun:
     awaiting_sweep: tuple[str, ...] = ()
 
 
+def dig(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]...`` of nested figures; None from the first level missing or empty."""
+    for key in keys:
+        data = data.get(key) if data else None
+    return data
+
+
 def same_value(left: Any, right: Any) -> bool:
     return bool(
         json.dumps(left, sort_keys=True, default=str)
@@ -123,8 +131,8 @@ class DecisionFigures:
     retrieved: int = 0
     relevant_retrieved: int = 0
     relevant: int = 0
-    returned: dict[str, int] = field(default_factory=dict)
-    deciding: dict[str, int] = field(default_factory=dict)
+    returned: Counter[str] = field(default_factory=Counter)  # harmful label -> retrieved
+    deciding: Counter[str] = field(default_factory=Counter)  # harmful label -> decisions
     sensitive: int = 0
     dependencies: int = 0
     unsound_dependencies: int = 0
@@ -134,25 +142,24 @@ class DecisionFigures:
     abstained: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        returned = self.returned
-        stale_returned = sum(returned.get(label, 0) for label in STALE)
+        def returned(*labels: str) -> float:
+            return _share(sum(self.returned[label] for label in labels), self.retrieved) or 0.0
+
         return {
             "decisions": self.decisions,
             "decision_accuracy": _share(self.correct, self.decisions),
             "recall_precision": _share(self.relevant_retrieved, self.retrieved),
             "recall_at_k": _share(self.relevant_retrieved, self.relevant),
             "retrieved": self.retrieved,
-            "returned_deleted_rate": _share(returned.get(DELETED, 0), self.retrieved) or 0.0,
-            "returned_out_of_scope_rate": _share(returned.get(OUT_OF_SCOPE, 0), self.retrieved)
-            or 0.0,
-            "returned_stale_rate": _share(stale_returned, self.retrieved) or 0.0,
-            "returned_provisional_rate": _share(returned.get(PROVISIONAL, 0), self.retrieved)
-            or 0.0,
-            "wrong_scope_decisions": self.deciding.get(OUT_OF_SCOPE, 0),
-            "stale_decisions": sum(self.deciding.get(label, 0) for label in STALE),
-            "provisional_irreversible_decisions": self.deciding.get(PROVISIONAL, 0),
-            "deleted_decisions": self.deciding.get(DELETED, 0),
-            "redacted_decisions": self.deciding.get(REDACTED, 0),
+            "returned_deleted_rate": returned(DELETED),
+            "returned_out_of_scope_rate": returned(OUT_OF_SCOPE),
+            "returned_stale_rate": returned(*STALE),
+            "returned_provisional_rate": returned(PROVISIONAL),
+            "wrong_scope_decisions": self.deciding[OUT_OF_SCOPE],
+            "stale_decisions": sum(self.deciding[label] for label in STALE),
+            "provisional_irreversible_decisions": self.deciding[PROVISIONAL],
+            "deleted_decisions": self.deciding[DELETED],
+            "redacted_decisions": self.deciding[REDACTED],
             "missed_rate": _share(self.missed, self.decisions),
             "wrong_rate": _share(self.wrong, self.decisions),
             "abstention_rate": _share(self.abstained, self.decisions),
@@ -178,11 +185,11 @@ def _add_decision(figures: DecisionFigures, run: DecisionRun) -> None:
     figures.relevant += sum(1 for m in scenario.memories if m.label == RELEVANT)
     for label in labels:
         if label in HARMFUL:
-            figures.returned[label] = figures.returned.get(label, 0) + 1
+            figures.returned[label] += 1
     if used is not None:
         label = run.label_of(used)
         if label in HARMFUL:
-            figures.deciding[label] = figures.deciding.get(label, 0) + 1
+            figures.deciding[label] += 1
         figures.wrong += int(label != RELEVANT)
     elif any(m.label == RELEVANT and m.key == scenario.decision.key for m in scenario.memories):
         figures.missed += 1

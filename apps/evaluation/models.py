@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from django.db import models
 from django.utils import timezone
@@ -74,7 +74,6 @@ class EvaluationRun(TenantOwned):
     @property
     def stalled(self) -> bool:
         """Running, but no progress for a while: the worker running it has stopped."""
-
         last = self.updated_at or self.started_at or self.requested_at
         return (
             self.state == EvaluationRunState.RUNNING
@@ -89,6 +88,3 @@ class EvaluationRun(TenantOwned):
         if not self.progress_total:
             return 0
         return min(99, int(100 * self.progress_done / self.progress_total))
-
-    def figure(self, configuration: str, section: str, name: str) -> Any:
-        return (((self.results or {}).get(configuration) or {}).get(section) or {}).get(name)

@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime, parse_duration
 
@@ -39,7 +40,7 @@ from apps.audit.models import AuditEvent
 from apps.retrieval.search import candidate_predicate_sql, query_of_audited_filters
 from apps.tenancy.context import current_tenant_id
 
-from .selectors import CHANGE_KINDS, AtRiskFilters, DecisionAtRisk, decisions_at_risk_page
+from .selectors import CHANGE_KINDS, AtRiskFilters, decisions_at_risk_all
 
 REASONS = ("new_memory", *CHANGE_KINDS)
 DEFAULT_PERIOD = "P30D"
@@ -116,7 +117,6 @@ class ReplayedDecision:
     """One audited decision search and what would differ about it today."""
 
     event_id: uuid.UUID
-    seq: int
     searched_at: datetime
     actor: dict[str, str]
     returned: tuple[str, ...]
@@ -146,14 +146,10 @@ class ReplayedDecision:
         }
 
 
-def _decision_events(
-    tenant: uuid.UUID, since: datetime, until: datetime, batch: int
-) -> Iterator[list[AuditEvent]]:
-    """The period's decision searches, newest first, a batch at a time (keyset on the
-    sequence, the index ``tenant, action, seq``)."""
-    events = AuditEvent.objects.filter(
-        tenant_id=tenant, action="search.decision", occurred_at__gte=since, occurred_at__lt=until
-    ).order_by("-seq")
+def _newest_first(events: QuerySet[AuditEvent], batch: int) -> Iterator[list[AuditEvent]]:
+    """``events`` newest first, a batch at a time (keyset on the sequence, the index
+    ``tenant, action, seq``)."""
+    events = events.order_by("-seq")
     before: int | None = None
     while True:
         page = list((events.filter(seq__lt=before) if before is not None else events)[:batch])
@@ -162,17 +158,6 @@ def _decision_events(
         if len(page) < batch:
             return
         before = page[-1].seq
-
-
-def _at_risk(filters: AtRiskFilters, batch: int) -> Iterator[DecisionAtRisk]:
-    """Every (decision, changed memory) of the period, in the decisions' order."""
-    after = None
-    while True:
-        page = decisions_at_risk_page(filters=filters, after=after, limit=batch)
-        yield from page
-        if len(page) < batch:
-            return
-        after = page[-1].cursor
 
 
 def _returned(event: AuditEvent) -> tuple[str, ...]:
@@ -229,25 +214,22 @@ def decisions_replay(
     tenant = current_tenant_id()
     if tenant is None:
         return
-    total = AuditEvent.objects.filter(
+    searches = AuditEvent.objects.filter(
         tenant_id=tenant, action="search.decision", occurred_at__gte=since, occurred_at__lt=until
-    ).count()
-    changes = _at_risk(AtRiskFilters(since=since, until=until), batch)
+    )
+    total = searches.count()
+    # Every (decision, changed memory) of the period, in the decisions' order.
+    changes = decisions_at_risk_all(AtRiskFilters(since=since, until=until), batch)
     pending = next(changes, None)
     done = 0
-    for page in _decision_events(tenant, since, until, batch):
+    for page in _newest_first(searches, batch):
         decisions = []
         groups: dict[str, list[ReplayedDecision]] = defaultdict(list)
         for event in page:
             decision = ReplayedDecision(
                 event_id=event.pk,
-                seq=event.seq,
                 searched_at=event.occurred_at,
-                actor={
-                    "type": event.actor_type,
-                    "id": event.actor_id,
-                    "label": event.actor_label,
-                },
+                actor={"type": event.actor_type, "id": event.actor_id, "label": event.actor_label},
                 returned=_returned(event),
             )
             # Both readers go newest first over the same period: the changes of this event

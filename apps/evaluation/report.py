@@ -14,6 +14,8 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
+from .metrics import dig
+
 # (figure, label, how to show it, which way is better)
 DECISION_FIGURES: tuple[tuple[str, str, str, str], ...] = (
     ("decisions", "decisions", "count", ""),
@@ -102,9 +104,9 @@ def rows(results: dict[str, Any]) -> list[Row]:
     with_cache = "cache" in results
     with_store = "store" in results
     for section, figures in sections:
-        record = (results.get("record") or {}).get(section) or {}
-        cache = (results.get("cache") or {}).get(section) or {}
-        store = (results.get("store") or {}).get(section) or {}
+        record, cache, store = (
+            dig(results, name, section) or {} for name in ("record", "cache", "store")
+        )
         if not record:
             continue
         for name, label, kind, direction in figures:
@@ -128,23 +130,14 @@ def rows(results: dict[str, Any]) -> list[Row]:
 def text_table(results: dict[str, Any]) -> str:
     """The figures and the thresholds, for a terminal."""
     table = rows(results)
-    with_cache = "cache" in results
-    with_store = "store" in results
+    columns = ["record", *(name for name in ("store", "cache") if name in results)]
     width = max(len(r.label) for r in table) if table else 10
-    head = (
-        f"{'':<{width}}  {'record':>10}"
-        + (f"  {'store':>10}" if with_store else "")
-        + (f"  {'cache':>10}" if with_cache else "")
-    )
+    head = f"{'':<{width}}" + "".join(f"  {name:>10}" for name in columns)
     title = "pooled over every seed's decisions" if results.get("intervals") else ""
     lines = [title, head, "-" * len(head)] if title else [head, "-" * len(head)]
     for row in table:
-        line = f"{row.label:<{width}}  {row.record:>10}"
-        if with_store:
-            line += f"  {row.store or '':>10}"
-        if with_cache:
-            line += f"  {row.cache or '':>10}"
-        lines.append(line)
+        cells = "".join(f"  {getattr(row, name) or '':>10}" for name in columns)
+        lines.append(f"{row.label:<{width}}" + cells)
     lines.append("")
     if results.get("intervals"):
         lines += interval_lines(results)
@@ -156,12 +149,11 @@ def text_table(results: dict[str, Any]) -> str:
         value = "not measured" if check["value"] is None else f"{check['value']:.4g}"
         mark = "pass" if check["passed"] else "FAIL"
         lines.append(f"{mark}  {check['name']} = {value} (threshold {bound})")
-    residue = ((results.get("record") or {}).get("residue") or {}).get("found") or []
-    for item in residue:
+    for item in dig(results, "record", "residue", "found") or []:
         lines.append(
             f"residue: {item['canary']} ({item['removal']}) in {', '.join(item['places'])}"
         )
-    at_risk = (results.get("record") or {}).get("at_risk") or {}
+    at_risk = dig(results, "record", "at_risk") or {}
     for missed in at_risk.get("missed", []):
         lines.append(f"decision at risk not listed: {missed}")
     for unexpected in at_risk.get("unexpected", []):
@@ -190,22 +182,16 @@ HALF_TITLES = {
     "tuning": "tuning half (thresholds and tuning look only here)",
     "all": "all decisions",
 }
-
-
 # Shorter, for a chart's title line (beside its note).
-CHART_HALF_TITLES = {
-    "held_out": "held-out half (the headline)",
-    "tuning": "tuning half",
-    "all": "all decisions",
-}
+CHART_HALF_TITLES = {**HALF_TITLES, "tuning": "tuning half"}
 
 
 def interval_lines(results: dict[str, Any]) -> list[str]:
     """Per half and class: accuracy of each configuration with its 95 % interval over seeds,
     and the record's recall@k, missed and wrong; then the targets and the floor sweep."""
     found = results["intervals"]
-    configurations = [name for name, _label, _colour in SERIES if name in found]
-    seeds = (results.get("scenario_set") or {}).get("seeds") or []
+    configurations = _configurations(found)
+    seeds = dig(results, "scenario_set", "seeds") or []
     lines = [
         f"per class, mean ± 95 % interval over {len(seeds)} seeds, in % "
         "(accuracy of each configuration; the record's recall@k, missed, wrong)"
@@ -220,9 +206,9 @@ def interval_lines(results: dict[str, Any]) -> list[str]:
         for cls in [*record["by_class"], "all"]:
             cells = []
             for name in configurations:
-                section = (found.get(name) or {}).get(half) or {}
+                section = dig(found, name, half) or {}
                 figures = section.get("all") if cls == "all" else section["by_class"].get(cls)
-                cells.append(_interval_text((figures or {}).get("decision_accuracy")))
+                cells.append(_interval_text(dig(figures, "decision_accuracy")))
             ours = record["all"] if cls == "all" else record["by_class"][cls]
             cells += [
                 _interval_text(ours.get(k)) for k in ("recall_at_k", "missed_rate", "wrong_rate")
@@ -238,24 +224,15 @@ def interval_lines(results: dict[str, Any]) -> list[str]:
         lines.append("")
         lines.append(f"target {state}: {target['label']}: {value} ({bound}; {gated})")
         lines += [f"  short: {item}" for item in target["short"]]
-    sweep = (results.get("record") or {}).get("floor_sweep") or []
+    sweep = dig(results, "record", "floor_sweep") or []
     if sweep:
         lines.append("")
         lines.append("relevance floor sweep (record, held-out half of the first seed):")
         lines.append(f"{'floor':>7}{'precision':>11}{'abstained':>11}{'accuracy':>11}{'missed':>9}")
+        columns = (("recall_precision", 11), ("abstention_rate", 11), ("decision_accuracy", 11))
         for point in sweep:
-            lines.append(
-                f"{point['floor']:>7.3f}"
-                + "".join(
-                    f"{shown(point[k], 'share'):>{w}}"
-                    for k, w in (
-                        ("recall_precision", 11),
-                        ("abstention_rate", 11),
-                        ("decision_accuracy", 11),
-                        ("missed_rate", 9),
-                    )
-                )
-            )
+            cells = [f"{shown(point[k], 'share'):>{w}}" for k, w in (*columns, ("missed_rate", 9))]
+            lines.append(f"{point['floor']:>7.3f}" + "".join(cells))
     return lines
 
 
@@ -355,7 +332,7 @@ def comparison_chart(results: dict[str, Any], *, chart_id: str = "chart-comparis
     configurations = _configurations(results)
 
     def decision(name: str, figure: str) -> float | None:
-        figures = (results.get(name) or {}).get("decisions") or {}
+        figures = dig(results, name, "decisions") or {}
         value, decisions = figures.get(figure), figures.get("decisions") or 0
         if value is None:
             return None
@@ -366,13 +343,10 @@ def comparison_chart(results: dict[str, Any], *, chart_id: str = "chart-comparis
             else float(value)
         )
 
-    def residue(name: str) -> float | None:
-        value = ((results.get(name) or {}).get("residue") or {}).get("residue_rate")
-        return None if value is None else float(value)
-
     groups = [
         Group(label, tuple((name, decision(name, figure)) for name in configurations))
         for figure, label in (
+            ("decision_accuracy", "decisions as labelled (higher is better)"),
             ("wrong_scope_decisions", "wrong-scope applications"),
             ("stale_decisions", "stale decisions"),
             ("provisional_irreversible_decisions", "provisional-driven irreversible"),
@@ -380,15 +354,9 @@ def comparison_chart(results: dict[str, Any], *, chart_id: str = "chart-comparis
             ("stale_influence", "changed by masking stale entries"),
         )
     ]
-    groups.append(Group("residue after deletion", tuple((n, residue(n)) for n in configurations)))
-    groups.insert(
-        0,
-        Group(
-            "decisions as labelled (higher is better)",
-            tuple((name, decision(name, "decision_accuracy")) for name in configurations),
-        ),
-    )
-    decisions = ((results.get("record") or {}).get("decisions") or {}).get("decisions")
+    residue = tuple((n, _float(dig(results, n, "residue", "residue_rate"))) for n in configurations)
+    groups.append(Group("residue after deletion", residue))
+    decisions = dig(results, "record", "decisions", "decisions")
     return grouped_bars(
         "Record beside a cache: share of decisions (residue: of canaries)",
         groups,
@@ -397,59 +365,37 @@ def comparison_chart(results: dict[str, Any], *, chart_id: str = "chart-comparis
     )
 
 
-def precision_chart(results: dict[str, Any], *, chart_id: str = "chart-precision") -> str:
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _groups_chart(
+    results: dict[str, Any], path: tuple[str, str], figure: str, title: str, chart_id: str
+) -> str:
+    """One figure of each group under ``path`` (the record's classes, its kinds of removal),
+    per configuration."""
     configurations = _configurations(results)
-    classes = list(((results.get("record") or {}).get("decisions") or {}).get("by_class") or {})
-
-    def value(name: str, cls: str) -> float | None:
-        figures = (((results.get(name) or {}).get("decisions") or {}).get("by_class") or {}).get(
-            cls
-        ) or {}
-        found = figures.get("recall_precision")
-        return None if found is None else float(found)
-
-    groups = [
-        Group(cls.replace("_", " "), tuple((name, value(name, cls)) for name in configurations))
-        for cls in classes
-    ]
-    return grouped_bars("Recall precision by scenario class", groups, chart_id=chart_id)
-
-
-def residue_chart(results: dict[str, Any], *, chart_id: str = "chart-residue") -> str:
-    configurations = _configurations(results)
-    removals = list(((results.get("record") or {}).get("residue") or {}).get("by_removal") or {})
-
-    def value(name: str, removal: str) -> float | None:
-        figures = (((results.get(name) or {}).get("residue") or {}).get("by_removal") or {}).get(
-            removal
-        ) or {}
-        found = figures.get("residue_rate")
-        return None if found is None else float(found)
-
     groups = [
         Group(
-            removal.replace("_", " "),
-            tuple((name, value(name, removal)) for name in configurations),
+            group.replace("_", " "),
+            tuple((n, _float(dig(results, n, *path, group, figure))) for n in configurations),
         )
-        for removal in removals
+        for group in dig(results, "record", *path) or {}
     ]
-    return grouped_bars("Residue after removal, by kind of removal", groups, chart_id=chart_id)
+    return grouped_bars(title, groups, chart_id=chart_id)
 
 
 def class_chart(results: dict[str, Any], *, half: str = "", chart_id: str = "chart-classes") -> str:
     """Decision accuracy per class of one half, each configuration with its interval."""
     found = results.get("intervals") or {}
     half = half or ("held_out" if "held_out" in (found.get("record") or {}) else "all")
-    configurations = [name for name, _label, _colour in SERIES if name in found]
-    record = (found.get("record") or {}).get(half) or {"by_class": {}}
+    record = dig(found, "record", half) or {"by_class": {}}
     groups = []
     for cls in [*record["by_class"], "all"]:
         values, errors = [], []
-        for name in configurations:
-            section = (found.get(name) or {}).get(half) or {}
-            by_class = section.get("by_class") or {}
-            figures = section.get("all") if cls == "all" else by_class.get(cls)
-            figure = (figures or {}).get("decision_accuracy") or {}
+        for name in _configurations(found):
+            path = ("all",) if cls == "all" else ("by_class", cls)
+            figure = dig(found, name, half, *path, "decision_accuracy") or {}
             values.append((name, figure.get("mean")))
             errors.append((name, float(figure.get("half_width") or 0.0)))
         groups.append(
@@ -459,7 +405,7 @@ def class_chart(results: dict[str, Any], *, half: str = "", chart_id: str = "cha
                 tuple(errors),
             )
         )
-    seeds = len((results.get("scenario_set") or {}).get("seeds") or [])
+    seeds = len(dig(results, "scenario_set", "seeds") or [])
     return grouped_bars(
         f"Decisions as labelled, {CHART_HALF_TITLES.get(half, half)}",
         groups,
@@ -470,7 +416,7 @@ def class_chart(results: dict[str, Any], *, half: str = "", chart_id: str = "cha
 
 def sweep_chart(results: dict[str, Any], *, chart_id: str = "chart-sweep") -> str:
     """The relevance floor swept: precision and accuracy (y) against abstention (x)."""
-    points = (results.get("record") or {}).get("floor_sweep") or []
+    points = dig(results, "record", "floor_sweep") or []
     width, height, left, top, plot_w, plot_h = 640, 360, 60, 40, 520, 260
     lines_of = (
         ("recall_precision", "precision", "#1f6f5c"),
@@ -544,13 +490,25 @@ def sweep_chart(results: dict[str, Any], *, chart_id: str = "chart-sweep") -> st
 def charts(results: dict[str, Any]) -> dict[str, str]:
     drawn = {
         "comparison": comparison_chart(results),
-        "precision": precision_chart(results),
-        "residue": residue_chart(results),
+        "precision": _groups_chart(
+            results,
+            ("decisions", "by_class"),
+            "recall_precision",
+            "Recall precision by scenario class",
+            "chart-precision",
+        ),
+        "residue": _groups_chart(
+            results,
+            ("residue", "by_removal"),
+            "residue_rate",
+            "Residue after removal, by kind of removal",
+            "chart-residue",
+        ),
     }
     if results.get("intervals"):
         for half in results["intervals"].get("record") or {}:
             drawn[f"classes_{half}"] = class_chart(results, half=half, chart_id=f"chart-{half}")
-    if (results.get("record") or {}).get("floor_sweep"):
+    if dig(results, "record", "floor_sweep"):
         drawn["sweep"] = sweep_chart(results)
     return drawn
 
@@ -573,8 +531,8 @@ def html_report(results: dict[str, Any]) -> str:
 
 def class_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Per scenario class: decisions, accuracy and precision of each configuration."""
-    record = ((results.get("record") or {}).get("decisions") or {}).get("by_class") or {}
-    cache = ((results.get("cache") or {}).get("decisions") or {}).get("by_class") or {}
+    record = dig(results, "record", "decisions", "by_class") or {}
+    cache = dig(results, "cache", "decisions", "by_class") or {}
     found = []
     for cls, figures in record.items():
         other = cache.get(cls) or {}

@@ -25,6 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -45,7 +46,7 @@ from apps.state.models import Checkpoint, Episode, Obligation
 from apps.work.models import OutboxMessage, OutboxState
 from apps.work.outbox import EMBED_RECORD, EMBED_SUMMARY, outbox_finish
 
-from .cache import NearestNeighbourCache
+from .cache import CacheItem, NearestNeighbourCache
 from .metrics import (
     CanaryRun,
     DecisionRun,
@@ -65,6 +66,14 @@ REVIEW_REASON = "confirmed by the evaluation's reviewer"
 BASELINES = ("store", "cache")
 # The relevance floors of the sweep (precision against abstention), around e5-small's 0.85.
 SWEEP_FLOORS = (0.75, 0.8, 0.825, 0.85, 0.875, 0.9)
+SWEEP_FIGURES = (
+    "decision_accuracy",
+    "recall_precision",
+    "recall_at_k",
+    "abstention_rate",
+    "missed_rate",
+    "wrong_rate",
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,14 @@ def _moment(raw: str) -> datetime | None:
     return parsed if parsed is not None and parsed.tzinfo is not None else None
 
 
+def _retrieved(scenario: Scenario, ref: str, key: str, value: Any, observed_at: Any) -> Retrieved:
+    """What a configuration returned, by its memory's id in the scenario that wrote it
+    (``ref``: "scenario/memory"), or "" for anything else."""
+    scenario_id, _, memory_id = ref.partition("/")
+    memory = memory_id if scenario_id == scenario.id else ""
+    return Retrieved(memory=memory, key=key, value=value, observed_at=_when(observed_at))
+
+
 def _ttl_seconds(retention: dict[str, Any]) -> float:
     raw = retention.get("ttl")
     ttl = ttl_parse(raw)[0] if isinstance(raw, str) else None
@@ -129,13 +146,6 @@ class RecordConfiguration:
     def writer(self) -> ApiAgent:
         return self.sandbox.writer
 
-    def memory_of(self, record_id: str) -> str:
-        return self.by_record.get(record_id, "")
-
-    def _remember(self, ref: str, record_id: str) -> None:
-        self.record_ids[ref] = record_id
-        self.by_record[record_id] = ref
-
     # --- writing the scenarios ------------------------------------------------------------
 
     def _run_for(self, owner_id: str, subject: str, *, with_subject: bool = False) -> str:
@@ -153,10 +163,9 @@ class RecordConfiguration:
         retention = dict(memory.retention)
         if retention.get("basis") == "session":
             source["run_id"] = self._run_for(scenario_id, subject)
-        if _ttl_seconds(retention) and _ttl_seconds(retention) < 60:
-            self.expiry_deadline = max(
-                self.expiry_deadline, time.monotonic() + _ttl_seconds(retention)
-            )
+        ttl = _ttl_seconds(retention)
+        if ttl and ttl < 60:
+            self.expiry_deadline = max(self.expiry_deadline, time.monotonic() + ttl)
             observed_at = _observed_now()  # to expire during the run, not before its write
         else:
             moment = _moment(memory.observed_at)
@@ -197,8 +206,18 @@ class RecordConfiguration:
             "POST", f"promotion-requests/{request_id}/approve", {"reason": REVIEW_REASON}
         )
 
+    def _conflict(self, written: dict[str, Any], what: str, *, resolve: bool) -> None:
+        """The conflict a newer value opened; with ``resolve``, the reviewer accepts it."""
+        if not written.get("conflict"):
+            raise EvaluationFailed(f"{what} opened no conflict")
+        if resolve:
+            self.sandbox.reviewer.call(
+                "POST",
+                f"conflicts/{written['conflict']}/resolve",
+                {"resolution": "accept_new", "reason": "the newer value holds"},
+            )
+
     def write_scenario(self, scenario: Scenario) -> None:
-        erase = False
         now = datetime.now(UTC)
         moments = [_moment(m.observed_at) for m in scenario.memories]
         self.observed_shift[scenario.id] = now - max((m for m in moments if m), default=now)
@@ -207,38 +226,25 @@ class RecordConfiguration:
                 scenario.id, scenario.subject, memory, f"interaction:{scenario.id}:{memory.id}"
             )
             written = self.writer.call("POST", "records", body)
-            record_id = written["id"]
-            self._remember(f"{scenario.id}/{memory.id}", record_id)
-            if memory.replaces:
-                if not written.get("conflict"):
-                    raise EvaluationFailed(f"{scenario.id}/{memory.id} opened no conflict")
-                self.sandbox.reviewer.call(
-                    "POST",
-                    f"conflicts/{written['conflict']}/resolve",
-                    {"resolution": "accept_new", "reason": "the newer value holds"},
-                )
-            if memory.contends and not written.get("conflict"):
-                raise EvaluationFailed(f"{scenario.id}/{memory.id} opened no conflict")
+            record_id, ref = written["id"], f"{scenario.id}/{memory.id}"
+            self.record_ids[ref], self.by_record[record_id] = record_id, ref
+            if memory.replaces or memory.contends:
+                what = f"{scenario.id}/{memory.id}"
+                self._conflict(written, what, resolve=bool(memory.replaces))
             if memory.trust == "confirmed":
                 self._confirm(body, record_id)
         for memory in scenario.memories:
             record_id = self.record_ids[f"{scenario.id}/{memory.id}"]
             if memory.fate == "delete":
-                self.writer.call(
-                    "DELETE", f"records/{record_id}", params={"reason": "asked to forget"}
-                )
-            elif memory.fate == "erase":
-                erase = True
+                forget = {"reason": "asked to forget"}
+                self.writer.call("DELETE", f"records/{record_id}", params=forget)
             elif memory.fate == "redact":
-                self.writer.call(
-                    "POST",
-                    f"records/{record_id}/redact",
-                    {"fields": [""], "reason": "asked to redact"},
-                )
+                redaction = {"fields": [""], "reason": "asked to redact"}
+                self.writer.call("POST", f"records/{record_id}/redact", redaction)
             elif memory.fate == "revoke_consent":
                 ref = memory.retention["consent_ref"]
                 self.writer.call("POST", f"consents/{ref}/revoke", {"reason": "consent withdrawn"})
-        if erase:
+        if any(m.fate == "erase" for m in scenario.memories):
             self.writer.call(
                 "POST", "erasures", {"subject": scenario.subject, "reason": "right to erasure"}
             )
@@ -249,7 +255,6 @@ class RecordConfiguration:
 
     def drain_embeddings(self) -> int:
         """Do the queued embedding work as the worker does it (the same task bodies)."""
-
         done = 0
         with self.sandbox.scope():
             pending = OutboxMessage.objects.filter(
@@ -273,7 +278,6 @@ class RecordConfiguration:
 
     def sweep_expired(self) -> int:
         """The expiry sweep beat runs every 15 minutes, now."""
-
         with self.sandbox.scope():
             return records_compact_expired()
 
@@ -295,21 +299,19 @@ class RecordConfiguration:
         floor = settings.min_similarity if min_similarity is None else min_similarity
         if floor is not None:
             body["min_similarity"] = floor
-        found = self.writer.call("POST", "search", body)["results"]
-        retrieved = []
-        for hit in found:
-            record = hit.get("record") or {}
-            ref = self.memory_of(str(record.get("id", "")))
-            scenario_id, _, memory_id = ref.partition("/")
-            retrieved.append(
-                Retrieved(
-                    memory=memory_id if scenario_id == scenario.id else "",
-                    key=str(record.get("key", "")),
-                    value=record.get("value"),
-                    observed_at=_when(record.get("observed_at")),
-                )
+        records = [
+            hit.get("record") or {} for hit in self.writer.call("POST", "search", body)["results"]
+        ]
+        return tuple(
+            _retrieved(
+                scenario,
+                self.by_record.get(str(r.get("id", "")), ""),
+                str(r.get("key", "")),
+                r.get("value"),
+                r.get("observed_at"),
             )
-        return tuple(retrieved)
+            for r in records
+        )
 
     # --- later changes and their replay ---------------------------------------------------
 
@@ -324,22 +326,13 @@ class RecordConfiguration:
                 scenario.id, scenario.subject, memory, f"interaction:{scenario.id}:later"
             )
             written = self.writer.call("POST", "records", {**body, "value": after.value})
-            if not written.get("conflict"):
-                raise EvaluationFailed(f"{scenario.id}: the later value opened no conflict")
-            if after.change == "superseded":
-                self.sandbox.reviewer.call(
-                    "POST",
-                    f"conflicts/{written['conflict']}/resolve",
-                    {"resolution": "accept_new", "reason": "the newer value holds"},
-                )
+            what = f"{scenario.id}: the later value"
+            self._conflict(written, what, resolve=after.change == "superseded")
         elif after.change == "deleted":
             self.writer.call("DELETE", f"records/{record_id}", params=reason)
         elif after.change == "redacted":
-            self.writer.call(
-                "POST",
-                f"records/{record_id}/redact",
-                {"fields": list(after.fields) or [""], **reason},
-            )
+            redaction = {"fields": list(after.fields) or [""], **reason}
+            self.writer.call("POST", f"records/{record_id}/redact", redaction)
         elif after.change == "expired":
             self.writer.call("POST", f"consents/{memory.retention['consent_ref']}/revoke", reason)
 
@@ -350,7 +343,7 @@ class RecordConfiguration:
         while True:
             page = self.writer.call("GET", "evaluation/decisions-at-risk", params=params)
             for item in page["results"]:
-                ref = self.memory_of(str(item["memory"]["id"]))
+                ref = self.by_record.get(str(item["memory"]["id"]), "")
                 for change in item["changes"]:
                     found.add((ref or item["memory"]["id"], change["kind"]))
             if not page.get("next"):
@@ -362,25 +355,24 @@ class RecordConfiguration:
 @dataclass
 class CacheConfiguration:
     cache: NearestNeighbourCache
-    item_ids: dict[str, str] = field(default_factory=dict)  # "scenario/memory" -> item id
-    by_item: dict[str, str] = field(default_factory=dict)
+    by_item: dict[str, str] = field(default_factory=dict)  # item id -> "scenario/memory"
 
     def write_scenario(self, scenario: Scenario) -> None:
+        items = {}
         for memory in scenario.memories:
-            ref = f"{scenario.id}/{memory.id}"
-            self.item_ids[ref] = self.cache.write(
+            items[memory.id] = self.cache.write(
                 subject=scenario.subject,
                 key=memory.key,
                 value=memory.value,
                 content=memory.content,
                 observed_at=memory.observed_at,
             )
-            self.by_item[self.item_ids[ref]] = ref
+            self.by_item[items[memory.id]] = f"{scenario.id}/{memory.id}"
         for memory in scenario.memories:
             if memory.fate == "delete":
-                self.cache.delete(self.item_ids[f"{scenario.id}/{memory.id}"])
+                self.cache.delete(items[memory.id])
             elif memory.fate == "redact":
-                self.cache.redact(self.item_ids[f"{scenario.id}/{memory.id}"])
+                self.cache.redact(items[memory.id])
         if any(m.fate == "erase" for m in scenario.memories):
             self.cache.erase_subject(scenario.subject)
         # A cache has no versions, conflicts, trust or expiry: the rest leaves it as it is.
@@ -389,18 +381,10 @@ class CacheConfiguration:
         found = self.cache.search(
             query=scenario.decision.query, subject=scenario.subject, top_k=scenario.decision.top_k
         )
-        retrieved = []
-        for item in found:
-            scenario_id, _, memory_id = self.by_item.get(item.id, "").partition("/")
-            retrieved.append(
-                Retrieved(
-                    memory=memory_id if scenario_id == scenario.id else "",
-                    key=item.key,
-                    value=item.value,
-                    observed_at=_when(item.observed_at),
-                )
-            )
-        return tuple(retrieved)
+        return tuple(
+            _retrieved(scenario, self.by_item.get(i.id, ""), i.key, i.value, i.observed_at)
+            for i in found
+        )
 
 
 @dataclass
@@ -447,18 +431,12 @@ class StoreConfiguration:
         found = self.store.search(
             namespace=namespace, query=scenario.decision.query, limit=scenario.decision.top_k
         )
-        retrieved = []
-        for item in found:
-            scenario_id, _, memory_id = self.holder.get((namespace, item.key), "").partition("/")
-            retrieved.append(
-                Retrieved(
-                    memory=memory_id if scenario_id == scenario.id else "",
-                    key=item.key,
-                    value=item.value,
-                    observed_at=_when(item.observed_at),
-                )
+        return tuple(
+            _retrieved(
+                scenario, self.holder.get((namespace, i.key), ""), i.key, i.value, i.observed_at
             )
-        return tuple(retrieved)
+            for i in found
+        )
 
 
 # --- canaries ---------------------------------------------------------------------------------
@@ -474,10 +452,6 @@ class RecordCanary:
     write_body: dict[str, Any] = field(default_factory=dict)
     summary_body: dict[str, Any] = field(default_factory=dict)
     embedding_digests: list[str] = field(default_factory=list)
-
-
-def _found(token: str, text: str) -> bool:
-    return token in text
 
 
 class RecordCanaries:
@@ -506,22 +480,16 @@ class RecordCanaries:
         if canary.removal == "erase":
             # An erasure reaches the subject's runs (checkpoints) and obligations (payloads);
             # a run's close keeps its checkpoints and obligations, its ledger, by design.
-            self.writer.call(
-                "POST",
-                f"runs/{item.run_id}/checkpoints",
-                {"step": 1, "state": {"note": canary.token}},
-            )
-            item.obligation_id = self.writer.call(
-                "POST",
-                "obligations",
-                {
-                    "task_id": f"evaluation:{canary.id}",
-                    "kind": "notify",
-                    "key": f"{canary.id}:notify",
-                    "payload": {"note": canary.token},
-                    "subject": canary.subject,
-                },
-            )["id"]
+            note = {"note": canary.token}
+            self.writer.call("POST", f"runs/{item.run_id}/checkpoints", {"step": 1, "state": note})
+            obligation = {
+                "task_id": f"evaluation:{canary.id}",
+                "kind": "notify",
+                "key": f"{canary.id}:notify",
+                "payload": note,
+                "subject": canary.subject,
+            }
+            item.obligation_id = self.writer.call("POST", "obligations", obligation)["id"]
         if canary.removal == "close_run":
             retention = {"basis": "session"}
             source["run_id"] = item.run_id
@@ -529,9 +497,8 @@ class RecordCanaries:
             retention = {"basis": "consent", "ttl": "P30D", "consent_ref": f"consent:{canary.id}"}
         elif canary.removal == "expire_ttl":
             retention = {"basis": "contract", "ttl": "PT2S"}
-            self.configuration.expiry_deadline = max(
-                self.configuration.expiry_deadline, time.monotonic() + 2
-            )
+            deadline = max(self.configuration.expiry_deadline, time.monotonic() + 2)
+            self.configuration.expiry_deadline = deadline
         item.write_body = {
             "key": canary.key,
             "subject": canary.subject,
@@ -561,14 +528,10 @@ class RecordCanaries:
     def note_embeddings(self) -> None:
         """What each canary was embedded as, to tell a vector of its content from a later one
         of its redacted text."""
-
         with self.configuration.sandbox.scope():
             for item in self.items:
-                item.embedding_digests = list(
-                    Embedding.objects.filter(record_id=uuid.UUID(item.record_id)).values_list(
-                        "content_digest", flat=True
-                    )
-                )
+                vectors = Embedding.objects.filter(record_id=uuid.UUID(item.record_id))
+                item.embedding_digests = list(vectors.values_list("content_digest", flat=True))
 
     def remove(self, item: RecordCanary) -> None:
         canary, reason = item.canary, {"reason": "canary removed"}
@@ -589,48 +552,38 @@ class RecordCanaries:
     def probe_reads(self, item: RecordCanary) -> dict[str, bool]:
         """Every read an agent can make of it, through the API."""
         canary, token = item.canary, item.canary.token
-        calls: dict[str, tuple[str, str, Any, dict[str, Any] | None, str | None]] = {
-            "record": ("GET", f"records/{item.record_id}", None, None, None),
-            "history": ("GET", f"records/{item.record_id}/history", None, None, None),
-            "records_list": ("GET", "records", None, {"subject": canary.subject}, None),
-            "facts": ("GET", "facts", None, {"subject": canary.subject}, None),
-            "search_text": ("POST", "search", {"query": token, "top_k": 100}, None, None),
-            "summary": ("GET", f"summaries/{item.summary_id}", None, None, None),
+        subject = {"subject": canary.subject}
+        read = self.writer.request
+        calls = {
+            "record": partial(read, "GET", f"records/{item.record_id}"),
+            "history": partial(read, "GET", f"records/{item.record_id}/history"),
+            "records_list": partial(read, "GET", "records", params=subject),
+            "facts": partial(read, "GET", "facts", params=subject),
+            "search_text": partial(read, "POST", "search", {"query": token, "top_k": 100}),
+            "summary": partial(read, "GET", f"summaries/{item.summary_id}"),
             # A retry of the original requests, as a client would send it.
-            "write_retry": ("POST", "records", item.write_body, None, f"{canary.id}:write"),
-            "summary_retry": ("POST", "summaries", item.summary_body, None, f"{canary.id}:summary"),
+            "write_retry": partial(
+                read, "POST", "records", item.write_body, key=f"{canary.id}:write"
+            ),
+            "summary_retry": partial(
+                read, "POST", "summaries", item.summary_body, key=f"{canary.id}:summary"
+            ),
         }
         embedder = get_embedder(self.configuration.sandbox.tenant.embedding_model)
         if embedder.computes:
             vector = [float(x) for x in embedder.embed([canary.content])[0]]
-            calls["search_vector"] = (
-                "POST",
-                "search",
-                {"vector": vector, "min_similarity": 0, "top_k": 100},
-                None,
-                None,
-            )
+            body = {"vector": vector, "min_similarity": 0, "top_k": 100}
+            calls["search_vector"] = partial(read, "POST", "search", body)
         if item.run_id:
-            calls["episodes"] = ("GET", f"runs/{item.run_id}/episodes", None, None, None)
+            calls["episodes"] = partial(read, "GET", f"runs/{item.run_id}/episodes")
         if item.obligation_id:
-            calls["checkpoint"] = (
-                "GET",
-                f"runs/{item.run_id}/checkpoints/latest",
-                None,
-                None,
-                None,
-            )
-            calls["obligation"] = ("GET", f"obligations/{item.obligation_id}", None, None, None)
-        found = {}
-        for place, (method, path, body, params, key) in calls.items():
-            _status, text = self.writer.request(method, path, body, params=params, key=key)
-            found[place] = _found(token, text)
-        return found
+            calls["checkpoint"] = partial(read, "GET", f"runs/{item.run_id}/checkpoints/latest")
+            calls["obligation"] = partial(read, "GET", f"obligations/{item.obligation_id}")
+        return {place: token in call()[1] for place, call in calls.items()}
 
     def probe_stored(self, item: RecordCanary) -> dict[str, bool]:
         """Every table an operator can read (the admin, the database): rows holding the token,
         and vectors computed from the canary's content."""
-
         token = item.canary.token
 
         def holds(model: Any, *columns: str) -> bool:
@@ -690,13 +643,17 @@ class CacheCanaries:
         item, summary = self.items[canary.id]
         token = canary.token
         row = self.cache.read(item)
-        listed = self.cache.list_subject(canary.subject)
-        nearest = self.cache.search(query=canary.content, subject=None, top_k=100)
+
+        def holds(rows: list[CacheItem]) -> bool:
+            return any(token in json.dumps([r.value, r.content]) for r in rows)
+
         return {
-            "record": row is not None and _found(token, json.dumps([row.value, row.content])),
-            "records_list": any(_found(token, json.dumps([r.value, r.content])) for r in listed),
-            "search_vector": any(_found(token, json.dumps([r.value, r.content])) for r in nearest),
-            "summary": _found(token, self.cache.summaries[summary].text),
+            "record": holds([row] if row is not None else []),
+            "records_list": holds(self.cache.list_subject(canary.subject)),
+            "search_vector": holds(
+                self.cache.search(query=canary.content, subject=None, top_k=100)
+            ),
+            "summary": token in self.cache.summaries[summary].text,
         }
 
 
@@ -745,22 +702,7 @@ def _sweep(record: RecordConfiguration, scenarios: list[Scenario]) -> list[dict[
     for floor in SWEEP_FLOORS:
         runs = [DecisionRun(s, record.retrieve(s, min_similarity=floor)) for s in scenarios]
         figures = decision_figures(runs)
-        points.append(
-            {
-                "floor": floor,
-                **{
-                    name: figures[name]
-                    for name in (
-                        "decision_accuracy",
-                        "recall_precision",
-                        "recall_at_k",
-                        "abstention_rate",
-                        "missed_rate",
-                        "wrong_rate",
-                    )
-                },
-            }
-        )
+        points.append({"floor": floor, **{name: figures[name] for name in SWEEP_FIGURES}})
     return points
 
 
@@ -796,16 +738,13 @@ def evaluate_in_sandbox(
     embedder = get_embedder(sandbox.tenant.embedding_model)
     cache = CacheConfiguration(NearestNeighbourCache(embedder)) if "cache" in baselines else None
     store = StoreConfiguration(NamespacedStore(embedder)) if "store" in baselines else None
-    others: dict[str, CacheConfiguration | StoreConfiguration] = {
+    configurations: dict[str, RecordConfiguration | CacheConfiguration | StoreConfiguration] = {
         name: configuration
-        for name, configuration in (("store", store), ("cache", cache))
+        for name, configuration in (("record", record), ("store", store), ("cache", cache))
         if configuration is not None
     }
 
-    for scenario in scenario_set.scenarios:
-        record.write_scenario(scenario)
-        step("writing the scenarios' memories (record)")
-    for name, configuration in others.items():
+    for name, configuration in configurations.items():
         for scenario in scenario_set.scenarios:
             configuration.write_scenario(scenario)
             step(f"writing the scenarios' memories ({name})")
@@ -828,11 +767,8 @@ def evaluate_in_sandbox(
     record.wait_for_expiry()
     step("embedding, as the worker does")
 
-    runs: dict[str, list[DecisionRun]] = {"record": []}
-    for scenario in scenario_set.scenarios:
-        runs["record"].append(DecisionRun(scenario, record.retrieve(scenario)))
-        step("deciding (record)")
-    for name, configuration in others.items():
+    runs: dict[str, list[DecisionRun]] = {}
+    for name, configuration in configurations.items():
         runs[name] = []
         for scenario in scenario_set.scenarios:
             runs[name].append(DecisionRun(scenario, configuration.retrieve(scenario)))
@@ -859,11 +795,11 @@ def evaluate_in_sandbox(
             run = _canary_run(canary, [first_reads[canary.id], first_stored[canary.id]])
         record_canary_runs.append(run)
         step("probing every place for the canaries")
-    cache_canary_runs = []
-    if cache_canaries is not None:
-        cache_canary_runs = [
-            _canary_run(canary, [cache_canaries.probe(canary)]) for canary in scenario_set.canaries
-        ]
+    cache_canary_runs = (
+        [_canary_run(c, [cache_canaries.probe(c)]) for c in scenario_set.canaries]
+        if cache_canaries is not None
+        else []
+    )
 
     # A decision is at risk when a memory it was given changed since: the listing must name
     # each later change to a memory the record returned for its decision.
@@ -905,12 +841,6 @@ def evaluate_in_sandbox(
     return results
 
 
-def _against(against: tuple[str, ...] | None, against_cache: bool) -> tuple[str, ...]:
-    if against is not None:
-        return tuple(against)
-    return ("cache",) if against_cache else ()
-
-
 def evaluate(
     scenario_set: ScenarioSet,
     *,
@@ -927,13 +857,13 @@ def evaluate(
     ``against`` names the baselines (``store``, ``cache``); without it, ``against_cache``.
     """
     policy = policy or TenantPolicy.default()
-    baselines = _against(against, against_cache)
+    if against is None:
+        against = ("cache",) if against_cache else ()
     figures = in_sandbox(
-        lambda sandbox, report: evaluate_in_sandbox(
-            sandbox,
-            report,
+        partial(
+            evaluate_in_sandbox,
             scenario_set=scenario_set,
-            against=baselines,
+            against=tuple(against),
             settings=settings,
             sweep=sweep,
             keep_runs=keep_runs,
@@ -954,8 +884,6 @@ def evaluate(
         "embedding_model": policy.embedding_model,
         "note": policy.note,
         **figures,
-        "thresholds": [
-            {"name": c.name, "value": c.value, "bound": c.bound, "passed": c.passed} for c in checks
-        ],
+        "thresholds": [dataclasses.asdict(c) for c in checks],
         "passed": all(c.passed for c in checks),
     }

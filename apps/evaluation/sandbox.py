@@ -69,7 +69,6 @@ class TenantPolicy:
     @classmethod
     def of(cls, tenant: Tenant) -> TenantPolicy:
         """Read inside ``tenant``'s scope (retention rules are tenant rows)."""
-
         with tenant_scope(tenant.pk):
             rules = tuple(
                 RetentionRule.objects.order_by("sensitivity").values_list(
@@ -126,12 +125,7 @@ class ApiAgent:
             headers["Idempotency-Key"] = key
         data = json.dumps(body) if body is not None else ""
         response = self.client.generic(
-            method,
-            url,
-            data,
-            content_type="application/json",
-            headers=headers,
-            secure=self.secure,
+            method, url, data, content_type="application/json", headers=headers, secure=self.secure
         )
         return response.status_code, response.content.decode("utf-8", "replace")
 
@@ -143,12 +137,11 @@ class ApiAgent:
         *,
         params: dict[str, Any] | None = None,
         key: str | None = None,
-        expect: tuple[int, ...] = (200, 201),
     ) -> Any:
         """The JSON body of a call the evaluation relies on; any other status fails the run,
         naming the call and the product's answer."""
         status, text = self.request(method, path, body, params=params, key=key)
-        if status not in expect:
+        if status not in (200, 201):
             raise EvaluationFailed(
                 f"{self.name}: {method} /api/v1/{path} answered {status}: {text[:500]}"
             )
@@ -221,11 +214,7 @@ logging.getLogger("django.request").addFilter(_QuietSandbox())
 
 
 class _Rollback(Exception):
-    """Leaves the sandbox's transaction by rolling it back, carrying the result out."""
-
-    def __init__(self, result: Any) -> None:
-        super().__init__("sandbox rolled back")
-        self.result = result
+    """Leaves the sandbox's transaction by rolling it back."""
 
 
 def in_sandbox(
@@ -233,7 +222,6 @@ def in_sandbox(
     *,
     policy: TenantPolicy,
     progress: ProgressCallback | None = None,
-    poll_seconds: float = 0.5,
 ) -> T:
     """Run ``work`` in a fresh sandbox and return its result; the sandbox is gone after.
 
@@ -241,6 +229,7 @@ def in_sandbox(
     back whatever happens. Its progress reports reach ``progress`` in the calling thread
     (which may write them to the database on its own connection, committed at once)."""
     events: queue.Queue[tuple[str, Any]] = queue.Queue()
+    outcome: list[T] = []
 
     def report(phase: str, done: int, total: int) -> None:
         events.put(("progress", (phase, done, total)))
@@ -250,9 +239,10 @@ def in_sandbox(
             try:
                 with transaction.atomic():
                     sandbox = Sandbox.create(policy)
-                    raise _Rollback(work(sandbox, report))
-            except _Rollback as done:
-                events.put(("result", done.result))
+                    outcome.append(work(sandbox, report))
+                    raise _Rollback
+            except _Rollback:
+                events.put(("result", None))
         except BaseException as exc:  # carried to the caller, raised there
             events.put(("error", exc))
         finally:
@@ -264,7 +254,7 @@ def in_sandbox(
     try:
         while True:
             try:
-                kind, payload = events.get(timeout=poll_seconds)
+                kind, payload = events.get(timeout=0.5)
             except queue.Empty:
                 if not thread.is_alive() and events.empty():
                     raise EvaluationFailed("The evaluation stopped without a result.") from None
@@ -275,7 +265,7 @@ def in_sandbox(
             elif kind == "error":
                 raise payload
             else:
-                return payload  # type: ignore[no-any-return]
+                return outcome[0]
     except KeyboardInterrupt:
         # The thread is a daemon: its connection (and the uncommitted sandbox) goes with the
         # process, so Ctrl-C does not wait for the run to finish.

@@ -9,6 +9,7 @@ and need no interval.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Sequence
@@ -20,14 +21,7 @@ from .metrics import DecisionRun, decision_figures, thresholds_check, thresholds
 from .runner import BASELINES, RecordSettings, evaluate
 from .sandbox import ProgressCallback, TenantPolicy
 from .scenarios import scenarios_parse
-from .scenarios.generate import (
-    CLASSES,
-    DEFAULT_PER_CLASS,
-    DEFAULT_SEED,
-    THRESHOLDS,
-    build,
-    render,
-)
+from .scenarios.generate import CLASSES, DEFAULT_PER_CLASS, DEFAULT_SEED, THRESHOLDS, build, render
 
 DEFAULT_SEEDS = 5
 STEPS_PER_SEED = 1000  # the progress of one seed, scaled into the whole run's
@@ -138,21 +132,16 @@ def evaluate_generated(
     # The guarantees on every decision of every seed (the pooled counts), residue and
     # decisions at risk on the first seed's canaries and changes.
     checks = [
-        {"name": c.name, "value": c.value, "bound": c.bound, "passed": c.passed}
+        dataclasses.asdict(c)
         for c in thresholds_check(results, thresholds_effective(_thresholds()))
     ]
     gated, note = gates_check(summary, recorded, embedding_model=policy.embedding_model)
     checks += gated
-    for target in found_targets:
-        if target["gated"]:
-            checks.append(
-                {
-                    "name": target["name"],
-                    "value": target["value"],
-                    "bound": target["bound"],
-                    "passed": target["met"],
-                }
-            )
+    checks += [
+        {"name": t["name"], "value": t["value"], "bound": t["bound"], "passed": t["met"]}
+        for t in found_targets
+        if t["gated"]
+    ]
     results["gates_note"] = note
     results["thresholds"] = checks
     results["passed"] = all(c["passed"] for c in checks)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -185,18 +186,15 @@ def decisions_at_risk_page(
             f"(e.seq < {after_seq} OR (e.seq = {after_seq}"
             " AND returned.position > %(after_position)s))"
         )
-    if filters.credential:
-        params["credential"] = filters.credential
-        clauses.append("e.actor_id = %(credential)s")
-    if filters.memory is not None:
-        params["memory"] = str(filters.memory)
-        clauses.append("returned.memory = %(memory)s")
-    if filters.since is not None:
-        params["since"] = filters.since
-        clauses.append("e.occurred_at >= %(since)s")
-    if filters.until is not None:
-        params["until"] = filters.until
-        clauses.append("e.occurred_at < %(until)s")
+    for name, value, clause in (
+        ("credential", filters.credential or None, "e.actor_id = %(credential)s"),
+        ("memory", filters.memory and str(filters.memory), "returned.memory = %(memory)s"),
+        ("since", filters.since, "e.occurred_at >= %(since)s"),
+        ("until", filters.until, "e.occurred_at < %(until)s"),
+    ):
+        if value is not None:
+            params[name] = value
+            clauses.append(clause)
     changes = CHANGES_SQL.replace(
         "RECORD_EXPIRED", record_predicate_sql("expired", "r", params)
     ).replace("RECORD_HELD", record_predicate_sql("held", "r", params))
@@ -209,35 +207,27 @@ def decisions_at_risk_page(
     items = []
     for event, seq, at, actor_type, actor_id, label, memory, position, changes, stored in rows:
         stored = json.loads(stored) if isinstance(stored, str) else (stored or {})
-        items.append(
-            DecisionAtRisk(
-                event_id=event,
-                seq=seq,
-                searched_at=at,
-                actor_type=actor_type,
-                actor_id=actor_id,
-                actor_label=label,
-                memory_id=memory,
-                position=position,
-                changes=_changes(changes),
-                subject=stored.get("subject", ""),
-                key=stored.get("key", ""),
-            )
-        )
+        columns = (event, seq, at, actor_type, actor_id, label, memory, position)
+        subject, key = stored.get("subject", ""), stored.get("key", "")
+        items.append(DecisionAtRisk(*columns, _changes(changes), subject, key))
     return items
 
 
-def decisions_at_risk_count(*, filters: AtRiskFilters | None = None, batch: int = 1000) -> int:
-    """How many decisions at risk the current tenant has (reads every decision search: for a
-    background run, not for a page)."""
-    filters = filters or AtRiskFilters()
-    total, after = 0, None
+def decisions_at_risk_all(filters: AtRiskFilters, batch: int) -> Iterator[DecisionAtRisk]:
+    """Every decision at risk of the current tenant, a page of ``batch`` at a time."""
+    after = None
     while True:
         page = decisions_at_risk_page(filters=filters, after=after, limit=batch)
-        total += len(page)
+        yield from page
         if len(page) < batch:
-            return total
+            return
         after = page[-1].cursor
+
+
+def decisions_at_risk_count() -> int:
+    """How many decisions at risk the current tenant has (reads every decision search: for a
+    background run, not for a page)."""
+    return sum(1 for _ in decisions_at_risk_all(AtRiskFilters(), 1000))
 
 
 def evaluation_runs_recent(limit: int = 20) -> list[EvaluationRun]:

@@ -40,12 +40,31 @@ PROGRESS_EVERY = 1.0
 Progress = Callable[[str, int, int], None]
 
 
-def _requested_by(actor: Actor) -> dict[str, str]:
-    return {
-        "requested_by_type": actor.type,
-        "requested_by_id": actor.id,
-        "requested_by_label": actor.label[:200],
-    }
+def _run_create(
+    *, tenant: Tenant, actor: Actor, scenario_set: ScenarioSet, against_cache: bool, **state: Any
+) -> EvaluationRun:
+    """A run of ``scenario_set`` asked for now, and its audit event."""
+    run = EvaluationRun.objects.create(
+        tenant=tenant,
+        # Its name, never the file's path: the run is shown through the API.
+        scenario_set=scenario_set.name,
+        scenario_digest=scenario_set.digest,
+        against_cache=against_cache,
+        requested_at=timezone.now(),
+        requested_by_type=actor.type,
+        requested_by_id=actor.id,
+        requested_by_label=actor.label[:200],
+        **state,
+    )
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="evaluation.request",
+        object_type="evaluation_run",
+        object_id=str(run.pk),
+        data={"scenario_set": run.scenario_set, "against_cache": against_cache},
+    )
+    return run
 
 
 @transaction.atomic
@@ -57,27 +76,14 @@ def evaluation_run_request(
     is not a console user's to choose."""
     scenario_set = scenarios_load()
     _fail_stalled(tenant=tenant, actor=actor)
-    run = EvaluationRun.objects.create(
-        tenant=tenant,
-        scenario_set=scenario_set.name,
-        scenario_digest=scenario_set.digest,
-        against_cache=against_cache,
-        requested_at=timezone.now(),
-        **_requested_by(actor),
+    run = _run_create(
+        tenant=tenant, actor=actor, scenario_set=scenario_set, against_cache=against_cache
     )
     outbox_enqueue(
         tenant_id=tenant.pk,
         task_name=EVALUATION_RUN,
         object_id=run.pk,
         payload={"run_id": str(run.pk)},
-    )
-    audit_record(
-        tenant=tenant,
-        actor=actor,
-        action="evaluation.request",
-        object_type="evaluation_run",
-        object_id=str(run.pk),
-        data={"scenario_set": run.scenario_set, "against_cache": against_cache},
     )
     return run
 
@@ -101,26 +107,14 @@ def evaluation_run_open(
     """A run started now in the foreground (``memoryconsole evaluate --tenant``), committed
     at once so the console shows it while it runs."""
     with tenant_scope(tenant.pk):
-        run = EvaluationRun.objects.create(
-            tenant=tenant,
-            state=EvaluationRunState.RUNNING,
-            # Its name, never the file's path: the run is shown through the API.
-            scenario_set=scenario_set.name,
-            scenario_digest=scenario_set.digest,
-            against_cache=against_cache,
-            requested_at=timezone.now(),
-            started_at=timezone.now(),
-            **_requested_by(actor),
-        )
-        audit_record(
+        return _run_create(
             tenant=tenant,
             actor=actor,
-            action="evaluation.request",
-            object_type="evaluation_run",
-            object_id=str(run.pk),
-            data={"scenario_set": run.scenario_set, "against_cache": against_cache},
+            scenario_set=scenario_set,
+            against_cache=against_cache,
+            state=EvaluationRunState.RUNNING,
+            started_at=timezone.now(),
         )
-    return run
 
 
 def evaluation_run_claim(run_id: Any, *, tenant_id: Any) -> EvaluationRun | None:
@@ -182,10 +176,7 @@ def _headline(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluation_run_execute(
-    *,
-    run: EvaluationRun,
-    scenario_set: ScenarioSet | None = None,
-    progress: Progress | None = None,
+    *, run: EvaluationRun, scenario_set: ScenarioSet | None = None, progress: Progress | None = None
 ) -> EvaluationRun:
     """Run ``run`` to its end, outside any transaction of the caller's (progress must be
     seen while it runs): the scenarios in a sandbox, the tenant's decisions at risk counted,

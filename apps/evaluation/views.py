@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse, QueryDict
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.safestring import mark_safe
@@ -114,11 +115,9 @@ def _links(tenant: Tenant, item: DecisionAtRisk, perms: frozenset[str]) -> dict[
     memory_url = None
     if item.subject and VIEW_MEMORIES in perms:
         memory_url = reverse("console:memory", args=[tenant.slug, item.memory_id])
-    audit_url = None
+    audit, audit_url = reverse("console:audit", args=[tenant.slug]), None
     if VIEW_AUDIT in perms:
-        query = QueryDict(mutable=True)
-        query.update({"action": "search.decision", "before": str(item.seq + 1)})
-        audit_url = f"{reverse('console:audit', args=[tenant.slug])}?{query.urlencode()}"
+        audit_url = f"{audit}?{urlencode({'action': 'search.decision', 'before': item.seq + 1})}"
     changes = []
     for change in item.changes:
         url = None
@@ -129,9 +128,7 @@ def _links(tenant: Tenant, item: DecisionAtRisk, perms: frozenset[str]) -> dict[
         elif "conflict" in change.detail and RESOLVE_CONFLICTS in perms:
             url = reverse("console:conflict", args=[tenant.slug, change.detail["conflict"]])
         elif "audit_event" in change.detail and VIEW_AUDIT in perms:
-            query = QueryDict(mutable=True)
-            query["object_id"] = str(item.memory_id)
-            url = f"{reverse('console:audit', args=[tenant.slug])}?{query.urlencode()}"
+            url = f"{audit}?{urlencode({'object_id': item.memory_id})}"
         changes.append({"change": change, "label": CHANGE_LABELS[change.kind], "url": url})
     return {"item": item, "memory_url": memory_url, "audit_url": audit_url, "changes": changes}
 
@@ -144,14 +141,11 @@ def decisions_at_risk(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     form = DecisionsAtRiskFilterForm(request.GET or None)
     items: list[dict[str, Any]] = []
     next_url = None
-    if form.is_bound and not form.is_valid():
-        pass  # the page says which filter is wrong, and lists nothing
-    else:
+    # A filter that is wrong lists nothing: the page says which it is.
+    if not form.is_bound or form.is_valid():
         after = form.cleaned_data.get("cursor") if form.is_bound else None
         found = decisions_at_risk_page(
-            filters=form.filters() if form.is_bound else DecisionsAtRiskFilterForm().filters(),
-            after=after,
-            limit=AT_RISK_PAGE_SIZE + 1,
+            filters=form.filters(), after=after, limit=AT_RISK_PAGE_SIZE + 1
         )
         if len(found) > AT_RISK_PAGE_SIZE:
             found = found[:AT_RISK_PAGE_SIZE]
@@ -167,7 +161,7 @@ def decisions_at_risk(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     context = {
         "tenant": tenant,
         "section": "decisions-at-risk",
-        "filter_form": form if form.is_bound else DecisionsAtRiskFilterForm(),
+        "filter_form": form,
         "filtered": form.is_bound and form.filtered(),
         "items": items,
         "next_url": next_url,

@@ -31,16 +31,7 @@ LABELS = (RELEVANT, NOISE, OUT_OF_SCOPE, EXPIRED, SUPERSEDED, PROVISIONAL, DELET
 HARMFUL = frozenset({OUT_OF_SCOPE, EXPIRED, SUPERSEDED, PROVISIONAL, DELETED, REDACTED})
 STALE = frozenset({EXPIRED, SUPERSEDED})
 
-# What happens to a memory after it is written (before the decision).
-FATES = (
-    "superseded",
-    "delete",
-    "erase",
-    "expire_ttl",
-    "revoke_consent",
-    "close_run",
-    "redact",
-)
+# What happens to a memory after it is written (before the decision), and its label then.
 FATE_LABELS = {
     "superseded": SUPERSEDED,
     "delete": DELETED,
@@ -50,6 +41,7 @@ FATE_LABELS = {
     "close_run": EXPIRED,
     "redact": REDACTED,
 }
+FATES = tuple(FATE_LABELS)
 # Halves of a generated set: thresholds and tuning look at the first, the headline is the
 # second (a hand-written set has none: every decision counts as held out).
 HALVES = ("tuning", "held_out")
@@ -178,6 +170,11 @@ class _Checker:
             self.problems.append(f"{path}.{name}: must not be empty")
         return value or ""
 
+    def is_object(self, data: Any, path: str) -> bool:
+        if not isinstance(data, dict):
+            self.problems.append(f"{path}: must be an object")
+        return isinstance(data, dict)
+
     def choice(self, value: Any, choices: tuple[str, ...], path: str) -> str:
         if value not in choices:
             self.problems.append(f"{path}: one of {', '.join(choices)}")
@@ -194,8 +191,7 @@ class _Checker:
 
 
 def _memory(c: _Checker, data: Any, path: str) -> MemorySpec | None:
-    if not isinstance(data, dict):
-        c.problems.append(f"{path}: must be an object")
+    if not c.is_object(data, path):
         return None
     return MemorySpec(
         id=c.text(data, "id", path),
@@ -275,8 +271,7 @@ def _consistency(c: _Checker, scenario: Scenario, path: str) -> None:
 
 
 def _scenario(c: _Checker, data: Any, path: str) -> Scenario | None:
-    if not isinstance(data, dict):
-        c.problems.append(f"{path}: must be an object")
+    if not c.is_object(data, path):
         return None
     before = len(c.problems)
     memories = [
@@ -299,16 +294,14 @@ def _scenario(c: _Checker, data: Any, path: str) -> Scenario | None:
         top_k=top_k,
     )
     after = None
-    if (after_data := data.get("after")) is not None:
-        if not isinstance(after_data, dict):
-            c.problems.append(f"{path}.after: must be an object")
-        else:
-            after = LaterChange(
-                memory=c.text(after_data, "memory", f"{path}.after"),
-                change=c.choice(after_data.get("change"), LATER_CHANGES, f"{path}.after.change"),
-                value=after_data.get("value"),
-                fields=tuple(after_data.get("fields") or ()),
-            )
+    after_data = data.get("after")
+    if after_data is not None and c.is_object(after_data, f"{path}.after"):
+        after = LaterChange(
+            memory=c.text(after_data, "memory", f"{path}.after"),
+            change=c.choice(after_data.get("change"), LATER_CHANGES, f"{path}.after.change"),
+            value=after_data.get("value"),
+            fields=tuple(after_data.get("fields") or ()),
+        )
     scenario = Scenario(
         id=c.text(data, "id", path),
         cls=c.text(data, "class", path),
@@ -326,8 +319,7 @@ def _scenario(c: _Checker, data: Any, path: str) -> Scenario | None:
 
 
 def _canary(c: _Checker, data: Any, path: str) -> Canary | None:
-    if not isinstance(data, dict):
-        c.problems.append(f"{path}: must be an object")
+    if not c.is_object(data, path):
         return None
     token = c.text(data, "token", path)
     if token and (not token.isalpha() or not token.islower() or len(token) < 12):

@@ -23,99 +23,25 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from . import FORMAT, LATER_CHANGES, REMOVALS
 from .vocabulary import HELD_OUT, LANGUAGES, TUNING, Kind
 
-FORMAT = "memoryconsole-evaluation-scenarios/1"
 DEFAULT_SEED = 25
 DEFAULT_PER_CLASS = 2
 HERE = Path(__file__).resolve().parent
 EPOCH = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 HALVES: dict[str, tuple[Kind, ...]] = {"tuning": TUNING, "held_out": HELD_OUT}
-
-CLASSES = (
-    "paraphrase",
-    "multilingual",
-    "cross_lingual",
-    "typo_inflection",
-    "distractors",
-    "broader_scope",
-    "wrong_scope",
-    "multi_memory",
-    "superseded",
-    "expired",
-    "provisional",
-    "redacted",
-    "deleted",
-    "abstain",
-)
-# Decisions whose memory changes after the decision, for the decisions-at-risk replay.
-AFTER_CHANGES = ("superseded", "deleted", "redacted", "expired", "in_conflict")
-CANARY_REMOVALS = ("delete", "erase", "redact", "expire_ttl", "revoke_consent", "close_run")
+KINDS = {kind.key: kind for kind in (*TUNING, *HELD_OUT)}
 CANARIES_PER_REMOVAL = 2
 REGIONS = ("eu", "us", "apac")
 
 # Words that carry no content in the paraphrase check (English: the paraphrases are English).
+# One string, read as a paragraph rather than a column of 58 lines.
 STOP_WORDS = frozenset(
-    {
-        "about",
-        "after",
-        "again",
-        "also",
-        "always",
-        "because",
-        "been",
-        "before",
-        "being",
-        "does",
-        "doing",
-        "down",
-        "each",
-        "even",
-        "every",
-        "from",
-        "have",
-        "having",
-        "here",
-        "into",
-        "just",
-        "like",
-        "more",
-        "most",
-        "much",
-        "must",
-        "need",
-        "only",
-        "other",
-        "over",
-        "same",
-        "should",
-        "some",
-        "such",
-        "than",
-        "that",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "very",
-        "want",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "whom",
-        "whose",
-        "will",
-        "with",
-        "would",
-        "your",
-    }
+    "about after again also always because been before being does doing down each even every "  # noqa: SIM905
+    "from have having here into just like more most much must need only other over same should "
+    "some such than that their them then there these they this those through very want what "
+    "when where which while whom whose will with would your".split()
 )
 
 
@@ -182,13 +108,17 @@ class Builder:
         trust: str = "confirmed",
         fate: str | None = None,
         ttl: str = "P90D",
+        key: str = "",
+        content: str = "",
         **extra: Any,
     ) -> dict[str, Any]:
+        """A memory of ``kind`` holding ``value``, written in ``language``; with ``key`` and
+        ``content``, another memory of the subject (a lookalike)."""
         item: dict[str, Any] = {
             "id": mid,
-            "key": kind.key,
+            "key": key or kind.key,
             "value": value,
-            "content": kind.memory[language].format(v=kind.values[value][language]),
+            "content": content or kind.memory[language].format(v=kind.values[value][language]),
             "scope": scope,
             "sensitivity": kind.sensitivity,
             "retention": {"basis": "contract", "ttl": ttl},
@@ -206,27 +136,23 @@ class Builder:
         words but answer something else."""
         chosen = self.random.sample(list(kind.lookalikes), min(count, len(kind.lookalikes)))
         return [
-            {
-                "id": f"n{i + 1}",
-                "key": key,
-                "value": content,
-                "content": content,
-                "scope": scope,
-                "sensitivity": kind.sensitivity,
-                "retention": {"basis": "contract", "ttl": "P90D"},
-                "observed_at": self.tick(),
-                "trust": "confirmed",
-                "label": "noise",
-            }
-            for i, (key, content) in enumerate(chosen)
+            self.memory(f"n{i + 1}", kind, text, scope=scope, label="noise", key=key, content=text)
+            for i, (key, text) in enumerate(chosen)
         ]
 
     def noise(self, kind: Kind, scope: dict[str, Any]) -> list[dict[str, Any]]:
         return self.lookalikes(kind, scope, self.random.randint(1, 2))
 
-    def two_values(self, kind: Kind) -> tuple[str, str]:
-        first, second = self.random.sample(list(kind.values), 2)
-        return first, second
+    def found_once(
+        self, kind: Kind, scope: dict[str, Any], *, language: str = "en", written: Any = None
+    ) -> list[dict[str, Any]]:
+        """The decision's one relevant memory (written for ``written`` scope, else the
+        decision's), among the subject's noise."""
+        value = self.pick(kind.values)
+        memory = self.memory(
+            "m1", kind, value, scope=written or scope, label="relevant", language=language
+        )
+        return [memory, *self.noise(kind, scope)]
 
     def decision(
         self,
@@ -236,10 +162,11 @@ class Builder:
         memories: list[dict[str, Any]],
         *,
         scope: dict[str, Any],
-        query: str,
+        query: str = "",
         language: str = "en",
         irreversible: bool = True,
     ) -> dict[str, Any]:
+        """The decision over ``memories``, asked with ``query`` (default: directly, in English)."""
         self.serial += 1
         relevant = [m for m in memories if m["label"] == "relevant" and m["key"] == kind.key]
         # The ground truth: the latest observed relevant memory of the key, else the default
@@ -261,7 +188,7 @@ class Builder:
             "subject": f"user:s{self.seed}-{self.serial:04d}",
             "memories": memories,
             "decision": {
-                "query": query,
+                "query": query or kind.query["en"],
                 "scope": scope,
                 "key": kind.key,
                 "irreversible": irreversible,
@@ -286,8 +213,7 @@ def _either_first(b: Builder, memories: list[dict[str, Any]]) -> list[dict[str, 
 def paraphrase(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
     """Asked by someone who never saw the memory: no content word in common (checked)."""
     scope = b.scope(kind)
-    memories = [b.memory("m1", kind, b.pick(kind.values), scope=scope, label="relevant")]
-    memories += b.noise(kind, scope)
+    memories = b.found_once(kind, scope)
     query = kind.paraphrase[index % len(kind.paraphrase)]
     return b.decision("paraphrase", half, kind, memories, scope=scope, query=query)
 
@@ -296,18 +222,10 @@ def multilingual(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any
     """Written and asked in Persian, Turkish, Russian or Arabic."""
     language = LANGUAGES[1 + index % (len(LANGUAGES) - 1)]
     scope = b.scope(kind)
-    memories = [
-        b.memory("m1", kind, b.pick(kind.values), scope=scope, label="relevant", language=language)
-    ]
-    memories += b.noise(kind, scope)
+    memories = b.found_once(kind, scope, language=language)
+    query = kind.query[language]
     return b.decision(
-        "multilingual",
-        half,
-        kind,
-        memories,
-        scope=scope,
-        query=kind.query[language],
-        language=language,
+        "multilingual", half, kind, memories, scope=scope, query=query, language=language
     )
 
 
@@ -315,18 +233,10 @@ def cross_lingual(b: Builder, half: str, kind: Kind, index: int) -> dict[str, An
     """Written in one language, asked in another (any of the twenty directions)."""
     written, asked = b.random.sample(list(LANGUAGES), 2)
     scope = b.scope(kind)
-    memories = [
-        b.memory("m1", kind, b.pick(kind.values), scope=scope, label="relevant", language=written)
-    ]
-    memories += b.noise(kind, scope)
+    memories = b.found_once(kind, scope, language=written)
+    query, language = kind.query[asked], f"{written}->{asked}"
     return b.decision(
-        "cross_lingual",
-        half,
-        kind,
-        memories,
-        scope=scope,
-        query=kind.query[asked],
-        language=f"{written}->{asked}",
+        "cross_lingual", half, kind, memories, scope=scope, query=query, language=language
     )
 
 
@@ -334,10 +244,7 @@ def typo_inflection(b: Builder, half: str, kind: Kind, index: int) -> dict[str, 
     """Asked in the memory's language with a typo, or with its words inflected."""
     language = b.pick(LANGUAGES)
     scope = b.scope(kind)
-    memories = [
-        b.memory("m1", kind, b.pick(kind.values), scope=scope, label="relevant", language=language)
-    ]
-    memories += b.noise(kind, scope)
+    memories = b.found_once(kind, scope, language=language)
     query = typo(kind.query[language], b.random) if index % 2 == 0 else kind.inflected[language]
     return b.decision(
         "typo_inflection", half, kind, memories, scope=scope, query=query, language=language
@@ -349,24 +256,21 @@ def distractors(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]
     scope = b.scope(kind)
     memories = [b.memory("m1", kind, b.pick(kind.values), scope=scope, label="relevant")]
     memories += b.lookalikes(kind, scope, len(kind.lookalikes))
-    return b.decision("distractors", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("distractors", half, kind, memories, scope=scope)
 
 
 def broader_scope(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
     """Observed for the whole domain, asked about in one task (and region): it applies."""
     scope = b.scope(kind, region=index % 2 == 1)
-    memories = [
-        b.memory("m1", kind, b.pick(kind.values), scope={"domain": kind.domain}, label="relevant")
-    ]
-    memories += b.noise(kind, scope)
-    return b.decision("broader_scope", half, kind, memories, scope=scope, query=kind.query["en"])
+    memories = b.found_once(kind, scope, written={"domain": kind.domain})
+    return b.decision("broader_scope", half, kind, memories, scope=scope)
 
 
 def wrong_scope(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
     """The same key observed in another task type, region or domain: a different fact that
     must not apply; in one decision of four it is the only memory of the key."""
     variant = index % 4
-    here_value, there_value = b.two_values(kind)
+    here_value, there_value = b.random.sample(list(kind.values), 2)
     scope = b.scope(kind, region=variant == 1)
     if variant == 0:
         there: dict[str, Any] = {
@@ -386,14 +290,14 @@ def wrong_scope(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]
             b, [b.memory("m1", kind, here_value, scope=scope, label="relevant"), other]
         )
     memories += b.noise(kind, scope)
-    return b.decision("wrong_scope", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("wrong_scope", half, kind, memories, scope=scope)
 
 
 def multi_memory(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
     """Two memories of the key apply (one for the domain, one for the task): the latest
     observed decides, so both must be found."""
     scope = b.scope(kind)
-    first, second = b.two_values(kind)
+    first, second = b.random.sample(list(kind.values), 2)
     memories = _either_first(
         b,
         [
@@ -402,38 +306,29 @@ def multi_memory(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any
         ],
     )
     memories += b.noise(kind, scope)
-    return b.decision("multi_memory", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("multi_memory", half, kind, memories, scope=scope)
 
 
 def superseded(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
     scope = b.scope(kind)
-    old, new = b.two_values(kind)
+    old, new = b.random.sample(list(kind.values), 2)
     memories = [
         b.memory("m1", kind, old, scope=scope, label="superseded", fate="superseded"),
         b.memory("m2", kind, new, scope=scope, label="relevant", replaces="m1"),
     ]
     memories += b.noise(kind, scope)
-    return b.decision("superseded", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("superseded", half, kind, memories, scope=scope)
 
 
 def expired(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
     scope = b.scope(kind)
     fate = ("expire_ttl", "revoke_consent", "close_run")[index % 3]
-    memory = b.memory(
-        "m1",
-        kind,
-        b.pick(kind.values),
-        scope=scope,
-        label="expired",
-        fate=fate,
-        ttl="PT2S" if fate == "expire_ttl" else "P90D",
-    )
+    ttl = "PT2S" if fate == "expire_ttl" else "P90D"
+    value = b.pick(kind.values)
+    memory = b.memory("m1", kind, value, scope=scope, label="expired", fate=fate, ttl=ttl)
     if fate == "revoke_consent":
-        memory["retention"] = {
-            "basis": "consent",
-            "ttl": "P90D",
-            "consent_ref": f"consent:s{b.seed}-{b.serial + 1}",
-        }
+        ref = f"consent:s{b.seed}-{b.serial + 1}"
+        memory["retention"] = {"basis": "consent", "ttl": "P90D", "consent_ref": ref}
     elif fate == "close_run":
         # Session retention: the run is opened for the memory and closed before the decision.
         # Closing a run expires what it left provisional (a confirmed fact outlives its
@@ -442,15 +337,8 @@ def expired(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
         memory["retention"] = {"basis": "session"}
         memory["trust"] = "provisional"
     memories = [memory, *b.noise(kind, scope)]
-    return b.decision(
-        "expired",
-        half,
-        kind,
-        memories,
-        scope=scope,
-        query=kind.query["en"],
-        irreversible=fate != "close_run",
-    )
+    irreversible = fate != "close_run"
+    return b.decision("expired", half, kind, memories, scope=scope, irreversible=irreversible)
 
 
 def provisional(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -458,48 +346,20 @@ def provisional(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]
     (alone, or contending with a confirmed value); before a reversible one it may."""
     scope = b.scope(kind)
     variant = index % 3
-    current, contender = b.two_values(kind)
+    current, contender = b.random.sample(list(kind.values), 2)
+    unconfirmed: dict[str, Any] = {"scope": scope, "trust": "provisional"}
     if variant == 0:
-        memories = [
-            b.memory(
-                "m1",
-                kind,
-                contender,
-                scope=scope,
-                label="provisional",
-                trust="provisional",
-                ttl="P7D",
-            )
-        ]
+        memories = [b.memory("m1", kind, contender, label="provisional", ttl="P7D", **unconfirmed)]
     elif variant == 1:
         memories = [
             b.memory("m1", kind, current, scope=scope, label="relevant"),
-            b.memory(
-                "m2",
-                kind,
-                contender,
-                scope=scope,
-                label="provisional",
-                trust="provisional",
-                contends="m1",
-            ),
+            b.memory("m2", kind, contender, label="provisional", contends="m1", **unconfirmed),
         ]
     else:
-        memories = [
-            b.memory(
-                "m1", kind, contender, scope=scope, label="relevant", trust="provisional", ttl="P7D"
-            )
-        ]
+        memories = [b.memory("m1", kind, contender, label="relevant", ttl="P7D", **unconfirmed)]
     memories += b.noise(kind, scope)
-    return b.decision(
-        "provisional",
-        half,
-        kind,
-        memories,
-        scope=scope,
-        query=kind.query["en"],
-        irreversible=variant != 2,
-    )
+    irreversible = variant != 2
+    return b.decision("provisional", half, kind, memories, scope=scope, irreversible=irreversible)
 
 
 def redacted(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -509,7 +369,7 @@ def redacted(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
         b.memory("m1", kind, b.pick(kind.values), scope=scope, label="redacted", fate="redact"),
         *b.noise(kind, scope),
     ]
-    return b.decision("redacted", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("redacted", half, kind, memories, scope=scope)
 
 
 def deleted(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -521,7 +381,7 @@ def deleted(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
         if fate == "erase":
             noise.update(fate="erase", label="deleted")
         memories.append(noise)
-    return b.decision("deleted", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("deleted", half, kind, memories, scope=scope)
 
 
 def abstain(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
@@ -534,25 +394,30 @@ def abstain(b: Builder, half: str, kind: Kind, index: int) -> dict[str, Any]:
         memories.append(
             b.memory("m1", kind, b.pick(kind.values), scope=there, label="out_of_scope")
         )
-    return b.decision("abstain", half, kind, memories, scope=scope, query=kind.query["en"])
+    return b.decision("abstain", half, kind, memories, scope=scope)
 
 
+# Each class is built by the function of its name, in this order.
 BUILDERS = {
-    "paraphrase": paraphrase,
-    "multilingual": multilingual,
-    "cross_lingual": cross_lingual,
-    "typo_inflection": typo_inflection,
-    "distractors": distractors,
-    "broader_scope": broader_scope,
-    "wrong_scope": wrong_scope,
-    "multi_memory": multi_memory,
-    "superseded": superseded,
-    "expired": expired,
-    "provisional": provisional,
-    "redacted": redacted,
-    "deleted": deleted,
-    "abstain": abstain,
+    builder.__name__: builder
+    for builder in (
+        paraphrase,
+        multilingual,
+        cross_lingual,
+        typo_inflection,
+        distractors,
+        broader_scope,
+        wrong_scope,
+        multi_memory,
+        superseded,
+        expired,
+        provisional,
+        redacted,
+        deleted,
+        abstain,
+    )
 }
+CLASSES = tuple(BUILDERS)
 
 
 def with_later_change(b: Builder, scenario: dict[str, Any], change: str) -> None:
@@ -560,7 +425,7 @@ def with_later_change(b: Builder, scenario: dict[str, Any], change: str) -> None
     decisions-at-risk replay must then name this decision and this change."""
     target = next(m for m in scenario["memories"] if m["label"] == "relevant" and not m.get("fate"))
     after: dict[str, Any] = {"memory": target["id"], "change": change}
-    kind = next(k for k in (*TUNING, *HELD_OUT) if k.key == target["key"])
+    kind = KINDS[target["key"]]
     if change in {"superseded", "in_conflict"}:
         after["value"] = b.pick([v for v in kind.values if v != target["value"]])
     if change == "expired":
@@ -630,11 +495,11 @@ def build(
                 decisions.append(BUILDERS[cls](b, half, kind, index + seed))
     for decision in decisions:
         if decision["class"] == "paraphrase":
-            kind = next(k for k in (*TUNING, *HELD_OUT) if k.key == decision["decision"]["key"])
-            shared = paraphrase_shares(kind, decision["decision"]["query"])
+            question = decision["decision"]
+            shared = paraphrase_shares(KINDS[question["key"]], question["query"])
             if shared:
                 raise ValueError(f"{decision['id']}: the paraphrase shares {sorted(shared)}")
-    found_canaries = []
+    found_canaries: list[dict[str, Any]] = []
     if canaries:
         # Decisions whose relevant memory a direct question finds, one change kind after
         # another, in both halves.
@@ -644,14 +509,11 @@ def build(
             if d["class"] in {"broader_scope", "superseded", "wrong_scope"}
             and d["decision"]["irreversible"]
             and any(m["label"] == "relevant" and not m.get("fate") for m in d["memories"])
-        ][: len(AFTER_CHANGES) * 2]
+        ][: len(LATER_CHANGES) * 2]
         for i, scenario in enumerate(changing):
-            with_later_change(b, scenario, AFTER_CHANGES[i % len(AFTER_CHANGES)])
-        index = 0
-        for removal in CANARY_REMOVALS:
-            for _ in range(CANARIES_PER_REMOVAL):
-                index += 1
-                found_canaries.append(canary(b, index, removal))
+            with_later_change(b, scenario, LATER_CHANGES[i % len(LATER_CHANGES)])
+        removals = [removal for removal in REMOVALS for _ in range(CANARIES_PER_REMOVAL)]
+        found_canaries = [canary(b, i, removal) for i, removal in enumerate(removals, 1)]
     return {
         "format": FORMAT,
         "name": f"generated-{seed}",

@@ -26,6 +26,11 @@ from dataclasses import dataclass
 LANGUAGES = ("en", "fa", "tr", "ru", "ar")
 
 
+def _langs(*phrases: str) -> dict[str, str]:
+    """A value's phrase in each language, given in the order of ``LANGUAGES``."""
+    return dict(zip(LANGUAGES, phrases, strict=True))
+
+
 @dataclass(frozen=True)
 class Kind:
     key: str
@@ -51,27 +56,11 @@ TUNING: tuple[Kind, ...] = (
         default="any time",
         sensitivity="personal",
         values={
-            "morning": {
-                "en": "in the morning",
-                "fa": "صبح",
-                "tr": "sabah",
-                "ru": "утром",
-                "ar": "في الصباح",
-            },
-            "evening": {
-                "en": "in the evening",
-                "fa": "عصر",
-                "tr": "akşam",
-                "ru": "вечером",
-                "ar": "في المساء",
-            },
-            "weekend": {
-                "en": "at the weekend",
-                "fa": "آخر هفته",
-                "tr": "hafta sonu",
-                "ru": "в выходные",
-                "ar": "في عطلة نهاية الأسبوع",
-            },
+            "morning": _langs("in the morning", "صبح", "sabah", "утром", "في الصباح"),
+            "evening": _langs("in the evening", "عصر", "akşam", "вечером", "في المساء"),
+            "weekend": _langs(
+                "at the weekend", "آخر هفته", "hafta sonu", "в выходные", "في عطلة نهاية الأسبوع"
+            ),
         },
         memory={
             "en": "The customer wants parcels delivered {v}",
@@ -115,27 +104,9 @@ TUNING: tuple[Kind, ...] = (
         default="email",
         sensitivity="personal",
         values={
-            "phone": {
-                "en": "by phone",
-                "fa": "تلفنی",
-                "tr": "telefonla",
-                "ru": "по телефону",
-                "ar": "عبر الهاتف",
-            },
-            "sms": {
-                "en": "by text message",
-                "fa": "با پیامک",
-                "tr": "kısa mesajla",
-                "ru": "по SMS",
-                "ar": "برسالة نصية",
-            },
-            "letter": {
-                "en": "by letter",
-                "fa": "با نامه",
-                "tr": "mektupla",
-                "ru": "письмом",
-                "ar": "برسالة بريدية",
-            },
+            "phone": _langs("by phone", "تلفنی", "telefonla", "по телефону", "عبر الهاتف"),
+            "sms": _langs("by text message", "با پیامک", "kısa mesajla", "по SMS", "برسالة نصية"),
+            "letter": _langs("by letter", "با نامه", "mektupla", "письмом", "برسالة بريدية"),
         },
         memory={
             "en": "The customer prefers to be contacted {v}",
@@ -179,27 +150,21 @@ TUNING: tuple[Kind, ...] = (
         default="pdf",
         sensitivity="internal",
         values={
-            "pdf": {
-                "en": "as a PDF",
-                "fa": "به صورت PDF",
-                "tr": "PDF olarak",
-                "ru": "в формате PDF",
-                "ar": "بصيغة PDF",
-            },
-            "spreadsheet": {
-                "en": "as a spreadsheet",
-                "fa": "به صورت صفحه‌گسترده",
-                "tr": "elektronik tablo olarak",
-                "ru": "в виде электронной таблицы",
-                "ar": "كجدول بيانات",
-            },
-            "paper": {
-                "en": "on paper by post",
-                "fa": "به صورت کاغذی با پست",
-                "tr": "kâğıt olarak postayla",
-                "ru": "на бумаге по почте",
-                "ar": "ورقيًا بالبريد",
-            },
+            "pdf": _langs("as a PDF", "به صورت PDF", "PDF olarak", "в формате PDF", "بصيغة PDF"),
+            "spreadsheet": _langs(
+                "as a spreadsheet",
+                "به صورت صفحه‌گسترده",
+                "elektronik tablo olarak",
+                "в виде электронной таблицы",
+                "كجدول بيانات",
+            ),
+            "paper": _langs(
+                "on paper by post",
+                "به صورت کاغذی با پست",
+                "kâğıt olarak postayla",
+                "на бумаге по почте",
+                "ورقيًا بالبريد",
+            ),
         },
         memory={
             "en": "Monthly statements should be sent {v}",
@@ -243,27 +208,19 @@ TUNING: tuple[Kind, ...] = (
         default="first free slot",
         sensitivity="restricted",
         values={
-            "early morning": {
-                "en": "early in the morning",
-                "fa": "صبح زود",
-                "tr": "sabah erken saatte",
-                "ru": "рано утром",
-                "ar": "في الصباح الباكر",
-            },
-            "afternoon": {
-                "en": "in the afternoon",
-                "fa": "بعدازظهر",
-                "tr": "öğleden sonra",
-                "ru": "после обеда",
-                "ar": "بعد الظهر",
-            },
-            "fridays": {
-                "en": "on Fridays",
-                "fa": "روزهای جمعه",
-                "tr": "cuma günleri",
-                "ru": "по пятницам",
-                "ar": "أيام الجمعة",
-            },
+            "early morning": _langs(
+                "early in the morning",
+                "صبح زود",
+                "sabah erken saatte",
+                "рано утром",
+                "في الصباح الباكر",
+            ),
+            "afternoon": _langs(
+                "in the afternoon", "بعدازظهر", "öğleden sonra", "после обеда", "بعد الظهر"
+            ),
+            "fridays": _langs(
+                "on Fridays", "روزهای جمعه", "cuma günleri", "по пятницам", "أيام الجمعة"
+            ),
         },
         memory={
             "en": "The patient can only attend clinic visits {v}",
@@ -310,27 +267,21 @@ HELD_OUT: tuple[Kind, ...] = (
         default="ask at checkout",
         sensitivity="personal",
         values={
-            "card": {
-                "en": "by credit card",
-                "fa": "با کارت اعتباری",
-                "tr": "kredi kartıyla",
-                "ru": "кредитной картой",
-                "ar": "ببطاقة الائتمان",
-            },
-            "invoice": {
-                "en": "on invoice",
-                "fa": "با فاکتور",
-                "tr": "faturayla",
-                "ru": "по счёту",
-                "ar": "بفاتورة",
-            },
-            "bank transfer": {
-                "en": "by bank transfer",
-                "fa": "با حواله بانکی",
-                "tr": "banka havalesiyle",
-                "ru": "банковским переводом",
-                "ar": "بتحويل مصرفي",
-            },
+            "card": _langs(
+                "by credit card",
+                "با کارت اعتباری",
+                "kredi kartıyla",
+                "кредитной картой",
+                "ببطاقة الائتمان",
+            ),
+            "invoice": _langs("on invoice", "با فاکتور", "faturayla", "по счёту", "بفاتورة"),
+            "bank transfer": _langs(
+                "by bank transfer",
+                "با حواله بانکی",
+                "banka havalesiyle",
+                "банковским переводом",
+                "بتحويل مصرفي",
+            ),
         },
         memory={
             "en": "This buyer always pays {v}",
@@ -374,27 +325,27 @@ HELD_OUT: tuple[Kind, ...] = (
         default="standard",
         sensitivity="internal",
         values={
-            "short": {
-                "en": "short and to the point",
-                "fa": "کوتاه و مختصر",
-                "tr": "kısa ve öz",
-                "ru": "короткими и по делу",
-                "ar": "قصيرة ومباشرة",
-            },
-            "detailed": {
-                "en": "detailed, with every step explained",
-                "fa": "مفصل و با توضیح همه مراحل",
-                "tr": "her adımı açıklayan ayrıntılı biçimde",
-                "ru": "подробными, с объяснением каждого шага",
-                "ar": "مفصلة مع شرح كل خطوة",
-            },
-            "bullet points": {
-                "en": "as a few bullet points",
-                "fa": "به شکل چند نکته فهرست‌وار",
-                "tr": "birkaç madde halinde",
-                "ru": "в виде нескольких пунктов",
-                "ar": "على شكل نقاط قليلة",
-            },
+            "short": _langs(
+                "short and to the point",
+                "کوتاه و مختصر",
+                "kısa ve öz",
+                "короткими и по делу",
+                "قصيرة ومباشرة",
+            ),
+            "detailed": _langs(
+                "detailed, with every step explained",
+                "مفصل و با توضیح همه مراحل",
+                "her adımı açıklayan ayrıntılı biçimde",
+                "подробными, с объяснением каждого шага",
+                "مفصلة مع شرح كل خطوة",
+            ),
+            "bullet points": _langs(
+                "as a few bullet points",
+                "به شکل چند نکته فهرست‌وار",
+                "birkaç madde halinde",
+                "в виде нескольких пунктов",
+                "على شكل نقاط قليلة",
+            ),
         },
         memory={
             "en": "The customer likes replies {v}",
@@ -438,27 +389,27 @@ HELD_OUT: tuple[Kind, ...] = (
         default="any seat",
         sensitivity="personal",
         values={
-            "window": {
-                "en": "a window seat",
-                "fa": "صندلی کنار پنجره",
-                "tr": "cam kenarı koltuk",
-                "ru": "место у окна",
-                "ar": "مقعدًا بجانب النافذة",
-            },
-            "aisle": {
-                "en": "an aisle seat",
-                "fa": "صندلی کنار راهرو",
-                "tr": "koridor tarafında koltuk",
-                "ru": "место у прохода",
-                "ar": "مقعدًا بجانب الممر",
-            },
-            "front rows": {
-                "en": "a seat near the front",
-                "fa": "صندلی ردیف‌های جلو",
-                "tr": "ön sıralarda bir koltuk",
-                "ru": "место в передних рядах",
-                "ar": "مقعدًا في الصفوف الأمامية",
-            },
+            "window": _langs(
+                "a window seat",
+                "صندلی کنار پنجره",
+                "cam kenarı koltuk",
+                "место у окна",
+                "مقعدًا بجانب النافذة",
+            ),
+            "aisle": _langs(
+                "an aisle seat",
+                "صندلی کنار راهرو",
+                "koridor tarafında koltuk",
+                "место у прохода",
+                "مقعدًا بجانب الممر",
+            ),
+            "front rows": _langs(
+                "a seat near the front",
+                "صندلی ردیف‌های جلو",
+                "ön sıralarda bir koltuk",
+                "место в передних рядах",
+                "مقعدًا في الصفوف الأمامية",
+            ),
         },
         memory={
             "en": "The traveller always asks for {v}",
@@ -502,27 +453,23 @@ HELD_OUT: tuple[Kind, ...] = (
         default="ask counsel",
         sensitivity="internal",
         values={
-            "german law": {
-                "en": "German law",
-                "fa": "قانون آلمان",
-                "tr": "Alman hukuku",
-                "ru": "немецкое право",
-                "ar": "القانون الألماني",
-            },
-            "english law": {
-                "en": "English law",
-                "fa": "قانون انگلستان",
-                "tr": "İngiliz hukuku",
-                "ru": "английское право",
-                "ar": "القانون الإنجليزي",
-            },
-            "swiss law": {
-                "en": "Swiss law",
-                "fa": "قانون سوئیس",
-                "tr": "İsviçre hukuku",
-                "ru": "швейцарское право",
-                "ar": "القانون السويسري",
-            },
+            "german law": _langs(
+                "German law", "قانون آلمان", "Alman hukuku", "немецкое право", "القانون الألماني"
+            ),
+            "english law": _langs(
+                "English law",
+                "قانون انگلستان",
+                "İngiliz hukuku",
+                "английское право",
+                "القانون الإنجليزي",
+            ),
+            "swiss law": _langs(
+                "Swiss law",
+                "قانون سوئیس",
+                "İsviçre hukuku",
+                "швейцарское право",
+                "القانون السويسري",
+            ),
         },
         memory={
             "en": "Agreements with this client are governed by {v}",

@@ -22,7 +22,7 @@ from django.utils import timezone
 from apps.core.actors import Actor
 from apps.core.arguments import writable_file
 from apps.core.progress import ProgressDisplay
-from apps.evaluation.gates import baseline_of, baseline_path, baseline_read
+from apps.evaluation.gates import BASELINE_PATH, baseline_of, baseline_read
 from apps.evaluation.replay import PeriodError, period_parse, replay_summary, replay_table
 from apps.evaluation.report import class_chart, comparison_chart, html_report, text_table
 from apps.evaluation.runner import BASELINES, RecordSettings, evaluate
@@ -218,8 +218,7 @@ class Command(BaseCommand):
             return scenarios_load(path)
         except ScenarioError as exc:
             raise CommandError(
-                "The scenario set is not usable:\n  " + "\n  ".join(exc.problems[:20]),
-                returncode=2,
+                "The scenario set is not usable:\n  " + "\n  ".join(exc.problems[:20]), returncode=2
             ) from exc
 
     def _record_baseline(self, results: dict[str, Any], seeds: list[int], per_class: int) -> None:
@@ -231,7 +230,7 @@ class Command(BaseCommand):
             raise CommandError(
                 f"Not recorded: guarantees failed ({', '.join(guarantees)}).", returncode=1
             )
-        path = baseline_path()
+        path = BASELINE_PATH
         data = baseline_of(
             results["intervals"],
             embedding_model=results["embedding_model"],
