@@ -49,6 +49,7 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from psycopg import sql
 
+from apps.core.database import id_array
 from apps.core.errors import DomainError
 
 # --- the declarative form ----------------------------------------------------------------------
@@ -243,8 +244,14 @@ class Edge:
         return None
 
 
+def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field)
+    return field
+
+
 def _column(model: type[models.Model], name: str) -> str:
-    return str(model._meta.get_field(name).column)  # type: ignore[union-attr]
+    return str(_field(model, name).column)
 
 
 def _related(model: type[models.Model], name: str) -> type[models.Model]:
@@ -322,20 +329,13 @@ def edges_of(model: type[models.Model]) -> Iterable[Edge]:
     """The relations ``model`` holds: its foreign keys' ``on_delete`` and its declared
     references."""
     for fk in model._meta.concrete_fields:
-        if fk.is_relation and (fk.many_to_one or fk.one_to_one):
-            effect = ON_DELETE.get(fk.remote_field.on_delete)  # type: ignore[union-attr]
+        if isinstance(fk, models.ForeignKey):
+            effect = ON_DELETE.get(fk.remote_field.on_delete)
             if effect is not None:
-                yield Edge(
-                    model,
-                    fk.related_model,  # type: ignore[arg-type]
-                    fk.name,
-                    fk.column,
-                    effect,
-                    fk=True,
-                )
+                yield Edge(model, _related(model, fk.name), fk.name, fk.column, effect, fk=True)
     for reference in rules_of(model).references:
         try:
-            column = model._meta.get_field(reference.field)
+            column = _field(model, reference.field)
             if isinstance(reference.effect, Withdraw):
                 model._meta.get_field(reference.effect.via)
             if reference.to is None:
@@ -349,22 +349,22 @@ def edges_of(model: type[models.Model]) -> Iterable[Edge]:
                 targets = [(registry.get_model(reference.to), None)]
             elif isinstance(reference.to, tuple):
                 targets = [(registry.get_model(label), None) for label in reference.to]
-            else:
+            elif isinstance(reference.to, Mapping):
                 targets = [
                     (registry.get_model(label), (reference.kind, value))
-                    for value, label in reference.to.items()  # type: ignore[union-attr]
+                    for value, label in reference.to.items()
                 ]
         except (FieldDoesNotExist, LookupError):
             continue  # a declaration naming nothing: definition_problems reports it
-        cascades = column.is_relation and (
-            column.remote_field.on_delete is models.CASCADE  # type: ignore[union-attr]
+        cascades = isinstance(column, models.ForeignKey) and (
+            column.remote_field.on_delete is models.CASCADE
         )
         for target, kind in targets:
             yield Edge(
                 model,
                 target,
                 column.name,
-                str(column.column),  # type: ignore[union-attr]
+                str(column.column),
                 reference.effect,
                 kind=kind,
                 text=reference.text,
@@ -408,7 +408,7 @@ class Outcome:
         """Statements naming the change's audit event on the rows it withdrew (to run with the
         event: ``apps.audit.services.audit_append``)."""
         return [
-            (update, [event_id, _array(ids)])
+            (update, [event_id, id_array(ids)])
             for label, ids in self.withdrawn.items()
             if ids and (update := _stamp_sql(label))
         ]
@@ -544,8 +544,8 @@ class Plan:
             elif isinstance(edge.effect, Rewrite):
                 self.rewrites[edge.holder].append((edge.effect, reached))
             elif isinstance(edge.effect, Withdraw):
-                via = edge.holder._meta.get_field(edge.effect.via)
-                referring = edge.holder._default_manager.filter(reached).values(via.attname)  # type: ignore[union-attr]
+                via = _field(edge.holder, edge.effect.via)
+                referring = edge.holder._default_manager.filter(reached).values(via.attname)
                 self._grow(
                     ("withdraw", _related(edge.holder, edge.effect.via)), Q(pk__in=referring)
                 )
@@ -719,9 +719,9 @@ class Statement:
     ) -> dict[str, Any]:
         params: dict[str, Any] = {"now": now, "reason": reason}
         for label in self.roots:
-            params[_param(label)] = _array((deleted or {}).get(label, ()))
+            params[_param(label)] = id_array((deleted or {}).get(label, ()))
         for label in self.withdrawn_roots:
-            params[_param(label, "w")] = _array((withdrawn or {}).get(label, ()))
+            params[_param(label, "w")] = id_array((withdrawn or {}).get(label, ()))
         return params
 
     def run(
@@ -751,12 +751,6 @@ class Statement:
         for label in self.withdrawn:
             outcome.withdrawn[label] = list(values.pop(0))
         return outcome
-
-
-def _array(ids: Iterable[Any]) -> str:
-    """Ids as one array literal: one parameter, cast by the statement (UUIDs and integers
-    hold nothing that needs quoting, and the cast refuses anything else)."""
-    return "{" + ",".join(map(str, ids)) + "}"
 
 
 def _param(label: str, prefix: str = "d") -> str:
@@ -830,7 +824,8 @@ class _Builder:
                 continue
             part = edge.part(self.ids(node, text=edge.text))
             if edge.effect is DELETE or edge.effect is WITHDRAWN:
-                self.conditions[(edge.leads_to(kind))].append(part)  # type: ignore[index]
+                reached = "delete" if edge.effect is DELETE else "withdraw"
+                self.conditions[(reached, edge.holder)].append(part)
             elif edge.effect == "unlink":
                 self.unlinks[edge.holder].append(part)
             elif edge.effect == "refuse":
@@ -995,8 +990,7 @@ def _sql_sets(
 
 
 def _sql_value(model: type[models.Model], name: str, value: Any) -> sql.Composable:
-    column = model._meta.get_field(name)
-    db_type = sql.SQL(column.db_type(connection))  # type: ignore[union-attr, arg-type]
+    db_type = sql.SQL(str(_field(model, name).db_type(connection)))
     if value is NOW or value is REASON:
         return sql.SQL("{}::{}").format(sql.Placeholder(value.name.lower()), db_type)
     if isinstance(value, Column):
@@ -1066,19 +1060,19 @@ def definition_problems(installed: Iterable[type[models.Model]] | None = None) -
         for relation in model._meta.get_fields():
             if not relation.is_relation or not relation.concrete:
                 continue  # reverse relations are checked on the model holding them
-            target = relation.related_model
+            target = _related(model, relation.name)
             if target not in reached:
                 continue
+            on_delete = getattr(relation.remote_field, "on_delete", None)
             if relation.many_to_many:
                 problems.append(
-                    f"{label}.{relation.name}: a many-to-many relation to {target._meta.label}"  # type: ignore[union-attr]
+                    f"{label}.{relation.name}: a many-to-many relation to {target._meta.label}"
                     " (give it a through model with foreign keys)"
                 )
-            elif relation.remote_field.on_delete not in ON_DELETE:  # type: ignore[union-attr]
+            elif on_delete not in ON_DELETE:
                 problems.append(
-                    f"{label}.{relation.name}: on_delete="
-                    f"{getattr(relation.remote_field.on_delete, '__name__', '?')}"  # type: ignore[union-attr]
-                    f" to {target._meta.label}, which a deletion removes"  # type: ignore[union-attr]
+                    f"{label}.{relation.name}: on_delete={getattr(on_delete, '__name__', '?')}"
+                    f" to {target._meta.label}, which a deletion removes"
                 )
         declared = {reference.field for reference in rules.references} | set(rules.unrelated)
         if _project_model(model):

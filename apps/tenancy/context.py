@@ -34,7 +34,7 @@ it. A long list of ids goes as one array literal (:func:`id_array`), cast by the
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from typing import Any
@@ -43,6 +43,8 @@ import psycopg
 from django.db import DatabaseError, connection, transaction
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.http import HttpRequest, HttpResponse
+
+from apps.core.database import id_array as id_array
 
 TENANT_SETTING = "memoryconsole.tenant_id"
 TOKEN_HASH_SETTING = "memoryconsole.token_hash"  # noqa: S105 - a setting name
@@ -181,14 +183,3 @@ def prepared_cursor(*, generic_plan: bool = True) -> Iterator[Any]:
         yield cursor
     finally:
         cursor.close()
-
-
-def id_array(ids: Iterable[Any]) -> str:
-    """``ids`` (UUIDs, or their text) as one PostgreSQL array literal, ``{id,id,...}``, for a
-    statement to cast (``%s::uuid[]``).
-
-    psycopg adapts a list element by element in Python, which shows in an erasure batch
-    (thousands of ids, eight such lists a batch; docs/performance.md); the literal is one
-    join. A UUID's text is hex digits and hyphens, so nothing in it needs quoting, and the
-    cast rejects anything else."""
-    return "{" + ",".join(map(str, ids)) + "}"
