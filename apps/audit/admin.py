@@ -9,13 +9,13 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.tenancy.admin import TenantContextAdminMixin
+from apps.tenancy.admin import TenantContextAdmin
 
 from .models import AuditEvent
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class AuditEventAdmin(TenantContextAdmin):
     list_display = (
         "seq",
         "occurred_at",
@@ -28,7 +28,6 @@ class AuditEventAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignor
     list_filter = ("actor_type",)
     search_fields = ("action", "object_id", "actor_label", "actor_id")
     ordering = ("-seq",)
-    date_hierarchy = None
     show_full_result_count = False  # no second COUNT(*) over a long log
 
     def get_readonly_fields(self, request: HttpRequest, obj: AuditEvent | None = None) -> list[str]:
