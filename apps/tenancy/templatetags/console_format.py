@@ -13,84 +13,40 @@ from django import template
 
 register = template.Library()
 
-# Labels of the internal names pages show: counts of receipts and erasures, erasure
-# selectors, enum values, and the keys audit events keep in their data.
+# Labels of the internal names pages show (counts of receipts and erasures, erasure
+# selectors, enum values, the keys audit events keep in their data) where spelling the name
+# out (:func:`human_label`) would not do.
 LABELS: dict[str, str] = {
     # what a deletion or an erasure removed
-    "facts": "Facts",
-    "records": "Records",
     "versions": "Record versions",
-    "observations": "Observations",
-    "promotion_requests": "Promotion requests",
-    "promotion_events": "Promotion events",
-    "conflicts": "Conflicts",
     "stored_responses": "Stored API responses (left as tombstones)",
-    "embeddings": "Embeddings",
-    "summaries_invalidated": "Summaries invalidated",
     "outbox": "Queued background work",
-    "runs": "Runs",
-    "episodes": "Episodes",
-    "checkpoints": "Checkpoints",
     "obligations_stripped": "Obligations stripped of payload, result and subject",
     "held_facts": "Facts kept under a legal hold",
     "held_records": "Records kept under a legal hold",
     "selector": "Erased by",
-    "subject": "Subject",
-    "owner": "Owner",
     "consent_ref": "Consent reference",
     # source kinds
-    "interaction": "Interaction",
-    "tool_call": "Tool call",
-    "document": "Document",
     "user_action": "Person's action",
-    "derived": "Derived",
     # resolutions
     "keep_current": "Kept the current value",
     "accept_new": "Accepted the new value",
     "corrected": "Wrote a corrected value",
     "not_a_conflict": "Not a conflict (different scopes)",
-    # trust, status, retention
-    "provisional": "Provisional",
-    "confirmed": "Confirmed",
-    "active": "Active",
-    "superseded": "Superseded",
-    "expired": "Expired",
-    "redacted": "Redacted",
-    "session": "Session",
-    "consent": "Consent",
-    "contract": "Contract",
-    "indefinite": "Indefinite",
-    # sensitivity classes
-    "public": "Public",
-    "internal": "Internal",
-    "personal": "Personal",
-    "restricted": "Restricted",
     # who acted
     "user": "person",
     "credential": "agent credential",
     "system": "system",
     # audit data keys
-    "record": "Record",
-    "fact": "Fact",
-    "reason": "Reason",
-    "target": "Target",
     "force": "Forced (a reference never written under)",
-    "request": "Request",
-    "promotion_request": "Promotion request",
-    "promotion_event": "Promotion event",
-    "deletion_receipt": "Deletion receipt",
     "review_reason": "Canned reason",
-    "legal_hold": "Legal hold",
-    "key": "Key",
-    "count": "Count",
-    "until": "Until",
-    "decision": "Decision",
     "approve": "Approving",
     "reject": "Rejecting",
     "before_minutes": "Minutes before",
     "after_minutes": "Minutes after",
 }
 
+# Audit actions, likewise.
 ACTION_LABELS: dict[str, str] = {
     "tenant.create": "Tenant created",
     "membership.set": "Role set",
@@ -122,22 +78,18 @@ ACTION_LABELS: dict[str, str] = {
     "legal_hold.lift": "Legal hold lifted",
     "consent.revoke": "Consent revoked",
     "erasure.request": "Erasure requested",
-    "erasure.batch": "Erasure batch",
     "erasure.complete": "Erasure completed",
     "summary.create": "Summary written",
     "embedding.remove": "Unusable vector removed",
     "evaluation.request": "Evaluation requested",
-    "evaluation.run": "Evaluation run",
     "search.decision": "Searched for a decision",
     "search.context": "Searched for context",
-    "facts.read": "Facts read",
     "facts.check": "Facts checked before acting",
     "tenant.policy": "Tenant policy changed",
     "restore.reapply": "Removal re-applied after a restore",
     "tenant.import": "Export imported",
     "fact.import": "Fact imported",
     "record.import": "Version imported",
-    "state.read": "State read",
     "run.open": "Run opened",
     "run.close": "Run closed",
     "episode.append": "Episode added",
