@@ -34,40 +34,23 @@ logger = logging.getLogger(__name__)
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 TYPE_BASE = "https://memoryconsole.dev/problems/"
 
-TITLES = {
-    400: "Bad request",
-    401: "Not authenticated",
-    403: "Forbidden",
-    404: "Not found",
-    405: "Method not allowed",
-    406: "Not acceptable",
-    409: "Conflict",
-    413: "Payload too large",
-    414: "URI too long",
-    415: "Unsupported media type",
-    422: "Unprocessable content",
-    429: "Too many requests",
-    431: "Request header fields too large",
-    500: "Internal server error",
-    503: "Service unavailable",
-}
-
-SLUGS = {
-    400: "validation-error",
-    401: "not-authenticated",
-    403: "forbidden",
-    404: "not-found",
-    405: "method-not-allowed",
-    406: "not-acceptable",
-    409: "conflict",
-    413: "payload-too-large",
-    414: "uri-too-long",
-    415: "unsupported-media-type",
-    422: "unprocessable",
-    429: "throttled",
-    431: "header-fields-too-large",
-    500: "server-error",
-    503: "unavailable",
+# status: (title, the last part of the type's URL)
+KINDS = {
+    400: ("Bad request", "validation-error"),
+    401: ("Not authenticated", "not-authenticated"),
+    403: ("Forbidden", "forbidden"),
+    404: ("Not found", "not-found"),
+    405: ("Method not allowed", "method-not-allowed"),
+    406: ("Not acceptable", "not-acceptable"),
+    409: ("Conflict", "conflict"),
+    413: ("Payload too large", "payload-too-large"),
+    414: ("URI too long", "uri-too-long"),
+    415: ("Unsupported media type", "unsupported-media-type"),
+    422: ("Unprocessable content", "unprocessable"),
+    429: ("Too many requests", "throttled"),
+    431: ("Request header fields too large", "header-fields-too-large"),
+    500: ("Internal server error", "server-error"),
+    503: ("Service unavailable", "unavailable"),
 }
 
 INVALID_FIELDS = "The request has invalid fields."
@@ -113,8 +96,8 @@ def database_unavailable_body(error: BaseException) -> dict[str, Any]:
 
 
 def _title(status_code: int) -> str:
-    if status_code in TITLES:
-        return TITLES[status_code]
+    if status_code in KINDS:
+        return KINDS[status_code][0]
     try:
         return HTTPStatus(status_code).phrase
     except ValueError:
@@ -130,7 +113,7 @@ def problem_body(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "type": TYPE_BASE + (slug or SLUGS.get(status_code, "error")),
+        "type": TYPE_BASE + (slug or KINDS.get(status_code, ("", "error"))[1]),
         "title": _title(status_code),
         "status": status_code,
         "detail": detail,
