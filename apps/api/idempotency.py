@@ -138,23 +138,15 @@ def idempotent(
                 replayed["Idempotent-Replayed"] = "true"
                 return replayed
             response = handler(view, request, *args, **kwargs)
-            if replay == "rerun" and 200 <= response.status_code < 300:
-                IdempotencyKey.objects.create(
-                    tenant_id=credential.tenant_id,
-                    credential_id=credential.pk,
-                    key=key,
-                    request_hash=fingerprint,
-                    status_code=response.status_code,
-                    response_body=memo(response) if memo else {},
-                    resource_id="",
-                    created_at=now,
-                )
-            elif 200 <= response.status_code < 300:
-                # Store what the client received, as DRF renders it: the model field's own
-                # encoder would, for one, cut timestamps to milliseconds, and a replay must be
-                # the first response exactly.
-                data = json.loads(json.dumps(response.data, cls=encoders.JSONEncoder))
-                rid = resource_id(response) if resource_id else _default_resource(data)
+            if 200 <= response.status_code < 300:
+                if replay == "rerun":
+                    data, rid = (memo(response) if memo else {}), ""
+                else:
+                    # Store what the client received, as DRF renders it: the model field's own
+                    # encoder would, for one, cut timestamps to milliseconds, and a replay must
+                    # be the first response exactly.
+                    data = json.loads(json.dumps(response.data, cls=encoders.JSONEncoder))
+                    rid = resource_id(response) if resource_id else _default_resource(data)
                 IdempotencyKey.objects.create(
                     tenant_id=credential.tenant_id,
                     credential_id=credential.pk,

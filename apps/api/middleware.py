@@ -12,6 +12,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.cache import add_never_cache_headers
+from django.utils.deprecation import MiddlewareMixin
 from psycopg import ClientCursor
 from psycopg.pq import TransactionStatus
 
@@ -43,19 +44,13 @@ def database_unavailable_response(request: HttpRequest, error: BaseException) ->
     return response
 
 
-class DatabaseUnavailableMiddleware:
+class DatabaseUnavailableMiddleware(MiddlewareMixin):
     """Answer 503 instead of a 500 while the database is away.
 
     The request's transaction (ATOMIC_REQUESTS) is opened around the view, so a server that is
     down fails there, before DRF's exception handler could see it; this catches it for the
     API and the console alike.
     """
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not database_unavailable(exception):
@@ -115,15 +110,11 @@ class RequestStatementTimeoutMiddleware:
             return self.get_response(request)
 
 
-class ApiNoStoreMiddleware:
+class ApiNoStoreMiddleware(MiddlewareMixin):
     """Every API response is ``Cache-Control: no-store``: answers carry memory content and
     receipts, which no browser, proxy or CDN between an agent and the server may keep."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         if request.path.startswith(API_PREFIX):
             add_never_cache_headers(response)
         return response
