@@ -30,6 +30,7 @@ from drf_spectacular.plumbing import ComponentRegistry
 from drf_spectacular.utils import Direction, OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 
+from apps.core.pagination import PAGE_LINK
 from apps.core.problems import DATABASE_RETRY_AFTER, PROBLEM_CONTENT_TYPE
 
 from .access import required_actions
@@ -57,15 +58,7 @@ class ProblemSerializer(serializers.Serializer[dict[str, Any]]):
         return fields
 
 
-@extend_schema_field(
-    {
-        "type": "string",
-        "format": "uri-reference",
-        "nullable": True,
-        "description": "The next (or previous) page: a path with its query, relative to the "
-        "server; null at the end.",
-    }
-)
+@extend_schema_field(dict(PAGE_LINK))
 class PageLinkField(serializers.CharField):
     """A page's ``next`` or ``previous`` link, for a page serializer written by hand: the same
     schema as the links of :class:`apps.core.pagination.CursorPage`."""
@@ -123,7 +116,6 @@ RETRY_AFTER = {
 
 
 def _problem_codes(
-    method: str,
     operation: dict[str, Any],
     *,
     actions: tuple[str, ...],
@@ -291,7 +283,6 @@ class ProblemAutoSchema(AutoSchema):
             p.get("in") == "query" for p in operation.get("parameters", [])
         )
         codes = _problem_codes(
-            method,
             operation,
             actions=actions,
             idempotent=idempotent,

@@ -140,17 +140,20 @@ class CursorPage(CursorPagination):
         return page_schema(schema)
 
 
+# A page's ``next`` or ``previous`` link in the OpenAPI schema.
+PAGE_LINK = {
+    "type": "string",
+    "format": "uri-reference",
+    "nullable": True,
+    "description": "The next (or previous) page: a path with its query, relative to the "
+    "server; null at the end.",
+}
+
+
 def page_schema(results: dict[str, Any]) -> dict[str, Any]:
     """The OpenAPI schema of a page of ``results``: what :class:`CursorPage` answers."""
-    link = {
-        "type": "string",
-        "format": "uri-reference",
-        "nullable": True,
-        "description": "The next (or previous) page: a path with its query, relative to the "
-        "server; null at the end.",
-    }
     return {
         "type": "object",
         "required": ["next", "previous", "results"],
-        "properties": {"next": link, "previous": dict(link), "results": results},
+        "properties": {"next": dict(PAGE_LINK), "previous": dict(PAGE_LINK), "results": results},
     }

@@ -189,7 +189,7 @@ DURATION_RE = re.compile(
     r"^P(?:(?P<weeks>\d{1,6})W"
     r"|(?:(?P<days>\d{1,6})D)?"
     r"(?:T(?=\d)(?:(?P<hours>\d{1,9})H)?(?:(?P<minutes>\d{1,9})M)?"
-    r"(?:(?P<seconds>\d{1,9})(?:\.(?P<fraction>\d{1,6}))?S)?)?)$"
+    r"(?:(?P<seconds>\d{1,9})(?:\.(?P<microseconds>\d{1,6}))?S)?)?)$"
 )
 # ISO 8601 with years or months (P1Y, P6M, P1Y2M10DT2H): no fixed length in seconds.
 CALENDAR_DURATION_RE = re.compile(r"^P(?=[^T]*[YM])(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T[\d.,HMS]+)?$")
@@ -208,17 +208,10 @@ def parse_duration(raw: str) -> timedelta | None:
     if match is None or raw in {"P", "PT"} or raw.endswith("T"):
         return None
     parts = {name: int(value) for name, value in match.groupdict().items() if value}
-    if "fraction" in parts:
-        parts["fraction"] = int(match["fraction"].ljust(6, "0"))
+    if "microseconds" in parts:
+        parts["microseconds"] = int(match["microseconds"].ljust(6, "0"))
     try:
-        return timedelta(
-            weeks=parts.get("weeks", 0),
-            days=parts.get("days", 0),
-            hours=parts.get("hours", 0),
-            minutes=parts.get("minutes", 0),
-            seconds=parts.get("seconds", 0),
-            microseconds=parts.get("fraction", 0),
-        )
+        return timedelta(**parts)
     except OverflowError:
         return None
 
@@ -231,8 +224,7 @@ def format_duration(value: timedelta | None) -> str | None:
     days, microseconds = value.days, value.seconds * 1_000_000 + value.microseconds
     if days < 0:
         # Not a lifetime anyone sets; written with a sign rather than wrongly.
-        positive = format_duration(-value)
-        return f"-{positive}"
+        return f"-{format_duration(-value)}"
     seconds, micro = divmod(microseconds, 1_000_000)
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)
