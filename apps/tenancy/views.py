@@ -219,7 +219,7 @@ def form_nonce_consume(request: HttpRequest, nonce: str) -> bool:
     return True
 
 
-def _credentials_context(request: ConsoleRequest, tenant: Tenant, **extra: Any) -> dict[str, Any]:
+def _credentials_context(tenant: Tenant, **extra: Any) -> dict[str, Any]:
     return {
         "tenant": tenant,
         "section": "credentials",
@@ -238,32 +238,18 @@ def credentials(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """List the tenant's credentials; POST issues one and shows its token, once."""
     if request.method != "POST":
         form = _fresh_issue_form(nonce=form_nonce_issue(request))
-        return render(
-            request, "console/credentials.html", _credentials_context(request, tenant, form=form)
-        )
+        return render(request, "console/credentials.html", _credentials_context(tenant, form=form))
 
     form = CredentialIssueForm(request.POST)
-    if not form.is_valid():
+    valid = form.is_valid()
+    if not valid or not form_nonce_consume(request, form.cleaned_data["nonce"]):
+        if valid:
+            # A repeated submission of one form: issue nothing, offer a fresh form instead.
+            form = _fresh_issue_form(form.cleaned_data, nonce=form_nonce_issue(request))
         return render_page(
             request,
             "console/credentials.html",
-            _credentials_context(request, tenant, form=form),
-            partial="issue_panel",
-        )
-    if not form_nonce_consume(request, form.cleaned_data["nonce"]):
-        # A repeated submission of one form: issue nothing, offer a fresh form instead.
-        again = _fresh_issue_form(
-            {
-                "name": form.cleaned_data["name"],
-                "actions": form.cleaned_data["actions"],
-                "sees_restricted": form.cleaned_data["sees_restricted"],
-            },
-            nonce=form_nonce_issue(request),
-        )
-        return render_page(
-            request,
-            "console/credentials.html",
-            _credentials_context(request, tenant, form=again, duplicate_submit=True),
+            _credentials_context(tenant, form=form, duplicate_submit=valid),
             partial="issue_panel",
         )
     credential, token = credential_issue(
@@ -278,7 +264,7 @@ def credentials(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     response = render_page(
         request,
         "console/credentials.html",
-        _credentials_context(request, tenant, issued=credential, token=token),
+        _credentials_context(tenant, issued=credential, token=token),
         partial="issue_response",
     )
     add_never_cache_headers(response)  # the token must not linger in any cache
@@ -412,6 +398,16 @@ def _member_row_error(
     return render(request, "console/members.html", context)
 
 
+def _member_row_changed(
+    request: ConsoleRequest, tenant: Tenant, membership: Membership
+) -> HttpResponse:
+    """The changed row (htmx), or the members page again."""
+    if not request.htmx:
+        return redirect("console:members", tenant_slug=tenant.slug)
+    context = _members_context(tenant, member=membership)
+    return render(request, "console/members.html#member_row_response", context)
+
+
 @tenant_view(MANAGE_MEMBERS)
 @require_POST
 def member_role(request: ConsoleRequest, tenant: Tenant, membership_id: uuid.UUID) -> HttpResponse:
@@ -436,10 +432,7 @@ def member_role(request: ConsoleRequest, tenant: Tenant, membership_id: uuid.UUI
         held = tenant_permissions_of(request.user, tenant)
         if MANAGE_MEMBERS not in held:
             return hx_or_redirect(request, "console:dashboard", tenant_slug=tenant.slug)
-    if not request.htmx:
-        return redirect("console:members", tenant_slug=tenant.slug)
-    context = _members_context(tenant, member=membership)
-    return render(request, "console/members.html#member_row_response", context)
+    return _member_row_changed(request, tenant, membership)
 
 
 @tenant_view(MANAGE_MEMBERS)
@@ -464,10 +457,7 @@ def member_restricted(
         f"{username} {'now sees' if membership.sees_restricted else 'no longer sees'} "
         "restricted memories.",
     )
-    if not request.htmx:
-        return redirect("console:members", tenant_slug=tenant.slug)
-    context = _members_context(tenant, member=membership)
-    return render(request, "console/members.html#member_row_response", context)
+    return _member_row_changed(request, tenant, membership)
 
 
 @tenant_view(MANAGE_MEMBERS)
