@@ -39,16 +39,12 @@ class AuditFilterForm(forms.Form):
         if not self.is_valid():
             return {}
         data = self.cleaned_data
-        return {
-            "actor": data.get("actor") or "",
-            "action": data.get("action") or "",
-            "object_id": data.get("object_id") or "",
-            "since": data.get("since"),
+        return {name: data.get(name) or "" for name in ("actor", "action", "object_id")} | {
+            "since": data.get("since")
         }
 
     def query_for(self, **cursor: int) -> str:
         """The query string of these filters with another cursor (for the pager links)."""
-
         query = QueryDict(mutable=True)
         if self.is_bound:
             for name in self.FILTER_FIELDS:

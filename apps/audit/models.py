@@ -146,19 +146,19 @@ class DeletionReceipt(TenantOwned):
         the vacuum that reclaimed the erasure reclaimed every one of them. Stamping the
         erasure's receipt alone keeps reclamation's bookkeeping one row per deletion, not one
         per erased fact (which took seconds for a large erasure: docs/performance.md)."""
-        if self.reclaimed_at is not None or self.parent_id is None:
-            return self.reclaimed_at
-        parent = self.parent
-        return parent.reclaimed_at if parent is not None else None
+        return self._stamp("reclaimed_at")
 
     @property
     def storage_rewritten_at(self) -> datetime | None:
         """When no data file held the deleted rows any more (None: not yet); an erasure's
         per-fact receipts read their erasure's stamp, as for :attr:`storage_reclaimed_at`."""
-        if self.rewritten_at is not None or self.parent_id is None:
-            return self.rewritten_at
-        parent = self.parent
-        return parent.rewritten_at if parent is not None else None
+        return self._stamp("rewritten_at")
+
+    def _stamp(self, name: str) -> datetime | None:
+        stamp: datetime | None = getattr(self, name)
+        if stamp is None and self.parent_id is not None and self.parent is not None:
+            stamp = getattr(self.parent, name)
+        return stamp
 
     def __str__(self) -> str:
         return f"receipt {self.pk} ({self.kind})"

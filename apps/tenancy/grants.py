@@ -44,35 +44,32 @@ def grant_application_role(sender: Any = None, using: str = "default", **kwargs:
         return  # migrating as the application role (misconfiguration caught by the catalog test)
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
+        statement, failure = None, ""
         if cursor.fetchone() is None:
-            try:
-                cursor.execute(
-                    sql.SQL(
-                        "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB "
-                        "NOCREATEROLE NOBYPASSRLS"
-                    )
-                    .format(sql.Identifier(role), sql.Literal(app.get("PASSWORD") or None))
-                    .as_string(cursor.connection)
-                )
-            except Exception as exc:
-                raise ApplicationRoleError(
-                    f"The application role {role!r} does not exist and the migrating role "
-                    "cannot create it. Create it as a superuser (LOGIN NOSUPERUSER NOBYPASSRLS) "
-                    "or set DATABASE_APP_URL to an existing role."
-                ) from exc
+            statement = (
+                "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS"
+            )
+            failure = (
+                "does not exist and the migrating role cannot create it. Create it as a "
+                "superuser (LOGIN NOSUPERUSER NOBYPASSRLS) or set DATABASE_APP_URL to an "
+                "existing role."
+            )
         elif app.get("PASSWORD") and not application_role_logs_in(connection.settings_dict, app):
+            statement = "ALTER ROLE {} PASSWORD {}"
+            failure = (
+                "does not log in with its configured password and the migrating role cannot "
+                "set it. Set it as a superuser (ALTER ROLE ... PASSWORD) or fix DATABASE_APP_URL."
+            )
+        if statement is not None:
+            password = sql.Literal(app.get("PASSWORD") or None)
             try:
                 cursor.execute(
-                    sql.SQL("ALTER ROLE {} PASSWORD {}")
-                    .format(sql.Identifier(role), sql.Literal(app["PASSWORD"]))
+                    sql.SQL(statement)
+                    .format(sql.Identifier(role), password)
                     .as_string(cursor.connection)
                 )
             except Exception as exc:
-                raise ApplicationRoleError(
-                    f"The application role {role!r} does not log in with its configured "
-                    "password and the migrating role cannot set it. Set it as a superuser "
-                    "(ALTER ROLE ... PASSWORD) or fix DATABASE_APP_URL."
-                ) from exc
+                raise ApplicationRoleError(f"The application role {role!r} {failure}") from exc
         ident = sql.Identifier(role).as_string(cursor.connection)
         cursor.execute(f"GRANT USAGE ON SCHEMA public TO {ident}")
         cursor.execute(

@@ -67,8 +67,3 @@ def sync_role_permissions(
     for codename in held - wanted:
         remove_perm(f"tenancy.{codename}", user, tenant)
 
-
-def has_tenant_perm(user: Any, tenant: Tenant, codename: str) -> bool:
-    if not user.is_authenticated or not user.is_active:
-        return False
-    return bool(user.has_perm(f"tenancy.{codename}", tenant))

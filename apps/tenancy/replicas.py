@@ -65,22 +65,17 @@ _turn = itertools.count()
 # transaction, whether it is a replica (a "replica" that is a primary serves fresh data), how
 # far it has replayed and its lag: zero while it has replayed all it received (an idle primary
 # writes nothing to replay), else the age of the last transaction it replayed.
-_BEGIN_SQL = """
+_LAG_SQL = """
+       CASE WHEN NOT pg_is_in_recovery()
+              OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+            ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), 0)
+       END
+"""
+_BEGIN_SQL = f"""
 SELECT set_config(%(setting)s, %(tenant)s, true),
        set_config('statement_timeout', %(timeout)s, true),
-       NOT pg_is_in_recovery() OR pg_last_wal_replay_lsn() >= %(needed)s::pg_lsn,
-       CASE WHEN NOT pg_is_in_recovery()
-              OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
-            ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), 0)
-       END
-"""
-_STATUS_SQL = """
-SELECT pg_is_in_recovery(),
-       CASE WHEN NOT pg_is_in_recovery()
-              OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
-            ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), 0)
-       END
-"""
+       NOT pg_is_in_recovery() OR pg_last_wal_replay_lsn() >= %(needed)s::pg_lsn,{_LAG_SQL}"""
+_STATUS_SQL = f"SELECT{_LAG_SQL}"
 # Nothing has a position below this: the needed position of a read with none.
 _ORIGIN = "0/0"
 
@@ -392,7 +387,7 @@ def replica_statuses() -> list[ReplicaStatus]:
         try:
             with connections[alias].cursor() as cursor:
                 cursor.execute(_STATUS_SQL)
-                _recovering, lag = cursor.fetchone()
+                (lag,) = cursor.fetchone()
         except DatabaseError:
             _lost(alias)
             statuses.append(ReplicaStatus(alias, "unreachable", None))
