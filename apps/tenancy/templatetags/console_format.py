@@ -46,7 +46,7 @@ LABELS: dict[str, str] = {
     "after_minutes": "Minutes after",
 }
 
-# Audit actions, likewise.
+# Every audit action the code writes (a test holds it to that).
 ACTION_LABELS: dict[str, str] = {
     "tenant.create": "Tenant created",
     "membership.set": "Role set",
@@ -78,18 +78,22 @@ ACTION_LABELS: dict[str, str] = {
     "legal_hold.lift": "Legal hold lifted",
     "consent.revoke": "Consent revoked",
     "erasure.request": "Erasure requested",
+    "erasure.batch": "Erasure batch",
     "erasure.complete": "Erasure completed",
     "summary.create": "Summary written",
     "embedding.remove": "Unusable vector removed",
     "evaluation.request": "Evaluation requested",
+    "evaluation.run": "Evaluation run",
     "search.decision": "Searched for a decision",
     "search.context": "Searched for context",
+    "facts.read": "Facts read",
     "facts.check": "Facts checked before acting",
     "tenant.policy": "Tenant policy changed",
     "restore.reapply": "Removal re-applied after a restore",
     "tenant.import": "Export imported",
     "fact.import": "Fact imported",
     "record.import": "Version imported",
+    "state.read": "State read",
     "run.open": "Run opened",
     "run.close": "Run closed",
     "episode.append": "Episode added",
