@@ -215,9 +215,9 @@ TOMBSTONE_SLUG = "idempotency-tombstone"
 
 
 def tombstone_problem(stored: dict[str, Any], *, first_status: int) -> dict[str, Any]:
-    """The ``410`` problem (``IdempotencyTombstone``) of a retry whose first answer described
-    what is gone since: ``stored`` as for :func:`tombstone_response`. A batch's replay answers
-    each such item with it."""
+    """The ``410`` problem (the ``IdempotencyTombstone`` component: ``id``, ``state``,
+    ``first_status``) of a retry whose first answer described what is gone since: ``stored``
+    as for :func:`tombstone_response`. A batch's replay answers each such item with it."""
     return problem_body(
         TOMBSTONE_STATUS,
         str(stored.get("detail") or TOMBSTONE_DETAIL),
@@ -232,13 +232,10 @@ def tombstone_problem(stored: dict[str, Any], *, first_status: int) -> dict[str,
 
 def tombstone_response(stored: dict[str, Any], *, first_status: int) -> Response:
     """A retry whose first response described what has been deleted or has expired since:
-    ``410`` problem+json, never the first status with another shape. The first response's
-    success status stays for real replays, whose body is the schema's; this one's members
-    (``id``, ``state``, ``first_status``) are the ``IdempotencyTombstone`` component.
-
-    ``stored`` is the stored tombstone (``id``, ``status`` "deleted" or "expired", ``detail``),
-    written by the deletion definition (apps/api/models.py) or :func:`expired_tombstone_body`.
-    """
+    ``410`` problem+json (:func:`tombstone_problem`), never the first status with another
+    shape, which real replays keep. ``stored`` is the stored tombstone (``id``, ``status``
+    "deleted" or "expired", ``detail``), written by the deletion definition
+    (apps/api/models.py) or :func:`expired_tombstone_body`."""
     body = tombstone_problem(stored, first_status=first_status)
     response = Response(body, status=TOMBSTONE_STATUS, content_type=PROBLEM_CONTENT_TYPE)
     response["Idempotent-Tombstone"] = "true"

@@ -394,12 +394,11 @@ class Outcome:
     def counts(self) -> dict[str, int]:
         """The counts under their declared names (:attr:`Rules.counted_as`), for the models
         the deletion reached."""
-        names = {}
-        for model in definition().models:
-            name = rules_of(model).counted_as
-            if name and model._meta.label in self.changed:
-                names[name] = self.changed[model._meta.label]
-        return names
+        return {
+            rules_of(model).counted_as: self.changed[model._meta.label]
+            for model in definition().models
+            if rules_of(model).counted_as and model._meta.label in self.changed
+        }
 
     def withdrawn_ids(self, model: type[models.Model]) -> list[Any]:
         return self.withdrawn.get(model._meta.label, [])
@@ -510,10 +509,7 @@ class Plan:
             for model, ids in given.items():
                 if not isinstance(ids, QuerySet):
                     self.literal[(kind, model)] = list(ids)
-        for model, ids in self.roots.items():
-            self._grow(("delete", model), Q(pk__in=ids))
-        for model, ids in self.withdrawn_roots.items():
-            self._grow(("withdraw", model), Q(pk__in=ids))
+                self._grow((kind, model), Q(pk__in=ids))
         self.order = _order(
             self.definition,
             [("delete", m) for m in self.roots] + [("withdraw", m) for m in self.withdrawn_roots],
@@ -553,19 +549,18 @@ class Plan:
     def rows(self, node: Node) -> QuerySet[Any]:
         """The primary keys of the rows of ``node``'s model it deletes or withdraws."""
         kind, model = node
+        if node not in self.conditions:
+            return model._default_manager.none().values("pk")
         rows = model._default_manager.filter(self.conditions[node])
         if kind == "withdraw" and ("delete", model) in self.conditions:
             rows = rows.exclude(self.conditions[("delete", model)])
         return rows.values("pk")
 
     def deleted(self, model: type[models.Model]) -> QuerySet[Any]:
-        return (
-            self.rows(("delete", model)) if ("delete", model) in self.conditions else _none(model)
-        )
+        return self.rows(("delete", model))
 
     def withdrawn(self, model: type[models.Model]) -> QuerySet[Any]:
-        node = ("withdraw", model)
-        return self.rows(node) if node in self.conditions else _none(model)
+        return self.rows(("withdraw", model))
 
     def pending(self, model: type[models.Model]) -> QuerySet[Any]:
         """The rows the plan withdraws that are not withdrawn yet."""
@@ -646,17 +641,11 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, str, int, dict, list))
 
 
-def _none(model: type[models.Model]) -> QuerySet[Any]:
-    return model._default_manager.none().values("pk")
-
-
 def _ids_for(edge: Edge, rows: QuerySet[Any]) -> QuerySet[Any]:
-    if edge.text:
-        texts: QuerySet[Any] = rows.annotate(id_text=Cast("pk", output_field=TextField())).values(
-            "id_text"
-        )
-        return texts
-    return rows
+    if not edge.text:
+        return rows
+    texts: QuerySet[Any] = rows.annotate(id_text=Cast("pk", output_field=TextField()))
+    return texts.values("id_text")
 
 
 def run(
@@ -978,9 +967,10 @@ def _sql_match(model: type[models.Model], values: Mapping[str, Any]) -> sql.Comp
 def _sql_sets(
     model: type[models.Model], rewrite: Rewrite, *, flag: sql.Composable
 ) -> sql.Composable:
-    sets = {}
-    for name, value in rewrite.values.items():
-        sets[_column(model, name)] = _sql_value(model, name, value)
+    sets = {
+        _column(model, name): _sql_value(model, name, value)
+        for name, value in rewrite.values.items()
+    }
     for name, value in rewrite.first.items():
         column = _column(model, name)
         sets[column] = sql.SQL("CASE WHEN {} THEN {} ELSE {} END").format(

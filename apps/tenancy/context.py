@@ -27,8 +27,7 @@ policies read ``current_setting`` at execution time, never at planning time.
 
 Parameters are typed by psycopg (``uuid.UUID``, ``datetime``, ``Jsonb``...). A ``str`` is
 sent untyped, so PostgreSQL infers it from the column; where it cannot, the statement casts
-it. A long list of ids goes as one array literal (:func:`id_array`), cast by the statement
-(``%s::uuid[]``).
+it, as it casts a list of ids sent as one array literal (:func:`id_array`).
 """
 
 from __future__ import annotations
