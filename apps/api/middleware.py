@@ -120,9 +120,7 @@ class ApiNoStoreMiddleware(MiddlewareMixin):
         return response
 
 
-# --- the longest URL ------------------------------------------------------------------
-#
-# The longest URL the product accepts, whatever server runs it.
+# --- the longest URL the product accepts, whatever server runs it --------------------------
 #
 # A URL (path and query string, as sent) longer than :data:`MAX_URL_BYTES` is a ``414``: a
 # problem document under ``/api/``, plain text elsewhere. Long inputs belong in a POST body

@@ -167,23 +167,20 @@ def reject_unusable_charsets(application: WSGIApplication) -> WSGIApplication:
     return guarded
 
 
-# --- content negotiation ----------------------------------------------------------------
-#
-# Content negotiation: ``application/problem+json`` is JSON the API answers in.
+# --- content negotiation: ``application/problem+json`` is JSON the API answers in -----------
 #
 # A client that names only ``application/problem+json`` in ``Accept`` (as clients that read
 # errors by their media type do) accepts the API's JSON: its answers are JSON, and its errors
 # are problem documents. An ``Accept`` that admits neither is still a ``406``.
 
 JSON = "application/json"
-PROBLEM_JSON = "application/problem+json"
 
 
 def as_json(token: str) -> str:
     """An ``Accept`` token naming problem+json, as the same token naming JSON (its
     parameters, ``q`` among them, kept); any other token unchanged."""
     media_type, separator, parameters = token.partition(";")
-    if media_type.strip().lower() == PROBLEM_JSON:
+    if media_type.strip().lower() == PROBLEM_CONTENT_TYPE:
         return JSON + separator + parameters
     return token
 
