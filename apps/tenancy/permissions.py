@@ -66,4 +66,3 @@ def sync_role_permissions(
         assign_perm(f"tenancy.{codename}", user, tenant)
     for codename in held - wanted:
         remove_perm(f"tenancy.{codename}", user, tenant)
-
