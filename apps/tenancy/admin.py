@@ -13,7 +13,6 @@ Changes still go through the services, so they are validated and audited like th
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.contrib import admin, messages
@@ -30,7 +29,7 @@ from apps.core.actors import Actor
 from .audit_trail import audit_record
 from .context import activate_tenant, tenant_scope
 from .models import AgentCredential, Membership, Role, Tenant
-from .selectors import membership_admin_count
+from .selectors import membership_admin_count, parse_uuid
 from .services import (
     LAST_ADMIN_MESSAGE,
     credential_revoke,
@@ -69,10 +68,7 @@ def admin_tenant(request: HttpRequest) -> Tenant | None:
     if not getattr(request.user, "is_superuser", False):
         return None
     raw = request.session.get(SESSION_TENANT_ID)
-    try:
-        tenant_id = uuid.UUID(str(raw)) if raw else None
-    except ValueError:
-        tenant_id = None
+    tenant_id = parse_uuid(raw) if raw else None
     return Tenant.objects.filter(pk=tenant_id).first() if tenant_id else None
 
 
