@@ -184,15 +184,21 @@ def _tables(conn: psycopg.Connection[Any]) -> list[str]:
     ]
 
 
+def _row(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> Any:
+    """The one row ``query`` answers (a count, a setting)."""
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row
+
+
+def _count(conn: psycopg.Connection[Any], table: str) -> int:
+    return int(_row(conn, sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))[0])
+
+
 def census(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """Row counts: every table's total, and per tenant (by slug) every tenant table's."""
     tables = _tables(conn)
-    totals = {
-        table: conn.execute(
-            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
-        ).fetchone()[0]  # type: ignore[index]
-        for table in tables
-    }
+    totals = {table: _count(conn, table) for table in tables}
     slugs: dict[str, str] = {}
     if "tenancy_tenant" in tables:
         slugs = {str(pk): slug for pk, slug in conn.execute("SELECT id, slug FROM tenancy_tenant")}
@@ -270,9 +276,9 @@ def backup(
     with connection.connect() as conn:
         # One snapshot for the counts and the dump: the manifest describes what the dump holds.
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        snapshot, taken_at, server_version = conn.execute(
-            "SELECT pg_export_snapshot(), now(), current_setting('server_version')"
-        ).fetchone()  # type: ignore[misc]
+        snapshot, taken_at, server_version = _row(
+            conn, "SELECT pg_export_snapshot(), now(), current_setting('server_version')"
+        )
         progress("counting rows per tenant and table")
         counts = census(conn)
         migrations = _migrations(conn)
@@ -332,13 +338,7 @@ def read_manifest(path: Path, progress: Callable[[str], None]) -> dict[str, Any]
 def in_use(conn: psycopg.Connection[Any]) -> dict[str, int]:
     """Rows of the tables that say the database is in use (tenants, users)."""
     present = set(_tables(conn))
-    return {
-        table: conn.execute(
-            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
-        ).fetchone()[0]  # type: ignore[index]
-        for table in IN_USE_TABLES
-        if table in present
-    }
+    return {table: _count(conn, table) for table in IN_USE_TABLES if table in present}
 
 
 def other_sessions(conn: psycopg.Connection[Any]) -> int:
@@ -380,7 +380,7 @@ def _empty_schema(conn: psycopg.Connection[Any]) -> set[str]:
     with conn.transaction():
         for kind, name in conn.execute(DROPPABLE, {"ledger": LEDGER_TABLE}).fetchall():
             conn.execute(f"DROP {kind} IF EXISTS {name} CASCADE")  # names quoted by the query
-    if not conn.execute("SELECT to_regclass(%s)", [f"public.{LEDGER_TABLE}"]).fetchone()[0]:  # type: ignore[index]
+    if not _row(conn, "SELECT to_regclass(%s)", [f"public.{LEDGER_TABLE}"])[0]:
         return set()
     indexes = conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND tablename = %s",
