@@ -27,10 +27,10 @@ erasure by consent reference touches no state: runs and obligations name no cons
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import Model, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -38,22 +38,25 @@ from apps.audit.services import content_digest
 from apps.core import deletion
 from apps.state.models import Checkpoint, Episode, Obligation, Run
 
+# What an erasure takes from the state layer, by the names its receipt keeps their ids under
+# (runs, episodes and checkpoints are deleted, obligations withdrawn).
+STATE_MODELS: dict[str, type[Model]] = {
+    "runs": Run,
+    "episodes": Episode,
+    "checkpoints": Checkpoint,
+    "obligations": Obligation,
+}
 # The totals an erasure reports for the state layer, under the definition's names.
-STATE_TOTALS = tuple(
-    deletion.rules_of(model).counted_as for model in (Run, Episode, Checkpoint, Obligation)
-)
+STATE_TOTALS = tuple(deletion.rules_of(model).counted_as for model in STATE_MODELS.values())
 
 
 @dataclass
 class StateErasure:
-    """What the erasure removed from the state layer, and the ids a receipt keeps."""
+    """What the erasure removed from the state layer, and the ids (by ``STATE_MODELS``' names)
+    its receipt keeps: episodes and checkpoints taken for a mention, beside the runs'."""
 
-    counts: dict[str, int] = field(default_factory=dict)
-    run_ids: list[str] = field(default_factory=list)
-    obligation_ids: list[str] = field(default_factory=list)
-    # Taken for a mention, beside those that went with the runs above.
-    episode_ids: list[str] = field(default_factory=list)
-    checkpoint_ids: list[str] = field(default_factory=list)
+    counts: dict[str, int]
+    ids: dict[str, list[str]]
 
 
 # What separates a word from an identifier (apps.records.validation.IDENTIFIER: whitespace,
@@ -85,49 +88,45 @@ def mentioning(rows: QuerySet[Any], fields: Sequence[str], subject: str) -> Quer
     return rows.filter(condition).values("pk")
 
 
-def _selection(selector: str, value: str) -> dict[type[Any], QuerySet[Any]]:
-    """The rows an erasure by ``selector = value`` takes from the state layer (module doc):
-    runs, episodes and checkpoints to delete, obligations to strip."""
-    chosen: dict[type[Any], QuerySet[Any]] = {
-        Run: Run.objects.none(),
-        Episode: Episode.objects.none(),
-        Checkpoint: Checkpoint.objects.none(),
-        Obligation: Obligation.objects.none(),
+def _selection(selector: str, value: str) -> dict[str, QuerySet[Any]]:
+    """The rows an erasure by ``selector = value`` takes from the state layer (module doc)."""
+    chosen: dict[str, QuerySet[Any]] = {
+        name: model._default_manager.none() for name, model in STATE_MODELS.items()
     }
     if selector == "owner":
-        chosen[Run] = Run.objects.filter(owner=value)
+        chosen["runs"] = Run.objects.filter(owner=value)
     elif selector == "subject":
-        chosen[Run] = Run.objects.filter(subject=value)
-        chosen[Episode] = Episode.objects.filter(
+        chosen["runs"] = Run.objects.filter(subject=value)
+        chosen["episodes"] = Episode.objects.filter(
             pk__in=mentioning(Episode.objects.all(), ("content", "content_ref"), value)
         )
-        chosen[Checkpoint] = Checkpoint.objects.filter(
+        chosen["checkpoints"] = Checkpoint.objects.filter(
             pk__in=mentioning(Checkpoint.objects.all(), ("state",), value)
         )
-        chosen[Obligation] = Obligation.objects.filter(
+        chosen["obligations"] = Obligation.objects.filter(
             Q(subject=value)
             | Q(pk__in=mentioning(Obligation.objects.all(), ("payload", "result"), value))
         )
     return chosen
 
 
-def _plan(runs: Any, obligations: Any, episodes: Any = (), checkpoints: Any = ()) -> deletion.Plan:
+def _plan(rows: dict[str, Any]) -> deletion.Plan:
+    """Deleting the runs, episodes and checkpoints ``rows`` names (by ``STATE_MODELS``' names),
+    withdrawing its obligations."""
     return deletion.Plan(
-        deleted={Run: runs, Episode: episodes, Checkpoint: checkpoints},
-        withdrawn={Obligation: obligations},
+        deleted=_deleted(rows), withdrawn={Obligation: rows.get("obligations", ())}
     )
+
+
+def _deleted(rows: dict[str, Any]) -> dict[type[Model], Any]:
+    return {STATE_MODELS[name]: rows.get(name, ()) for name in ("runs", "episodes", "checkpoints")}
 
 
 def state_plan(selector: str, value: str) -> deletion.Plan:
     """What an erasure by ``selector = value`` would do to the state layer now: its counts
     are the dry run's, its residues what a finished erasure should have left none of."""
     chosen = _selection(selector, value)
-    return _plan(
-        chosen[Run].values("pk"),
-        chosen[Obligation].values("pk"),
-        chosen[Episode].values("pk"),
-        chosen[Checkpoint].values("pk"),
-    )
+    return _plan({name: rows.values("pk") for name, rows in chosen.items()})
 
 
 def state_erasure_counts(*, selector: str, value: str) -> dict[str, int]:
@@ -139,60 +138,38 @@ def state_erasure_counts(*, selector: str, value: str) -> dict[str, int]:
 def state_erase(*, selector: str, value: str, reason: str) -> StateErasure:
     """Erase the state matching ``selector = value`` (see the module doc), in the caller's
     transaction, locking what it changes. Returns the counts (summaries and embeddings it
-    invalidated included) and the ids of the runs, episodes, checkpoints and obligations."""
-    chosen = _selection(selector, value)
+    invalidated included) and the ids."""
     ids = {
-        model: [
+        name: [
             str(pk)
-            for pk in rows.select_for_update(no_key=model is Obligation).values_list(
+            for pk in rows.select_for_update(no_key=name == "obligations").values_list(
                 "pk", flat=True
             )
         ]
-        for model, rows in chosen.items()
+        for name, rows in _selection(selector, value).items()
     }
     outcome = deletion.run(
-        deleted={Run: ids[Run], Episode: ids[Episode], Checkpoint: ids[Checkpoint]},
-        withdrawn={Obligation: ids[Obligation]},
+        deleted=_deleted(ids),
+        withdrawn={Obligation: ids["obligations"]},
         now=timezone.now(),
         reason=f"source erased: {reason}",
     )
     counts = outcome.counts()
-    return StateErasure(
-        counts={
-            **{name: counts.get(name, 0) for name in STATE_TOTALS},
-            "summaries_invalidated": counts.get("summaries_invalidated", 0),
-            "embeddings": counts.get("embeddings", 0),
-            "stored_responses": counts.get("stored_responses", 0),
-        },
-        run_ids=ids[Run],
-        obligation_ids=ids[Obligation],
-        episode_ids=ids[Episode],
-        checkpoint_ids=ids[Checkpoint],
-    )
+    reported = (*STATE_TOTALS, "summaries_invalidated", "embeddings", "stored_responses")
+    return StateErasure(counts={name: counts.get(name, 0) for name in reported}, ids=ids)
 
 
 def state_residues(
-    *,
-    erased: dict[str, list[str]],
-    selector: str,
-    value: str,
-    digest: str,
+    *, erased: dict[str, list[str]], selector: str, value: str, digest: str
 ) -> list[tuple[str, str]]:
     """``(store, detail)`` for each piece of state an erasure should have removed and did not.
 
-    ``erased`` holds the ids its receipt keeps (``runs``, ``episodes``, ``checkpoints``,
-    ``obligations``): whatever deleting and stripping them would still change
-    (:meth:`apps.core.deletion.Plan.residues`). With the erased ``value`` known, whatever an
-    erasure by it would reach now (:func:`state_plan`: the tags and the mentions). Without
-    it, any run or obligation whose subject (or a run whose owner) has the erasure's
-    content digest (``content_digest({selector: value})``)."""
-
-    found = _plan(
-        erased.get("runs", []),
-        erased.get("obligations", []),
-        erased.get("episodes", []),
-        erased.get("checkpoints", []),
-    ).residues()
+    ``erased`` holds the ids its receipt keeps (by ``STATE_MODELS``' names): whatever deleting
+    and stripping them would still change (:meth:`apps.core.deletion.Plan.residues`). With
+    the erased ``value`` known, whatever an erasure by it would reach now (:func:`state_plan`:
+    the tags and the mentions). Without it, any run or obligation whose subject (or a run
+    whose owner) has the erasure's content digest (``content_digest({selector: value})``)."""
+    found = _plan(erased).residues()
     if selector not in {"subject", "owner"}:
         return found
     if value:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.audit.services import content_digest
 from apps.core import deletion
 from apps.derivations.models import Embedding
-from apps.governance.state_erasure import state_residues
+from apps.governance.state_erasure import STATE_MODELS, state_residues
 from apps.records.batch_api import batch_memo_content_free
 from apps.records.models import Fact, MemoryRecord
 from apps.tenancy import replicas
@@ -228,17 +228,15 @@ def replica_verify(alias: str, result: Verification) -> list[Residue]:
     return [Residue(f"{label}: {store}", detail) for store, detail in found]
 
 
-def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
+def _state_verify(receipt: DeletionReceipt, found: Callable[[str, str], None]) -> None:
     """The state an erasure removed (apps.governance.state_erasure): by the ids its receipt
     keeps, and by the erased subject or owner (its tag, and a subject's mentions in traces
     and obligations), read back from the erasure's completion event."""
-
-    counts = receipt.counts if isinstance(receipt.counts, dict) else {}
     if receipt.kind != "erasure":
         return
+    counts = receipt.counts if isinstance(receipt.counts, dict) else {}
     erased = counts.get("state_erased")
-    if not isinstance(erased, dict):
-        erased = {}
+    erased = erased if isinstance(erased, dict) else {}
     selector = str(counts.get("selector", ""))
     value = erased_value(receipt, selector)
     if selector in {"subject", "owner"} and not value:
@@ -248,10 +246,7 @@ def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
             " (its state was searched by tag only)",
         )
     for store, detail in state_residues(
-        erased={
-            name: [str(pk) for pk in erased.get(name, [])]
-            for name in ("runs", "episodes", "checkpoints", "obligations")
-        },
+        erased={name: [str(pk) for pk in erased.get(name, [])] for name in STATE_MODELS},
         selector=selector,
         value=value,
         digest=receipt.content_digest,

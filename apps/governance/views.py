@@ -42,7 +42,6 @@ from .erasure_jobs import (
     erasure_job_enqueue,
     erasure_job_get,
     erasure_jobs_recent,
-    erasure_receipt_for,
 )
 from .forms import DeletionFilterForm, ErasureConfirmForm, ErasureForm
 from .models import ErasureJob
@@ -278,7 +277,7 @@ def erasure_job(request: ConsoleRequest, tenant: Tenant, job_id: uuid.UUID) -> H
         "tenant": tenant,
         "section": "erasures",
         "job": job,
-        "receipt": erasure_receipt_for(job),
+        "receipt": job.receipt,
         "can_verify": VIEW_AUDIT in request.console_perms,
     }
     return render_page(
