@@ -31,7 +31,7 @@ from apps.api.contract import (
 )
 from apps.api.idempotency import idempotent
 from apps.api.schema import ProblemSerializer
-from apps.core.errors import Invalid, NotFound
+from apps.core.errors import NotFound
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE
 from apps.derivations import selectors
@@ -54,8 +54,9 @@ from apps.records.serializers import (
     IdentifierField,
     RecordDeleteInput,
     RecordDeleteQuery,
+    actor_columns,
 )
-from apps.records.validation import CONSENT_REF_RE, consent_ref_problem
+from apps.records.validation import CONSENT_REF_RE
 from apps.tenancy.models import AgentCredential
 
 from . import services as governance_services
@@ -258,11 +259,7 @@ def erasure_job_body(job: ErasureJob) -> dict[str, Any]:
         "state": job.state,
         "selector": job.selector,
         "reason": job.reason,
-        "requested_by": {
-            "type": job.requested_by_type,
-            "id": job.requested_by_id,
-            "label": job.requested_by_label,
-        },
+        "requested_by": actor_columns(job, "requested_by"),
         "requested_at": job.requested_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
@@ -367,8 +364,7 @@ class ConsentRevokeView(ContractView):
     def post(self, request: Request, consent_ref: str) -> Response:
         credential = request.auth
         assert isinstance(credential, AgentCredential)
-        if problem := consent_ref_problem(consent_ref):
-            raise Invalid("Invalid consent reference.", errors={"consent_ref": [problem]})
+        # The service refuses an invalid reference.
         revocation = governance_services.consent_revoke(
             tenant=credential.tenant,
             consent_ref=consent_ref,

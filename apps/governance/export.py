@@ -45,6 +45,7 @@ from apps.records.serializers import (
     ObservationSerializer,
     PromotionEventSerializer,
     RecordSerializer,
+    actor_columns,
 )
 from apps.review.serializers import PromotionRequestSerializer
 from apps.state.models import Obligation, Run
@@ -104,17 +105,6 @@ def _id_chunks(ids: Iterable[Any], size: int = CHUNK) -> Iterator[list[str]]:
         yield batch
 
 
-def _actor(obj: Any, prefix: str) -> dict[str, str] | None:
-    kind = getattr(obj, f"{prefix}_type")
-    if not kind:
-        return None
-    return {
-        "type": kind,
-        "id": getattr(obj, f"{prefix}_id"),
-        "label": getattr(obj, f"{prefix}_label"),
-    }
-
-
 def _version(record: MemoryRecord) -> Line:
     """One version as ``GET /records/{id}`` shows it, with what the detail adds."""
     body: Line = dict(RecordSerializer(record).data)
@@ -146,7 +136,7 @@ def _conflict(conflict: Conflict) -> Line:
         "resolved_record": str(conflict.resolved_record_id)
         if conflict.resolved_record_id
         else None,
-        "resolver": _actor(conflict, "resolver"),
+        "resolver": actor_columns(conflict, "resolver") if conflict.resolver_type else None,
         "reason": conflict.reason,
         "resolved_at": conflict.resolved_at,
     }

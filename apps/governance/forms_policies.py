@@ -8,13 +8,12 @@ from datetime import timedelta
 from typing import Any
 
 from django import forms
-from django.http import QueryDict
 from django.utils.dateparse import parse_duration
 
 from apps.core.pagination import CursorField
 from apps.records.models import DEFAULT_RETENTION, Sensitivity
 
-from .forms import reason_field, value_field
+from .forms import KeysetFilterForm, reason_field, value_field
 
 NO_LIMIT_WORDS = {"", "none", "no limit", "never"}
 _SHORT_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(d|day|days|h|hour|hours|w|week|weeks)?$")
@@ -169,18 +168,10 @@ class LegalHoldLiftForm(forms.Form):
     )
 
 
-class LegalHoldFilterForm(forms.Form):
+class LegalHoldFilterForm(KeysetFilterForm):
+    FILTER_FIELDS = ("state",)
     state = forms.ChoiceField(required=False, choices=HOLD_STATES, label="Show")
-    # The last row of the previous page (newest first).
     before = CursorField(required=False)
 
     def clean_state(self) -> str:
         return self.cleaned_data.get("state") or "active"
-
-    def query_for(self, **cursor: str) -> str:
-        query = QueryDict(mutable=True)
-        if self.is_bound and self.data.get("state"):
-            query["state"] = self.data["state"]
-        for name, value in cursor.items():
-            query[name] = value
-        return query.urlencode()

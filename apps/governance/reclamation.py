@@ -150,19 +150,12 @@ def hnsw_rebuild_plan(owner: Any, pending: dict[Any, PendingTenant] | None) -> l
     return plan
 
 
-@dataclass(frozen=True)
-class ReclamationPlan:
-    """What a reclamation would do now: for a dry run (``memoryconsole reclaim --dry-run``)."""
-
-    pending: dict[Any, PendingTenant]
-    rebuilds: list[Rebuild]
-    tables: tuple[str, ...] = RECLAIMED_TABLES
-
-
-def reclamation_plan() -> ReclamationPlan:
+def reclamation_plan() -> tuple[dict[Any, PendingTenant], list[Rebuild]]:
+    """What a reclamation would do now (``memoryconsole reclaim --dry-run``): the tenants
+    whose receipts await it, and the HNSW indexes it would rebuild."""
     pending = pending_tenants()
     with owner_connection() as owner:
-        return ReclamationPlan(pending, hnsw_rebuild_plan(owner, pending or None))
+        return pending, hnsw_rebuild_plan(owner, pending or None)
 
 
 def vacuum_tables(
@@ -232,31 +225,13 @@ def deletions_reclaim(
     return stamped
 
 
-def tables_rewrite(progress: Callable[[str], None] | None = None, *, wait: bool = True) -> datetime:
-    """Rewrite every table deletions touch, with its indexes (``VACUUM FULL``); returns when
-    the rewrite started. Afterwards no table or index file holds a row deleted before then
-    (the write-ahead log keeps it until its segments are recycled; see the README). Under the
-    maintenance lock, as :func:`vacuum_tables`."""
-    say = progress or (lambda _message: None)
-    with owner_connection() as owner:
-        maintenance_lock(owner, wait=wait, what="rewrite")
-        started = timezone.now()
-        owner.execute(
-            "SELECT set_config('maintenance_work_mem', %s, false)", [settings.HNSW_BUILD_MEMORY]
-        )
-        for table in RECLAIMED_TABLES:
-            say(f"rewriting {table}")
-            began = time.monotonic()
-            owner.execute(REWRITE_SQL.format(table))
-            logger.info("reclamation rewrote %s in %.1f s", table, time.monotonic() - began)
-    return started
-
-
 def deletions_rewrite(*, progress: Callable[[str], None] | None = None, wait: bool = True) -> int:
-    """Rewrite the tables if a receipt awaits it; stamp ``rewritten_at`` (and, where still
-    empty, ``reclaimed_at``) on the top-level receipts deleted before the rewrite began.
-    Returns how many receipts were stamped."""
-
+    """Rewrite every table deletions touch, with its indexes (``VACUUM FULL``), if a receipt
+    awaits it; stamp ``rewritten_at`` (and, where still empty, ``reclaimed_at``) on the
+    top-level receipts deleted before the rewrite began, and return how many. Afterwards no
+    table or index file holds a row deleted before then (the write-ahead log keeps it until
+    its segments are recycled; see the README). Under the maintenance lock, as
+    :func:`vacuum_tables`."""
     if current_tenant_id() is not None:
         raise RuntimeError("deletions_rewrite runs across tenants; call it outside a scope")
 
@@ -270,7 +245,18 @@ def deletions_rewrite(*, progress: Callable[[str], None] | None = None, wait: bo
                 tenants.append(tenant_id)
     if not tenants:
         return 0
-    started = tables_rewrite(progress, wait=wait)
+    say = progress or (lambda _message: None)
+    with owner_connection() as owner:
+        maintenance_lock(owner, wait=wait, what="rewrite")
+        started = timezone.now()
+        owner.execute(
+            "SELECT set_config('maintenance_work_mem', %s, false)", [settings.HNSW_BUILD_MEMORY]
+        )
+        for table in RECLAIMED_TABLES:
+            say(f"rewriting {table}")
+            began = time.monotonic()
+            owner.execute(REWRITE_SQL.format(table))
+            logger.info("reclamation rewrote %s in %.1f s", table, time.monotonic() - began)
     stamped = 0
     now = timezone.now()
     for tenant_id in tenants:

@@ -24,7 +24,6 @@ from apps.records.models import (
     ConsentRevocation,
     Fact,
     LegalHold,
-    Limits,
     MemoryRecord,
     RecordStatus,
     RetentionRule,
@@ -185,14 +184,10 @@ class RetentionChange:
     """What setting a class's rule does to the records already written: ``expired`` live
     versions end now (legal holds keep theirs), ``shortened`` others will end sooner."""
 
-    sensitivity: str
-    previous: Limits
     provisional_max: timedelta
     confirmed_max: timedelta | None
     expired: int
     shortened: int
-    applied: bool
-    rule: Any = None
 
     @property
     def affects_existing(self) -> bool:
@@ -248,16 +243,8 @@ def retention_rule_set(
     )
     ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).not_held()
     if dry_run:
-        expired_count = ending_now.count()
-        return RetentionChange(
-            sensitivity=sensitivity,
-            previous=previous,
-            provisional_max=provisional_max,
-            confirmed_max=confirmed_max,
-            expired=expired_count,
-            shortened=shortened.count() - expired_count,
-            applied=False,
-        )
+        expired = ending_now.count()
+        return RetentionChange(provisional_max, confirmed_max, expired, shortened.count() - expired)
     # Lock what changes, then decide on the locked rows (a write's promotion waits here and
     # reads the new rule after commit).
     shortened_pks = list(shortened.select_for_update(of=("self",)).values_list("pk", flat=True))
@@ -305,12 +292,5 @@ def retention_rule_set(
     )
     derived.stamp(event.pk)
     return RetentionChange(
-        sensitivity=sensitivity,
-        previous=previous,
-        provisional_max=provisional_max,
-        confirmed_max=confirmed_max,
-        expired=len(expired_pks),
-        shortened=len(shortened_pks) - len(expired_pks),
-        applied=True,
-        rule=rule,
+        provisional_max, confirmed_max, len(expired_pks), len(shortened_pks) - len(expired_pks)
     )

@@ -16,12 +16,12 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from apps.audit.services import Actor
 from apps.core.errors import DomainError, form_add_error
-from apps.core.pagination import Cursor
 from apps.records.models import DEFAULT_RETENTION, SENSITIVITY_ORDER, LegalHold, RetentionRule
 from apps.records.selectors import record_get
 from apps.records.services import RecordError
@@ -44,16 +44,13 @@ from .forms_policies import (
     duration_words,
 )
 from .services import RetentionChange, legal_hold_lift, legal_hold_place, retention_rule_set
+from .views import keyset_page
 
 HOLDS_PAGE_SIZE = 50
 
 
-def _may_read_governance(request: ConsoleRequest) -> bool:
-    return bool(request.console_perms & {MANAGE_RETENTION, VIEW_AUDIT})
-
-
 def _require_read(request: ConsoleRequest) -> None:
-    if not _may_read_governance(request):
+    if not request.console_perms & {MANAGE_RETENTION, VIEW_AUDIT}:
         raise PermissionDenied("Your role in this tenant does not allow this page.")
 
 
@@ -87,10 +84,6 @@ class RetentionRow:
             return ""
         provisional = duration_words(self.preview.provisional_max)
         return f"{provisional} / {duration_words(self.preview.confirmed_max)}"
-
-    @property
-    def allows_no_limit(self) -> bool:
-        return self.default_confirmed is None
 
     @property
     def provisional_words(self) -> str:
@@ -211,10 +204,6 @@ def retention(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-def pluralize(count: int) -> str:
-    return "" if count == 1 else "s"
-
-
 # --- legal holds ------------------------------------------------------------------------------
 
 
@@ -233,15 +222,7 @@ def _holds_context(
             queryset = queryset.active()
         elif state == "lifted":
             queryset = queryset.lifted()
-        cursor = filter_form.cleaned_data.get("before") if filter_form.is_bound else None
-        if cursor:
-            queryset = queryset.filter(cursor.older("placed_at"))
-        holds = list(queryset.order_by("-placed_at", "-id")[: HOLDS_PAGE_SIZE + 1])
-        if len(holds) > HOLDS_PAGE_SIZE:
-            holds = holds[:HOLDS_PAGE_SIZE]
-            last = holds[-1]
-            cursor_text = Cursor(last.placed_at, last.pk).token()
-            older_url = f"{base}?{filter_form.query_for(before=cursor_text)}"
+        holds, older_url = keyset_page(queryset, filter_form, base, "placed_at", HOLDS_PAGE_SIZE)
     can_manage = MANAGE_RETENTION in request.console_perms
     if can_manage and place_form is None:
         place_form = LegalHoldPlaceForm(initial={"nonce": form_nonce_issue(request)})
@@ -336,15 +317,13 @@ def hold_lift(request: ConsoleRequest, tenant: Tenant, hold_id: uuid.UUID) -> Ht
     """GET: the confirmation page, asking why. POST: lift with that reason; repeating is
     harmless. Without a reason the page comes back with the form error and nothing changes."""
     template = "console/governance/hold_lift.html"
+    hold = _hold_or_404(hold_id, lock=request.method == "POST")
+    context = {"tenant": tenant, "section": "holds", "hold": hold, "form": LegalHoldLiftForm()}
     if request.method != "POST":
-        hold = _hold_or_404(hold_id)
-        context = {"tenant": tenant, "section": "holds", "hold": hold, "form": LegalHoldLiftForm()}
         return render(request, template, context)
-    hold = _hold_or_404(hold_id, lock=True)
     form = LegalHoldLiftForm(request.POST)
     if hold.lifted_at is None and not form.is_valid():
-        context = {"tenant": tenant, "section": "holds", "hold": hold, "form": form}
-        return render(request, template, context, status=400)
+        return render(request, template, {**context, "form": form}, status=400)
     if hold.lifted_at is None:
         legal_hold_lift(
             hold=hold, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]
