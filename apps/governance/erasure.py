@@ -1,14 +1,11 @@
 """Erasure by subject, owner or consent: set-based, in batches, with a receipt per fact.
 
-Every batch of facts goes through the statement ``record_delete`` uses
-(:func:`apps.records.services.versions_purge`, generated from the deletion definition: one
-SQL statement for every table, each batch bound once as an array), so erasure keeps the same
-guarantees at any size, and its receipts are inserted with one more statement.
-
-A whole fact goes when any of its versions matches (its versions form one chain; keeping the
-rest would keep the history of what was erased). Facts under an active legal hold are
-skipped and counted. Each fact leaves a ``DeletionReceipt`` (ids, counts, digest) under one
-parent receipt of kind ``erasure`` carrying the totals.
+Each batch of facts goes through ``record_delete``'s statement
+(:func:`apps.records.services.versions_purge`, generated from the deletion definition, each
+batch bound once as an array), so erasure keeps its guarantees at any size. A whole fact goes
+when any version matches (keeping the rest would keep the history of what was erased); facts
+under an active legal hold are skipped and counted. Each fact leaves a ``DeletionReceipt``
+under one parent receipt of kind ``erasure`` carrying the totals.
 """
 
 from __future__ import annotations

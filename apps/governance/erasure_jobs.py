@@ -1,21 +1,15 @@
 """Erasures too large for a request, run by the worker: an ``ErasureJob`` and an outbox row.
 
-An erasure may cover 100k records, longer than a web request should hold a connection. So
-above a threshold (``settings.ERASURE_JOB_THRESHOLD_RECORDS``; the console always) the
-erasure is not run in the request: ``erasure_job_enqueue`` writes the job, an outbox row
-naming it (ids only) and an ``erasure.request`` audit event in the request's transaction.
-Once that commits the request is acknowledged and cannot be lost: the beat relay publishes a
-row the on-commit publish missed, and the task is ``acks_late`` (a killed worker's message
-runs again).
+Above ``settings.ERASURE_JOB_THRESHOLD_RECORDS`` (the console: always) ``erasure_job_enqueue``
+writes the job, an outbox row naming it and an ``erasure.request`` audit event in the
+request's transaction; once that commits the request cannot be lost (the beat relay publishes
+a row the on-commit publish missed; the task is ``acks_late``).
 
-The task (``derivations.erasure_job``) runs ``erasure_run`` in one transaction as the tenant,
-holding a lock on the job row for the whole run: a redelivered copy waits for the lock, then
-sees the job ``done`` and does nothing. The erasure and the job's ``done`` mark commit
-together, so no one is told "done" for an erasure that rolled back.
-
-The job carries the selector's value (an identifier of a subject, an owner or a consent,
-never memory content) only until the erasure commits; then it keeps the receipt and totals,
-and the identifier is blanked (the receipt and the job keep only its digest).
+The task runs ``erasure_run`` in one transaction as the tenant, holding the job row's lock:
+a redelivered copy waits, then finds the job ``done``. The erasure and ``done`` commit
+together, so no one is told "done" for an erasure that rolled back. The job keeps the
+selector's value (an identifier, never content) only until the erasure commits; then only
+its digest, as on the receipt.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""Everything a tenant holds about a subject (or about everyone), as JSON Lines: the export
-behind ``GET /api/v1/subjects/{subject}/export`` and ``memoryconsole export``.
+"""Everything a tenant holds about a subject (or everyone) as JSON Lines: the export behind
+``GET /api/v1/subjects/{subject}/export`` and ``memoryconsole export``.
 
-The format is ``memoryconsole.export/1`` (docs/export.md): a ``header`` line, then one line
-per fact (with every version, its provenance, scope, trust, retention, observations and
-promotions, its conflicts and promotion requests), legal hold, summary citing an exported
-version or episode, run (with its episodes and checkpoints), obligation, deletion receipt and
-audit event about any of them, then an ``end`` line with the counts. A reader that finds no
-``end`` line holds a cut-off export: a stream cannot change its status once it has started.
-
-Every line is read in one snapshot (a ``REPEATABLE READ``, read-only transaction), as the
-tenant, under row-level security: a line never names an item another line lacks, and another
-tenant's rows are not there to be read. Work goes in chunks of ``CHUNK`` items, so memory
-stays flat however much the tenant holds; that is also why an export needs no job.
+The format is ``memoryconsole.export/1`` (docs/export.md): a ``header`` line, one line per
+item, then an ``end`` line with the counts; without it the export was cut off (a stream cannot
+change its status once started). Every line is read in one ``REPEATABLE READ``, read-only
+snapshot as the tenant under row-level security: no line names an item another line lacks,
+and no other tenant's row is there to read. ``CHUNK`` items at a time keep memory flat however
+much the tenant holds, which is also why an export needs no job.
 """
 
 from __future__ import annotations

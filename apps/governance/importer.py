@@ -1,19 +1,14 @@
 """A ``memoryconsole.export/1`` file (docs/export.md) brought into a tenant of this or another
 instance: ``memoryconsole import PATH --tenant SLUG [--remap-ids]``.
 
-The file is read twice, line by line: first to check it (a header of the format first, an
-``end`` line last whose counts match the lines, every line JSON) and to collect the ids it
-holds and the source's audit events, then to store its facts, ``CHUNK`` at a time
-(apps/records/importing.py), all in one transaction as the target tenant: it is imported whole
-or not at all.
-
-Ids are kept, so that the same memory has the same id wherever it moves; an id already taken
-on this instance (by the tenant, or by another: a file exported from a tenant here and
-imported into another) refuses the import with a message saying so, and ``--remap-ids`` gives
-every item a new id instead, references included. Only facts are imported, with their
-versions, observations, promotions, conflicts and promotion requests: legal holds, runs
-(episodic, ended with their session), obligations, summaries (derived: made again from the
-facts) and deletion receipts (the source's deletions) are counted and left out.
+The file is read twice: first checked whole (a header of the format first, an ``end`` line
+last whose counts match, every line JSON) while collecting its ids and the source's audit
+events, then its facts stored ``CHUNK`` at a time (apps/records/importing.py), in one
+transaction as the target tenant: whole or not at all. Ids are kept, so a memory has the same
+id wherever it moves; an id taken on this instance refuses the import, and ``--remap-ids``
+gives every item a new id, references included. Only facts come in, with their versions,
+observations, promotions, conflicts and promotion requests: holds, runs, obligations,
+summaries (derived: made again) and receipts are counted and left out.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """A dry run of a record's deletion: what ``record_delete`` would take with it, changing nothing.
 
-The console shows this before a person confirms a deletion, so they see the cost of it: every
-version of the fact, its observations, promotion requests and conflicts (open ones named),
-the embeddings that go and the summaries that become invalid, and the queued work dropped.
-It reads the rows the deletion definition reaches (:mod:`apps.core.deletion`: the plan the
-deletion carries out), in a fixed number of queries whatever their count.
-
-A legal hold makes the deletion impossible; the preview says so, and by which hold. The same
-reading over many facts is an erasure's dry run (``apps.governance.erasure.erasure_preview``).
+The console shows it before a person confirms, so they see the cost: every version of the
+fact, its observations, promotion requests and conflicts (open ones named), the embeddings
+that go, the summaries that become invalid, the queued work dropped. It reads the rows the
+deletion definition reaches (:mod:`apps.core.deletion`) in a fixed number of queries; a legal
+hold makes the deletion impossible, and the preview names it. The same reading over many
+facts is an erasure's dry run (``apps.governance.erasure.erasure_preview``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """Physical reclamation after deletions: ``VACUUM`` of the tables deletions touch.
 
-A deleted row stays in its table's pages (and in the HNSW index) until PostgreSQL vacuums
-it. Autovacuum gets there eventually; this makes "eventually" bounded and recorded: after
-the vacuum, every top-level receipt (a deletion, an expiry, an erasure) deleted before it
-started gets ``reclaimed_at``. An erasure's per-fact receipts are not stamped one by one: they
-read their erasure's stamp (``DeletionReceipt.storage_reclaimed_at``), so the bookkeeping
-costs one row per deletion, not one per erased fact.
+A deleted row stays in its table's pages (and its HNSW index) until PostgreSQL vacuums it;
+this makes "eventually" bounded and recorded: after the vacuum every top-level receipt deleted
+before it started gets ``reclaimed_at`` (an erasure's per-fact receipts read their erasure's:
+``DeletionReceipt.storage_reclaimed_at``, one row per deletion, not per fact).
 
-VACUUM cannot run inside a transaction and needs the table's owner, and the application
-role owns nothing; so it runs on a separate autocommit connection as the owner role
-(``settings.DATABASE_OWNER``). The receipts are then stamped as the application role, per
-tenant, under row-level security.
+VACUUM cannot run inside a transaction and needs the table's owner (the application role owns
+nothing): it runs on an autocommit connection as ``settings.DATABASE_OWNER``; the receipts are
+then stamped as the application role, per tenant, under row-level security.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ from apps.tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
 
-# The tables of every model holding subject data or changed by its deletion, as the deletion
-# definition finds them from the model relations (apps.core.deletion).
+# Every model's table that holds subject data or changes with its deletion (apps.core.deletion).
 RECLAIMED_TABLES = deletion.definition().tables()
 # VACUUM FULL rewrites a table and all its indexes under an exclusive lock (reads and writes
 # of that table wait), one table at a time: hence its own, rarer schedule (settings).
@@ -59,9 +55,8 @@ class PendingTenant:
         return self.deleted_embeddings / total if total else 0.0
 
 
-# Top-level receipts only: an erasure's summary receipt counts everything it removed,
-# embeddings included (its per-fact receipts count versions only); a single deletion's or an
-# expiry's receipt counts its own.
+# Top-level receipts only: an erasure's counts everything it removed (its per-fact receipts
+# count versions only).
 PENDING_SQL = """
 SELECT count(*), coalesce(sum((counts->>'embeddings')::bigint), 0),
        (SELECT count(*) FROM derivations_embedding)
@@ -82,24 +77,20 @@ def pending_tenants() -> dict[Any, PendingTenant]:
     return pending
 
 
-# An HNSW index's vacuum repairs, with a search through the graph on disk, every element that
-# had a deleted neighbour, and with 2 * m = 32 neighbours in the bottom layer that is most
-# elements as soon as a few percent went; a build runs in memory (pgvector's advice: reindex
-# first). Vacuuming costs as much as a concurrent rebuild from about 1 % deleted, and more
-# beyond (docs/performance.md). So an index that lost at least 1 % of its vectors is rebuilt
-# concurrently (searches and writes go on) before the vacuum, which then finds nothing to
-# repair in it.
+# An HNSW vacuum repairs, by a search through the graph on disk, every element with a deleted
+# neighbour (with 32 bottom-layer neighbours, most elements once a few percent went); a build
+# runs in memory. From about 1 % deleted vacuuming costs as much as a concurrent rebuild, and
+# more beyond (docs/performance.md): such an index is rebuilt first, searches and writes going
+# on, and the vacuum then finds nothing to repair in it.
 HNSW_REBUILD_DEAD_SHARE = 0.01
-# Every index is vacuumed, however few rows went: by default VACUUM skips index cleanup when
-# under 2 % of the table's pages hold dead rows, which would leave a deleted vector in its
-# HNSW element and a deleted text's lexemes in the full-text index. pgvector's vacuum zeroes
-# a deleted element's vector.
+# Every index is cleaned, however few rows went: by default VACUUM skips it under 2 % dead
+# pages, leaving a deleted vector in its HNSW element and a deleted text's lexemes in the
+# full-text index (pgvector's vacuum zeroes a deleted element's vector).
 VACUUM_SQL = "VACUUM (ANALYZE, INDEX_CLEANUP ON) {}"
 # A small index (a model few vectors use) is cheaper to vacuum than to rebuild: a concurrent
 # rebuild waits three times for every transaction in flight, whatever the index's size.
 HNSW_REBUILD_MIN_BYTES = 1 << 20
-# Parallel workers for the rebuilds and vacuums: none, so reclamation (background work) takes
-# one core and searches keep the others.
+# No parallel workers: reclamation (background work) takes one core, searches keep the others.
 RECLAIM_PARALLEL_WORKERS = 0
 
 HNSW_INDEXES_SQL = """

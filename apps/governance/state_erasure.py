@@ -1,27 +1,20 @@
-"""What an erasure by subject or owner does to the state layer (called by
-``apps.governance.erasure.erasure_run``, in its transaction).
+"""What an erasure by subject or owner does to the state layer (in ``erasure_run``'s transaction).
 
-* Runs about the subject (``Run.subject``), or owned by the owner, go with their episodes and
+* Runs about the subject (``Run.subject``) or owned by the owner go with their episodes and
   checkpoints; summaries citing those episodes become invalid, as when a run closes.
 * An erasure by subject also takes every episode (``content``, ``content_ref``) and checkpoint
   (``state``) that *mentions* the subject, in any run: an agent that left ``subject`` empty
-  still wrote the person into its traces. The run itself stays, with its other traces.
-* Obligations about the subject (``Obligation.subject``; obligations have no owner), and those
-  whose payload or result mentions it, lose their payload, their result and their subject.
-  Their key and state stay: a retry with the key still finds the obligation and a second
-  commit is still refused, so the work stays done exactly once.
+  still wrote the person into its traces. The run stays, with its other traces.
+* Obligations about or mentioning the subject lose payload, result and subject; key and state
+  stay, so a retry with the key still finds it and the work stays done exactly once.
 * Stored API responses describing any of these are forgotten (they repeat their content).
 
-A mention is the subject's identifier as a whole word, in any letter case: ``user:1`` is
-mentioned by ``"user:1 said: ..."`` or ``{"to": "User:1"}``, not by ``user:12`` or
-``superuser:1`` (:func:`mention_pattern`). Identifiers the agent chose (a task id, an
-obligation's key) are not searched: they name the work, and the key is what keeps it done
-exactly once.
-
-What goes with a run and what stripping an obligation means are the deletion definition's
-(:mod:`apps.core.deletion`: runs, episodes and checkpoints are deleted, obligations withdrawn).
-The erasure, its dry run and its verification read one selection (:func:`state_plan`). An
-erasure by consent reference touches no state: runs and obligations name no consent.
+A mention is the identifier as a whole word in any letter case (:func:`mention_pattern`):
+``user:1`` is in ``"User:1 said"``, not in ``user:12`` or ``superuser:1``. Identifiers the
+agent chose (a task id, an obligation's key) are not searched: they name the work. What goes
+with a run and what stripping means are the deletion definition's (:mod:`apps.core.deletion`);
+the erasure, its dry run and its verification read one selection (:func:`state_plan`).
+Runs and obligations name no consent: an erasure by consent reference touches no state.
 """
 
 from __future__ import annotations

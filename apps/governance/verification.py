@@ -1,21 +1,15 @@
-"""Check that a deletion left nothing behind: every store is searched for the deleted ids.
+"""Check that a deletion left nothing behind: every store of the receipt's tenant is searched.
 
-Looked at, in the receipt's tenant: every row the deletion definition says a deletion of the
-versions and facts removes, rewrites or withdraws (:meth:`apps.core.deletion.Plan.residues`: the
-versions themselves, with their full-text entries, embeddings, summaries citing them, outbox
-rows, stored API responses, pointers), then stored API responses and outbox payloads by any
-mention of an id, the SQL broker's undelivered messages (their decoded bodies, by id and
-digest), and audit events about the records (they may name ids and digests, never hold content:
-a payload with a content-bearing member counts as a residue). A stored response that names a
-deleted id and nothing else (the tombstone a deletion leaves, a search's memo of the ids it
-returned, a batch write's memo of ids and statuses) is what the product keeps on purpose, not a
-residue. The receipt's content digest is looked for where a digest could leak content's identity
-outside the audit chain: embeddings and stored responses. An erasure's state (runs, their
-episodes and checkpoints, obligation payloads) is looked for by the ids its receipt keeps and by
-content: whatever an erasure by the same subject or owner would reach now, its tag and, for a
-subject, every mention of it in episodes, checkpoints and obligations
-(``apps.governance.state_erasure``). The erased value is read back from the erasure's
-``erasure.complete`` audit event (the receipt keeps only its digest).
+Searched: whatever the deletion definition says deleting the versions and facts removes,
+rewrites or withdraws (:meth:`apps.core.deletion.Plan.residues`); stored API responses and
+outbox payloads by any mention of an id; the SQL broker's undelivered messages (decoded, by id
+and digest); audit events about the records (ids and digests only: a content-bearing member is
+a residue). A stored response naming a deleted id and nothing else (a deletion's tombstone, a
+search's or a batch write's memo of ids) is kept on purpose, not a residue. The content digest
+is looked for where it could leak content's identity outside the audit chain: embeddings and
+stored responses. An erasure's state is looked for by the ids its receipt keeps and by what an
+erasure by the same subject or owner would reach now (``apps.governance.state_erasure``), the
+erased value read back from its ``erasure.complete`` event (the receipt keeps only its digest).
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +48,6 @@ class Residue:
 
 @dataclass
 class Verification:
-    receipt_id: str
     record_ids: list[str] = field(default_factory=list)
     residues: list[Residue] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
@@ -99,11 +92,9 @@ def _rows_mentioning(table: str, column: str, pattern: str, values: list[str]) -
 
 
 def _responses_with_content(pks: list[Any]) -> list[Any]:
-    """Those of the stored API responses ``pks`` that hold more than ids: not a tombstone
-    exactly as a deletion leaves it (the id, ``deleted``, a fixed detail), nor a memo of ids
-    (a search's ``{"returned": [ids]}``, apps.api.idempotency; a batch write's ids, statuses
-    and outcomes, apps.records.batch_api). Naming a deleted id is what
-    each of these is for; content beside it would be a residue."""
+    """Those of the stored API responses ``pks`` that hold more than ids: not a tombstone as a
+    deletion leaves it, nor a memo of ids (a search's ``{"returned": [ids]}``; a batch write's
+    ids, statuses and outcomes, apps.records.batch_api)."""
     kept: list[Any] = []
     for chunk in _chunks(pks):
         with connection.cursor() as cursor:
@@ -149,7 +140,7 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     record_ids = sorted({rid for r in receipts for rid in r.record_ids})
     fact_ids = sorted({str(r.fact_id) for r in receipts if r.fact_id})
     digests = sorted({r.content_digest for r in receipts if r.content_digest})
-    result = Verification(receipt_id=str(receipt.pk), record_ids=record_ids)
+    result = Verification(record_ids=record_ids)
 
     def found(store: str, detail: str) -> None:
         result.residues.append(Residue(store, detail))
@@ -159,8 +150,9 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
         # the versions themselves (their full-text entries live in their rows), embeddings,
         # valid summaries citing them (and their embeddings), queued work, stored responses
         # not yet tombstones, pointers to them.
-        for store, detail in deletion.Plan(deleted={MemoryRecord: ids}).residues():
-            found(store, detail)
+        result.residues += [
+            Residue(*r) for r in deletion.Plan(deleted={MemoryRecord: ids}).residues()
+        ]
         for event in AuditEvent.objects.filter(object_id__in=ids).only("seq", "data"):
             members = _content_members(event.data)
             if members:
@@ -191,8 +183,7 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
             if receipt.kind != "expiry" or not MemoryRecord.objects.filter(fact_id=pk).exists()
         ]
         result.fact_ids += gone
-        for store, detail in deletion.Plan(deleted={Fact: gone}).residues():
-            found(store, detail)
+        result.residues += [Residue(*r) for r in deletion.Plan(deleted={Fact: gone}).residues()]
     result.checked.append("facts")
     for chunk in _chunks(digests):
         for digest in Embedding.objects.filter(content_digest__in=chunk).values_list(
@@ -202,7 +193,7 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     for pk in _rows_mentioning("api_idempotencykey", "response_body", DIGEST_PATTERN, digests):
         found("idempotency responses", f"stored response {pk} carries a deleted content digest")
     result.checked.append("content digest")
-    _state_verify(receipt, found)
+    result.residues += [Residue(*r) for r in _state_residues(receipt)]
     result.checked += ["runs", "episodes", "checkpoints", "obligation payloads"]
     return result
 
@@ -228,30 +219,27 @@ def replica_verify(alias: str, result: Verification) -> list[Residue]:
     return [Residue(f"{label}: {store}", detail) for store, detail in found]
 
 
-def _state_verify(receipt: DeletionReceipt, found: Callable[[str, str], None]) -> None:
-    """The state an erasure removed (apps.governance.state_erasure): by the ids its receipt
-    keeps, and by the erased subject or owner (its tag, and a subject's mentions in traces
-    and obligations), read back from the erasure's completion event."""
+def _state_residues(receipt: DeletionReceipt) -> list[tuple[str, str]]:
+    """The state an erasure removed and left behind (apps.governance.state_erasure): by the
+    ids its receipt keeps, and by the erased subject or owner, read back from the erasure's
+    completion event."""
     if receipt.kind != "erasure":
-        return
+        return []
     counts = receipt.counts if isinstance(receipt.counts, dict) else {}
     erased = counts.get("state_erased")
     erased = erased if isinstance(erased, dict) else {}
     selector = str(counts.get("selector", ""))
     value = erased_value(receipt, selector)
-    if selector in {"subject", "owner"} and not value:
-        found(
-            "erasure",
-            f"no erasure.complete event names the erased {selector}: the erasure did not finish"
-            " (its state was searched by tag only)",
-        )
-    for store, detail in state_residues(
+    found = state_residues(
         erased={name: [str(pk) for pk in erased.get(name, [])] for name in STATE_MODELS},
         selector=selector,
         value=value,
         digest=receipt.content_digest,
-    ):
-        found(store, detail)
+    )
+    if selector in {"subject", "owner"} and not value:
+        detail = f"no erasure.complete event names the erased {selector}: the erasure did not"
+        found.insert(0, ("erasure", f"{detail} finish (its state was searched by tag only)"))
+    return found
 
 
 def erased_value(receipt: DeletionReceipt, selector: str) -> str:
