@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -89,15 +89,9 @@ def _chunks(queryset: QuerySet[M], size: int = CHUNK) -> Iterator[list[M]]:
         last = items[-1].pk
 
 
-def _id_chunks(ids: Iterable[Any], size: int = CHUNK) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for value in ids:
-        batch.append(str(value))
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def _id_chunks(ids: list[Any], size: int = CHUNK) -> Iterator[list[str]]:
+    for start in range(0, len(ids), size):
+        yield [str(value) for value in ids[start : start + size]]
 
 
 def _version(record: MemoryRecord) -> Line:
@@ -139,7 +133,6 @@ def _conflict(conflict: Conflict) -> Line:
 
 def _hold(hold: LegalHold) -> Line:
     return {
-        "type": "legal_hold",
         "id": str(hold.pk),
         "subject": hold.subject,
         "fact": str(hold.fact_id) if hold.fact_id else None,
@@ -223,57 +216,51 @@ class _Export:
                     },
                 )
 
+    def _each(
+        self, kind: str, queryset: QuerySet[Any], line: Callable[[Any], Mapping[str, Any]]
+    ) -> Iterator[Line]:
+        """A line of ``kind`` for each of ``queryset`` (``CHUNK`` at a time), noting its id."""
+        for chunk in _chunks(queryset):
+            for item in chunk:
+                self.about.add(str(item.pk))
+                yield self._counted(kind, {"type": kind, **line(item)})
+
     def holds(self) -> Iterator[Line]:
         holds = LegalHold.objects.all()
         if self.subject is not None:
             holds = holds.filter(Q(subject=self.subject) | Q(fact__subject=self.subject))
-        for chunk in _chunks(holds):
-            for hold in chunk:
-                self.about.add(str(hold.pk))
-                yield self._counted("legal_hold", _hold(hold))
+        return self._each("legal_hold", holds, _hold)
 
     def runs(self) -> Iterator[Line]:
-        for runs in _chunks(self._of_subject(Run.objects.all())):
-            for run in runs:
-                episodes = list(run.episodes.order_by("seq"))
-                checkpoints = list(run.checkpoints.order_by("step", "created_at"))
-                self.episode_ids.extend(e.pk for e in episodes)
-                self.about.update(str(item.pk) for item in [run, *episodes, *checkpoints])
-                line: Line = {"type": "run", **RunSerializer(run).data}
-                line["episodes"] = [EpisodeSerializer(e).data for e in episodes]
-                line["checkpoints"] = [CheckpointSerializer(c).data for c in checkpoints]
-                yield self._counted("run", line)
+        return self._each("run", self._of_subject(Run.objects.all()), self._run)
+
+    def _run(self, run: Run) -> Line:
+        episodes = list(run.episodes.order_by("seq"))
+        checkpoints = list(run.checkpoints.order_by("step", "created_at"))
+        self.episode_ids.extend(e.pk for e in episodes)
+        self.about.update(str(item.pk) for item in [*episodes, *checkpoints])
+        return {
+            **RunSerializer(run).data,
+            "episodes": [EpisodeSerializer(e).data for e in episodes],
+            "checkpoints": [CheckpointSerializer(c).data for c in checkpoints],
+        }
 
     def obligations(self) -> Iterator[Line]:
-        for obligations in _chunks(self._of_subject(Obligation.objects.all())):
-            for obligation in obligations:
-                self.about.add(str(obligation.pk))
-                line = {"type": "obligation", **ObligationSerializer(obligation).data}
-                yield self._counted("obligation", line)
+        obligations = self._of_subject(Obligation.objects.all())
+        return self._each("obligation", obligations, lambda o: ObligationSerializer(o).data)
 
     def summaries(self) -> Iterator[Line]:
         if self.subject is None:
             summaries: QuerySet[Summary] = Summary.objects.all()
         else:
             cited: set[Any] = set()
-            for ids in _id_chunks(self.fact_ids):
-                cited.update(
-                    SummarySource.objects.filter(fact_id__in=ids).values_list(
-                        "summary_id", flat=True
-                    )
-                )
-            for ids in _id_chunks([*self.version_ids, *self.episode_ids]):
-                cited.update(
-                    SummarySource.objects.filter(source_id__in=ids).values_list(
-                        "summary_id", flat=True
-                    )
-                )
+            sources = [*self.version_ids, *self.episode_ids]
+            for column, ids in (("fact_id", self.fact_ids), ("source_id", sources)):
+                for chunk in _id_chunks(ids):
+                    rows = SummarySource.objects.filter(**{f"{column}__in": chunk})
+                    cited.update(rows.values_list("summary_id", flat=True))
             summaries = Summary.objects.filter(pk__in=cited)
-        for chunk in _chunks(summaries.prefetch_related("sources")):
-            for summary in chunk:
-                self.about.add(str(summary.pk))
-                line = {"type": "summary", **summary_representation(summary)}
-                yield self._counted("summary", line)
+        return self._each("summary", summaries.prefetch_related("sources"), summary_representation)
 
     def receipts(self) -> Iterator[Line]:
         receipts = DeletionReceipt.objects.all()
@@ -283,14 +270,14 @@ class _Export:
                 Q(subject_digest=digest)
                 | Q(kind="erasure", counts__selector="subject", content_digest=digest)
             )
-        for chunk in _chunks(receipts):
-            for receipt in chunk:
-                # Events about what the receipt removed are about the subject too.
-                self.about.update([str(receipt.pk), *map(str, receipt.record_ids or [])])
-                if receipt.fact_id:
-                    self.about.add(str(receipt.fact_id))
-                line = {"type": "deletion_receipt", **ReceiptSerializer(receipt).data}
-                yield self._counted("deletion_receipt", line)
+        return self._each("deletion_receipt", receipts, self._receipt)
+
+    def _receipt(self, receipt: DeletionReceipt) -> Line:
+        # Events about what the receipt removed are about the subject too.
+        self.about.update(map(str, receipt.record_ids or []))
+        if receipt.fact_id:
+            self.about.add(str(receipt.fact_id))
+        return ReceiptSerializer(receipt).data
 
     def audit_events(self) -> Iterator[Line]:
         if self.subject is None:

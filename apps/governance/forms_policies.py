@@ -38,10 +38,9 @@ def duration_text(value: timedelta | None) -> str:
     if value is None:
         return "none"
     seconds = int(value.total_seconds())
-    if seconds % 86400 == 0:
-        return f"{seconds // 86400}d"
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600}h"
+    for suffix, size in (("d", 86400), ("h", 3600)):
+        if seconds % size == 0:
+            return f"{seconds // size}{suffix}"
     return f"PT{seconds}S"
 
 
@@ -50,12 +49,9 @@ def duration_words(value: timedelta | None) -> str:
     if value is None:
         return "no limit"
     seconds = int(value.total_seconds())
-    if seconds % 86400 == 0:
-        days = seconds // 86400
-        return f"{days} day{'s' if days != 1 else ''}"
-    if seconds % 3600 == 0:
-        hours = seconds // 3600
-        return f"{hours} hour{'s' if hours != 1 else ''}"
+    for unit, size in (("day", 86400), ("hour", 3600)):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}{'s' if seconds != size else ''}"
     return f"{seconds} seconds"
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, connection
+from django.db.models import Model
 
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
@@ -64,7 +65,7 @@ class ImportSummary:
 class _Survey:
     header: dict[str, Any]
     counts: Counter[str]
-    ids: dict[type, list[str]]
+    ids: dict[type[Model], list[str]]
     events: dict[str, list[dict[str, Any]]]
     digest: str
 
@@ -89,7 +90,7 @@ def _survey(path: Path) -> _Survey:
     header: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     counts: Counter[str] = Counter()
-    ids: dict[type, list[str]] = defaultdict(list)
+    ids: dict[type[Model], list[str]] = defaultdict(list)
     events: dict[str, list[dict[str, Any]]] = defaultdict(list)
     digest = hashlib.sha256()
     with path.open("rb") as source:
@@ -143,7 +144,7 @@ def _survey(path: Path) -> _Survey:
     return _Survey(header, counts, ids, events, digest.hexdigest())
 
 
-def _id_check(ids: dict[type, list[str]]) -> None:
+def _id_check(ids: dict[type[Model], list[str]]) -> None:
     """Refuse what is not an id, and ids this tenant holds already (run as the tenant)."""
     for model, values in ids.items():
         for value in values:
@@ -154,7 +155,7 @@ def _id_check(ids: dict[type, list[str]]) -> None:
                     f"{value[:40]!r} is not an id ({model.__name__}): the file was changed "
                     "after the export. Nothing was imported."
                 ) from problem
-        held = model.objects.filter(pk__in=values).count()  # type: ignore[attr-defined]
+        held = model._default_manager.filter(pk__in=values).count()
         if held:
             raise ImportRefused(
                 f"This tenant already holds {held} {model.__name__} ids of the file: was it "

@@ -76,7 +76,3 @@ class ErasureJob(TenantOwned):
     @property
     def selector_label(self) -> str:
         return {"consent_ref": "consent reference"}.get(self.selector, self.selector)
-
-    @property
-    def requested_by(self) -> str:
-        return self.requested_by_label

@@ -42,13 +42,10 @@ from apps.tenancy.models import Tenant
 def consent_revoke(
     *, tenant: Tenant, consent_ref: str, actor: Actor, reason: str, force: bool = False
 ) -> ConsentRevocation:
-    """Expire everything written under ``consent_ref`` (except what a legal hold keeps) and
-    refuse new writes citing it. Revoking twice is harmless (the first revocation stands).
-
-    It cannot be undone, so it needs a reason, and a reference the tenant never used (no
-    record written under it, no erasure by it) is refused as a likely misspelling (422)
-    unless ``force``: revoking a consent before any write cites it. The audit event keeps
-    the reason and ``force``."""
+    """Expire everything written under ``consent_ref`` (but what a legal hold keeps) and refuse
+    new writes citing it; revoking twice is harmless. It cannot be undone, so it needs a reason,
+    and a reference the tenant never used is refused as a likely misspelling (422) unless
+    ``force`` (revoking before any write cites it)."""
     if problem := consent_ref_problem(consent_ref):
         raise Invalid("Invalid consent reference.", errors={"consent_ref": [problem]})
     if not reason.strip():
@@ -211,10 +208,8 @@ def retention_rule_set(
 ) -> RetentionChange:
     """Set the longest lifetimes of one sensitivity class, for new writes and promotions and
     for the class's live records: each one's expiry becomes the earlier of its own and its
-    observation (its lifetime's start) plus the new limit of its trust (never later than it
-    was). Versions that
-    this ends now expire as any expiry does: their derived summaries are invalidated and
-    their embeddings removed, in this transaction.
+    lifetime's start plus the new limit of its trust. Versions this ends now expire as any
+    expiry does (summaries invalidated, embeddings removed), in this transaction.
 
     A change that ends or shortens existing records needs a ``reason``. ``dry_run`` counts
     what the change would do and changes nothing. One audit event holds the old and new

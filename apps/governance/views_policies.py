@@ -82,8 +82,7 @@ class RetentionRow:
     def preview_words(self) -> str:
         if self.preview is None:
             return ""
-        provisional = duration_words(self.preview.provisional_max)
-        return f"{provisional} / {duration_words(self.preview.confirmed_max)}"
+        return _limits_words(self.preview.provisional_max, self.preview.confirmed_max)
 
     @property
     def provisional_words(self) -> str:
@@ -95,8 +94,11 @@ class RetentionRow:
 
     @property
     def default_words(self) -> str:
-        provisional = duration_words(self.default_provisional)
-        return f"{provisional} / {duration_words(self.default_confirmed)}"
+        return _limits_words(self.default_provisional, self.default_confirmed)
+
+
+def _limits_words(provisional: timedelta, confirmed: timedelta | None) -> str:
+    return f"{duration_words(provisional)} / {duration_words(confirmed)}"
 
 
 def _retention_rows(
