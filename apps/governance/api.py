@@ -68,6 +68,7 @@ from .erasure import (
     erasure_run,
 )
 from .erasure_jobs import erasure_job_enqueue, erasure_job_get
+from .forms import RECEIPT_KINDS
 from .preview import DeletionPreview, deletion_preview
 
 
@@ -288,14 +289,11 @@ class ReceiptPagination(CursorPage):
     ordering = ("-deleted_at", "-id")
 
 
-RECEIPT_KINDS = ["record", "erasure", "expiry"]
-
-
 class DeletionReceiptQuery(PageQuery):
     parent = StrictUUIDField(  # type: ignore[assignment]
         required=False, help_text="An erasure's receipt: its per-fact ones."
     )
-    kind = StrictChoiceField(choices=RECEIPT_KINDS, required=False)
+    kind = StrictChoiceField(choices=list(RECEIPT_KINDS), required=False)
 
 
 class DeletionReceiptListView(ContractView):

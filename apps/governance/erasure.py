@@ -103,10 +103,6 @@ class ErasurePreview:
     state: dict[str, int]
 
     @property
-    def erasable_facts(self) -> int:
-        return self.removal.facts
-
-    @property
     def records(self) -> int:
         """Every version matching, held ones included (the scale of the work)."""
         return self.removal.version_count + self.held_records
@@ -291,9 +287,8 @@ def _erase_batch(
     """Erase the facts ``fact_ids``: their counts (versions as ``records``), and the ids of
     their receipts."""
     now = timezone.now()
-    # Server-side binding (prepared_cursor) throughout: the batch's ids travel as parameters
-    # (array literals: id_array), not as quoted literals built into the statement; they come
-    # back as text, which is all this needs of them.
+    # Server-side binding (prepared_cursor): the batch's ids travel as array parameters
+    # (id_array), not as literals built into the statement; they come back as text.
     with prepared_cursor() as cursor:
         cursor.execute(
             "SELECT id::text, fact_id::text, subject, key, value::text, content"

@@ -40,18 +40,12 @@ logger = logging.getLogger(__name__)
 ERASURE_JOB = "derivations.erasure_job"
 
 
-# --- the job ----------------------------------------------------------------------------------
-
-
 def erasure_job_enqueue(
     *, tenant: Tenant, actor: Actor, selector: str, value: str, reason: str, records: int
 ) -> ErasureJob:
-    """Queue an erasure in the caller's transaction and audit the request.
-
-    ``records`` is how many records matched when it was asked for (shown as the scale of the
-    work while it runs). Validates like ``erasure_run``, so a queued job cannot be refused
-    later for its input.
-    """
+    """Queue an erasure in the caller's transaction and audit the request. ``records``: how
+    many matched when asked (the scale shown while it runs). Validated as ``erasure_run``
+    validates, so a queued job is never refused later for its input."""
     erasure_input_check(selector, value, reason, by_field=True)
     digest = content_digest({selector: value})
     job = ErasureJob.objects.create(

@@ -9,12 +9,7 @@ from django.http import QueryDict
 
 from apps.core.pagination import CursorField
 
-RECEIPT_KINDS = (
-    ("", "Any kind"),
-    ("record", "record"),
-    ("erasure", "erasure"),
-    ("expiry", "expiry"),
-)
+RECEIPT_KINDS = ("record", "erasure", "expiry")
 
 
 class KeysetFilterForm(forms.Form):
@@ -36,7 +31,9 @@ class KeysetFilterForm(forms.Form):
 class DeletionFilterForm(KeysetFilterForm):
     """Filters of the deletion history (all optional) and its keyset cursor."""
 
-    kind = forms.ChoiceField(required=False, choices=RECEIPT_KINDS)
+    kind = forms.ChoiceField(
+        required=False, choices=[("", "Any kind"), *((kind, kind) for kind in RECEIPT_KINDS)]
+    )
     who = forms.CharField(
         required=False, max_length=200, label="Requested by", help_text="Username or credential."
     )

@@ -18,7 +18,7 @@ import json
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +52,9 @@ class ImportSummary:
     """What an import stored, and what the file held that it left out."""
 
     source_tenant: str
-    subject: str | None
     imported: FactsImported
     left_out: dict[str, int]
     remapped: bool
-    digest: str
-    event_id: str = ""
-    ids: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -188,10 +184,7 @@ def import_file(path: Path, *, tenant: Tenant, actor: Actor, remap_ids: bool) ->
         found = [event for item in ids for event in survey.events.get(item, [])]
         return sorted(found, key=lambda event: event.get("seq") or 0)
 
-    origin = {
-        "tenant": survey.header.get("tenant"),
-        "exported_at": survey.header.get("exported_at"),
-    }
+    origin = {name: survey.header.get(name) for name in ("tenant", "exported_at")}
     imported = FactsImported()
     try:
         with tenant_scope(tenant.pk):
@@ -214,7 +207,7 @@ def import_file(path: Path, *, tenant: Tenant, actor: Actor, remap_ids: bool) ->
                         setattr(imported, name, getattr(imported, name) + count)
                     chunk = []
             left_out = {kind: survey.counts[kind] for kind in LEFT_OUT if survey.counts[kind]}
-            event = audit_record(
+            audit_record(
                 tenant=tenant,
                 actor=actor,
                 action="tenant.import",
@@ -234,16 +227,7 @@ def import_file(path: Path, *, tenant: Tenant, actor: Actor, remap_ids: bool) ->
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     except IntegrityError as error:
         raise _refusal(error) from error
-    return ImportSummary(
-        source_tenant=str(survey.header.get("tenant")),
-        subject=survey.header.get("subject"),
-        imported=imported,
-        left_out=left_out,
-        remapped=remap_ids,
-        digest=survey.digest,
-        event_id=str(event.pk),
-        ids=mapping,
-    )
+    return ImportSummary(str(survey.header.get("tenant")), imported, left_out, remap_ids)
 
 
 def _refusal(error: IntegrityError) -> ImportRefused:

@@ -98,12 +98,8 @@ class DeletionPreview:
 
 
 def deletion_preview(record: Any) -> DeletionPreview:
-    """What ``record_delete(record=record, ...)`` would do now, for the current tenant (RLS).
-
-    Every version of the record's fact counts, expired or superseded ones included, because
-    the deletion takes the whole fact.
-    """
-
+    """What ``record_delete(record=record, ...)`` would do now: every version of its fact
+    counts, expired or superseded ones included, because the deletion takes the whole fact."""
     preview = facts_deletion_preview([record.fact_id], listed=LISTED_AT_MOST)
     preview.record_id = record.pk
     preview.fact_id = record.fact_id
@@ -194,12 +190,9 @@ RECENT_RECEIPTS = timedelta(days=1)
 
 
 def receipt_of_deleted_record(record_id: uuid.UUID) -> Any:
-    """The deletion receipt that names ``record_id`` (current tenant), or None.
-
-    First by the deletion's audit event (indexed by object id: the record that was asked
-    for), then among the last day's receipts (any version of the deleted fact).
-    """
-
+    """The deletion receipt that names ``record_id``, or None: by the deletion's audit event
+    (indexed by object id: the record asked for), else among the last day's receipts (any
+    version of the deleted fact)."""
     event = (
         AuditEvent.objects.filter(object_id=str(record_id), action="record.delete")
         .order_by("-seq")

@@ -194,13 +194,9 @@ def vacuum_tables(
 def deletions_reclaim(
     *, force: bool = False, progress: Callable[[str], None] | None = None, wait: bool = True
 ) -> int:
-    """Vacuum if any receipt awaits reclamation; stamp those deleted before the vacuum began.
-
-    Returns how many receipts were stamped: top-level ones (an erasure's per-fact receipts
-    follow their erasure's). ``wait`` false: ``MaintenanceBusy`` while other
-    maintenance runs, nothing stamped.
-    """
-
+    """Vacuum if any receipt awaits reclamation; stamp (and count) the top-level receipts
+    deleted before the vacuum began. ``wait`` false: ``MaintenanceBusy`` while other
+    maintenance runs, nothing stamped."""
     if current_tenant_id() is not None:
         raise RuntimeError("deletions_reclaim runs across tenants; call it outside a scope")
     tenants = pending_tenants()

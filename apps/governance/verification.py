@@ -146,10 +146,8 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
         result.residues.append(Residue(store, detail))
 
     for ids in _chunks(record_ids):
-        # Whatever the deletion definition says goes with these versions and is still there:
-        # the versions themselves (their full-text entries live in their rows), embeddings,
-        # valid summaries citing them (and their embeddings), queued work, stored responses
-        # not yet tombstones, pointers to them.
+        # Whatever the deletion definition says goes with these versions (their full-text
+        # entries live in their rows) and is still there.
         result.residues += [
             Residue(*r) for r in deletion.Plan(deleted={MemoryRecord: ids}).residues()
         ]
@@ -263,14 +261,10 @@ def erased_value(receipt: DeletionReceipt, selector: str) -> str:
 
 
 def broker_messages_mentioning(needles: Iterable[str]) -> list[str]:
-    """The ids of the SQL broker's stored messages whose body names any of ``needles``.
-
-    The broker is the current Celery app's (the project's app is every thread's default).
-    kombu stores each message as a JSON envelope with its body base64-encoded, so a body is
-    decoded before it is searched. Other transports keep no inspectable store: nothing to
-    report. After the delivered messages are purged (``memoryconsole.celery``) the table
-    holds undelivered messages only.
-    """
+    """The ids of the current Celery app's SQL broker's stored (undelivered: delivered ones are
+    purged, ``memoryconsole.celery``) messages whose body names any of ``needles``. kombu
+    base64-encodes a body in its JSON envelope: it is decoded before it is searched. Other
+    transports keep no store to inspect."""
     wanted = [needle for needle in needles if needle]
     url = str(current_app.conf.broker_url)
     transport = url.split("://", 1)[0].split("+", 1)[0]

@@ -64,14 +64,10 @@ def _receipts_filtered(filters: dict[str, Any]) -> QuerySet[DeletionReceipt]:
         queryset = queryset.filter(parent__isnull=True)
     if filters.get("who"):
         queryset = queryset.filter(requested_by_label__icontains=filters["who"])
-    if filters.get("since"):
-        queryset = queryset.filter(
-            deleted_at__gte=datetime.combine(filters["since"], time.min, UTC)
-        )
-    if filters.get("until"):
-        queryset = queryset.filter(
-            deleted_at__lte=datetime.combine(filters["until"], time.max, UTC)
-        )
+    for name, lookup, moment in (("since", "gte", time.min), ("until", "lte", time.max)):
+        if filters.get(name):
+            moment_utc = datetime.combine(filters[name], moment, UTC)
+            queryset = queryset.filter(**{f"deleted_at__{lookup}": moment_utc})
     return queryset
 
 

@@ -162,13 +162,9 @@ def retention(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     preview: RetentionChange | None = None
     preview_changed = False
     if form.is_valid():
-        rule = {
-            "tenant": tenant,
-            "sensitivity": form.cleaned_data["sensitivity"],
-            "provisional_max": form.cleaned_data["provisional_max"],
-            "confirmed_max": form.cleaned_data["confirmed_max"],
-            "actor": Actor.for_user(request.user),
-        }
+        limits = ("sensitivity", "provisional_max", "confirmed_max")
+        rule = {name: form.cleaned_data[name] for name in limits}
+        rule.update(tenant=tenant, actor=Actor.for_user(request.user))
         try:
             preview = retention_rule_set(**rule, dry_run=True)
             confirmed = form.previewed_counts()
