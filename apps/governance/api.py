@@ -72,10 +72,8 @@ from .forms import RECEIPT_KINDS
 from .preview import DeletionPreview, deletion_preview
 
 
-# ``/records/{id}``: reading the record is the records app's; its deletion is governance's
-# (a dry run previews what would go; else the fact goes with everything derived from it and
-# a receipt is returned, with the reason given in the body or the query string). The
-# docstring is the operations' description in the schema.
+# ``/records/{id}``: reading the record is the records app's, its deletion (or the dry run of
+# it) governance's. The docstring is the operations' description in the schema.
 class RecordView(RecordDetailView):
     """A record with its provenance, observations, version chain and derived artifacts."""
 
@@ -138,12 +136,9 @@ class ErasureInput(StrictSerializer):
     }
 
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
-        given = [name for name in SELECTORS if data.get(name) not in (None, "")]
-        if len(given) != 1:
-            return {
-                name: ["Give exactly one of subject, owner or consent_ref."] for name in SELECTORS
-            }
-        return {}
+        if sum(data.get(name) not in (None, "") for name in SELECTORS) == 1:
+            return {}
+        return {name: ["Give exactly one of subject, owner or consent_ref."] for name in SELECTORS}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         selector = next(name for name in SELECTORS if attrs.get(name))

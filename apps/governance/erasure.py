@@ -121,15 +121,10 @@ def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
     """What ``erasure_run`` with ``selector = value`` would remove now, in the current tenant:
     the same facts (held ones set aside) read as :func:`facts_deletion_preview` reads them."""
     matching = _matching_facts(selector, value)
-    held_facts, held_records = _held(matching)
-    return ErasurePreview(
-        state=state_erasure_counts(selector=selector, value=value),
-        removal=facts_deletion_preview(
-            matching.exclude(_held_q()).values("pk"), listed=DRY_RUN_IDS_LISTED
-        ),
-        held_facts=held_facts,
-        held_records=held_records,
-    )
+    erasable = matching.exclude(_held_q()).values("pk")
+    removal = facts_deletion_preview(erasable, listed=DRY_RUN_IDS_LISTED)
+    state = state_erasure_counts(selector=selector, value=value)
+    return ErasurePreview(removal, *_held(matching), state)
 
 
 def erasure_records_matching(*, selector: str, value: str) -> int:
@@ -194,10 +189,7 @@ def erasure_run(
     totals["held_facts"], totals["held_records"] = _held(matching)
     to_erase = 0
     if progress is not None:
-        to_erase = (
-            MemoryRecord.objects.filter(fact_id__in=matching.values("pk")).count()
-            - totals["held_records"]
-        )
+        to_erase = erasure_records_matching(selector=selector, value=value) - totals["held_records"]
     while True:
         with transaction.atomic():
             fact_ids = list(

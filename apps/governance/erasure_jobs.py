@@ -103,9 +103,8 @@ def erasure_jobs_in(state: str) -> QuerySet[ErasureJob]:
 
 
 class ErasureJobTask(OutboxTask):
-    """Notes the start of the run in a transaction of its own, before the erasure's, so
-    "running" can be told from "waiting for a worker" while the erasure is invisible; and
-    marks the job failed when its retries run out."""
+    """Notes the start of the run in a transaction before the erasure's (so "running" shows
+    while the erasure is invisible), and the job's failure when its retries run out."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         def start(jobs: QuerySet[ErasureJob]) -> None:

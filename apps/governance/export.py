@@ -11,10 +11,9 @@ much the tenant holds, which is also why an export needs no job.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack
 from typing import Any, TypeVar
 
 from django.db import connection, transaction
@@ -189,9 +188,8 @@ class _Export:
                 held = versions[fact.pk]
                 self.fact_ids.append(fact.pk)
                 self.version_ids.extend(record.pk for record in held)
-                self.about.update(str(pk) for pk in [fact.pk, *(r.pk for r in held)])
-                self.about.update(str(c.pk) for c in conflicts[fact.pk])
-                self.about.update(str(r.pk) for r in requests[fact.pk])
+                named = [fact, *held, *conflicts[fact.pk], *requests[fact.pk]]
+                self.about.update(str(item.pk) for item in named)
                 current = next((r.pk for r in held if r.is_current), None)
                 self.counts["record"] += len(held)
                 yield self._counted(
@@ -336,26 +334,17 @@ def encode_line(line: Line) -> bytes:
         return _ASCII_ENCODER.encode(line).encode("ascii") + b"\n"
 
 
-@contextmanager
-def _snapshot(tenant_id: uuid.UUID) -> Iterator[None]:
-    """A read-only transaction as the tenant, every statement reading one snapshot. Inside
-    a transaction already (a test's), it runs in that one's snapshot rules."""
-    if connection.in_atomic_block:
-        with tenant_scope(tenant_id):
-            yield
-        return
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        with tenant_scope(tenant_id):
-            yield
-
-
 def export_stream(
     *, tenant: Tenant, subject: str | None, progress: Progress | None = None
 ) -> Iterator[bytes]:
-    """The export as encoded lines, read in its own snapshot transaction as ``tenant``: a
-    streaming response runs this after the request's own transaction has ended."""
-    with _snapshot(tenant.pk):
+    """The export as encoded lines, read as ``tenant`` in a read-only transaction of its own,
+    every statement reading one snapshot: a streaming response runs this after the request's
+    transaction has ended. Inside a transaction already (a test's), in that one's rules."""
+    with ExitStack() as stack:
+        if not connection.in_atomic_block:
+            stack.enter_context(transaction.atomic())
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        stack.enter_context(tenant_scope(tenant.pk))
         for line in export_lines(tenant=tenant, subject=subject, progress=progress):
             yield encode_line(line)

@@ -51,9 +51,8 @@ def ledger_reapply(*, progress: Callable[[int, int], None] | None = None) -> Led
     """Re-apply every ledger entry of every tenant, oldest first, each in its own
     transaction. ``progress`` is called with (entries done, entries) after each one."""
     report = LedgerReapplied()
-    tenants = list(Tenant.objects.values_list("pk", flat=True))
     work: list[tuple[Any, Any]] = []
-    for tenant_id in tenants:
+    for tenant_id in Tenant.objects.values_list("pk", flat=True):
         with tenant_scope(tenant_id):
             work.extend(
                 (tenant_id, pk)
@@ -167,11 +166,10 @@ def _erase_state(tenant_id: Any, target: dict[str, Any], reason: str) -> dict[st
 
 
 def _close_runs(run_ids: list[str], reason: str) -> dict[str, int]:
-    closed = 0
-    for run in Run.objects.filter(pk__in=run_ids).exclude(state=RunState.CLOSED):
+    runs = list(Run.objects.filter(pk__in=run_ids).exclude(state=RunState.CLOSED))
+    for run in runs:
         run_close(run=run, actor=RESTORE_ACTOR, reason=reason)
-        closed += 1
-    return {"runs_closed": closed}
+    return {"runs_closed": len(runs)}
 
 
 def _revoke_consents(entry: ErasureLedgerEntry, reason: str) -> dict[str, int]:

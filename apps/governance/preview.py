@@ -44,9 +44,8 @@ class EmbeddingGroup:
 
 @dataclass
 class DeletionPreview:
-    """What deleting a set of whole facts would remove or invalidate: one record's fact (the
-    console's confirmation, ``DELETE /records/{id}?dry_run=true``) or an erasure's facts
-    (``POST /erasures`` with ``dry_run``). Counts are complete; lists stop at their limit."""
+    """What deleting whole facts (a record's, or an erasure's) would remove or invalidate.
+    Counts are complete; lists stop at their limit."""
 
     record_id: uuid.UUID | None = None
     fact_id: uuid.UUID | None = None
@@ -124,10 +123,9 @@ def _listed_open(queryset: QuerySet[Any], open_state: str, listed: int) -> tuple
 
 
 def facts_deletion_preview(facts: QuerySet[Any] | list[Any], *, listed: int) -> DeletionPreview:
-    """What deleting the whole facts ``facts`` (ids, or a queryset of facts) would do now: the
-    rows the deletion definition reaches (:class:`apps.core.deletion.Plan`, the plan
-    ``record_delete`` and erasure carry out), counted in a fixed number of queries whatever
-    their number; ``listed`` bounds each list of ids."""
+    """What deleting the whole facts ``facts`` (ids, or a queryset) would do now: the rows the
+    deletion plan reaches (:class:`apps.core.deletion.Plan`), counted in a fixed number of
+    queries; ``listed`` bounds each list of ids."""
 
     fact_set = Fact.objects.filter(pk__in=facts)
     versions = MemoryRecord.objects.filter(fact_id__in=fact_set.values("pk"))

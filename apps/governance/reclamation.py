@@ -41,8 +41,7 @@ REWRITE_SQL = "VACUUM (FULL, ANALYZE) {}"
 
 @dataclass(frozen=True)
 class PendingTenant:
-    """A tenant with receipts awaiting reclamation: the embeddings those deletions removed
-    (from the receipts' counts) and the embeddings it holds now."""
+    """A tenant with receipts awaiting reclamation, the embeddings they removed, those it holds."""
 
     tenant_id: Any
     receipts: int  # top-level: deletions, expiries, erasures
@@ -115,15 +114,10 @@ class Rebuild:
 
 
 def hnsw_rebuild_plan(owner: Any, pending: dict[Any, PendingTenant] | None) -> list[Rebuild]:
-    """The HNSW indexes (over the size floor) that lost enough vectors to be rebuilt.
-
-    A model's shared index holds every tenant's vectors: its share is the table's, from the
-    statistics. A tenant's own index (``apps.retrieval.tenant_indexes``) holds that tenant's
-    only: its share comes from the tenant's pending receipts, so a deletion in one tenant
-    never rebuilds another tenant's graph. ``pending=None`` (a forced vacuum with no receipts
-    to go by) decides every index by the table's share.
-    """
-
+    """The HNSW indexes (over the size floor) that lost enough vectors to be rebuilt. A shared
+    index's share is the table's (statistics); a tenant's own index's comes from that tenant's
+    pending receipts, so one tenant's deletions never rebuild another's graph. ``pending=None``
+    (a forced vacuum, no receipts to go by): every index by the table's share."""
     # The statistics of this backend's and others' recent deletes, as of now.
     owner.execute("SELECT pg_stat_clear_snapshot()")
     row = owner.execute(DEAD_SHARE_SQL).fetchone()
@@ -155,11 +149,10 @@ def vacuum_tables(
     *,
     wait: bool = True,
 ) -> datetime:
-    """VACUUM (ANALYZE) every table deletions touch, every index included (rebuilding first
-    the HNSW indexes that lost many vectors, judged by ``pending``); returns when the vacuum
-    started. ``progress`` hears of each step before it starts. Under the maintenance lock:
-    ``wait`` false raises :class:`apps.core.database.MaintenanceBusy` while other maintenance
-    runs."""
+    """VACUUM (ANALYZE) every table deletions touch with every index, after rebuilding the
+    HNSW indexes ``pending`` says lost many vectors; returns when it started. ``progress``
+    hears of each step. Under the maintenance lock: ``wait`` false raises ``MaintenanceBusy``
+    while other maintenance runs."""
     say = progress or (lambda _message: None)
     with owner_connection() as owner:
         maintenance_lock(owner, wait=wait, what="reclamation")
@@ -213,12 +206,11 @@ def deletions_reclaim(
 
 
 def deletions_rewrite(*, progress: Callable[[str], None] | None = None, wait: bool = True) -> int:
-    """Rewrite every table deletions touch, with its indexes (``VACUUM FULL``), if a receipt
-    awaits it; stamp ``rewritten_at`` (and, where still empty, ``reclaimed_at``) on the
-    top-level receipts deleted before the rewrite began, and return how many. Afterwards no
-    table or index file holds a row deleted before then (the write-ahead log keeps it until
-    its segments are recycled; see the README). Under the maintenance lock, as
-    :func:`vacuum_tables`."""
+    """Rewrite every table deletions touch with its indexes (``VACUUM FULL``) if a receipt
+    awaits it, so no table or index file holds a row deleted before (the write-ahead log keeps
+    it until its segments are recycled: README); stamp ``rewritten_at`` (and an empty
+    ``reclaimed_at``) on the top-level receipts deleted before, and return how many. Under the
+    maintenance lock, as :func:`vacuum_tables`."""
     if current_tenant_id() is not None:
         raise RuntimeError("deletions_rewrite runs across tenants; call it outside a scope")
 

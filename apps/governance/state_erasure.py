@@ -155,13 +155,10 @@ def state_erase(*, selector: str, value: str, reason: str) -> StateErasure:
 def state_residues(
     *, erased: dict[str, list[str]], selector: str, value: str, digest: str
 ) -> list[tuple[str, str]]:
-    """``(store, detail)`` for each piece of state an erasure should have removed and did not.
-
-    ``erased`` holds the ids its receipt keeps (by ``STATE_MODELS``' names): whatever deleting
-    and stripping them would still change (:meth:`apps.core.deletion.Plan.residues`). With
-    the erased ``value`` known, whatever an erasure by it would reach now (:func:`state_plan`:
-    the tags and the mentions). Without it, any run or obligation whose subject (or a run
-    whose owner) has the erasure's content digest (``content_digest({selector: value})``)."""
+    """``(store, detail)`` for each piece of state an erasure should have removed and did not:
+    what deleting and stripping the ids its receipt keeps (``erased``) would still change;
+    with the erased ``value`` known, whatever an erasure by it would reach now; without it,
+    any run or obligation whose subject (or run whose owner) has the erasure's digest."""
     found = _plan(erased).residues()
     if selector not in {"subject", "owner"}:
         return found

@@ -73,12 +73,9 @@ DIGEST_PATTERN = "[0-9a-f]{64}"
 
 
 def _rows_mentioning(table: str, column: str, pattern: str, values: list[str]) -> list[Any]:
-    """Ids of ``table``'s rows whose JSON ``column`` holds any of ``values`` (``pattern`` tokens).
-
-    Every token of the row's text is extracted once and compared with the array, so the cost
-    does not depend on how many ids an erasure removed (an alternation of 100k ids as one
-    regular expression exceeds PostgreSQL's limits).
-    """
+    """Ids of ``table``'s rows whose JSON ``column`` holds any of ``values`` (``pattern``
+    tokens). Each token is extracted once and compared with the array: an alternation of an
+    erasure's 100k ids as one regular expression would exceed PostgreSQL's limits."""
     if not values:
         return []
     with connection.cursor() as cursor:
@@ -197,9 +194,8 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
 
 
 def replica_verify(alias: str, result: Verification) -> list[Residue]:
-    """The stores of a read replica (``alias``) that copy the primary's rows, searched for
-    ``result``'s deleted versions and facts once it has replayed the primary's present
-    (so the deletion): a replica keeps what the primary removed only until it replays it."""
+    """Read replica ``alias``'s copies of the primary's rows, searched for ``result``'s deleted
+    versions and facts once it has replayed the deletion (it keeps them only until then)."""
     label = f"replica {alias}"
     try:
         if not replicas.replayed_now(alias, timeout=settings.REPLICA_MAX_LAG):

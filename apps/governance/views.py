@@ -1,8 +1,6 @@
-"""Console: deletion history (receipts and their verify-erasure check) and erasures.
-
-Views are thin: a form parses, a selector reads within the tenant, a service changes and
-audits. An erasure is queued through the transactional outbox and run by the worker
-(``erasure_jobs``); its page polls the job's state until the summary receipt is there.
+"""Console: deletion history (receipts and their verify-erasure check) and erasures. An
+erasure is queued through the outbox and run by the worker (``erasure_jobs``); its page polls
+the job until the summary receipt is there.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Console: retention rules per sensitivity class, and legal holds.
-
-Administrators (``manage_retention``) change them; auditors (``view_audit``) read them. Every
-change goes through the same service as the Django admin (``retention_rule_set``,
-``legal_hold_place``, ``legal_hold_lift``), which audits it.
+"""Console: retention rules per sensitivity class, and legal holds. Administrators
+(``manage_retention``) change them through the services the Django admin uses, which audit
+every change; auditors (``view_audit``) read them.
 """
 
 from __future__ import annotations
@@ -64,14 +62,13 @@ def _require_manage(request: ConsoleRequest) -> None:
 
 @dataclass
 class RetentionRow:
-    """A sensitivity class with its rule in force (the tenant's, or the default)."""
+    """A sensitivity class with its rule in force (the tenant's, or the default), in words."""
 
     sensitivity: str
-    provisional_max: timedelta
-    confirmed_max: timedelta | None
+    provisional_words: str
+    confirmed_words: str
     customised: bool
-    default_provisional: timedelta
-    default_confirmed: timedelta | None
+    default_words: str
     form: RetentionRuleForm | None = None
     saved: bool = False
     # A change awaiting confirmation: what it would do to the records already written.
@@ -83,18 +80,6 @@ class RetentionRow:
         if self.preview is None:
             return ""
         return _limits_words(self.preview.provisional_max, self.preview.confirmed_max)
-
-    @property
-    def provisional_words(self) -> str:
-        return duration_words(self.provisional_max)
-
-    @property
-    def confirmed_words(self) -> str:
-        return duration_words(self.confirmed_max)
-
-    @property
-    def default_words(self) -> str:
-        return _limits_words(self.default_provisional, self.default_confirmed)
 
 
 def _limits_words(provisional: timedelta, confirmed: timedelta | None) -> str:
@@ -108,17 +93,15 @@ def _retention_rows(
     manage = MANAGE_RETENTION in request.console_perms
     rows = []
     for sensitivity in SENSITIVITY_ORDER:
-        default_provisional, default_confirmed = DEFAULT_RETENTION[sensitivity]
+        default = DEFAULT_RETENTION[sensitivity]
         rule = rules.get(sensitivity)
-        provisional = rule.provisional_max if rule else default_provisional
-        confirmed = rule.confirmed_max if rule else default_confirmed
+        provisional, confirmed = (rule.provisional_max, rule.confirmed_max) if rule else default
         row = RetentionRow(
             sensitivity=sensitivity,
-            provisional_max=provisional,
-            confirmed_max=confirmed,
+            provisional_words=duration_words(provisional),
+            confirmed_words=duration_words(confirmed),
             customised=rule is not None,
-            default_provisional=default_provisional,
-            default_confirmed=default_confirmed,
+            default_words=_limits_words(*default),
             saved=saved == sensitivity,
         )
         if manage:
