@@ -1,6 +1,7 @@
 """Erasures too large for a request, run by the worker: an ``ErasureJob`` and an outbox row.
 
-Above ``settings.ERASURE_JOB_THRESHOLD_RECORDS`` (the console: always) ``erasure_job_enqueue``
+An erasure may cover 100k records, longer than a request should hold a connection: above
+``settings.ERASURE_JOB_THRESHOLD_RECORDS`` (the console: always) ``erasure_job_enqueue``
 writes the job, an outbox row naming it and an ``erasure.request`` audit event in the
 request's transaction; once that commits the request cannot be lost (the beat relay publishes
 a row the on-commit publish missed; the task is ``acks_late``).
