@@ -1,7 +1,5 @@
-"""Retention rules and legal holds in the Django admin, inside the admin's working tenant.
-
-Both go through the governance services, so every change is validated and audited.
-"""
+"""Retention rules and legal holds in the Django admin, inside the admin's working tenant,
+changed through the governance services, so every change is validated and audited."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from apps.api.contract import (
 )
 from apps.api.idempotency import idempotent
 from apps.api.schema import ProblemSerializer
-from apps.core.errors import Invalid, NotFound
+from apps.core.errors import NotFound
 from apps.core.pagination import CursorPage
 from apps.core.problems import PROBLEM_CONTENT_TYPE
 from apps.derivations import selectors
@@ -54,8 +54,9 @@ from apps.records.serializers import (
     IdentifierField,
     RecordDeleteInput,
     RecordDeleteQuery,
+    actor_columns,
 )
-from apps.records.validation import CONSENT_REF_RE, consent_ref_problem
+from apps.records.validation import CONSENT_REF_RE
 from apps.tenancy.models import AgentCredential
 
 from . import services as governance_services
@@ -67,13 +68,12 @@ from .erasure import (
     erasure_run,
 )
 from .erasure_jobs import erasure_job_enqueue, erasure_job_get
+from .forms import RECEIPT_KINDS
 from .preview import DeletionPreview, deletion_preview
 
 
-# ``/records/{id}``: reading the record is the records app's; its deletion is governance's
-# (a dry run previews what would go; else the fact goes with everything derived from it and
-# a receipt is returned, with the reason given in the body or the query string). The
-# docstring is the operations' description in the schema.
+# ``/records/{id}``: reading the record is the records app's, its deletion (or the dry run of
+# it) governance's. The docstring is the operations' description in the schema.
 class RecordView(RecordDetailView):
     """A record with its provenance, observations, version chain and derived artifacts."""
 
@@ -136,12 +136,9 @@ class ErasureInput(StrictSerializer):
     }
 
     def cross_field_errors(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
-        given = [name for name in SELECTORS if data.get(name) not in (None, "")]
-        if len(given) != 1:
-            return {
-                name: ["Give exactly one of subject, owner or consent_ref."] for name in SELECTORS
-            }
-        return {}
+        if sum(data.get(name) not in (None, "") for name in SELECTORS) == 1:
+            return {}
+        return {name: ["Give exactly one of subject, owner or consent_ref."] for name in SELECTORS}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         selector = next(name for name in SELECTORS if attrs.get(name))
@@ -258,11 +255,7 @@ def erasure_job_body(job: ErasureJob) -> dict[str, Any]:
         "state": job.state,
         "selector": job.selector,
         "reason": job.reason,
-        "requested_by": {
-            "type": job.requested_by_type,
-            "id": job.requested_by_id,
-            "label": job.requested_by_label,
-        },
+        "requested_by": actor_columns(job, "requested_by"),
         "requested_at": job.requested_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
@@ -291,14 +284,11 @@ class ReceiptPagination(CursorPage):
     ordering = ("-deleted_at", "-id")
 
 
-RECEIPT_KINDS = ["record", "erasure", "expiry"]
-
-
 class DeletionReceiptQuery(PageQuery):
     parent = StrictUUIDField(  # type: ignore[assignment]
         required=False, help_text="An erasure's receipt: its per-fact ones."
     )
-    kind = StrictChoiceField(choices=RECEIPT_KINDS, required=False)
+    kind = StrictChoiceField(choices=list(RECEIPT_KINDS), required=False)
 
 
 class DeletionReceiptListView(ContractView):
@@ -367,8 +357,7 @@ class ConsentRevokeView(ContractView):
     def post(self, request: Request, consent_ref: str) -> Response:
         credential = request.auth
         assert isinstance(credential, AgentCredential)
-        if problem := consent_ref_problem(consent_ref):
-            raise Invalid("Invalid consent reference.", errors={"consent_ref": [problem]})
+        # The service refuses an invalid reference.
         revocation = governance_services.consent_revoke(
             tenant=credential.tenant,
             consent_ref=consent_ref,

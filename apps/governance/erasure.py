@@ -1,14 +1,11 @@
 """Erasure by subject, owner or consent: set-based, in batches, with a receipt per fact.
 
-Every batch of facts goes through the statement ``record_delete`` uses
-(:func:`apps.records.services.versions_purge`, generated from the deletion definition: one
-SQL statement for every table, each batch bound once as an array), so erasure keeps the same
-guarantees at any size, and its receipts are inserted with one more statement.
-
-A whole fact goes when any of its versions matches (its versions form one chain; keeping the
-rest would keep the history of what was erased). Facts under an active legal hold are
-skipped and counted. Each fact leaves a ``DeletionReceipt`` (ids, counts, digest) under one
-parent receipt of kind ``erasure`` carrying the totals.
+Each batch of facts goes through ``record_delete``'s statement
+(:func:`apps.records.services.versions_purge`, generated from the deletion definition, each
+batch bound once as an array), so erasure keeps its guarantees at any size. A whole fact goes
+when any version matches (keeping the rest would keep the history of what was erased); facts
+under an active legal hold are skipped and counted. Each fact leaves a ``DeletionReceipt``
+under one parent receipt of kind ``erasure`` carrying the totals.
 """
 
 from __future__ import annotations
@@ -34,16 +31,17 @@ from apps.audit.services import (
 )
 from apps.core import deletion
 from apps.derivations.services import DerivationRejected
-from apps.governance.state_erasure import state_erase, state_erasure_counts
 from apps.records.models import Fact, LegalHold, MemoryRecord
 from apps.records.services import versions_purge
 from apps.tenancy.context import id_array, prepared_cursor
 from apps.tenancy.models import Tenant
 
 from .preview import DeletionPreview, facts_deletion_preview
-from .state_erasure import STATE_TOTALS
+from .state_erasure import STATE_TOTALS, state_erase, state_erasure_counts
 
 BATCH_FACTS = 5000
+# Per-fact receipt ids an erasure's result lists (``receipts_truncated`` says when there are more).
+RECEIPT_IDS_LISTED = 1000
 SELECTORS = ("subject", "owner", "consent_ref")
 # The facts erased, then what the deletion definition counts (versions are called records
 # here), the state layer's (apps.governance.state_erasure) among them.
@@ -75,12 +73,19 @@ def _held_q() -> Q:
 
 
 def _matching_facts(selector: str, value: str) -> QuerySet[Fact]:
+    if selector not in SELECTORS:
+        raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
     if selector == "subject":
         return Fact.objects.filter(subject=value)
-    column = {"owner": "owner", "consent_ref": "consent_ref"}[selector]
     return Fact.objects.filter(
-        pk__in=MemoryRecord.objects.filter(**{column: value}).values("fact_id")
+        pk__in=MemoryRecord.objects.filter(**{selector: value}).values("fact_id")
     )
+
+
+def _held(matching: QuerySet[Fact]) -> tuple[int, int]:
+    """The facts of ``matching`` a legal hold keeps, and their versions."""
+    held = matching.filter(_held_q())
+    return held.count(), MemoryRecord.objects.filter(fact_id__in=held.values("pk")).count()
 
 
 # Ids listed by a dry run (its counts are complete).
@@ -96,15 +101,6 @@ class ErasurePreview:
     held_facts: int
     held_records: int
     state: dict[str, int]
-
-    @property
-    def erasable_facts(self) -> int:
-        return self.removal.facts
-
-    @property
-    def facts(self) -> int:
-        """Every fact matching, held ones included."""
-        return self.removal.facts + self.held_facts
 
     @property
     def records(self) -> int:
@@ -124,31 +120,36 @@ class ErasurePreview:
 def erasure_preview(*, selector: str, value: str) -> ErasurePreview:
     """What ``erasure_run`` with ``selector = value`` would remove now, in the current tenant:
     the same facts (held ones set aside) read as :func:`facts_deletion_preview` reads them."""
-    if selector not in SELECTORS:
-        raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
-
     matching = _matching_facts(selector, value)
-    held = matching.filter(_held_q())
-    return ErasurePreview(
-        state=state_erasure_counts(selector=selector, value=value),
-        removal=facts_deletion_preview(
-            matching.exclude(_held_q()).values("pk"), listed=DRY_RUN_IDS_LISTED
-        ),
-        held_facts=held.count(),
-        held_records=MemoryRecord.objects.filter(fact_id__in=held.values("pk")).count(),
-    )
+    erasable = matching.exclude(_held_q()).values("pk")
+    removal = facts_deletion_preview(erasable, listed=DRY_RUN_IDS_LISTED)
+    state = state_erasure_counts(selector=selector, value=value)
+    return ErasurePreview(removal, *_held(matching), state)
 
 
 def erasure_records_matching(*, selector: str, value: str) -> int:
     """How many records an erasure by ``selector = value`` would cover (held ones included):
     the scale that decides whether it runs in the request or as a job."""
+    matching = _matching_facts(selector, value)
+    return MemoryRecord.objects.filter(fact_id__in=matching.values("pk")).count()
+
+
+def erasure_input_check(selector: str, value: str, reason: str, *, by_field: bool) -> None:
+    """Refuse an erasure's input; ``by_field``: each error under the name of the field that
+    gave it (a job's, the console form's), else under the selector's."""
     if selector not in SELECTORS:
-        raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
-    return MemoryRecord.objects.filter(
-        fact_id__in=_matching_facts(selector, value).values("pk")
-    ).count()
+        raise DerivationRejected(
+            {"selector" if by_field else "": ["Give one of subject, owner or consent_ref."]}
+        )
+    if not value or len(value) > 200:
+        raise DerivationRejected({"value" if by_field else selector: ["1 to 200 characters."]})
+    if not reason.strip():
+        raise DerivationRejected({"reason": ["Required, non-empty."]})
 
 
+# One transaction, always: the per-fact receipts commit with the erasure's receipt, whose
+# reclamation stamp they read (DeletionReceipt.storage_reclaimed_at).
+@transaction.atomic
 def erasure_run(
     *,
     tenant: Tenant,
@@ -162,24 +163,7 @@ def erasure_run(
 
     ``progress``, if given, is called after each batch with (records erased so far, records
     to erase), the latter counted once at the start (held facts excluded)."""
-    if not connection.in_atomic_block:
-        # One transaction, always: the per-fact receipts commit with the erasure's receipt,
-        # whose reclamation stamp they read (DeletionReceipt.storage_reclaimed_at).
-        with transaction.atomic():
-            return erasure_run(
-                tenant=tenant,
-                actor=actor,
-                selector=selector,
-                value=value,
-                reason=reason,
-                progress=progress,
-            )
-    if selector not in SELECTORS:
-        raise DerivationRejected({"": ["Give one of subject, owner or consent_ref."]})
-    if not value or len(value) > 200:
-        raise DerivationRejected({selector: ["1 to 200 characters."]})
-    if not reason.strip():
-        raise DerivationRejected({"reason": ["Required, non-empty."]})
+    erasure_input_check(selector, value, reason, by_field=False)
     now = timezone.now()
     with transaction.atomic():
         parent = DeletionReceipt.objects.create(
@@ -199,21 +183,13 @@ def erasure_run(
     # every row it removes: plan them afresh, against the tables as they are now.
     with connection.cursor() as cursor:
         cursor.execute("DISCARD PLANS")
-    totals: dict[str, int] = defaultdict(int)
-    for name in TOTALS:
-        totals[name] = 0
+    totals: dict[str, int] = defaultdict(int, dict.fromkeys(TOTALS, 0))
     receipt_ids: list[str] = []
     matching = _matching_facts(selector, value)
-    totals["held_facts"] = matching.filter(_held_q()).count()
-    totals["held_records"] = MemoryRecord.objects.filter(
-        fact_id__in=matching.filter(_held_q()).values("pk")
-    ).count()
+    totals["held_facts"], totals["held_records"] = _held(matching)
     to_erase = 0
     if progress is not None:
-        to_erase = (
-            MemoryRecord.objects.filter(fact_id__in=matching.values("pk")).count()
-            - totals["held_records"]
-        )
+        to_erase = erasure_records_matching(selector=selector, value=value) - totals["held_records"]
     while True:
         with transaction.atomic():
             fact_ids = list(
@@ -224,7 +200,9 @@ def erasure_run(
             )
             if not fact_ids:
                 break
-            batch = _erase_batch(tenant, actor, parent, fact_ids, reason, {selector: value})
+            counts, batch_receipts = _erase_batch(
+                tenant, actor, parent, fact_ids, reason, {selector: value}
+            )
             erasure_ledger_append(
                 tenant_id=tenant.pk,
                 kind="erasure",
@@ -232,13 +210,22 @@ def erasure_run(
                 reason=reason,
                 reference=str(parent.pk),
             )
-        receipt_ids.extend(batch.pop("_receipts_sample", []))
-        for name, count in batch.items():
+        receipt_ids += batch_receipts[: RECEIPT_IDS_LISTED - len(receipt_ids)]
+        for name, count in counts.items():
             totals[name] += count
         if progress is not None:
             progress(totals["records"], max(to_erase, totals["records"]))
-    state_erased = _state_erase(tenant, selector, value, reason, parent)
-    for name, count in state_erased.counts.items():
+    with transaction.atomic():
+        state = state_erase(selector=selector, value=value, reason=reason)
+        if state.ids["runs"] or state.ids["obligations"]:
+            erasure_ledger_append(
+                tenant_id=tenant.pk,
+                kind="erasure",
+                target={"runs": state.ids["runs"], "obligations": state.ids["obligations"]},
+                reason=reason,
+                reference=str(parent.pk),
+            )
+    for name, count in state.counts.items():
         totals[name] += count
     with transaction.atomic():
         event = audit_record(
@@ -259,33 +246,12 @@ def erasure_run(
             "selector": selector,
             **totals,
             "audit_event": str(event.pk),
-            # What verify-erasure looks for again (ids only; apps.governance.state_erasure).
-            "state_erased": {
-                "runs": state_erased.run_ids,
-                "episodes": state_erased.episode_ids,
-                "checkpoints": state_erased.checkpoint_ids,
-                "obligations": state_erased.obligation_ids,
-            },
+            # What verify-erasure looks for again (apps.governance.state_erasure).
+            "state_erased": state.ids,
         }
         parent.deleted_at = timezone.now()
         parent.save(update_fields=["counts", "deleted_at"])
-    return ErasureResult(receipt=parent, totals=dict(totals), receipt_ids=receipt_ids[:1000])
-
-
-def _state_erase(
-    tenant: Tenant, selector: str, value: str, reason: str, parent: DeletionReceipt
-) -> Any:
-    with transaction.atomic():
-        erased = state_erase(selector=selector, value=value, reason=reason)
-        if erased.run_ids or erased.obligation_ids:
-            erasure_ledger_append(
-                tenant_id=tenant.pk,
-                kind="erasure",
-                target={"runs": erased.run_ids, "obligations": erased.obligation_ids},
-                reason=reason,
-                reference=str(parent.pk),
-            )
-        return erased
+    return ErasureResult(receipt=parent, totals=dict(totals), receipt_ids=receipt_ids)
 
 
 # One receipt per fact, the batch's receipts sent as one JSON document (one ``json.dumps``,
@@ -309,11 +275,12 @@ def _erase_batch(
     fact_ids: list[Any],
     reason: str,
     target: dict[str, str],
-) -> dict[str, Any]:
+) -> tuple[dict[str, int], list[str]]:
+    """Erase the facts ``fact_ids``: their counts (versions as ``records``), and the ids of
+    their receipts."""
     now = timezone.now()
-    # Server-side binding (prepared_cursor) throughout: the batch's ids travel as parameters
-    # (array literals: id_array), not as quoted literals built into the statement; they come
-    # back as text, which is all this needs of them.
+    # Server-side binding (prepared_cursor): the batch's ids travel as array parameters
+    # (id_array), not as literals built into the statement; they come back as text.
     with prepared_cursor() as cursor:
         cursor.execute(
             "SELECT id::text, fact_id::text, subject, key, value::text, content"
@@ -370,20 +337,16 @@ def _erase_batch(
     audit_append(event, alongside=purge.stamp_statements(event.pk))
     counts = purge.counts()
     counts["records"] = counts.pop("versions")
-    return {
-        **counts,
-        "facts": len(fact_ids),
-        "_receipts_sample": receipt_ids[:1000],
-    }
+    return {**counts, "facts": len(fact_ids)}, receipt_ids
 
 
 def _fact_digest(versions: list[tuple[Any, ...]]) -> str:
     """The digest ``record_delete`` would give the same versions (see ``record_digest``)."""
-    parts = []
-    for _pk, _fact, subject, key, value, content in versions:
-        parts.append(
+    return content_digest(
+        [
             content_digest(
                 {"subject": subject, "key": key, "value": json.loads(value), "content": content}
             )
-        )
-    return content_digest(parts)
+            for _pk, _fact, subject, key, value, content in versions
+        ]
+    )

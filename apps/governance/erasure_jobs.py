@@ -1,34 +1,29 @@
 """Erasures too large for a request, run by the worker: an ``ErasureJob`` and an outbox row.
 
-An erasure may cover 100k records, longer than a web request should hold a connection. So
-above a threshold (``settings.ERASURE_JOB_THRESHOLD_RECORDS``; the console always) the
-erasure is not run in the request: ``erasure_job_enqueue`` writes the job, an outbox row
-naming it (ids only) and an ``erasure.request`` audit event in the request's transaction.
-Once that commits the request is acknowledged and cannot be lost: the beat relay publishes a
-row the on-commit publish missed, and the task is ``acks_late`` (a killed worker's message
-runs again).
+An erasure may cover 100k records, longer than a request should hold a connection: above
+``settings.ERASURE_JOB_THRESHOLD_RECORDS`` (the console: always) ``erasure_job_enqueue``
+writes the job, an outbox row naming it and an ``erasure.request`` audit event in the
+request's transaction; once that commits the request cannot be lost (the beat relay publishes
+a row the on-commit publish missed; the task is ``acks_late``).
 
-The task (``derivations.erasure_job``) runs ``erasure_run`` in one transaction as the tenant,
-holding a lock on the job row for the whole run: a redelivered copy waits for the lock, then
-sees the job ``done`` and does nothing. The erasure and the job's ``done`` mark commit
-together, so no one is told "done" for an erasure that rolled back.
-
-The job carries the selector's value (an identifier of a subject, an owner or a consent,
-never memory content) only until the erasure commits; then it keeps the receipt and totals,
-and the identifier is blanked (the receipt and the job keep only its digest).
+The task runs ``erasure_run`` in one transaction as the tenant, holding the job row's lock:
+a redelivered copy waits, then finds the job ``done``. The erasure and ``done`` commit
+together, so no one is told "done" for an erasure that rolled back. The job keeps the
+selector's value (an identifier, never content) only until the erasure commits; then only
+its digest, as on the receipt.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from celery import shared_task
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.audit.models import DeletionReceipt
 from apps.audit.services import audit_record, content_digest
 from apps.core.actors import Actor
 from apps.derivations.services import DerivationRejected
@@ -38,7 +33,7 @@ from apps.work.models import OutboxState
 from apps.work.outbox import outbox_enqueue, outbox_finish
 from apps.work.tasks import OutboxTask
 
-from .erasure import SELECTORS, erasure_run
+from .erasure import erasure_input_check, erasure_run
 from .models import ErasureJob, ErasureJobState
 
 logger = logging.getLogger(__name__)
@@ -46,25 +41,13 @@ logger = logging.getLogger(__name__)
 ERASURE_JOB = "derivations.erasure_job"
 
 
-# --- the job ----------------------------------------------------------------------------------
-
-
 def erasure_job_enqueue(
     *, tenant: Tenant, actor: Actor, selector: str, value: str, reason: str, records: int
 ) -> ErasureJob:
-    """Queue an erasure in the caller's transaction and audit the request.
-
-    ``records`` is how many records matched when it was asked for (shown as the scale of the
-    work while it runs). Validates like ``erasure_run``, so a queued job cannot be refused
-    later for its input.
-    """
-
-    if selector not in SELECTORS:
-        raise DerivationRejected({"selector": ["Give one of subject, owner or consent_ref."]})
-    if not value or len(value) > 200:
-        raise DerivationRejected({"value": ["1 to 200 characters."]})
-    if not reason.strip():
-        raise DerivationRejected({"reason": ["Required, non-empty."]})
+    """Queue an erasure in the caller's transaction and audit the request. ``records``: how
+    many matched when asked (the scale shown while it runs). Validated as ``erasure_run``
+    validates, so a queued job is never refused later for its input."""
+    erasure_input_check(selector, value, reason, by_field=True)
     digest = content_digest({selector: value})
     job = ErasureJob.objects.create(
         tenant=tenant,
@@ -120,48 +103,53 @@ def erasure_jobs_in(state: str) -> QuerySet[ErasureJob]:
     return ErasureJob.objects.filter(state=state)
 
 
-def _job_fail(job_id: Any, error: str) -> None:
-    ErasureJob.objects.filter(
-        pk=job_id, state__in=[ErasureJobState.QUEUED, ErasureJobState.RUNNING]
-    ).update(state=ErasureJobState.FAILED, finished_at=timezone.now(), error=error[:2000])
-
-
 class ErasureJobTask(OutboxTask):
-    """Notes the start of the run in a transaction of its own, before the erasure's, so
-    "running" can be told from "waiting for a worker" while the erasure is invisible; and
-    marks the job failed when its retries run out."""
+    """Notes the start of the run in a transaction before the erasure's (so "running" shows
+    while the erasure is invisible), and the job's failure when its retries run out."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        tenant_id = self._tenant_from_request()
-        job_id = kwargs.get("job_id") or kwargs.get("outbox_id")
-        if tenant_id and job_id:
-            try:
-                with tenant_scope(tenant_id):
-                    # SKIP LOCKED: a job locked by a run in progress (this is a second
-                    # delivery) keeps its start time; the body then waits and finds it done.
-                    job = (
-                        ErasureJob.objects.select_for_update(skip_locked=True)
-                        .filter(pk=job_id, state=ErasureJobState.QUEUED)
-                        .first()
-                    )
-                    if job is not None:
-                        ErasureJob.objects.filter(pk=job.pk).update(
-                            state=ErasureJobState.RUNNING, started_at=timezone.now()
-                        )
-            except Exception:  # only the progress display depends on it
-                logger.warning("could not note the start of erasure %s", job_id, exc_info=True)
+        def start(jobs: QuerySet[ErasureJob]) -> None:
+            # SKIP LOCKED: a job locked by a run in progress (this is a second delivery) keeps
+            # its start time; the body then waits and finds it done.
+            queued = jobs.select_for_update(skip_locked=True).filter(state=ErasureJobState.QUEUED)
+            if queued.first() is not None:
+                jobs.update(state=ErasureJobState.RUNNING, started_at=timezone.now())
+
+        # Only the progress display depends on it.
+        self._job_update(kwargs, start, "could not note the start of erasure %s", logging.WARNING)
         return super().__call__(*args, **kwargs)
 
     def on_failure(self, exc: Any, task_id: Any, args: Any, kwargs: Any, einfo: Any) -> None:
         super().on_failure(exc, task_id, args, kwargs, einfo)
+        self._job_update(
+            kwargs,
+            lambda jobs: jobs.filter(
+                state__in=[ErasureJobState.QUEUED, ErasureJobState.RUNNING]
+            ).update(
+                state=ErasureJobState.FAILED,
+                finished_at=timezone.now(),
+                error=f"failed: {exc!r}"[:2000],
+            ),
+            "could not record the failure of erasure %s",
+            logging.ERROR,
+        )
+
+    def _job_update(
+        self,
+        kwargs: dict[str, Any],
+        update: Callable[[QuerySet[ErasureJob]], Any],
+        failure: str,
+        level: int,
+    ) -> None:
+        """``update`` the job the task's ``kwargs`` name, as its tenant; logs a failure."""
         tenant_id = self._tenant_from_request()
         job_id = kwargs.get("job_id") or kwargs.get("outbox_id")
         if tenant_id and job_id:
             try:
                 with tenant_scope(tenant_id):
-                    _job_fail(job_id, f"failed: {exc!r}")
+                    update(ErasureJob.objects.filter(pk=job_id))
             except Exception:
-                logger.exception("could not record the failure of erasure %s", job_id)
+                logger.log(level, failure, job_id, exc_info=True)
 
 
 @shared_task(
@@ -197,35 +185,21 @@ def erasure_job_run(job_id: str = "", outbox_id: str | None = None, **_ignored: 
             tenant=tenant, actor=actor, selector=job.selector, value=job.value, reason=job.reason
         )
     except DerivationRejected as rejected:
-        job.state = ErasureJobState.FAILED
-        job.error = f"refused: {rejected.errors}"[:2000]
-        job.value = ""
-        job.finished_at = timezone.now()
-        job.save(update_fields=["state", "error", "value", "finished_at"])
-        outbox_finish(outbox_id, state=OutboxState.DEAD, error=job.error)
+        error = f"refused: {rejected.errors}"[:2000]
+        ErasureJob.objects.filter(pk=job.pk).update(
+            state=ErasureJobState.FAILED, error=error, value="", finished_at=timezone.now()
+        )
+        outbox_finish(outbox_id, state=OutboxState.DEAD, error=error)
         return "refused"
-    job.state = ErasureJobState.DONE
-    job.value = ""
-    job.finished_at = timezone.now()
-    job.started_at = job.started_at or job.finished_at
-    job.totals = result.totals
-    job.records_erased = result.totals.get("records", 0)
-    job.receipt = result.receipt
-    job.save(
-        update_fields=[
-            "state",
-            "value",
-            "finished_at",
-            "started_at",
-            "totals",
-            "records_erased",
-            "receipt",
-        ]
+    finished = timezone.now()
+    ErasureJob.objects.filter(pk=job.pk).update(
+        state=ErasureJobState.DONE,
+        value="",
+        finished_at=finished,
+        started_at=job.started_at or finished,
+        totals=result.totals,
+        records_erased=result.totals.get("records", 0),
+        receipt=result.receipt,
     )
     outbox_finish(outbox_id)
     return str(result.receipt.pk)
-
-
-def erasure_receipt_for(job: ErasureJob) -> DeletionReceipt | None:
-    """The summary receipt of a finished job (None while it runs)."""
-    return job.receipt

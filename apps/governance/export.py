@@ -1,25 +1,19 @@
-"""Everything a tenant holds about a subject (or about everyone), as JSON Lines: the export
-behind ``GET /api/v1/subjects/{subject}/export`` and ``memoryconsole export``.
+"""Everything a tenant holds about a subject (or everyone) as JSON Lines: the export behind
+``GET /api/v1/subjects/{subject}/export`` and ``memoryconsole export``.
 
-The format is ``memoryconsole.export/1`` (docs/export.md): a ``header`` line, then one line
-per fact (with every version, its provenance, scope, trust, retention, observations and
-promotions, its conflicts and promotion requests), legal hold, summary citing an exported
-version or episode, run (with its episodes and checkpoints), obligation, deletion receipt and
-audit event about any of them, then an ``end`` line with the counts. A reader that finds no
-``end`` line holds a cut-off export: a stream cannot change its status once it has started.
-
-Every line is read in one snapshot (a ``REPEATABLE READ``, read-only transaction), as the
-tenant, under row-level security: a line never names an item another line lacks, and another
-tenant's rows are not there to be read. Work goes in chunks of ``CHUNK`` items, so memory
-stays flat however much the tenant holds; that is also why an export needs no job.
+The format is ``memoryconsole.export/1`` (docs/export.md): a ``header`` line, one line per
+item, then an ``end`` line with the counts; without it the export was cut off (a stream cannot
+change its status once started). Every line is read in one ``REPEATABLE READ``, read-only
+snapshot as the tenant under row-level security: no line names an item another line lacks,
+and no other tenant's row is there to read. ``CHUNK`` items at a time keep memory flat however
+much the tenant holds, which is also why an export needs no job.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
 from typing import Any, TypeVar
 
 from django.db import connection, transaction
@@ -45,6 +39,7 @@ from apps.records.serializers import (
     ObservationSerializer,
     PromotionEventSerializer,
     RecordSerializer,
+    actor_columns,
 )
 from apps.review.serializers import PromotionRequestSerializer
 from apps.state.models import Obligation, Run
@@ -93,26 +88,9 @@ def _chunks(queryset: QuerySet[M], size: int = CHUNK) -> Iterator[list[M]]:
         last = items[-1].pk
 
 
-def _id_chunks(ids: Iterable[Any], size: int = CHUNK) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for value in ids:
-        batch.append(str(value))
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _actor(obj: Any, prefix: str) -> dict[str, str] | None:
-    kind = getattr(obj, f"{prefix}_type")
-    if not kind:
-        return None
-    return {
-        "type": kind,
-        "id": getattr(obj, f"{prefix}_id"),
-        "label": getattr(obj, f"{prefix}_label"),
-    }
+def _id_chunks(ids: list[Any], size: int = CHUNK) -> Iterator[list[str]]:
+    for start in range(0, len(ids), size):
+        yield [str(value) for value in ids[start : start + size]]
 
 
 def _version(record: MemoryRecord) -> Line:
@@ -146,7 +124,7 @@ def _conflict(conflict: Conflict) -> Line:
         "resolved_record": str(conflict.resolved_record_id)
         if conflict.resolved_record_id
         else None,
-        "resolver": _actor(conflict, "resolver"),
+        "resolver": actor_columns(conflict, "resolver") if conflict.resolver_type else None,
         "reason": conflict.reason,
         "resolved_at": conflict.resolved_at,
     }
@@ -154,7 +132,6 @@ def _conflict(conflict: Conflict) -> Line:
 
 def _hold(hold: LegalHold) -> Line:
     return {
-        "type": "legal_hold",
         "id": str(hold.pk),
         "subject": hold.subject,
         "fact": str(hold.fact_id) if hold.fact_id else None,
@@ -211,9 +188,8 @@ class _Export:
                 held = versions[fact.pk]
                 self.fact_ids.append(fact.pk)
                 self.version_ids.extend(record.pk for record in held)
-                self.about.update(str(pk) for pk in [fact.pk, *(r.pk for r in held)])
-                self.about.update(str(c.pk) for c in conflicts[fact.pk])
-                self.about.update(str(r.pk) for r in requests[fact.pk])
+                named = [fact, *held, *conflicts[fact.pk], *requests[fact.pk]]
+                self.about.update(str(item.pk) for item in named)
                 current = next((r.pk for r in held if r.is_current), None)
                 self.counts["record"] += len(held)
                 yield self._counted(
@@ -238,57 +214,51 @@ class _Export:
                     },
                 )
 
+    def _each(
+        self, kind: str, queryset: QuerySet[Any], line: Callable[[Any], Mapping[str, Any]]
+    ) -> Iterator[Line]:
+        """A line of ``kind`` for each of ``queryset`` (``CHUNK`` at a time), noting its id."""
+        for chunk in _chunks(queryset):
+            for item in chunk:
+                self.about.add(str(item.pk))
+                yield self._counted(kind, {"type": kind, **line(item)})
+
     def holds(self) -> Iterator[Line]:
         holds = LegalHold.objects.all()
         if self.subject is not None:
             holds = holds.filter(Q(subject=self.subject) | Q(fact__subject=self.subject))
-        for chunk in _chunks(holds):
-            for hold in chunk:
-                self.about.add(str(hold.pk))
-                yield self._counted("legal_hold", _hold(hold))
+        return self._each("legal_hold", holds, _hold)
 
     def runs(self) -> Iterator[Line]:
-        for runs in _chunks(self._of_subject(Run.objects.all())):
-            for run in runs:
-                episodes = list(run.episodes.order_by("seq"))
-                checkpoints = list(run.checkpoints.order_by("step", "created_at"))
-                self.episode_ids.extend(e.pk for e in episodes)
-                self.about.update(str(item.pk) for item in [run, *episodes, *checkpoints])
-                line: Line = {"type": "run", **RunSerializer(run).data}
-                line["episodes"] = [EpisodeSerializer(e).data for e in episodes]
-                line["checkpoints"] = [CheckpointSerializer(c).data for c in checkpoints]
-                yield self._counted("run", line)
+        return self._each("run", self._of_subject(Run.objects.all()), self._run)
+
+    def _run(self, run: Run) -> Line:
+        episodes = list(run.episodes.order_by("seq"))
+        checkpoints = list(run.checkpoints.order_by("step", "created_at"))
+        self.episode_ids.extend(e.pk for e in episodes)
+        self.about.update(str(item.pk) for item in [*episodes, *checkpoints])
+        return {
+            **RunSerializer(run).data,
+            "episodes": [EpisodeSerializer(e).data for e in episodes],
+            "checkpoints": [CheckpointSerializer(c).data for c in checkpoints],
+        }
 
     def obligations(self) -> Iterator[Line]:
-        for obligations in _chunks(self._of_subject(Obligation.objects.all())):
-            for obligation in obligations:
-                self.about.add(str(obligation.pk))
-                line = {"type": "obligation", **ObligationSerializer(obligation).data}
-                yield self._counted("obligation", line)
+        obligations = self._of_subject(Obligation.objects.all())
+        return self._each("obligation", obligations, lambda o: ObligationSerializer(o).data)
 
     def summaries(self) -> Iterator[Line]:
         if self.subject is None:
             summaries: QuerySet[Summary] = Summary.objects.all()
         else:
             cited: set[Any] = set()
-            for ids in _id_chunks(self.fact_ids):
-                cited.update(
-                    SummarySource.objects.filter(fact_id__in=ids).values_list(
-                        "summary_id", flat=True
-                    )
-                )
-            for ids in _id_chunks([*self.version_ids, *self.episode_ids]):
-                cited.update(
-                    SummarySource.objects.filter(source_id__in=ids).values_list(
-                        "summary_id", flat=True
-                    )
-                )
+            sources = [*self.version_ids, *self.episode_ids]
+            for column, ids in (("fact_id", self.fact_ids), ("source_id", sources)):
+                for chunk in _id_chunks(ids):
+                    rows = SummarySource.objects.filter(**{f"{column}__in": chunk})
+                    cited.update(rows.values_list("summary_id", flat=True))
             summaries = Summary.objects.filter(pk__in=cited)
-        for chunk in _chunks(summaries.prefetch_related("sources")):
-            for summary in chunk:
-                self.about.add(str(summary.pk))
-                line = {"type": "summary", **summary_representation(summary)}
-                yield self._counted("summary", line)
+        return self._each("summary", summaries.prefetch_related("sources"), summary_representation)
 
     def receipts(self) -> Iterator[Line]:
         receipts = DeletionReceipt.objects.all()
@@ -298,14 +268,14 @@ class _Export:
                 Q(subject_digest=digest)
                 | Q(kind="erasure", counts__selector="subject", content_digest=digest)
             )
-        for chunk in _chunks(receipts):
-            for receipt in chunk:
-                # Events about what the receipt removed are about the subject too.
-                self.about.update([str(receipt.pk), *map(str, receipt.record_ids or [])])
-                if receipt.fact_id:
-                    self.about.add(str(receipt.fact_id))
-                line = {"type": "deletion_receipt", **ReceiptSerializer(receipt).data}
-                yield self._counted("deletion_receipt", line)
+        return self._each("deletion_receipt", receipts, self._receipt)
+
+    def _receipt(self, receipt: DeletionReceipt) -> Line:
+        # Events about what the receipt removed are about the subject too.
+        self.about.update(map(str, receipt.record_ids or []))
+        if receipt.fact_id:
+            self.about.add(str(receipt.fact_id))
+        return ReceiptSerializer(receipt).data
 
     def audit_events(self) -> Iterator[Line]:
         if self.subject is None:
@@ -364,26 +334,17 @@ def encode_line(line: Line) -> bytes:
         return _ASCII_ENCODER.encode(line).encode("ascii") + b"\n"
 
 
-@contextmanager
-def _snapshot(tenant_id: uuid.UUID) -> Iterator[None]:
-    """A read-only transaction as the tenant, every statement reading one snapshot. Inside
-    a transaction already (a test's), it runs in that one's snapshot rules."""
-    if connection.in_atomic_block:
-        with tenant_scope(tenant_id):
-            yield
-        return
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        with tenant_scope(tenant_id):
-            yield
-
-
 def export_stream(
     *, tenant: Tenant, subject: str | None, progress: Progress | None = None
 ) -> Iterator[bytes]:
-    """The export as encoded lines, read in its own snapshot transaction as ``tenant``: a
-    streaming response runs this after the request's own transaction has ended."""
-    with _snapshot(tenant.pk):
+    """The export as encoded lines, read as ``tenant`` in a read-only transaction of its own,
+    every statement reading one snapshot: a streaming response runs this after the request's
+    transaction has ended. Inside a transaction already (a test's), in that one's rules."""
+    with ExitStack() as stack:
+        if not connection.in_atomic_block:
+            stack.enter_context(transaction.atomic())
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        stack.enter_context(tenant_scope(tenant.pk))
         for line in export_lines(tenant=tenant, subject=subject, progress=progress):
             yield encode_line(line)

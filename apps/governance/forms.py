@@ -9,18 +9,31 @@ from django.http import QueryDict
 
 from apps.core.pagination import CursorField
 
-RECEIPT_KINDS = (
-    ("", "Any kind"),
-    ("record", "record"),
-    ("erasure", "erasure"),
-    ("expiry", "expiry"),
-)
+RECEIPT_KINDS = ("record", "erasure", "expiry")
 
 
-class DeletionFilterForm(forms.Form):
+class KeysetFilterForm(forms.Form):
+    """A listing's filters (``FILTER_FIELDS``); its ``before`` (a ``CursorField``, declared
+    last) is the last row of the previous page (newest first)."""
+
+    FILTER_FIELDS: tuple[str, ...] = ()
+
+    def query_for(self, **cursor: str) -> str:
+        """The query string of the filters as given, and ``cursor``."""
+        query = QueryDict(mutable=True)
+        for name in self.FILTER_FIELDS if self.is_bound else ():
+            if value := self.data.get(name):
+                query[name] = value
+        query.update(cursor)
+        return query.urlencode()
+
+
+class DeletionFilterForm(KeysetFilterForm):
     """Filters of the deletion history (all optional) and its keyset cursor."""
 
-    kind = forms.ChoiceField(required=False, choices=RECEIPT_KINDS)
+    kind = forms.ChoiceField(
+        required=False, choices=[("", "Any kind"), *((kind, kind) for kind in RECEIPT_KINDS)]
+    )
     who = forms.CharField(
         required=False, max_length=200, label="Requested by", help_text="Username or credential."
     )
@@ -31,7 +44,6 @@ class DeletionFilterForm(forms.Form):
         required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
     )
     parent = forms.UUIDField(required=False, widget=forms.HiddenInput)
-    # The last row of the previous page (newest first).
     before = CursorField(required=False)
 
     FILTER_FIELDS = ("kind", "who", "since", "until", "parent")
@@ -51,17 +63,6 @@ class DeletionFilterForm(forms.Form):
     @property
     def filtered(self) -> bool:
         return self.is_bound and any(self.data.get(name) for name in self.FILTER_FIELDS)
-
-    def query_for(self, **cursor: str) -> str:
-        query = QueryDict(mutable=True)
-        if self.is_bound:
-            for name in self.FILTER_FIELDS:
-                value = self.data.get(name)
-                if value:
-                    query[name] = value
-        for name, value in cursor.items():
-            query[name] = value
-        return query.urlencode()
 
 
 SELECTOR_CHOICES = (

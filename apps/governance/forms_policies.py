@@ -8,13 +8,12 @@ from datetime import timedelta
 from typing import Any
 
 from django import forms
-from django.http import QueryDict
 from django.utils.dateparse import parse_duration
 
 from apps.core.pagination import CursorField
 from apps.records.models import DEFAULT_RETENTION, Sensitivity
 
-from .forms import reason_field, value_field
+from .forms import KeysetFilterForm, reason_field, value_field
 
 NO_LIMIT_WORDS = {"", "none", "no limit", "never"}
 _SHORT_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(d|day|days|h|hour|hours|w|week|weeks)?$")
@@ -39,10 +38,9 @@ def duration_text(value: timedelta | None) -> str:
     if value is None:
         return "none"
     seconds = int(value.total_seconds())
-    if seconds % 86400 == 0:
-        return f"{seconds // 86400}d"
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600}h"
+    for suffix, size in (("d", 86400), ("h", 3600)):
+        if seconds % size == 0:
+            return f"{seconds // size}{suffix}"
     return f"PT{seconds}S"
 
 
@@ -51,12 +49,9 @@ def duration_words(value: timedelta | None) -> str:
     if value is None:
         return "no limit"
     seconds = int(value.total_seconds())
-    if seconds % 86400 == 0:
-        days = seconds // 86400
-        return f"{days} day{'s' if days != 1 else ''}"
-    if seconds % 3600 == 0:
-        hours = seconds // 3600
-        return f"{hours} hour{'s' if hours != 1 else ''}"
+    for unit, size in (("day", 86400), ("hour", 3600)):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}{'s' if seconds != size else ''}"
     return f"{seconds} seconds"
 
 
@@ -169,18 +164,10 @@ class LegalHoldLiftForm(forms.Form):
     )
 
 
-class LegalHoldFilterForm(forms.Form):
+class LegalHoldFilterForm(KeysetFilterForm):
+    FILTER_FIELDS = ("state",)
     state = forms.ChoiceField(required=False, choices=HOLD_STATES, label="Show")
-    # The last row of the previous page (newest first).
     before = CursorField(required=False)
 
     def clean_state(self) -> str:
         return self.cleaned_data.get("state") or "active"
-
-    def query_for(self, **cursor: str) -> str:
-        query = QueryDict(mutable=True)
-        if self.is_bound and self.data.get("state"):
-            query["state"] = self.data["state"]
-        for name, value in cursor.items():
-            query[name] = value
-        return query.urlencode()

@@ -1,19 +1,14 @@
 """A ``memoryconsole.export/1`` file (docs/export.md) brought into a tenant of this or another
 instance: ``memoryconsole import PATH --tenant SLUG [--remap-ids]``.
 
-The file is read twice, line by line: first to check it (a header of the format first, an
-``end`` line last whose counts match the lines, every line JSON) and to collect the ids it
-holds and the source's audit events, then to store its facts, ``CHUNK`` at a time
-(apps/records/importing.py), all in one transaction as the target tenant: it is imported whole
-or not at all.
-
-Ids are kept, so that the same memory has the same id wherever it moves; an id already taken
-on this instance (by the tenant, or by another: a file exported from a tenant here and
-imported into another) refuses the import with a message saying so, and ``--remap-ids`` gives
-every item a new id instead, references included. Only facts are imported, with their
-versions, observations, promotions, conflicts and promotion requests: legal holds, runs
-(episodic, ended with their session), obligations, summaries (derived: made again from the
-facts) and deletion receipts (the source's deletions) are counted and left out.
+The file is read twice: first checked whole (a header of the format first, an ``end`` line
+last whose counts match, every line JSON) while collecting its ids and the source's audit
+events, then its facts stored ``CHUNK`` at a time (apps/records/importing.py), in one
+transaction as the target tenant: whole or not at all. Ids are kept, so a memory has the same
+id wherever it moves; an id taken on this instance refuses the import, and ``--remap-ids``
+gives every item a new id, references included. Only facts come in, with their versions,
+observations, promotions, conflicts and promotion requests: holds, runs, obligations,
+summaries (derived: made again) and receipts are counted and left out.
 """
 
 from __future__ import annotations
@@ -23,11 +18,12 @@ import json
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, connection
+from django.db.models import Model
 
 from apps.audit.services import audit_record
 from apps.core.actors import Actor
@@ -56,20 +52,16 @@ class ImportSummary:
     """What an import stored, and what the file held that it left out."""
 
     source_tenant: str
-    subject: str | None
     imported: FactsImported
     left_out: dict[str, int]
     remapped: bool
-    digest: str
-    event_id: str = ""
-    ids: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class _Survey:
     header: dict[str, Any]
     counts: Counter[str]
-    ids: dict[type, list[str]]
+    ids: dict[type[Model], list[str]]
     events: dict[str, list[dict[str, Any]]]
     digest: str
 
@@ -94,7 +86,7 @@ def _survey(path: Path) -> _Survey:
     header: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     counts: Counter[str] = Counter()
-    ids: dict[type, list[str]] = defaultdict(list)
+    ids: dict[type[Model], list[str]] = defaultdict(list)
     events: dict[str, list[dict[str, Any]]] = defaultdict(list)
     digest = hashlib.sha256()
     with path.open("rb") as source:
@@ -148,7 +140,7 @@ def _survey(path: Path) -> _Survey:
     return _Survey(header, counts, ids, events, digest.hexdigest())
 
 
-def _id_check(ids: dict[type, list[str]]) -> None:
+def _id_check(ids: dict[type[Model], list[str]]) -> None:
     """Refuse what is not an id, and ids this tenant holds already (run as the tenant)."""
     for model, values in ids.items():
         for value in values:
@@ -159,7 +151,7 @@ def _id_check(ids: dict[type, list[str]]) -> None:
                     f"{value[:40]!r} is not an id ({model.__name__}): the file was changed "
                     "after the export. Nothing was imported."
                 ) from problem
-        held = model.objects.filter(pk__in=values).count()  # type: ignore[attr-defined]
+        held = model._default_manager.filter(pk__in=values).count()
         if held:
             raise ImportRefused(
                 f"This tenant already holds {held} {model.__name__} ids of the file: was it "
@@ -192,10 +184,7 @@ def import_file(path: Path, *, tenant: Tenant, actor: Actor, remap_ids: bool) ->
         found = [event for item in ids for event in survey.events.get(item, [])]
         return sorted(found, key=lambda event: event.get("seq") or 0)
 
-    origin = {
-        "tenant": survey.header.get("tenant"),
-        "exported_at": survey.header.get("exported_at"),
-    }
+    origin = {name: survey.header.get(name) for name in ("tenant", "exported_at")}
     imported = FactsImported()
     try:
         with tenant_scope(tenant.pk):
@@ -218,7 +207,7 @@ def import_file(path: Path, *, tenant: Tenant, actor: Actor, remap_ids: bool) ->
                         setattr(imported, name, getattr(imported, name) + count)
                     chunk = []
             left_out = {kind: survey.counts[kind] for kind in LEFT_OUT if survey.counts[kind]}
-            event = audit_record(
+            audit_record(
                 tenant=tenant,
                 actor=actor,
                 action="tenant.import",
@@ -238,16 +227,7 @@ def import_file(path: Path, *, tenant: Tenant, actor: Actor, remap_ids: bool) ->
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     except IntegrityError as error:
         raise _refusal(error) from error
-    return ImportSummary(
-        source_tenant=str(survey.header.get("tenant")),
-        subject=survey.header.get("subject"),
-        imported=imported,
-        left_out=left_out,
-        remapped=remap_ids,
-        digest=survey.digest,
-        event_id=str(event.pk),
-        ids=mapping,
-    )
+    return ImportSummary(str(survey.header.get("tenant")), imported, left_out, remap_ids)
 
 
 def _refusal(error: IntegrityError) -> ImportRefused:

@@ -1,16 +1,12 @@
 """Re-applying the erasure ledger after a restore: an older backup never brings back what was
 erased, deleted, redacted or discarded since it was taken.
 
-Every removal writes an :class:`apps.audit.models.ErasureLedgerEntry` in its own transaction
-(ids, never content); ``memoryconsole restore`` keeps that table while it restores every
-other one, then calls :func:`ledger_reapply`. Entries are re-applied by id, so re-applying
-one the backup already reflects changes nothing: the facts, runs and records it names are
-gone, or already redacted. That makes the whole ledger safe to re-apply, whatever the clocks
-said when the backup was taken.
-
-A removal made after the backup wins over the backup's state: a legal hold the backup still
-shows (lifted since, then the data erased) does not keep erased facts. A redaction goes
-through :func:`apps.derivations.services.record_redact`, which a hold refuses; those are
+Every removal writes an :class:`apps.audit.models.ErasureLedgerEntry` (ids, never content);
+``memoryconsole restore`` keeps that table, restores every other one, then calls
+:func:`ledger_reapply`. Entries are re-applied by id, so one the backup already reflects
+changes nothing: the whole ledger is safe to re-apply, whatever the clocks said. A removal
+made after the backup wins over the backup's state (a legal hold it still shows does not keep
+erased facts); a redaction goes through ``record_redact``, which a hold refuses: those are
 counted as refused and named, for the operator.
 """
 
@@ -55,9 +51,8 @@ def ledger_reapply(*, progress: Callable[[int, int], None] | None = None) -> Led
     """Re-apply every ledger entry of every tenant, oldest first, each in its own
     transaction. ``progress`` is called with (entries done, entries) after each one."""
     report = LedgerReapplied()
-    tenants = list(Tenant.objects.values_list("pk", flat=True))
     work: list[tuple[Any, Any]] = []
-    for tenant_id in tenants:
+    for tenant_id in Tenant.objects.values_list("pk", flat=True):
         with tenant_scope(tenant_id):
             work.extend(
                 (tenant_id, pk)
@@ -171,11 +166,10 @@ def _erase_state(tenant_id: Any, target: dict[str, Any], reason: str) -> dict[st
 
 
 def _close_runs(run_ids: list[str], reason: str) -> dict[str, int]:
-    closed = 0
-    for run in Run.objects.filter(pk__in=run_ids).exclude(state=RunState.CLOSED):
+    runs = list(Run.objects.filter(pk__in=run_ids).exclude(state=RunState.CLOSED))
+    for run in runs:
         run_close(run=run, actor=RESTORE_ACTOR, reason=reason)
-        closed += 1
-    return {"runs_closed": closed}
+    return {"runs_closed": len(runs)}
 
 
 def _revoke_consents(entry: ErasureLedgerEntry, reason: str) -> dict[str, int]:

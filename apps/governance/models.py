@@ -26,13 +26,10 @@ class ErasureJobState(models.TextChoices):
 
 
 class ErasureJob(TenantOwned):
-    """An erasure too large for a request, run by the worker; the same job whichever door
-    (the console or ``POST /api/v1/erasures``) asked for it.
-
-    ``value`` (the subject, owner or consent erased by: an identifier, never memory content)
-    is kept only until the erasure commits; then only its digest stays, as on the receipt.
-    The erasure commits as a whole, so ``records_erased`` goes from 0 to the total at once.
-    """
+    """An erasure too large for a request, run by the worker, whichever door (the console or
+    ``POST /api/v1/erasures``) asked for it. ``value`` (an identifier, never content) is kept
+    until the erasure commits, then only its digest. The erasure commits whole, so
+    ``records_erased`` goes from 0 to the total at once."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     state = models.CharField(
@@ -76,7 +73,3 @@ class ErasureJob(TenantOwned):
     @property
     def selector_label(self) -> str:
         return {"consent_ref": "consent reference"}.get(self.selector, self.selector)
-
-    @property
-    def requested_by(self) -> str:
-        return self.requested_by_label

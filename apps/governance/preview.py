@@ -1,13 +1,11 @@
 """A dry run of a record's deletion: what ``record_delete`` would take with it, changing nothing.
 
-The console shows this before a person confirms a deletion, so they see the cost of it: every
-version of the fact, its observations, promotion requests and conflicts (open ones named),
-the embeddings that go and the summaries that become invalid, and the queued work dropped.
-It reads the rows the deletion definition reaches (:mod:`apps.core.deletion`: the plan the
-deletion carries out), in a fixed number of queries whatever their count.
-
-A legal hold makes the deletion impossible; the preview says so, and by which hold. The same
-reading over many facts is an erasure's dry run (``apps.governance.erasure.erasure_preview``).
+The console shows it before a person confirms, so they see the cost: every version of the
+fact, its observations, promotion requests and conflicts (open ones named), the embeddings
+that go, the summaries that become invalid, the queued work dropped. It reads the rows the
+deletion definition reaches (:mod:`apps.core.deletion`) in a fixed number of queries; a legal
+hold makes the deletion impossible, and the preview names it. The same reading over many
+facts is an erasure's dry run (``apps.governance.erasure.erasure_preview``).
 """
 
 from __future__ import annotations
@@ -46,9 +44,8 @@ class EmbeddingGroup:
 
 @dataclass
 class DeletionPreview:
-    """What deleting a set of whole facts would remove or invalidate: one record's fact (the
-    console's confirmation, ``DELETE /records/{id}?dry_run=true``) or an erasure's facts
-    (``POST /erasures`` with ``dry_run``). Counts are complete; lists stop at their limit."""
+    """What deleting whole facts (a record's, or an erasure's) would remove or invalidate.
+    Counts are complete; lists stop at their limit."""
 
     record_id: uuid.UUID | None = None
     fact_id: uuid.UUID | None = None
@@ -100,12 +97,8 @@ class DeletionPreview:
 
 
 def deletion_preview(record: Any) -> DeletionPreview:
-    """What ``record_delete(record=record, ...)`` would do now, for the current tenant (RLS).
-
-    Every version of the record's fact counts, expired or superseded ones included, because
-    the deletion takes the whole fact.
-    """
-
+    """What ``record_delete(record=record, ...)`` would do now: every version of its fact
+    counts, expired or superseded ones included, because the deletion takes the whole fact."""
     preview = facts_deletion_preview([record.fact_id], listed=LISTED_AT_MOST)
     preview.record_id = record.pk
     preview.fact_id = record.fact_id
@@ -130,10 +123,9 @@ def _listed_open(queryset: QuerySet[Any], open_state: str, listed: int) -> tuple
 
 
 def facts_deletion_preview(facts: QuerySet[Any] | list[Any], *, listed: int) -> DeletionPreview:
-    """What deleting the whole facts ``facts`` (ids, or a queryset of facts) would do now: the
-    rows the deletion definition reaches (:class:`apps.core.deletion.Plan`, the plan
-    ``record_delete`` and erasure carry out), counted in a fixed number of queries whatever
-    their number; ``listed`` bounds each list of ids."""
+    """What deleting the whole facts ``facts`` (ids, or a queryset) would do now: the rows the
+    deletion plan reaches (:class:`apps.core.deletion.Plan`), counted in a fixed number of
+    queries; ``listed`` bounds each list of ids."""
 
     fact_set = Fact.objects.filter(pk__in=facts)
     versions = MemoryRecord.objects.filter(fact_id__in=fact_set.values("pk"))
@@ -196,12 +188,9 @@ RECENT_RECEIPTS = timedelta(days=1)
 
 
 def receipt_of_deleted_record(record_id: uuid.UUID) -> Any:
-    """The deletion receipt that names ``record_id`` (current tenant), or None.
-
-    First by the deletion's audit event (indexed by object id: the record that was asked
-    for), then among the last day's receipts (any version of the deleted fact).
-    """
-
+    """The deletion receipt that names ``record_id``, or None: by the deletion's audit event
+    (indexed by object id: the record asked for), else among the last day's receipts (any
+    version of the deleted fact)."""
     event = (
         AuditEvent.objects.filter(object_id=str(record_id), action="record.delete")
         .order_by("-seq")

@@ -1,16 +1,13 @@
 """Physical reclamation after deletions: ``VACUUM`` of the tables deletions touch.
 
-A deleted row stays in its table's pages (and in the HNSW index) until PostgreSQL vacuums
-it. Autovacuum gets there eventually; this makes "eventually" bounded and recorded: after
-the vacuum, every top-level receipt (a deletion, an expiry, an erasure) deleted before it
-started gets ``reclaimed_at``. An erasure's per-fact receipts are not stamped one by one: they
-read their erasure's stamp (``DeletionReceipt.storage_reclaimed_at``), so the bookkeeping
-costs one row per deletion, not one per erased fact.
+A deleted row stays in its table's pages (and its HNSW index) until PostgreSQL vacuums it;
+this makes "eventually" bounded and recorded: after the vacuum every top-level receipt deleted
+before it started gets ``reclaimed_at`` (an erasure's per-fact receipts read their erasure's:
+``DeletionReceipt.storage_reclaimed_at``, one row per deletion, not per fact).
 
-VACUUM cannot run inside a transaction and needs the table's owner, and the application
-role owns nothing; so it runs on a separate autocommit connection as the owner role
-(``settings.DATABASE_OWNER``). The receipts are then stamped as the application role, per
-tenant, under row-level security.
+VACUUM cannot run inside a transaction and needs the table's owner (the application role owns
+nothing): it runs on an autocommit connection as ``settings.DATABASE_OWNER``; the receipts are
+then stamped as the application role, per tenant, under row-level security.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ from apps.tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
 
-# The tables of every model holding subject data or changed by its deletion, as the deletion
-# definition finds them from the model relations (apps.core.deletion).
+# Every model's table that holds subject data or changes with its deletion (apps.core.deletion).
 RECLAIMED_TABLES = deletion.definition().tables()
 # VACUUM FULL rewrites a table and all its indexes under an exclusive lock (reads and writes
 # of that table wait), one table at a time: hence its own, rarer schedule (settings).
@@ -45,8 +41,7 @@ REWRITE_SQL = "VACUUM (FULL, ANALYZE) {}"
 
 @dataclass(frozen=True)
 class PendingTenant:
-    """A tenant with receipts awaiting reclamation: the embeddings those deletions removed
-    (from the receipts' counts) and the embeddings it holds now."""
+    """A tenant with receipts awaiting reclamation, the embeddings they removed, those it holds."""
 
     tenant_id: Any
     receipts: int  # top-level: deletions, expiries, erasures
@@ -59,9 +54,8 @@ class PendingTenant:
         return self.deleted_embeddings / total if total else 0.0
 
 
-# Top-level receipts only: an erasure's summary receipt counts everything it removed,
-# embeddings included (its per-fact receipts count versions only); a single deletion's or an
-# expiry's receipt counts its own.
+# Top-level receipts only: an erasure's counts everything it removed (its per-fact receipts
+# count versions only).
 PENDING_SQL = """
 SELECT count(*), coalesce(sum((counts->>'embeddings')::bigint), 0),
        (SELECT count(*) FROM derivations_embedding)
@@ -82,24 +76,20 @@ def pending_tenants() -> dict[Any, PendingTenant]:
     return pending
 
 
-# An HNSW index's vacuum repairs, with a search through the graph on disk, every element that
-# had a deleted neighbour, and with 2 * m = 32 neighbours in the bottom layer that is most
-# elements as soon as a few percent went; a build runs in memory (pgvector's advice: reindex
-# first). Vacuuming costs as much as a concurrent rebuild from about 1 % deleted, and more
-# beyond (docs/performance.md). So an index that lost at least 1 % of its vectors is rebuilt
-# concurrently (searches and writes go on) before the vacuum, which then finds nothing to
-# repair in it.
+# An HNSW vacuum repairs, by a search through the graph on disk, every element with a deleted
+# neighbour (with 32 bottom-layer neighbours, most elements once a few percent went); a build
+# runs in memory. From about 1 % deleted vacuuming costs as much as a concurrent rebuild, and
+# more beyond (docs/performance.md): such an index is rebuilt first, searches and writes going
+# on, and the vacuum then finds nothing to repair in it.
 HNSW_REBUILD_DEAD_SHARE = 0.01
-# Every index is vacuumed, however few rows went: by default VACUUM skips index cleanup when
-# under 2 % of the table's pages hold dead rows, which would leave a deleted vector in its
-# HNSW element and a deleted text's lexemes in the full-text index. pgvector's vacuum zeroes
-# a deleted element's vector.
+# Every index is cleaned, however few rows went: by default VACUUM skips it under 2 % dead
+# pages, leaving a deleted vector in its HNSW element and a deleted text's lexemes in the
+# full-text index (pgvector's vacuum zeroes a deleted element's vector).
 VACUUM_SQL = "VACUUM (ANALYZE, INDEX_CLEANUP ON) {}"
 # A small index (a model few vectors use) is cheaper to vacuum than to rebuild: a concurrent
 # rebuild waits three times for every transaction in flight, whatever the index's size.
 HNSW_REBUILD_MIN_BYTES = 1 << 20
-# Parallel workers for the rebuilds and vacuums: none, so reclamation (background work) takes
-# one core and searches keep the others.
+# No parallel workers: reclamation (background work) takes one core, searches keep the others.
 RECLAIM_PARALLEL_WORKERS = 0
 
 HNSW_INDEXES_SQL = """
@@ -124,15 +114,10 @@ class Rebuild:
 
 
 def hnsw_rebuild_plan(owner: Any, pending: dict[Any, PendingTenant] | None) -> list[Rebuild]:
-    """The HNSW indexes (over the size floor) that lost enough vectors to be rebuilt.
-
-    A model's shared index holds every tenant's vectors: its share is the table's, from the
-    statistics. A tenant's own index (``apps.retrieval.tenant_indexes``) holds that tenant's
-    only: its share comes from the tenant's pending receipts, so a deletion in one tenant
-    never rebuilds another tenant's graph. ``pending=None`` (a forced vacuum with no receipts
-    to go by) decides every index by the table's share.
-    """
-
+    """The HNSW indexes (over the size floor) that lost enough vectors to be rebuilt. A shared
+    index's share is the table's (statistics); a tenant's own index's comes from that tenant's
+    pending receipts, so one tenant's deletions never rebuild another's graph. ``pending=None``
+    (a forced vacuum, no receipts to go by): every index by the table's share."""
     # The statistics of this backend's and others' recent deletes, as of now.
     owner.execute("SELECT pg_stat_clear_snapshot()")
     row = owner.execute(DEAD_SHARE_SQL).fetchone()
@@ -150,19 +135,12 @@ def hnsw_rebuild_plan(owner: Any, pending: dict[Any, PendingTenant] | None) -> l
     return plan
 
 
-@dataclass(frozen=True)
-class ReclamationPlan:
-    """What a reclamation would do now: for a dry run (``memoryconsole reclaim --dry-run``)."""
-
-    pending: dict[Any, PendingTenant]
-    rebuilds: list[Rebuild]
-    tables: tuple[str, ...] = RECLAIMED_TABLES
-
-
-def reclamation_plan() -> ReclamationPlan:
+def reclamation_plan() -> tuple[dict[Any, PendingTenant], list[Rebuild]]:
+    """What a reclamation would do now (``memoryconsole reclaim --dry-run``): the tenants
+    whose receipts await it, and the HNSW indexes it would rebuild."""
     pending = pending_tenants()
     with owner_connection() as owner:
-        return ReclamationPlan(pending, hnsw_rebuild_plan(owner, pending or None))
+        return pending, hnsw_rebuild_plan(owner, pending or None)
 
 
 def vacuum_tables(
@@ -171,11 +149,10 @@ def vacuum_tables(
     *,
     wait: bool = True,
 ) -> datetime:
-    """VACUUM (ANALYZE) every table deletions touch, every index included (rebuilding first
-    the HNSW indexes that lost many vectors, judged by ``pending``); returns when the vacuum
-    started. ``progress`` hears of each step before it starts. Under the maintenance lock:
-    ``wait`` false raises :class:`apps.core.database.MaintenanceBusy` while other maintenance
-    runs."""
+    """VACUUM (ANALYZE) every table deletions touch with every index, after rebuilding the
+    HNSW indexes ``pending`` says lost many vectors; returns when it started. ``progress``
+    hears of each step. Under the maintenance lock: ``wait`` false raises ``MaintenanceBusy``
+    while other maintenance runs."""
     say = progress or (lambda _message: None)
     with owner_connection() as owner:
         maintenance_lock(owner, wait=wait, what="reclamation")
@@ -210,13 +187,9 @@ def vacuum_tables(
 def deletions_reclaim(
     *, force: bool = False, progress: Callable[[str], None] | None = None, wait: bool = True
 ) -> int:
-    """Vacuum if any receipt awaits reclamation; stamp those deleted before the vacuum began.
-
-    Returns how many receipts were stamped: top-level ones (an erasure's per-fact receipts
-    follow their erasure's). ``wait`` false: ``MaintenanceBusy`` while other
-    maintenance runs, nothing stamped.
-    """
-
+    """Vacuum if any receipt awaits reclamation; stamp (and count) the top-level receipts
+    deleted before the vacuum began. ``wait`` false: ``MaintenanceBusy`` while other
+    maintenance runs, nothing stamped."""
     if current_tenant_id() is not None:
         raise RuntimeError("deletions_reclaim runs across tenants; call it outside a scope")
     tenants = pending_tenants()
@@ -232,31 +205,12 @@ def deletions_reclaim(
     return stamped
 
 
-def tables_rewrite(progress: Callable[[str], None] | None = None, *, wait: bool = True) -> datetime:
-    """Rewrite every table deletions touch, with its indexes (``VACUUM FULL``); returns when
-    the rewrite started. Afterwards no table or index file holds a row deleted before then
-    (the write-ahead log keeps it until its segments are recycled; see the README). Under the
-    maintenance lock, as :func:`vacuum_tables`."""
-    say = progress or (lambda _message: None)
-    with owner_connection() as owner:
-        maintenance_lock(owner, wait=wait, what="rewrite")
-        started = timezone.now()
-        owner.execute(
-            "SELECT set_config('maintenance_work_mem', %s, false)", [settings.HNSW_BUILD_MEMORY]
-        )
-        for table in RECLAIMED_TABLES:
-            say(f"rewriting {table}")
-            began = time.monotonic()
-            owner.execute(REWRITE_SQL.format(table))
-            logger.info("reclamation rewrote %s in %.1f s", table, time.monotonic() - began)
-    return started
-
-
 def deletions_rewrite(*, progress: Callable[[str], None] | None = None, wait: bool = True) -> int:
-    """Rewrite the tables if a receipt awaits it; stamp ``rewritten_at`` (and, where still
-    empty, ``reclaimed_at``) on the top-level receipts deleted before the rewrite began.
-    Returns how many receipts were stamped."""
-
+    """Rewrite every table deletions touch with its indexes (``VACUUM FULL``) if a receipt
+    awaits it, so no table or index file holds a row deleted before (the write-ahead log keeps
+    it until its segments are recycled: README); stamp ``rewritten_at`` (and an empty
+    ``reclaimed_at``) on the top-level receipts deleted before, and return how many. Under the
+    maintenance lock, as :func:`vacuum_tables`."""
     if current_tenant_id() is not None:
         raise RuntimeError("deletions_rewrite runs across tenants; call it outside a scope")
 
@@ -270,7 +224,18 @@ def deletions_rewrite(*, progress: Callable[[str], None] | None = None, wait: bo
                 tenants.append(tenant_id)
     if not tenants:
         return 0
-    started = tables_rewrite(progress, wait=wait)
+    say = progress or (lambda _message: None)
+    with owner_connection() as owner:
+        maintenance_lock(owner, wait=wait, what="rewrite")
+        started = timezone.now()
+        owner.execute(
+            "SELECT set_config('maintenance_work_mem', %s, false)", [settings.HNSW_BUILD_MEMORY]
+        )
+        for table in RECLAIMED_TABLES:
+            say(f"rewriting {table}")
+            began = time.monotonic()
+            owner.execute(REWRITE_SQL.format(table))
+            logger.info("reclamation rewrote %s in %.1f s", table, time.monotonic() - began)
     stamped = 0
     now = timezone.now()
     for tenant_id in tenants:

@@ -24,7 +24,6 @@ from apps.records.models import (
     ConsentRevocation,
     Fact,
     LegalHold,
-    Limits,
     MemoryRecord,
     RecordStatus,
     RetentionRule,
@@ -43,13 +42,10 @@ from apps.tenancy.models import Tenant
 def consent_revoke(
     *, tenant: Tenant, consent_ref: str, actor: Actor, reason: str, force: bool = False
 ) -> ConsentRevocation:
-    """Expire everything written under ``consent_ref`` (except what a legal hold keeps) and
-    refuse new writes citing it. Revoking twice is harmless (the first revocation stands).
-
-    It cannot be undone, so it needs a reason, and a reference the tenant never used (no
-    record written under it, no erasure by it) is refused as a likely misspelling (422)
-    unless ``force``: revoking a consent before any write cites it. The audit event keeps
-    the reason and ``force``."""
+    """Expire everything written under ``consent_ref`` (but what a legal hold keeps) and refuse
+    new writes citing it; revoking twice is harmless. It cannot be undone, so it needs a reason,
+    and a reference the tenant never used is refused as a likely misspelling (422) unless
+    ``force`` (revoking before any write cites it)."""
     if problem := consent_ref_problem(consent_ref):
         raise Invalid("Invalid consent reference.", errors={"consent_ref": [problem]})
     if not reason.strip():
@@ -185,14 +181,10 @@ class RetentionChange:
     """What setting a class's rule does to the records already written: ``expired`` live
     versions end now (legal holds keep theirs), ``shortened`` others will end sooner."""
 
-    sensitivity: str
-    previous: Limits
     provisional_max: timedelta
     confirmed_max: timedelta | None
     expired: int
     shortened: int
-    applied: bool
-    rule: Any = None
 
     @property
     def affects_existing(self) -> bool:
@@ -216,10 +208,8 @@ def retention_rule_set(
 ) -> RetentionChange:
     """Set the longest lifetimes of one sensitivity class, for new writes and promotions and
     for the class's live records: each one's expiry becomes the earlier of its own and its
-    observation (its lifetime's start) plus the new limit of its trust (never later than it
-    was). Versions that
-    this ends now expire as any expiry does: their derived summaries are invalidated and
-    their embeddings removed, in this transaction.
+    lifetime's start plus the new limit of its trust. Versions this ends now expire as any
+    expiry does (summaries invalidated, embeddings removed), in this transaction.
 
     A change that ends or shortens existing records needs a ``reason``. ``dry_run`` counts
     what the change would do and changes nothing. One audit event holds the old and new
@@ -248,16 +238,8 @@ def retention_rule_set(
     )
     ending_now = shortened.filter(Q(shortened_expires_at__lte=now)).not_held()
     if dry_run:
-        expired_count = ending_now.count()
-        return RetentionChange(
-            sensitivity=sensitivity,
-            previous=previous,
-            provisional_max=provisional_max,
-            confirmed_max=confirmed_max,
-            expired=expired_count,
-            shortened=shortened.count() - expired_count,
-            applied=False,
-        )
+        expired = ending_now.count()
+        return RetentionChange(provisional_max, confirmed_max, expired, shortened.count() - expired)
     # Lock what changes, then decide on the locked rows (a write's promotion waits here and
     # reads the new rule after commit).
     shortened_pks = list(shortened.select_for_update(of=("self",)).values_list("pk", flat=True))
@@ -305,12 +287,5 @@ def retention_rule_set(
     )
     derived.stamp(event.pk)
     return RetentionChange(
-        sensitivity=sensitivity,
-        previous=previous,
-        provisional_max=provisional_max,
-        confirmed_max=confirmed_max,
-        expired=len(expired_pks),
-        shortened=len(shortened_pks) - len(expired_pks),
-        applied=True,
-        rule=rule,
+        provisional_max, confirmed_max, len(expired_pks), len(shortened_pks) - len(expired_pks)
     )

@@ -1,36 +1,29 @@
-"""What an erasure by subject or owner does to the state layer (called by
-``apps.governance.erasure.erasure_run``, in its transaction).
+"""What an erasure by subject or owner does to the state layer (in ``erasure_run``'s transaction).
 
-* Runs about the subject (``Run.subject``), or owned by the owner, go with their episodes and
+* Runs about the subject (``Run.subject``) or owned by the owner go with their episodes and
   checkpoints; summaries citing those episodes become invalid, as when a run closes.
 * An erasure by subject also takes every episode (``content``, ``content_ref``) and checkpoint
   (``state``) that *mentions* the subject, in any run: an agent that left ``subject`` empty
-  still wrote the person into its traces. The run itself stays, with its other traces.
-* Obligations about the subject (``Obligation.subject``; obligations have no owner), and those
-  whose payload or result mentions it, lose their payload, their result and their subject.
-  Their key and state stay: a retry with the key still finds the obligation and a second
-  commit is still refused, so the work stays done exactly once.
+  still wrote the person into its traces. The run stays, with its other traces.
+* Obligations about or mentioning the subject lose payload, result and subject; key and state
+  stay, so a retry with the key still finds it and the work stays done exactly once.
 * Stored API responses describing any of these are forgotten (they repeat their content).
 
-A mention is the subject's identifier as a whole word, in any letter case: ``user:1`` is
-mentioned by ``"user:1 said: ..."`` or ``{"to": "User:1"}``, not by ``user:12`` or
-``superuser:1`` (:func:`mention_pattern`). Identifiers the agent chose (a task id, an
-obligation's key) are not searched: they name the work, and the key is what keeps it done
-exactly once.
-
-What goes with a run and what stripping an obligation means are the deletion definition's
-(:mod:`apps.core.deletion`: runs, episodes and checkpoints are deleted, obligations withdrawn).
-The erasure, its dry run and its verification read one selection (:func:`state_plan`). An
-erasure by consent reference touches no state: runs and obligations name no consent.
+A mention is the identifier as a whole word in any letter case (:func:`mention_pattern`):
+``user:1`` is in ``"User:1 said"``, not in ``user:12`` or ``superuser:1``. Identifiers the
+agent chose (a task id, an obligation's key) are not searched: they name the work. What goes
+with a run and what stripping means are the deletion definition's (:mod:`apps.core.deletion`);
+the erasure, its dry run and its verification read one selection (:func:`state_plan`).
+Runs and obligations name no consent: an erasure by consent reference touches no state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import Model, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -38,22 +31,25 @@ from apps.audit.services import content_digest
 from apps.core import deletion
 from apps.state.models import Checkpoint, Episode, Obligation, Run
 
+# What an erasure takes from the state layer, by the names its receipt keeps their ids under
+# (runs, episodes and checkpoints are deleted, obligations withdrawn).
+STATE_MODELS: dict[str, type[Model]] = {
+    "runs": Run,
+    "episodes": Episode,
+    "checkpoints": Checkpoint,
+    "obligations": Obligation,
+}
 # The totals an erasure reports for the state layer, under the definition's names.
-STATE_TOTALS = tuple(
-    deletion.rules_of(model).counted_as for model in (Run, Episode, Checkpoint, Obligation)
-)
+STATE_TOTALS = tuple(deletion.rules_of(model).counted_as for model in STATE_MODELS.values())
 
 
 @dataclass
 class StateErasure:
-    """What the erasure removed from the state layer, and the ids a receipt keeps."""
+    """What the erasure removed from the state layer, and the ids (by ``STATE_MODELS``' names)
+    its receipt keeps: episodes and checkpoints taken for a mention, beside the runs'."""
 
-    counts: dict[str, int] = field(default_factory=dict)
-    run_ids: list[str] = field(default_factory=list)
-    obligation_ids: list[str] = field(default_factory=list)
-    # Taken for a mention, beside those that went with the runs above.
-    episode_ids: list[str] = field(default_factory=list)
-    checkpoint_ids: list[str] = field(default_factory=list)
+    counts: dict[str, int]
+    ids: dict[str, list[str]]
 
 
 # What separates a word from an identifier (apps.records.validation.IDENTIFIER: whitespace,
@@ -85,49 +81,45 @@ def mentioning(rows: QuerySet[Any], fields: Sequence[str], subject: str) -> Quer
     return rows.filter(condition).values("pk")
 
 
-def _selection(selector: str, value: str) -> dict[type[Any], QuerySet[Any]]:
-    """The rows an erasure by ``selector = value`` takes from the state layer (module doc):
-    runs, episodes and checkpoints to delete, obligations to strip."""
-    chosen: dict[type[Any], QuerySet[Any]] = {
-        Run: Run.objects.none(),
-        Episode: Episode.objects.none(),
-        Checkpoint: Checkpoint.objects.none(),
-        Obligation: Obligation.objects.none(),
+def _selection(selector: str, value: str) -> dict[str, QuerySet[Any]]:
+    """The rows an erasure by ``selector = value`` takes from the state layer (module doc)."""
+    chosen: dict[str, QuerySet[Any]] = {
+        name: model._default_manager.none() for name, model in STATE_MODELS.items()
     }
     if selector == "owner":
-        chosen[Run] = Run.objects.filter(owner=value)
+        chosen["runs"] = Run.objects.filter(owner=value)
     elif selector == "subject":
-        chosen[Run] = Run.objects.filter(subject=value)
-        chosen[Episode] = Episode.objects.filter(
+        chosen["runs"] = Run.objects.filter(subject=value)
+        chosen["episodes"] = Episode.objects.filter(
             pk__in=mentioning(Episode.objects.all(), ("content", "content_ref"), value)
         )
-        chosen[Checkpoint] = Checkpoint.objects.filter(
+        chosen["checkpoints"] = Checkpoint.objects.filter(
             pk__in=mentioning(Checkpoint.objects.all(), ("state",), value)
         )
-        chosen[Obligation] = Obligation.objects.filter(
+        chosen["obligations"] = Obligation.objects.filter(
             Q(subject=value)
             | Q(pk__in=mentioning(Obligation.objects.all(), ("payload", "result"), value))
         )
     return chosen
 
 
-def _plan(runs: Any, obligations: Any, episodes: Any = (), checkpoints: Any = ()) -> deletion.Plan:
+def _plan(rows: dict[str, Any]) -> deletion.Plan:
+    """Deleting the runs, episodes and checkpoints ``rows`` names (by ``STATE_MODELS``' names),
+    withdrawing its obligations."""
     return deletion.Plan(
-        deleted={Run: runs, Episode: episodes, Checkpoint: checkpoints},
-        withdrawn={Obligation: obligations},
+        deleted=_deleted(rows), withdrawn={Obligation: rows.get("obligations", ())}
     )
+
+
+def _deleted(rows: dict[str, Any]) -> dict[type[Model], Any]:
+    return {STATE_MODELS[name]: rows.get(name, ()) for name in ("runs", "episodes", "checkpoints")}
 
 
 def state_plan(selector: str, value: str) -> deletion.Plan:
     """What an erasure by ``selector = value`` would do to the state layer now: its counts
     are the dry run's, its residues what a finished erasure should have left none of."""
     chosen = _selection(selector, value)
-    return _plan(
-        chosen[Run].values("pk"),
-        chosen[Obligation].values("pk"),
-        chosen[Episode].values("pk"),
-        chosen[Checkpoint].values("pk"),
-    )
+    return _plan({name: rows.values("pk") for name, rows in chosen.items()})
 
 
 def state_erasure_counts(*, selector: str, value: str) -> dict[str, int]:
@@ -139,60 +131,35 @@ def state_erasure_counts(*, selector: str, value: str) -> dict[str, int]:
 def state_erase(*, selector: str, value: str, reason: str) -> StateErasure:
     """Erase the state matching ``selector = value`` (see the module doc), in the caller's
     transaction, locking what it changes. Returns the counts (summaries and embeddings it
-    invalidated included) and the ids of the runs, episodes, checkpoints and obligations."""
-    chosen = _selection(selector, value)
+    invalidated included) and the ids."""
     ids = {
-        model: [
+        name: [
             str(pk)
-            for pk in rows.select_for_update(no_key=model is Obligation).values_list(
+            for pk in rows.select_for_update(no_key=name == "obligations").values_list(
                 "pk", flat=True
             )
         ]
-        for model, rows in chosen.items()
+        for name, rows in _selection(selector, value).items()
     }
     outcome = deletion.run(
-        deleted={Run: ids[Run], Episode: ids[Episode], Checkpoint: ids[Checkpoint]},
-        withdrawn={Obligation: ids[Obligation]},
+        deleted=_deleted(ids),
+        withdrawn={Obligation: ids["obligations"]},
         now=timezone.now(),
         reason=f"source erased: {reason}",
     )
     counts = outcome.counts()
-    return StateErasure(
-        counts={
-            **{name: counts.get(name, 0) for name in STATE_TOTALS},
-            "summaries_invalidated": counts.get("summaries_invalidated", 0),
-            "embeddings": counts.get("embeddings", 0),
-            "stored_responses": counts.get("stored_responses", 0),
-        },
-        run_ids=ids[Run],
-        obligation_ids=ids[Obligation],
-        episode_ids=ids[Episode],
-        checkpoint_ids=ids[Checkpoint],
-    )
+    reported = (*STATE_TOTALS, "summaries_invalidated", "embeddings", "stored_responses")
+    return StateErasure(counts={name: counts.get(name, 0) for name in reported}, ids=ids)
 
 
 def state_residues(
-    *,
-    erased: dict[str, list[str]],
-    selector: str,
-    value: str,
-    digest: str,
+    *, erased: dict[str, list[str]], selector: str, value: str, digest: str
 ) -> list[tuple[str, str]]:
-    """``(store, detail)`` for each piece of state an erasure should have removed and did not.
-
-    ``erased`` holds the ids its receipt keeps (``runs``, ``episodes``, ``checkpoints``,
-    ``obligations``): whatever deleting and stripping them would still change
-    (:meth:`apps.core.deletion.Plan.residues`). With the erased ``value`` known, whatever an
-    erasure by it would reach now (:func:`state_plan`: the tags and the mentions). Without
-    it, any run or obligation whose subject (or a run whose owner) has the erasure's
-    content digest (``content_digest({selector: value})``)."""
-
-    found = _plan(
-        erased.get("runs", []),
-        erased.get("obligations", []),
-        erased.get("episodes", []),
-        erased.get("checkpoints", []),
-    ).residues()
+    """``(store, detail)`` for each piece of state an erasure should have removed and did not:
+    what deleting and stripping the ids its receipt keeps (``erased``) would still change;
+    with the erased ``value`` known, whatever an erasure by it would reach now; without it,
+    any run or obligation whose subject (or run whose owner) has the erasure's digest."""
+    found = _plan(erased).residues()
     if selector not in {"subject", "owner"}:
         return found
     if value:

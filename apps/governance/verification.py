@@ -1,21 +1,15 @@
-"""Check that a deletion left nothing behind: every store is searched for the deleted ids.
+"""Check that a deletion left nothing behind: every store of the receipt's tenant is searched.
 
-Looked at, in the receipt's tenant: every row the deletion definition says a deletion of the
-versions and facts removes, rewrites or withdraws (:meth:`apps.core.deletion.Plan.residues`: the
-versions themselves, with their full-text entries, embeddings, summaries citing them, outbox
-rows, stored API responses, pointers), then stored API responses and outbox payloads by any
-mention of an id, the SQL broker's undelivered messages (their decoded bodies, by id and
-digest), and audit events about the records (they may name ids and digests, never hold content:
-a payload with a content-bearing member counts as a residue). A stored response that names a
-deleted id and nothing else (the tombstone a deletion leaves, a search's memo of the ids it
-returned, a batch write's memo of ids and statuses) is what the product keeps on purpose, not a
-residue. The receipt's content digest is looked for where a digest could leak content's identity
-outside the audit chain: embeddings and stored responses. An erasure's state (runs, their
-episodes and checkpoints, obligation payloads) is looked for by the ids its receipt keeps and by
-content: whatever an erasure by the same subject or owner would reach now, its tag and, for a
-subject, every mention of it in episodes, checkpoints and obligations
-(``apps.governance.state_erasure``). The erased value is read back from the erasure's
-``erasure.complete`` audit event (the receipt keeps only its digest).
+Searched: whatever the deletion definition says deleting the versions and facts removes,
+rewrites or withdraws (:meth:`apps.core.deletion.Plan.residues`); stored API responses and
+outbox payloads by any mention of an id; the SQL broker's undelivered messages (decoded, by id
+and digest); audit events about the records (ids and digests only: a content-bearing member is
+a residue). A stored response naming a deleted id and nothing else (a deletion's tombstone, a
+search's or a batch write's memo of ids) is kept on purpose, not a residue. The content digest
+is looked for where it could leak content's identity outside the audit chain: embeddings and
+stored responses. An erasure's state is looked for by the ids its receipt keeps and by what an
+erasure by the same subject or owner would reach now (``apps.governance.state_erasure``), the
+erased value read back from its ``erasure.complete`` event (the receipt keeps only its digest).
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.audit.services import content_digest
 from apps.core import deletion
 from apps.derivations.models import Embedding
-from apps.governance.state_erasure import state_residues
+from apps.governance.state_erasure import STATE_MODELS, state_residues
 from apps.records.batch_api import batch_memo_content_free
 from apps.records.models import Fact, MemoryRecord
 from apps.tenancy import replicas
@@ -54,7 +48,6 @@ class Residue:
 
 @dataclass
 class Verification:
-    receipt_id: str
     record_ids: list[str] = field(default_factory=list)
     residues: list[Residue] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
@@ -80,12 +73,9 @@ DIGEST_PATTERN = "[0-9a-f]{64}"
 
 
 def _rows_mentioning(table: str, column: str, pattern: str, values: list[str]) -> list[Any]:
-    """Ids of ``table``'s rows whose JSON ``column`` holds any of ``values`` (``pattern`` tokens).
-
-    Every token of the row's text is extracted once and compared with the array, so the cost
-    does not depend on how many ids an erasure removed (an alternation of 100k ids as one
-    regular expression exceeds PostgreSQL's limits).
-    """
+    """Ids of ``table``'s rows whose JSON ``column`` holds any of ``values`` (``pattern``
+    tokens). Each token is extracted once and compared with the array: an alternation of an
+    erasure's 100k ids as one regular expression would exceed PostgreSQL's limits."""
     if not values:
         return []
     with connection.cursor() as cursor:
@@ -99,11 +89,9 @@ def _rows_mentioning(table: str, column: str, pattern: str, values: list[str]) -
 
 
 def _responses_with_content(pks: list[Any]) -> list[Any]:
-    """Those of the stored API responses ``pks`` that hold more than ids: not a tombstone
-    exactly as a deletion leaves it (the id, ``deleted``, a fixed detail), nor a memo of ids
-    (a search's ``{"returned": [ids]}``, apps.api.idempotency; a batch write's ids, statuses
-    and outcomes, apps.records.batch_api). Naming a deleted id is what
-    each of these is for; content beside it would be a residue."""
+    """Those of the stored API responses ``pks`` that hold more than ids: not a tombstone as a
+    deletion leaves it, nor a memo of ids (a search's ``{"returned": [ids]}``; a batch write's
+    ids, statuses and outcomes, apps.records.batch_api)."""
     kept: list[Any] = []
     for chunk in _chunks(pks):
         with connection.cursor() as cursor:
@@ -149,18 +137,17 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     record_ids = sorted({rid for r in receipts for rid in r.record_ids})
     fact_ids = sorted({str(r.fact_id) for r in receipts if r.fact_id})
     digests = sorted({r.content_digest for r in receipts if r.content_digest})
-    result = Verification(receipt_id=str(receipt.pk), record_ids=record_ids)
+    result = Verification(record_ids=record_ids)
 
     def found(store: str, detail: str) -> None:
         result.residues.append(Residue(store, detail))
 
     for ids in _chunks(record_ids):
-        # Whatever the deletion definition says goes with these versions and is still there:
-        # the versions themselves (their full-text entries live in their rows), embeddings,
-        # valid summaries citing them (and their embeddings), queued work, stored responses
-        # not yet tombstones, pointers to them.
-        for store, detail in deletion.Plan(deleted={MemoryRecord: ids}).residues():
-            found(store, detail)
+        # Whatever the deletion definition says goes with these versions (their full-text
+        # entries live in their rows) and is still there.
+        result.residues += [
+            Residue(*r) for r in deletion.Plan(deleted={MemoryRecord: ids}).residues()
+        ]
         for event in AuditEvent.objects.filter(object_id__in=ids).only("seq", "data"):
             members = _content_members(event.data)
             if members:
@@ -191,8 +178,7 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
             if receipt.kind != "expiry" or not MemoryRecord.objects.filter(fact_id=pk).exists()
         ]
         result.fact_ids += gone
-        for store, detail in deletion.Plan(deleted={Fact: gone}).residues():
-            found(store, detail)
+        result.residues += [Residue(*r) for r in deletion.Plan(deleted={Fact: gone}).residues()]
     result.checked.append("facts")
     for chunk in _chunks(digests):
         for digest in Embedding.objects.filter(content_digest__in=chunk).values_list(
@@ -202,15 +188,14 @@ def erasure_verify(receipt: DeletionReceipt) -> Verification:
     for pk in _rows_mentioning("api_idempotencykey", "response_body", DIGEST_PATTERN, digests):
         found("idempotency responses", f"stored response {pk} carries a deleted content digest")
     result.checked.append("content digest")
-    _state_verify(receipt, found)
+    result.residues += [Residue(*r) for r in _state_residues(receipt)]
     result.checked += ["runs", "episodes", "checkpoints", "obligation payloads"]
     return result
 
 
 def replica_verify(alias: str, result: Verification) -> list[Residue]:
-    """The stores of a read replica (``alias``) that copy the primary's rows, searched for
-    ``result``'s deleted versions and facts once it has replayed the primary's present
-    (so the deletion): a replica keeps what the primary removed only until it replays it."""
+    """Read replica ``alias``'s copies of the primary's rows, searched for ``result``'s deleted
+    versions and facts once it has replayed the deletion (it keeps them only until then)."""
     label = f"replica {alias}"
     try:
         if not replicas.replayed_now(alias, timeout=settings.REPLICA_MAX_LAG):
@@ -228,35 +213,27 @@ def replica_verify(alias: str, result: Verification) -> list[Residue]:
     return [Residue(f"{label}: {store}", detail) for store, detail in found]
 
 
-def _state_verify(receipt: DeletionReceipt, found: Any) -> None:
-    """The state an erasure removed (apps.governance.state_erasure): by the ids its receipt
-    keeps, and by the erased subject or owner (its tag, and a subject's mentions in traces
-    and obligations), read back from the erasure's completion event."""
-
-    counts = receipt.counts if isinstance(receipt.counts, dict) else {}
+def _state_residues(receipt: DeletionReceipt) -> list[tuple[str, str]]:
+    """The state an erasure removed and left behind (apps.governance.state_erasure): by the
+    ids its receipt keeps, and by the erased subject or owner, read back from the erasure's
+    completion event."""
     if receipt.kind != "erasure":
-        return
+        return []
+    counts = receipt.counts if isinstance(receipt.counts, dict) else {}
     erased = counts.get("state_erased")
-    if not isinstance(erased, dict):
-        erased = {}
+    erased = erased if isinstance(erased, dict) else {}
     selector = str(counts.get("selector", ""))
     value = erased_value(receipt, selector)
-    if selector in {"subject", "owner"} and not value:
-        found(
-            "erasure",
-            f"no erasure.complete event names the erased {selector}: the erasure did not finish"
-            " (its state was searched by tag only)",
-        )
-    for store, detail in state_residues(
-        erased={
-            name: [str(pk) for pk in erased.get(name, [])]
-            for name in ("runs", "episodes", "checkpoints", "obligations")
-        },
+    found = state_residues(
+        erased={name: [str(pk) for pk in erased.get(name, [])] for name in STATE_MODELS},
         selector=selector,
         value=value,
         digest=receipt.content_digest,
-    ):
-        found(store, detail)
+    )
+    if selector in {"subject", "owner"} and not value:
+        detail = f"no erasure.complete event names the erased {selector}: the erasure did not"
+        found.insert(0, ("erasure", f"{detail} finish (its state was searched by tag only)"))
+    return found
 
 
 def erased_value(receipt: DeletionReceipt, selector: str) -> str:
@@ -280,14 +257,10 @@ def erased_value(receipt: DeletionReceipt, selector: str) -> str:
 
 
 def broker_messages_mentioning(needles: Iterable[str]) -> list[str]:
-    """The ids of the SQL broker's stored messages whose body names any of ``needles``.
-
-    The broker is the current Celery app's (the project's app is every thread's default).
-    kombu stores each message as a JSON envelope with its body base64-encoded, so a body is
-    decoded before it is searched. Other transports keep no inspectable store: nothing to
-    report. After the delivered messages are purged (``memoryconsole.celery``) the table
-    holds undelivered messages only.
-    """
+    """The ids of the current Celery app's SQL broker's stored (undelivered: delivered ones are
+    purged, ``memoryconsole.celery``) messages whose body names any of ``needles``. kombu
+    base64-encodes a body in its JSON envelope: it is decoded before it is searched. Other
+    transports keep no store to inspect."""
     wanted = [needle for needle in needles if needle]
     url = str(current_app.conf.broker_url)
     transport = url.split("://", 1)[0].split("+", 1)[0]

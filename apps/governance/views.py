@@ -1,8 +1,6 @@
-"""Console: deletion history (receipts and their verify-erasure check) and erasures.
-
-Views are thin: a form parses, a selector reads within the tenant, a service changes and
-audits. An erasure is queued through the transactional outbox and run by the worker
-(``erasure_jobs``); its page polls the job's state until the summary receipt is there.
+"""Console: deletion history (receipts and their verify-erasure check) and erasures. An
+erasure is queued through the outbox and run by the worker (``erasure_jobs``); its page polls
+the job until the summary receipt is there.
 """
 
 from __future__ import annotations
@@ -17,10 +15,9 @@ from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
@@ -33,6 +30,7 @@ from apps.tenancy.views import (
     ConsoleRequest,
     form_nonce_consume,
     form_nonce_issue,
+    hx_or_redirect,
     render_page,
     tenant_view,
 )
@@ -42,10 +40,8 @@ from .erasure_jobs import (
     erasure_job_enqueue,
     erasure_job_get,
     erasure_jobs_recent,
-    erasure_receipt_for,
 )
 from .forms import DeletionFilterForm, ErasureConfirmForm, ErasureForm
-from .models import ErasureJob
 from .verification import erasure_verify
 
 logger = logging.getLogger(__name__)
@@ -66,15 +62,27 @@ def _receipts_filtered(filters: dict[str, Any]) -> QuerySet[DeletionReceipt]:
         queryset = queryset.filter(parent__isnull=True)
     if filters.get("who"):
         queryset = queryset.filter(requested_by_label__icontains=filters["who"])
-    if filters.get("since"):
-        queryset = queryset.filter(
-            deleted_at__gte=datetime.combine(filters["since"], time.min, UTC)
-        )
-    if filters.get("until"):
-        queryset = queryset.filter(
-            deleted_at__lte=datetime.combine(filters["until"], time.max, UTC)
-        )
+    for name, lookup, moment in (("since", "gte", time.min), ("until", "lte", time.max)):
+        if filters.get(name):
+            moment_utc = datetime.combine(filters[name], moment, UTC)
+            queryset = queryset.filter(**{f"deleted_at__{lookup}": moment_utc})
     return queryset
+
+
+def keyset_page(
+    queryset: QuerySet[Any], form: Any, base: str, column: str, size: int
+) -> tuple[list[Any], str | None]:
+    """The rows after the bound ``form``'s ``before`` cursor in ``(-column, -id)`` order
+    (keyset: no OFFSET), and the link to the next, older page."""
+    cursor = form.cleaned_data.get("before") if form.is_bound else None
+    if cursor:
+        queryset = queryset.filter(cursor.older(column))
+    rows = list(queryset.order_by(f"-{column}", "-id")[: size + 1])
+    if len(rows) <= size:
+        return rows, None
+    last = rows[size - 1]
+    token = Cursor(getattr(last, column), last.pk).token()
+    return rows[:size], f"{base}?{form.query_for(before=token)}"
 
 
 def _deletions_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any]:
@@ -85,14 +93,7 @@ def _deletions_context(request: ConsoleRequest, tenant: Tenant) -> dict[str, Any
     valid = not form.is_bound or form.is_valid()
     if valid:
         queryset = _receipts_filtered(form.filters())
-        cursor = form.cleaned_data.get("before") if form.is_bound else None
-        if cursor:
-            queryset = queryset.filter(cursor.older("deleted_at"))
-        rows = list(queryset.order_by("-deleted_at", "-id")[: DELETIONS_PAGE_SIZE + 1])
-        if len(rows) > DELETIONS_PAGE_SIZE:
-            rows = rows[:DELETIONS_PAGE_SIZE]
-            last = rows[-1]
-            older_url = f"{base}?{form.query_for(before=Cursor(last.deleted_at, last.pk).token())}"
+        rows, older_url = keyset_page(queryset, form, base, "deleted_at", DELETIONS_PAGE_SIZE)
     paged = valid and form.is_bound and bool(form.cleaned_data.get("before"))
     return {
         "tenant": tenant,
@@ -166,21 +167,25 @@ def deletion_verify(request: ConsoleRequest, tenant: Tenant, receipt_id: uuid.UU
     context = _deletion_context(
         tenant, receipt, verification=verification, verification_failure=failure
     )
-    if request.htmx:
-        return render(request, "console/governance/deletion.html#verify_result", context)
-    return render(request, "console/governance/deletion.html", context)
+    return render_page(
+        request, "console/governance/deletion.html", context, partial="verify_result"
+    )
 
 
 # --- erasures ---------------------------------------------------------------------------------
 
 
 def _erasures_context(tenant: Tenant, **extra: Any) -> dict[str, Any]:
-    return {
-        "tenant": tenant,
-        "section": "erasures",
-        "jobs": erasure_jobs_recent(),
-        **extra,
-    }
+    return {"tenant": tenant, "section": "erasures", "jobs": erasure_jobs_recent(), **extra}
+
+
+def _erasure_panel(request: ConsoleRequest, tenant: Tenant, **extra: Any) -> HttpResponse:
+    return render_page(
+        request,
+        "console/governance/erasures.html",
+        _erasures_context(tenant, **extra),
+        partial="erasure_panel",
+    )
 
 
 @tenant_view(ERASE_MEMORIES, VIEW_AUDIT)
@@ -199,23 +204,13 @@ def erasures(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         raise PermissionDenied("Tenant-wide erasure is an admin's action.")
     form = ErasureForm(request.POST)
     if not form.is_valid():
-        return render_page(
-            request,
-            "console/governance/erasures.html",
-            _erasures_context(tenant, form=form),
-            partial="erasure_panel",
-        )
+        return _erasure_panel(request, tenant, form=form)
     data = form.cleaned_data
     preview = erasure_preview(selector=data["selector"], value=data["value"])
     confirm = ErasureConfirmForm(
         initial={**data, "records": preview.records, "nonce": form_nonce_issue(request)}
     )
-    return render_page(
-        request,
-        "console/governance/erasures.html",
-        _erasures_context(tenant, form=form, preview=preview, confirm=confirm),
-        partial="erasure_panel",
-    )
+    return _erasure_panel(request, tenant, form=form, preview=preview, confirm=confirm)
 
 
 @tenant_view(ERASE_MEMORIES)
@@ -224,16 +219,11 @@ def erasure_start(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     """Queue the confirmed erasure (once, however often the button is pressed)."""
     form = ErasureConfirmForm(request.POST)
     if not form.is_valid():
-        return render_page(
-            request,
-            "console/governance/erasures.html",
-            _erasures_context(tenant, form=form),
-            partial="erasure_panel",
-        )
+        return _erasure_panel(request, tenant, form=form)
     data = form.cleaned_data
     if not form_nonce_consume(request, data["nonce"]):
         messages.info(request, "That erasure was already submitted; it is listed below.")
-        return _redirect(request, "console:erasures", tenant_slug=tenant.slug)
+        return hx_or_redirect(request, "console:erasures", tenant_slug=tenant.slug)
     try:
         job = erasure_job_enqueue(
             tenant=tenant,
@@ -247,38 +237,23 @@ def erasure_start(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
         for name, errors in rejected.errors.items():
             for error in errors:
                 form.add_error(name if name in form.fields else None, error)
-        return render_page(
-            request,
-            "console/governance/erasures.html",
-            _erasures_context(tenant, form=form),
-            partial="erasure_panel",
-        )
+        return _erasure_panel(request, tenant, form=form)
     messages.success(request, "Erasure queued. This page follows it until its receipt is ready.")
-    return _redirect(request, "console:erasure-job", tenant_slug=tenant.slug, job_id=job.pk)
-
-
-def _redirect(request: ConsoleRequest, to: str, **kwargs: Any) -> HttpResponse:
-    url = reverse(to, kwargs=kwargs)
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
-def _job_or_404(job_id: uuid.UUID) -> ErasureJob:
-    job = erasure_job_get(job_id)
-    if job is None:
-        raise Http404("No such erasure")
-    return job
+    return hx_or_redirect(request, "console:erasure-job", tenant_slug=tenant.slug, job_id=job.pk)
 
 
 @tenant_view(ERASE_MEMORIES, VIEW_AUDIT)
 @require_GET
 def erasure_job(request: ConsoleRequest, tenant: Tenant, job_id: uuid.UUID) -> HttpResponse:
     """An erasure's progress; its summary receipt with totals once it has run."""
-    job = _job_or_404(job_id)
+    job = erasure_job_get(job_id)
+    if job is None:
+        raise Http404("No such erasure")
     context = {
         "tenant": tenant,
         "section": "erasures",
         "job": job,
-        "receipt": erasure_receipt_for(job),
+        "receipt": job.receipt,
         "can_verify": VIEW_AUDIT in request.console_perms,
     }
     return render_page(

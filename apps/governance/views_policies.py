@@ -1,8 +1,6 @@
-"""Console: retention rules per sensitivity class, and legal holds.
-
-Administrators (``manage_retention``) change them; auditors (``view_audit``) read them. Every
-change goes through the same service as the Django admin (``retention_rule_set``,
-``legal_hold_place``, ``legal_hold_lift``), which audits it.
+"""Console: retention rules per sensitivity class, and legal holds. Administrators
+(``manage_retention``) change them through the services the Django admin uses, which audit
+every change; auditors (``view_audit``) read them.
 """
 
 from __future__ import annotations
@@ -16,12 +14,12 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from apps.audit.services import Actor
 from apps.core.errors import DomainError, form_add_error
-from apps.core.pagination import Cursor
 from apps.records.models import DEFAULT_RETENTION, SENSITIVITY_ORDER, LegalHold, RetentionRule
 from apps.records.selectors import record_get
 from apps.records.services import RecordError
@@ -44,16 +42,13 @@ from .forms_policies import (
     duration_words,
 )
 from .services import RetentionChange, legal_hold_lift, legal_hold_place, retention_rule_set
+from .views import keyset_page
 
 HOLDS_PAGE_SIZE = 50
 
 
-def _may_read_governance(request: ConsoleRequest) -> bool:
-    return bool(request.console_perms & {MANAGE_RETENTION, VIEW_AUDIT})
-
-
 def _require_read(request: ConsoleRequest) -> None:
-    if not _may_read_governance(request):
+    if not request.console_perms & {MANAGE_RETENTION, VIEW_AUDIT}:
         raise PermissionDenied("Your role in this tenant does not allow this page.")
 
 
@@ -67,14 +62,13 @@ def _require_manage(request: ConsoleRequest) -> None:
 
 @dataclass
 class RetentionRow:
-    """A sensitivity class with its rule in force (the tenant's, or the default)."""
+    """A sensitivity class with its rule in force (the tenant's, or the default), in words."""
 
     sensitivity: str
-    provisional_max: timedelta
-    confirmed_max: timedelta | None
+    provisional_words: str
+    confirmed_words: str
     customised: bool
-    default_provisional: timedelta
-    default_confirmed: timedelta | None
+    default_words: str
     form: RetentionRuleForm | None = None
     saved: bool = False
     # A change awaiting confirmation: what it would do to the records already written.
@@ -85,25 +79,11 @@ class RetentionRow:
     def preview_words(self) -> str:
         if self.preview is None:
             return ""
-        provisional = duration_words(self.preview.provisional_max)
-        return f"{provisional} / {duration_words(self.preview.confirmed_max)}"
+        return _limits_words(self.preview.provisional_max, self.preview.confirmed_max)
 
-    @property
-    def allows_no_limit(self) -> bool:
-        return self.default_confirmed is None
 
-    @property
-    def provisional_words(self) -> str:
-        return duration_words(self.provisional_max)
-
-    @property
-    def confirmed_words(self) -> str:
-        return duration_words(self.confirmed_max)
-
-    @property
-    def default_words(self) -> str:
-        provisional = duration_words(self.default_provisional)
-        return f"{provisional} / {duration_words(self.default_confirmed)}"
+def _limits_words(provisional: timedelta, confirmed: timedelta | None) -> str:
+    return f"{duration_words(provisional)} / {duration_words(confirmed)}"
 
 
 def _retention_rows(
@@ -113,17 +93,15 @@ def _retention_rows(
     manage = MANAGE_RETENTION in request.console_perms
     rows = []
     for sensitivity in SENSITIVITY_ORDER:
-        default_provisional, default_confirmed = DEFAULT_RETENTION[sensitivity]
+        default = DEFAULT_RETENTION[sensitivity]
         rule = rules.get(sensitivity)
-        provisional = rule.provisional_max if rule else default_provisional
-        confirmed = rule.confirmed_max if rule else default_confirmed
+        provisional, confirmed = (rule.provisional_max, rule.confirmed_max) if rule else default
         row = RetentionRow(
             sensitivity=sensitivity,
-            provisional_max=provisional,
-            confirmed_max=confirmed,
+            provisional_words=duration_words(provisional),
+            confirmed_words=duration_words(confirmed),
             customised=rule is not None,
-            default_provisional=default_provisional,
-            default_confirmed=default_confirmed,
+            default_words=_limits_words(*default),
             saved=saved == sensitivity,
         )
         if manage:
@@ -167,13 +145,9 @@ def retention(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     preview: RetentionChange | None = None
     preview_changed = False
     if form.is_valid():
-        rule = {
-            "tenant": tenant,
-            "sensitivity": form.cleaned_data["sensitivity"],
-            "provisional_max": form.cleaned_data["provisional_max"],
-            "confirmed_max": form.cleaned_data["confirmed_max"],
-            "actor": Actor.for_user(request.user),
-        }
+        limits = ("sensitivity", "provisional_max", "confirmed_max")
+        rule = {name: form.cleaned_data[name] for name in limits}
+        rule.update(tenant=tenant, actor=Actor.for_user(request.user))
         try:
             preview = retention_rule_set(**rule, dry_run=True)
             confirmed = form.previewed_counts()
@@ -211,10 +185,6 @@ def retention(request: ConsoleRequest, tenant: Tenant) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-def pluralize(count: int) -> str:
-    return "" if count == 1 else "s"
-
-
 # --- legal holds ------------------------------------------------------------------------------
 
 
@@ -233,15 +203,7 @@ def _holds_context(
             queryset = queryset.active()
         elif state == "lifted":
             queryset = queryset.lifted()
-        cursor = filter_form.cleaned_data.get("before") if filter_form.is_bound else None
-        if cursor:
-            queryset = queryset.filter(cursor.older("placed_at"))
-        holds = list(queryset.order_by("-placed_at", "-id")[: HOLDS_PAGE_SIZE + 1])
-        if len(holds) > HOLDS_PAGE_SIZE:
-            holds = holds[:HOLDS_PAGE_SIZE]
-            last = holds[-1]
-            cursor_text = Cursor(last.placed_at, last.pk).token()
-            older_url = f"{base}?{filter_form.query_for(before=cursor_text)}"
+        holds, older_url = keyset_page(queryset, filter_form, base, "placed_at", HOLDS_PAGE_SIZE)
     can_manage = MANAGE_RETENTION in request.console_perms
     if can_manage and place_form is None:
         place_form = LegalHoldPlaceForm(initial={"nonce": form_nonce_issue(request)})
@@ -336,15 +298,13 @@ def hold_lift(request: ConsoleRequest, tenant: Tenant, hold_id: uuid.UUID) -> Ht
     """GET: the confirmation page, asking why. POST: lift with that reason; repeating is
     harmless. Without a reason the page comes back with the form error and nothing changes."""
     template = "console/governance/hold_lift.html"
+    hold = _hold_or_404(hold_id, lock=request.method == "POST")
+    context = {"tenant": tenant, "section": "holds", "hold": hold, "form": LegalHoldLiftForm()}
     if request.method != "POST":
-        hold = _hold_or_404(hold_id)
-        context = {"tenant": tenant, "section": "holds", "hold": hold, "form": LegalHoldLiftForm()}
         return render(request, template, context)
-    hold = _hold_or_404(hold_id, lock=True)
     form = LegalHoldLiftForm(request.POST)
     if hold.lifted_at is None and not form.is_valid():
-        context = {"tenant": tenant, "section": "holds", "hold": hold, "form": form}
-        return render(request, template, context, status=400)
+        return render(request, template, {**context, "form": form}, status=400)
     if hold.lifted_at is None:
         legal_hold_lift(
             hold=hold, actor=Actor.for_user(request.user), reason=form.cleaned_data["reason"]

@@ -8,7 +8,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from apps.governance.reclamation import deletions_reclaim, deletions_rewrite, reclamation_plan
+from apps.governance.reclamation import (
+    RECLAIMED_TABLES,
+    deletions_reclaim,
+    deletions_rewrite,
+    reclamation_plan,
+)
 
 
 class Command(BaseCommand):
@@ -37,21 +42,22 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["dry_run"]:
-            plan = reclamation_plan()
-            for tenant in plan.pending.values():
+            pending, rebuilds = reclamation_plan()
+            for tenant in pending.values():
                 self.stdout.write(
                     f"tenant {tenant.tenant_id}: {tenant.receipts} receipt(s) await "
                     f"reclamation, {tenant.deleted_embeddings} embedding(s) deleted, "
                     f"{tenant.live_embeddings} held"
                 )
-            if not plan.pending and not options["force"]:
+            if not pending and not options["force"]:
                 self.stdout.write("nothing awaits reclamation")
                 return
-            for rebuild in plan.rebuilds:
+            for rebuild in rebuilds:
                 self.stdout.write(
                     f"would rebuild {rebuild.index} ({100 * rebuild.dead_share:.1f} % dead)"
                 )
-            self.stdout.write(f"would vacuum {len(plan.tables)} tables: {', '.join(plan.tables)}")
+            tables = ", ".join(RECLAIMED_TABLES)
+            self.stdout.write(f"would vacuum {len(RECLAIMED_TABLES)} tables: {tables}")
             return
         started = time.monotonic()
 
