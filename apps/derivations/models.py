@@ -1,7 +1,10 @@
 """Derived artifacts: summaries and embeddings, each pointing at every source it came from.
 
-Deleting, redacting or expiring a source removes its embeddings and invalidates every
-summary citing it, in the same transaction (``apps.derivations.propagation``).
+Deleting, redacting or expiring a source removes its embeddings and invalidates every summary
+citing it (which loses its text and embedding, says why and by which audit event), in the
+same transaction, as the models' ``deletion_rules`` declare (:mod:`apps.core.deletion`).
+Re-summarisation is not queued: no summariser is configured, so an invalid summary stays
+invalid, visibly so.
 """
 
 from __future__ import annotations
