@@ -66,6 +66,16 @@ class Summary(TenantOwned):
     def __str__(self) -> str:
         return f"summary {self.pk}"
 
+    def source_list(self) -> list[dict[str, str]]:
+        """Its sources as the API shows them (prefetch ``sources`` to read them at once)."""
+        return [
+            {"type": s.source_type, "id": str(s.source_id)}
+            for s in sorted(self.sources.all(), key=lambda s: s.pk)
+        ]
+
+    def writer(self) -> dict[str, str]:
+        return {"type": self.writer_type, "id": self.writer_id, "label": self.writer_label}
+
 
 class SummarySource(TenantOwned):
     """One pointer from a summary to a source (a record version, or an episode of a run)."""

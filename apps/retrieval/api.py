@@ -110,10 +110,7 @@ def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
     no trust or expiry of its own: it lives while its sources do."""
     if hit.summary is not None:
         summary = hit.summary
-        sources = [
-            {"type": s.source_type, "id": str(s.source_id)}
-            for s in sorted(summary.sources.all(), key=lambda s: s.pk)
-        ]
+        sources = summary.source_list()
         created_at = serializers.DateTimeField().to_representation(summary.created_at)
         record = None
         shown: dict[str, Any] | None = {
@@ -124,13 +121,8 @@ def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
             "sources": sources,
             "created_at": created_at,
         }
-        writer = {
-            "type": summary.writer_type,
-            "id": summary.writer_id,
-            "label": summary.writer_label,
-        }
         source = {"kind": "derived", "sources": sources}
-        provenance = (source, created_at, writer, None, summary.reason)
+        provenance = (source, created_at, summary.writer(), None, summary.reason)
         scope = trust = confirmed_by = conflict = expires_at = None
     else:
         assert hit.record is not None
