@@ -93,15 +93,8 @@ def summary_representation(summary: Summary) -> dict[str, Any]:
         "text": summary.text if valid else None,
         "reason": summary.reason,
         "sensitivity": summary.sensitivity,
-        "sources": [
-            {"type": s.source_type, "id": str(s.source_id)}
-            for s in sorted(summary.sources.all(), key=lambda s: s.pk)
-        ],
-        "writer": {
-            "type": summary.writer_type,
-            "id": summary.writer_id,
-            "label": summary.writer_label,
-        },
+        "sources": summary.source_list(),
+        "writer": summary.writer(),
         "created_at": summary.created_at,
         "valid": valid,
         "invalidated": invalidated,

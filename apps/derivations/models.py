@@ -1,7 +1,10 @@
 """Derived artifacts: summaries and embeddings, each pointing at every source it came from.
 
-Deleting, redacting or expiring a source removes its embeddings and invalidates every
-summary citing it, in the same transaction (``apps.derivations.propagation``).
+Deleting, redacting or expiring a source removes its embeddings and invalidates every summary
+citing it (which loses its text and embedding, says why and by which audit event), in the
+same transaction, as the models' ``deletion_rules`` declare (:mod:`apps.core.deletion`).
+Re-summarisation is not queued: no summariser is configured, so an invalid summary stays
+invalid, visibly so.
 """
 
 from __future__ import annotations
@@ -62,6 +65,16 @@ class Summary(TenantOwned):
 
     def __str__(self) -> str:
         return f"summary {self.pk}"
+
+    def source_list(self) -> list[dict[str, str]]:
+        """Its sources as the API shows them (prefetch ``sources`` to read them at once)."""
+        return [
+            {"type": s.source_type, "id": str(s.source_id)}
+            for s in sorted(self.sources.all(), key=lambda s: s.pk)
+        ]
+
+    def writer(self) -> dict[str, str]:
+        return {"type": self.writer_type, "id": self.writer_id, "label": self.writer_label}
 
 
 class SummarySource(TenantOwned):

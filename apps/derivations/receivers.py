@@ -11,6 +11,7 @@ from django.dispatch import receiver
 
 from apps.api.signals import stored_response_expired
 from apps.records import signals as records
+from apps.records.models import SENSITIVITY_ORDER
 from apps.tenancy.models import Tenant
 
 from .embeddings import (
@@ -19,7 +20,7 @@ from .embeddings import (
     record_embedding_at_write,
     record_embedding_now,
 )
-from .propagation import summaries_class_raise
+from .models import Summary, SummarySource
 from .selectors import derived_from_record, summary_cites_expired
 
 
@@ -32,7 +33,13 @@ def embed_record(*, subject: Any, stored: bool, **_: Any) -> bool:
 
 @receiver(records.derived_class_raise, dispatch_uid="derivations.class_raise")
 def class_raise(*, record_id: Any, sensitivity: str, **_: Any) -> int:
-    return summaries_class_raise(record_id, sensitivity)
+    """Raise the summaries citing the version ``record_id`` to ``sensitivity`` where lower (a
+    summary is as sensitive as the most sensitive thing it cites); returns how many."""
+    lower = SENSITIVITY_ORDER[: SENSITIVITY_ORDER.index(sensitivity)]
+    citing = SummarySource.objects.filter(source_type="record", source_id=record_id)
+    return Summary.objects.filter(pk__in=citing.values("summary_id"), sensitivity__in=lower).update(
+        sensitivity=sensitivity
+    )
 
 
 @receiver(records.derived_artifacts, dispatch_uid="derivations.derived_artifacts")

@@ -1,17 +1,15 @@
 """Re-embedding a tenant's live records and valid summaries (``memoryconsole reembed``).
 
-Work goes in batches, each in its own transaction as the tenant (``tenant_scope``, so
-row-level security applies as in the worker). A batch takes only sources that have no
-embedding for the model yet, so a run that was killed halfway simply continues when run
-again, and nothing is embedded twice: the (source, model) uniqueness constraint backs that
-up against a worker embedding the same source at the same moment (``ON CONFLICT DO
-NOTHING``). The sources of a batch are locked while their vectors are stored, so a
-concurrent delete either waits (and then removes the new vectors) or goes first (and the
-batch no longer sees the source).
+Batches, each its own transaction as the tenant (``tenant_scope``: row-level security as in
+the worker), take only sources with no embedding of the model yet, so a killed run continues
+when run again and nothing is embedded twice (``ON CONFLICT DO NOTHING`` on the (source,
+model) constraint covers a worker embedding the same source meanwhile). A batch's sources are
+locked while their vectors are stored: a concurrent delete waits (then removes the new
+vectors) or goes first (and the batch no longer sees the source).
 
 With a new model, the tenant keeps its old one until every source has a vector of the new
-model, so search by vector keeps working meanwhile; then the setting changes and a last pass
-embeds what was written in between (the worker embeds later writes with the new model).
+one, so search by vector keeps working; then the setting changes and a last pass embeds what
+was written in between (the worker embeds later writes with the new model).
 """
 
 from __future__ import annotations

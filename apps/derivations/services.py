@@ -112,22 +112,16 @@ def summary_create(
         writer_label=actor.label[:200],
         created_at=timezone.now(),
     )
-    seen: set[tuple[str, uuid.UUID]] = set()
-    pointers = []
-    for ref in refs:
-        if (ref.type, ref.id) in seen:
-            continue
-        seen.add((ref.type, ref.id))
-        fact_id = records[ref.id].fact_id if ref.type == "record" else None
-        pointers.append(
-            SummarySource(
-                tenant=tenant,
-                summary=summary,
-                source_type=ref.type,
-                source_id=ref.id,
-                fact_id=fact_id,
-            )
+    pointers = [
+        SummarySource(
+            tenant=tenant,
+            summary=summary,
+            source_type=ref.type,
+            source_id=ref.id,
+            fact_id=records[ref.id].fact_id if ref.type == "record" else None,
         )
+        for ref in dict.fromkeys(refs)  # each source once, in the order given
+    ]
     SummarySource.objects.bulk_create(pointers)
     summary_embedding_enqueue(summary)
     audit_record(

@@ -1,14 +1,12 @@
 """Derivation work in the worker: thin, idempotent tasks that take ids, never content.
 
-Every task runs as the tenant named in its message header (``TenantTask``). Embeddings are
-not a task per record: ``derivations.embed_pending`` is a wake-up carrying nothing but its
-tenant, and the drain it starts claims that tenant's queued embeddings from the outbox in
-batches, each batch one transaction (``apps.derivations.embeddings.embeddings_drain``).
-A worker killed mid-batch rolls the batch back and its rows are claimable again; a lost
-wake-up is sent again by the relay (``apps.work``: the outbox and its relay sit below the apps
-whose work they queue, and name these tasks by their names). Time limits stay far below the
-broker's visibility timeout (Redis: one hour) so a drain is never delivered twice while still
-running.
+Each runs as the tenant named in its message header (``TenantTask``). Embeddings are not a task
+per record: ``derivations.embed_pending`` is a wake-up carrying only its tenant, and the drain
+it starts claims that tenant's queued embeddings from the outbox a batch per transaction
+(``apps.derivations.embeddings.embeddings_drain``). A worker killed mid-batch rolls it back
+and its rows are claimable again; a lost wake-up is sent again by the relay (``apps.work``).
+Time limits stay far below the broker's visibility timeout (Redis: one hour), so a drain is
+never delivered twice while still running.
 """
 
 from __future__ import annotations

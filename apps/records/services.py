@@ -268,7 +268,7 @@ def deletion_propagate(*, record_ids: list[Any], reason: str) -> deletion.Outcom
     """Withdraw the versions ``record_ids`` (expired, still stored) inside the caller's
     transaction: what the deletion definition derives from them goes now (embeddings deleted,
     citing summaries invalidated, queued work and stored responses forgotten), the versions
-    stay until compaction (apps/derivations/propagation.py says what goes)."""
+    stay until compaction (the models' ``deletion_rules`` say what goes)."""
     # Lock the versions first: a summary being written about one of them (it locks its
     # sources) commits before the deletion's queries run, so they see it and invalidate it.
     list(MemoryRecord.objects.select_for_update().filter(pk__in=record_ids).values_list("pk"))

@@ -15,7 +15,6 @@ from apps.api.idempotency import idempotent
 from apps.core.actors import Actor
 from apps.core.errors import Unavailable
 from apps.derivations.embedders import EmbedderUnavailable, get_embedder
-from apps.derivations.models import Summary
 from apps.records.serializers import RecordSerializer
 from apps.records.trust import confirmed_by_json
 from apps.tenancy.models import AgentCredential
@@ -106,81 +105,59 @@ def _abstention(abstention: Abstention | None) -> dict[str, Any] | None:
     return dataclasses.asdict(abstention)
 
 
-def _why(hit: Hit) -> dict[str, Any]:
-    return {
-        "vector": None if hit.vector_similarity is None else round(hit.vector_similarity, 6),
-        "text": None if hit.text_rank is None else round(hit.text_rank, 6),
-        "vector_rank": hit.vector_position,
-        "text_rank": hit.text_position,
-    }
-
-
 def _hit(hit: Hit, records: RecordSerializer) -> dict[str, Any]:
+    """Every hit has the same keys, a record's or a summary's (``record`` null). A summary has
+    no trust or expiry of its own: it lives while its sources do."""
     if hit.summary is not None:
-        return _summary_hit(hit, hit.summary)
-    assert hit.record is not None
-    record = records.to_representation(hit.record)
-    confirmation = hit.record.confirmation
-    return {
-        "type": "record",
-        "record": record,
-        "summary": None,
-        "score": round(hit.score, 6),
-        "why": _why(hit),
-        "scope": record["scope"],
-        "trust": record["trust"],
-        "confirmed_by": confirmed_by_json(confirmation),
-        "conflict": record["conflict"],
-        "in_conflict": record["conflict"] is not None,
-        "expires_at": record["expires_at"],
-        "source": record["source"],
-        "provenance": {
-            "source": record["source"],
-            "observed_at": record["observed_at"],
-            "writer": record["writer"],
-            "owner": record["owner"],
-            "reason": record["reason"],
-        },
-    }
-
-
-def _summary_hit(hit: Hit, summary: Summary) -> dict[str, Any]:
-    """A summary has no trust or expiry of its own: it lives while its sources do. Its hit has
-    a hit's every key (``record`` null), so a client reads every hit alike."""
-    sources = [
-        {"type": s.source_type, "id": str(s.source_id)}
-        for s in sorted(summary.sources.all(), key=lambda s: s.pk)
-    ]
-    created_at = serializers.DateTimeField().to_representation(summary.created_at)
-    return {
-        "type": "summary",
-        "record": None,
-        "summary": {
+        summary = hit.summary
+        sources = summary.source_list()
+        created_at = serializers.DateTimeField().to_representation(summary.created_at)
+        record = None
+        shown: dict[str, Any] | None = {
             "id": str(summary.pk),
             "text": summary.text,
             "reason": summary.reason,
             "sensitivity": summary.sensitivity,
             "sources": sources,
             "created_at": created_at,
-        },
+        }
+        source = {"kind": "derived", "sources": sources}
+        provenance = (source, created_at, summary.writer(), None, summary.reason)
+        scope = trust = confirmed_by = conflict = expires_at = None
+    else:
+        assert hit.record is not None
+        record = records.to_representation(hit.record)
+        shown = None
+        source = record["source"]
+        provenance = (
+            source,
+            record["observed_at"],
+            record["writer"],
+            record["owner"],
+            record["reason"],
+        )
+        scope, trust, conflict = record["scope"], record["trust"], record["conflict"]
+        confirmed_by = confirmed_by_json(hit.record.confirmation)
+        expires_at = record["expires_at"]
+    return {
+        "type": "record" if record is not None else "summary",
+        "record": record,
+        "summary": shown,
         "score": round(hit.score, 6),
-        "why": _why(hit),
-        "scope": None,
-        "trust": None,
-        "confirmed_by": None,
-        "conflict": None,
-        "in_conflict": False,
-        "expires_at": None,
-        "source": {"kind": "derived", "sources": sources},
-        "provenance": {
-            "source": {"kind": "derived", "sources": sources},
-            "observed_at": created_at,
-            "writer": {
-                "type": summary.writer_type,
-                "id": summary.writer_id,
-                "label": summary.writer_label,
-            },
-            "owner": None,
-            "reason": summary.reason,
+        "why": {
+            "vector": None if hit.vector_similarity is None else round(hit.vector_similarity, 6),
+            "text": None if hit.text_rank is None else round(hit.text_rank, 6),
+            "vector_rank": hit.vector_position,
+            "text_rank": hit.text_position,
         },
+        "scope": scope,
+        "trust": trust,
+        "confirmed_by": confirmed_by,
+        "conflict": conflict,
+        "in_conflict": conflict is not None,
+        "expires_at": expires_at,
+        "source": source,
+        "provenance": dict(
+            zip(("source", "observed_at", "writer", "owner", "reason"), provenance, strict=True)
+        ),
     }

@@ -167,10 +167,14 @@ class Hit:
     text_position: int | None
 
     @property
-    def pk(self) -> uuid.UUID:
+    def item(self) -> MemoryRecord | Summary:
         item = self.record if self.record is not None else self.summary
         assert item is not None
-        return item.pk
+        return item
+
+    @property
+    def pk(self) -> uuid.UUID:
+        return self.item.pk
 
 
 @dataclass(frozen=True)
@@ -198,12 +202,6 @@ class SearchResult:
     plan: str
     model: str
     abstention: Abstention | None = None
-
-
-def _expiry_sql(alias: str, params: dict[str, Any]) -> str:
-    """The expiry predicate every selector applies (``MemoryRecord.objects.live``: not
-    expired, nor written under a revoked consent, unless a legal hold keeps it)."""
-    return record_predicate_sql("live", alias, params)
 
 
 def _held_at_sql(moment: datetime, params: dict[str, Any]) -> str:
@@ -290,12 +288,15 @@ def _sensitivity_clause(q: SearchQuery, params: dict[str, Any], alias: str) -> l
     return [f"{alias}.sensitivity = ANY(%(sensitivities)s)"]
 
 
-def _candidate_sql(q: SearchQuery, params: dict[str, Any]) -> str:
-    """WHERE clause over ``r`` (records): everything decided before ranking."""
+def candidate_predicate_sql(q: SearchQuery, params: dict[str, Any]) -> str:
+    """The condition on ``r`` (records) a record meets to be a ranking candidate of ``q``:
+    everything decided before ranking; needs ``%(tenant)s`` and ``%(now)s`` in ``params``."""
     clauses = ["r.tenant_id = %(tenant)s"]
     if q.as_of is None:
         clauses.append(record_predicate_sql("current", "r", params))
-        clauses.append(_expiry_sql("r", params))
+        # What every selector applies (MemoryRecord.objects.live): not expired, nor written
+        # under a revoked consent, unless a legal hold keeps it.
+        clauses.append(record_predicate_sql("live", "r", params))
     else:
         clauses.append(_held_at_sql(q.as_of, params))
     clauses.extend(_scope_clauses(q, params, "r"))
@@ -327,7 +328,7 @@ def _summary_candidate_sql(q: SearchQuery, params: dict[str, Any]) -> str | None
         "WHERE ss.summary_id = s.id AND ss.source_type = 'record'"
     )
     scope = _scope_clauses(q, params, "sr")
-    source_ok = [_expiry_sql("sr", params), *scope]
+    source_ok = [record_predicate_sql("live", "sr", params), *scope]
     clauses.append(f"NOT EXISTS (SELECT 1 {cited} AND NOT ({' AND '.join(source_ok)}))")
     if scope:
         clauses.append(f"EXISTS (SELECT 1 {cited})")
@@ -561,7 +562,7 @@ class _Filters:
 
 
 def _filters(q: SearchQuery, params: dict[str, Any], *, summaries: bool) -> _Filters:
-    records = _candidate_sql(q, params)
+    records = candidate_predicate_sql(q, params)
     summary_where = _summary_candidate_sql(q, params) if summaries else None
     return _Filters(records, summary_where, _embedding_scope_sql(q))
 
@@ -1016,44 +1017,27 @@ def search_scoped(
             tenant=tenant, model=embedder.name, q=q, query_vector=query_vector
         )
         search_abstentions.labels(abstention.reason).inc()
+    data: dict[str, Any] = {
+        "filters": _audited_filters(q),
+        "returned": [str(h.pk) for h in hits],
+        "plan": statement.plan,
+    }
     if q.purpose == "decision" and audit:
         # What the agent relied on for a decision is part of the record, and so is which of
         # it was disputed when it did. The filters (never the query's text) let a replay
         # find what became a candidate since (apps.evaluation.replay).
-        data: dict[str, Any] = {
-            "returned": [str(h.pk) for h in hits],
-            "plan": statement.plan,
-            "filters": _audited_filters(q),
-        }
         disputed = [str(h.pk) for h in hits if getattr(h.record, "open_conflict_id", None)]
         if disputed:
             data["in_conflict"] = disputed
         audit_record(
-            tenant=tenant,
-            actor=actor,
-            action="search.decision",
-            object_type="search",
-            data=data,
+            tenant=tenant, actor=actor, action="search.decision", object_type="search", data=data
         )
     if q.purpose == "context" and audit:
+        restricted = any(h.item.sensitivity == Sensitivity.RESTRICTED for h in hits)
         audit_read(
-            tenant=tenant,
-            actor=actor,
-            action="search.context",
-            data={
-                "filters": _audited_filters(q),
-                "returned": [str(h.pk) for h in hits],
-                "plan": statement.plan,
-            },
-            restricted=any(_sensitivity(h) == Sensitivity.RESTRICTED for h in hits),
+            tenant=tenant, actor=actor, action="search.context", data=data, restricted=restricted
         )
     return SearchResult(hits=hits, plan=statement.plan, model=embedder.name, abstention=abstention)
-
-
-def _sensitivity(hit: Hit) -> str:
-    item = hit.record if hit.record is not None else hit.summary
-    assert item is not None
-    return item.sensitivity
 
 
 def _audited_filters(q: SearchQuery) -> dict[str, Any]:
@@ -1091,16 +1075,10 @@ def query_of_audited_filters(filters: dict[str, Any], *, purpose: str) -> Search
     )
 
 
-def candidate_predicate_sql(q: SearchQuery, params: dict[str, Any]) -> str:
-    """The condition on ``r`` (records) a record meets to be a ranking candidate of ``q``,
-    exactly as the search applies it; needs ``%(tenant)s`` and ``%(now)s`` in ``params``."""
-    return _candidate_sql(q, params)
-
-
 def _candidate_count(tenant: Tenant, q: SearchQuery) -> int:
     """How many records pass ``q``'s filters (at most ``SEARCH_EXACT_LIMIT + 1``)."""
     params: dict[str, Any] = {"tenant": tenant.pk, "now": timezone.now()}
-    where = _candidate_sql(q, params)
+    where = candidate_predicate_sql(q, params)
     with reading().cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM records_memoryrecord r WHERE {where} "

@@ -45,7 +45,7 @@ SCOPE_NAME = RegexValidator(SCOPE_NAME_RE, message=SCOPE_NAME_MESSAGE)
 
 
 @extend_schema_field({"type": "array", "items": {"type": "number"}})
-class SearchVectorField(serializers.Field):  # type: ignore[type-arg]
+class SearchVectorField(serializers.Field[Any, Any, Any, Any]):
     """A query vector in the tenant's embedding dimension (context ``dimension``)."""
 
     def to_internal_value(self, data: Any) -> list[float]:

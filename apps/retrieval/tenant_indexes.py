@@ -1,35 +1,24 @@
-"""HNSW indexes of their own for tenants that hold many embeddings.
+"""HNSW indexes of their own for tenants that hold many embeddings, and for their large domains.
 
-A model's HNSW index holds every tenant's vectors. A scoped search walks that graph and
-throws away what fails its filters, the other tenants' rows first: for a tenant holding 30 %
-of a million vectors, a scope matching 10 % of that tenant passes 3 % of what the scan sees.
-The scan then visits many nodes per kept row, which costs time, and the graph's
-approximation costs recall (``benchmarks/retrieval_search.py``; docs/performance.md).
+A model's HNSW index holds every tenant's vectors, and a scoped search throws away what fails
+its filters, the other tenants' rows first: for a tenant holding 30 % of a million vectors, a
+scope matching 10 % of it passes 3 % of what the scan sees, which costs time and recall
+(``benchmarks/retrieval_search.py``; docs/performance.md).
 
 A tenant with at least ``TENANT_HNSW_MIN_EMBEDDINGS`` embeddings of its model gets a partial
-index, ``WHERE model = … AND tenant_id = …``, which holds its vectors only. It indexes the
-normalised vector, ``l2_normalize(vector::vector(N))::vector(N)``, whose cosine distance to a
-query is the same as the raw vector's. The planner's costs for a small and a large HNSW index are
-nearly equal, so on the shared index's expression it could pick either; on this expression,
-which no shared index has, it can only pick the tenant's. Retrieval's probe checks that the
-index exists and is valid, then orders by that expression and names the tenant and the
-model on the embedding row, so the partial index's predicate is proved.
+index (``WHERE model = … AND tenant_id = …``) on the normalised vector,
+``l2_normalize(vector::vector(N))::vector(N)``: the same cosine distance, but an expression
+no shared index has, so the planner (whose costs for a small and a large HNSW index are
+nearly equal) can only pick the tenant's. Inside such a tenant, a scope domain holding as
+many (and at most half of the tenant's) gets one too (``AND scope_domain = …``), as
+``halfvec`` (``…::halfvec(N)``): again an expression no other index has, at half the size; a
+search in the domain walks a graph of its domain only, faster and closer to exact, and ranks
+by the full-precision distance.
 
 :func:`tenant_indexes_sync` creates the missing ones and drops those whose tenant fell
 below half the threshold (the margin keeps a tenant near the line from flapping) or moved to
-another model. It builds with ``CREATE INDEX CONCURRENTLY`` (writes and searches go on) as
-the owner role, on an autocommit connection, like the vacuum of ``apps.derivations
-.reclamation``. It runs hourly in the beat schedule and as ``memoryconsole tenant-indexes``.
-
-**Domain indexes.** Inside such a tenant, a scope domain that holds at least as many vectors
-(and at most half of the tenant's) gets an index of its own too, ``WHERE model = … AND
-tenant_id = … AND scope_domain = …`` (the embedding row carries its record's domain). A search
-in that domain then walks a graph of its domain only, instead of the tenant's graph where
-nine rows in ten fail the filter, which is both faster and closer to exact (the 1M
-benchmark's figures are in docs/performance.md). It indexes the
-normalised vector as ``halfvec`` (``l2_normalize(vector::vector(N))::halfvec(N)``): an
-expression neither other index has, so the planner can only pick it, at half the size. The
-scan orders by that half-precision distance; the ranking uses the full-precision one.
+another model. It builds ``CONCURRENTLY`` (writes and searches go on) as the owner role, on an
+autocommit connection, hourly in the beat schedule and as ``memoryconsole tenant-indexes``.
 """
 
 from __future__ import annotations
@@ -123,12 +112,21 @@ class TenantIndexPlan:
     drop: list[str] = field(default_factory=list)
     keep: list[str] = field(default_factory=list)
 
+    def builds(self) -> list[tuple[str, uuid.UUID, str, int, str | None]]:
+        """The indexes this plan builds: name, tenant, model, dimension, domain (None for a
+        tenant's)."""
+        return [(index_name(t, m), t, m, d, None) for t, m, d in self.create] + [
+            (domain_index_name(t, m, domain), t, m, d, domain)
+            for t, m, d, domain in self.create_domains
+        ]
+
     @property
     def created(self) -> list[str]:
-        """The names of the indexes this plan builds."""
-        return [index_name(t, m) for t, m, _d in self.create] + [
-            domain_index_name(t, m, domain) for t, m, _d, domain in self.create_domains
-        ]
+        return [name for name, *_ in self.builds()]
+
+
+def build_label(tenant_id: uuid.UUID, model: str, domain: str | None) -> str:
+    return f"{tenant_id}, {model}" + ("" if domain is None else f", domain {domain}")
 
 
 def _capped_count(tenant_id: uuid.UUID, model: str, cap: int) -> int:
@@ -221,13 +219,8 @@ def tenant_indexes_sync(
         for name in plan.drop:
             say(f"dropping {name}")
             owner.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
-        for tenant_id, model, dimension in plan.create:
-            name = index_name(tenant_id, model)
-            say(f"building {name} (tenant {tenant_id}, {model})")
-            owner.execute(_create_sql(name, tenant_id, model, dimension, owner))
-        for tenant_id, model, dimension, domain in plan.create_domains:
-            name = domain_index_name(tenant_id, model, domain)
-            say(f"building {name} (tenant {tenant_id}, {model}, domain {domain})")
+        for name, tenant_id, model, dimension, domain in plan.builds():
+            say(f"building {name} (tenant {build_label(tenant_id, model, domain)})")
             owner.execute(_create_sql(name, tenant_id, model, dimension, owner, domain=domain))
     return plan
 

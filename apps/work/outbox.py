@@ -2,31 +2,25 @@
 
 ``outbox_enqueue`` adds a row beside the change that wants the work; when that transaction
 commits, the relay publishes it to Celery. If the process dies between the commit and the
-publish, the row is still ``pending`` and the beat task (``derivations.outbox_relay``, every
-few seconds: ``apps.work.tasks``) publishes it. A row is ``published`` once handed to the
-broker, ``done`` when its task finished and ``dead`` when retries are exhausted (the Django
-admin lists those).
+publish, the row is still ``pending`` and the beat task (``derivations.outbox_relay``:
+``apps.work.tasks``) publishes it. A row is ``published`` once handed to the broker, ``done``
+when its task finished and ``dead`` when retries are exhausted (the Django admin lists those).
 
-The relay and RLS: outbox rows are tenant rows, visible only inside a tenant scope. The relay
-iterates the tenants (the tenant table is not under RLS) and drains each one inside its own
-``tenant_scope``, rather than keeping a tenant-less index table or a role that bypasses RLS.
-That keeps the one rule of this codebase (tenant rows are read only as their tenant) at the
-cost of one cheap indexed query per tenant per tick; if tenants ever number in the tens of
-thousands, a tenant-less "has pending work" marker table would be the next step.
+Outbox rows are tenant rows, visible only inside a tenant scope: the relay iterates the tenants
+(the tenant table is not under RLS) and drains each inside its own ``tenant_scope``, rather
+than keeping a tenant-less index table or a role that bypasses RLS. That costs one cheap
+indexed query per tenant per tick; with tens of thousands of tenants, a tenant-less "has
+pending work" marker table would be the next step. Tasks are published with the tenant in
+the ``memoryconsole_tenant`` header (``TenantTask``) and receive ids only.
 
-Tasks are published with the tenant in the ``memoryconsole_tenant`` header (``TenantTask``),
-so they run as that tenant, and they receive ids only: ``payload`` plus the outbox row's id.
-
-Embedding rows are not published one by one. The row is the unit of work: the worker claims a
-batch of a tenant's unfinished embedding rows (``outbox_claim``: ``FOR UPDATE SKIP LOCKED``),
-embeds them in one call and marks them done in the transaction that stores the vectors
-(``apps.derivations.embeddings``; ``apps.derivations.tasks`` registers the tasks named below,
-by their names: the outbox knows no app above it). The broker carries only a wake-up for the
-tenant (``derivations.embed_pending``, no ids at all): the relay sends one per tenant per pass
-for the rows it marks ``published``, and a writer's commit asks for one through a per-process
-coalescer, so a burst of writes sends a few messages, not one per record. A row's lease is
-its claiming transaction: a worker killed mid-batch rolls back and the rows are claimable
-again at once; the relay wakes the tenant again for rows published longer than
+Embedding rows are not published one by one: the worker claims a batch of a tenant's rows
+(``outbox_claim``: ``FOR UPDATE SKIP LOCKED``), embeds them in one call and marks them done in
+the transaction that stores the vectors (``apps.derivations.embeddings``, whose tasks are
+named below: the outbox knows no app above it). The broker carries only a wake-up for the
+tenant (``derivations.embed_pending``, no ids): one per tenant per relay pass, and one per
+writer's commit through a per-process coalescer, so a burst of writes sends a few messages. A
+row's lease is its claiming transaction: a worker killed mid-batch rolls back and the rows are
+claimable again; the relay wakes the tenant again for rows published longer than
 ``OUTBOX_REDELIVER_AFTER`` ago and still not done (their wake-up was lost with a worker).
 """
 
@@ -97,11 +91,20 @@ def outbox_enqueue(
     ).first()
     if existing is not None:
         return existing
-    message = OutboxMessage.objects.create(
+    message = _unsaved(tenant_id, task_name, object_id, payload or {})
+    message.save(force_insert=True)
+    return message
+
+
+def _unsaved(
+    tenant_id: Any, task_name: str, object_id: Any, payload: dict[str, Any]
+) -> OutboxMessage:
+    """A new row, published once the caller's transaction commits (:func:`outbox_enqueue`)."""
+    message = OutboxMessage(
         tenant_id=tenant_id,
         task_name=task_name,
         object_id=object_id,
-        payload=payload or {},
+        payload=payload,
         created_at=timezone.now(),
     )
     if getattr(settings, "OUTBOX_RELAY_ON_COMMIT", True):
@@ -244,17 +247,7 @@ def record_embedding_message(record: Any) -> OutboxMessage:
     row the write path inserts in the same statement as the version. A new version has no
     pending row to reuse, so nothing is looked up; publishing after commit is arranged as by
     :func:`outbox_enqueue`."""
-    message = OutboxMessage(
-        tenant_id=record.tenant_id,
-        task_name=EMBED_RECORD,
-        object_id=record.pk,
-        payload={"record_id": str(record.pk)},
-        created_at=timezone.now(),
-    )
-    if getattr(settings, "OUTBOX_RELAY_ON_COMMIT", True):
-        tenant_id = record.tenant_id
-        transaction.on_commit(lambda: embedding_wakeup(tenant_id))
-    return message
+    return _unsaved(record.tenant_id, EMBED_RECORD, record.pk, {"record_id": str(record.pk)})
 
 
 def summary_embedding_enqueue(summary: Any) -> OutboxMessage:
@@ -293,19 +286,15 @@ def outbox_claim(
 
 def outbox_done(ids: Iterable[Any], *, now: datetime) -> int:
     """Mark claimed rows ``done`` (in the claiming transaction)."""
-    ids = list(ids)
-    if not ids:
-        return 0
-    return OutboxMessage.objects.filter(pk__in=ids).update(state=OutboxState.DONE, finished_at=now)
+    return OutboxMessage.objects.filter(pk__in=list(ids)).update(
+        state=OutboxState.DONE, finished_at=now
+    )
 
 
 def outbox_defer(ids: Iterable[Any], *, until: datetime) -> int:
     """Give claimed rows back, not to be taken again before ``until`` (their source was locked
     by another transaction); the relay offers them again once they are available."""
-    ids = list(ids)
-    if not ids:
-        return 0
-    return OutboxMessage.objects.filter(pk__in=ids).update(
+    return OutboxMessage.objects.filter(pk__in=list(ids)).update(
         state=OutboxState.PENDING, available_at=until
     )
 
@@ -320,11 +309,9 @@ def outbox_failed(ids: Iterable[Any], *, error: str, now: datetime) -> int:
     """Count a failed attempt on each of ``ids`` (in a transaction of its own, after the
     failed one rolled back): it backs off, or is ``dead`` after its last retry. Returns how
     many are dead now."""
-    ids = list(ids)
-    if not ids:
-        return 0
+    # An empty list asks the database nothing (Django answers an empty IN itself).
     rows = OutboxMessage.objects.select_for_update().filter(
-        pk__in=ids, state__in=[OutboxState.PENDING, OutboxState.PUBLISHED]
+        pk__in=list(ids), state__in=[OutboxState.PENDING, OutboxState.PUBLISHED]
     )
     by_attempts: dict[int, list[Any]] = {}
     for pk, attempts in rows.values_list("pk", "attempts"):

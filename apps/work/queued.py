@@ -1,17 +1,13 @@
 """Work a change queues in its own transaction, which an app above may do at once instead.
 
-A record write queues the embedding of the version it wrote as an outbox row, in the same
-transaction as the version (``apps.work.outbox``), and the worker does it after commit: that
-needs no app above records. Where the tenant's model is fast enough, the derivations app
-embeds the version inside the write instead, so a search right after the write finds it by
-meaning; the writer asks through an optional contract (a :class:`Contract` such as
-``apps.records.signals.embed_record``), and with no receiver, or none that takes the work,
-the row simply waits for the worker.
-
-A receiver takes ``subject`` and ``stored`` and returns True when it does the work at once:
-for a new subject not yet stored (``stored=False``) whether it will, once the subject is
-stored (nothing is done yet); for a stored subject (``stored=True``) whether it did, in the
-caller's transaction. Anything else leaves the work to the queue, which the caller writes.
+A record write queues its version's embedding as an outbox row in the version's transaction,
+for the worker (``apps.work.outbox``): that needs no app above records. Where the tenant's
+model is fast enough, derivations embeds the version inside the write instead, so a search
+right after the write finds it by meaning. The writer asks through an optional contract (such
+as ``apps.records.signals.embed_record``); a receiver takes ``subject`` and ``stored`` and
+returns True when it does the work at once: for a subject not yet stored, whether it will once
+stored; for a stored one, whether it did, in the caller's transaction. Anything else (or no
+receiver) leaves the work to the queued row.
 """
 
 from __future__ import annotations

@@ -31,16 +31,12 @@ def background_work(now: datetime | None = None) -> BackgroundWork:
     now = now or timezone.now()
     waiting = done = dead = 0
     oldest: datetime | None = None
+    unfinished = Q(state__in=[OutboxState.PENDING, OutboxState.PUBLISHED])
     for tenant_id in Tenant.objects.values_list("pk", flat=True):
         with tenant_scope(tenant_id):
             figures = OutboxMessage.objects.aggregate(
-                waiting=Count(
-                    "pk", filter=Q(state__in=[OutboxState.PENDING, OutboxState.PUBLISHED])
-                ),
-                oldest=Min(
-                    "created_at",
-                    filter=Q(state__in=[OutboxState.PENDING, OutboxState.PUBLISHED]),
-                ),
+                waiting=Count("pk", filter=unfinished),
+                oldest=Min("created_at", filter=unfinished),
                 done=Count(
                     "pk",
                     filter=Q(state=OutboxState.DONE, finished_at__gte=now - timedelta(minutes=1)),

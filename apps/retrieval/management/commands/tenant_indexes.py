@@ -9,12 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.core.arguments import maintenance_work_mem, positive_int
-from apps.retrieval.tenant_indexes import (
-    domain_index_name,
-    index_name,
-    tenant_index_plan,
-    tenant_indexes_sync,
-)
+from apps.retrieval.tenant_indexes import build_label, tenant_index_plan, tenant_indexes_sync
 
 
 class Command(BaseCommand):
@@ -48,11 +43,8 @@ class Command(BaseCommand):
             raise CommandError("--min must be at least 1")
         if options["dry_run"]:
             plan = tenant_index_plan(minimum=minimum)
-            for tenant, model, _dimension in plan.create:
-                self.stdout.write(f"would build {index_name(tenant, model)} ({tenant}, {model})")
-            for tenant, model, _dimension, domain in plan.create_domains:
-                name = domain_index_name(tenant, model, domain)
-                self.stdout.write(f"would build {name} ({tenant}, {model}, domain {domain})")
+            for name, tenant, model, _dimension, domain in plan.builds():
+                self.stdout.write(f"would build {name} ({build_label(tenant, model, domain)})")
             for name in plan.drop:
                 self.stdout.write(f"would drop {name}")
             self.stdout.write(f"{len(plan.keep)} index(es) stay as they are")
