@@ -46,8 +46,9 @@ def snapshot() -> dict[str, list[tuple[Any, ...]]]:
         names = [
             f.attname for f in model._meta.concrete_fields if f.name not in {"vector", "search"}
         ]
+        # Sorted by every column as text: the first (often the tenant) ties across rows.
         rows[model._meta.label] = sorted(
-            model.objects.values_list(*names), key=lambda row: str(row[0])
+            model.objects.values_list(*names), key=lambda row: [str(value) for value in row]
         )
     return rows
 
