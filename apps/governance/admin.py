@@ -13,11 +13,11 @@ from django.http import HttpRequest
 from apps.core.actors import Actor
 from apps.governance.services import legal_hold_lift, legal_hold_place, retention_rule_set
 from apps.records.models import LegalHold, LegalHoldQuerySet, RetentionRule
-from apps.tenancy.admin import TenantContextAdminMixin, admin_tenant
+from apps.tenancy.admin import TenantContextAdmin, admin_tenant
 
 
 @admin.register(RetentionRule)
-class RetentionRuleAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class RetentionRuleAdmin(TenantContextAdmin):
     list_display = ("sensitivity", "provisional_max", "confirmed_max", "updated_at")
     fields = ("sensitivity", "provisional_max", "confirmed_max")
     ordering = ("sensitivity",)
@@ -43,7 +43,7 @@ class RetentionRuleAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ig
 
 
 @admin.register(LegalHold)
-class LegalHoldAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class LegalHoldAdmin(TenantContextAdmin):
     list_display = ("subject", "fact", "reason", "placed_by_label", "placed_at", "lifted_at")
     fields = ("subject", "reason")
     list_filter = ("lifted_at",)

@@ -121,10 +121,6 @@ class TenantContextAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return super().history_view(request, object_id, extra_context)
 
 
-# The name admins of other apps list beside ``admin.ModelAdmin`` in their bases.
-TenantContextAdminMixin = TenantContextAdmin
-
-
 def _working_tenant(request: HttpRequest) -> Tenant:
     tenant: Tenant | None = getattr(request, "admin_tenant", None)
     if tenant is None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.tenancy.admin import TenantContextAdminMixin
+from apps.tenancy.admin import TenantContextAdmin
 
 from .models import OutboxMessage
 
 
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(TenantContextAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class OutboxMessageAdmin(TenantContextAdmin):
     list_display = (
         "created_at",
         "task_name",
