@@ -99,7 +99,7 @@ def rich_fact(tenant: Any) -> tuple[str, str]:
     Returns (a record id, a receipt id)."""
     from apps.core.actors import Actor
     from apps.derivations.services import summary_create
-    from apps.records import services
+    from apps.records import purge, services
     from apps.records.serializers import write_input
     from apps.tenancy.context import tenant_scope
 
@@ -144,7 +144,7 @@ def rich_fact(tenant: Any) -> tuple[str, str]:
         doomed = services.record_write(
             tenant=tenant, actor=actor, data=write_input(body("x", "d:1", "user:doomed"))
         ).record
-        deleted = services.record_delete(record=doomed, actor=actor, reason="bench")
+        deleted = purge.record_delete(record=doomed, actor=actor, reason="bench")
     return str(record.pk), str(deleted.receipt.pk)
 
 

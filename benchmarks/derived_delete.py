@@ -133,7 +133,7 @@ def use_path(path: str) -> None:
     """Carry deletions out through ``path`` from now on (record_delete, compaction, erasure)."""
     from apps.core import deletion
     from apps.governance import erasure
-    from apps.records import services
+    from apps.records import purge as records_purge
     from apps.records.models import Fact, MemoryRecord
 
     purge: Any
@@ -146,7 +146,7 @@ def use_path(path: str) -> None:
 
     else:
         purge = PRODUCT_PURGE
-    services.versions_purge = purge  # type: ignore[assignment]
+    records_purge.versions_purge = purge  # type: ignore[assignment]
     erasure.versions_purge = purge  # type: ignore[assignment]
 
 
@@ -196,7 +196,7 @@ def set_pointer_constraints(constrained: bool) -> None:
 def run_propagating(
     tenant: Any, actor: Any, facts: list[dict[str, Any]], label: str = "record_delete"
 ) -> Timing:
-    from apps.records.services import record_delete
+    from apps.records.purge import record_delete
     from apps.tenancy.context import tenant_scope
 
     def delete(i: int) -> None:
@@ -392,9 +392,9 @@ def main() -> None:
         actor = Actor.system("benchmark")
 
         global PRODUCT_PURGE
-        from apps.records import services
+        from apps.records import purge as records_purge
 
-        PRODUCT_PURGE = services.versions_purge
+        PRODUCT_PURGE = records_purge.versions_purge
         timings = []
         for path in paths:
             use_path(path)

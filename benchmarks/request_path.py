@@ -189,8 +189,8 @@ PARTS: list[tuple[str, str, str]] = [
     ("  trust and conflicts of the hits", "apps.retrieval.search", "decision_trust_annotate"),
     ("hit rendering (_hit)", "apps.retrieval.api", "_hit"),
     ("record lookup (record_or_404)", "apps.governance.api", "record_or_404"),
-    ("deletion service (record_delete)", "apps.records.services", "record_delete"),
-    ("  deletion statement (versions_purge)", "apps.records.services", "versions_purge"),
+    ("deletion service (record_delete)", "apps.records.purge", "record_delete"),
+    ("  deletion statement (versions_purge)", "apps.records.purge", "versions_purge"),
     ("JSON rendering", "apps.api.problems", "JSONRenderer.render"),
     ("commit", "django.db.backends.base.base", "BaseDatabaseWrapper.commit"),
 ]

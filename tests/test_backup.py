@@ -25,7 +25,7 @@ from apps.core.actors import Actor
 from apps.derivations.services import record_redact
 from apps.governance.erasure import erasure_run
 from apps.records.models import MemoryRecord
-from apps.records.services import record_delete
+from apps.records.purge import record_delete
 from apps.state.models import Run
 from apps.state.services import run_close
 from apps.tenancy.context import tenant_scope

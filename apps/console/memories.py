@@ -29,6 +29,7 @@ from apps.records.forms_memories import (
     MemoryRedactForm,
 )
 from apps.records.models import MemoryRecord
+from apps.records.purge import record_delete
 from apps.records.redaction import WHOLE_VALUE
 from apps.records.selectors import (
     PREVIEW_CHARACTERS,
@@ -41,7 +42,7 @@ from apps.records.selectors import (
     scopes_with_counts,
     subject_facts_by_scope,
 )
-from apps.records.services import RecordError, record_delete
+from apps.records.services import RecordError
 from apps.retrieval.search import search_scoped, search_visible
 from apps.retrieval.serializers import search_input
 from apps.tenancy.models import Tenant

@@ -18,9 +18,10 @@ from apps.audit.services import audit_record, content_digest, erasure_ledger_app
 from apps.core.actors import Actor
 from apps.core.errors import Invalid
 from apps.records.models import SENSITIVITY_ORDER, Fact, MemoryRecord, RecordStatus, RedactionState
+from apps.records.purge import Held, fact_is_held
 from apps.records.redaction import MISSING, part_at, redaction_apply, redaction_path_name
 from apps.records.selectors import records_live
-from apps.records.services import Held, deletion_propagate, fact_is_held
+from apps.records.services import deletion_propagate
 from apps.state.models import Episode
 from apps.tenancy.models import Tenant
 from apps.work.outbox import record_embedding_enqueue, summary_embedding_enqueue

@@ -39,8 +39,8 @@ from apps.derivations.embedders import get_embedder
 from apps.derivations.embeddings import record_embed, summary_embed
 from apps.derivations.models import Embedding, Summary
 from apps.records.models import MemoryRecord
+from apps.records.purge import records_compact_expired
 from apps.records.redaction import REDACTION_MARKER
-from apps.records.services import records_compact_expired
 from apps.records.validation import ttl_parse
 from apps.state.models import Checkpoint, Episode, Obligation
 from apps.work.models import OutboxMessage, OutboxState

@@ -43,7 +43,7 @@ from apps.derivations.responses import (
 )
 from apps.governance.models import ErasureJob, ErasureJobState
 from apps.governance.responses import ErasureJobSerializer
-from apps.records import services as record_services
+from apps.records import purge as record_purge
 from apps.records.api import RecordDetailView, record_or_404, request_actor
 from apps.records.responses import (
     ConsentRevocationSerializer,
@@ -105,7 +105,7 @@ class RecordView(RecordDetailView):
         if self.params.get("dry_run"):
             return Response(deletion_preview_body(deletion_preview(record)))
         reason = self.body.get("reason") or self.params.get("reason") or DEFAULT_DELETE_REASON
-        result = record_services.record_delete(
+        result = record_purge.record_delete(
             record=record, actor=request_actor(request), reason=reason
         )
         return Response(DeletionReceiptSerializer(result.receipt).data)

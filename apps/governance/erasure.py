@@ -1,7 +1,7 @@
 """Erasure by subject, owner or consent: set-based, in batches, with a receipt per fact.
 
 Each batch of facts goes through ``record_delete``'s statement
-(:func:`apps.records.services.versions_purge`, generated from the deletion definition, each
+(:func:`apps.records.purge.versions_purge`, generated from the deletion definition, each
 batch bound once as an array), so erasure keeps its guarantees at any size. A whole fact goes
 when any version matches (keeping the rest would keep the history of what was erased); facts
 under an active legal hold are skipped and counted. Each fact leaves a ``DeletionReceipt``
@@ -32,7 +32,7 @@ from apps.audit.services import (
 from apps.core import deletion
 from apps.derivations.services import DerivationRejected
 from apps.records.models import Fact, LegalHold, MemoryRecord
-from apps.records.services import versions_purge
+from apps.records.purge import versions_purge
 from apps.tenancy.context import id_array, prepared_cursor
 from apps.tenancy.models import Tenant
 

@@ -26,8 +26,8 @@ from apps.core import deletion
 from apps.derivations.services import DerivationRejected, record_redact
 from apps.governance.services import consent_revoke
 from apps.records.models import ConsentRevocation, Fact, MemoryRecord
+from apps.records.purge import Held, versions_purge
 from apps.records.redaction import REDACTION_MARKER, part_at
-from apps.records.services import Held, versions_purge
 from apps.state.models import Obligation, Run, RunState
 from apps.state.services import run_close
 from apps.tenancy.context import tenant_scope

@@ -9,7 +9,7 @@ from celery import shared_task
 from apps.api.idempotency import purge_expired
 from apps.tenancy.tasks import TenantTask
 
-from .services import records_compact_expired
+from .purge import records_compact_expired
 
 
 @shared_task(name="records.compact_expired_all", acks_late=True, time_limit=300)

@@ -27,7 +27,7 @@ from apps.derivations.embedders import HashingEmbedder
 from apps.derivations.embeddings import embeddings_drain
 from apps.derivations.models import Embedding
 from apps.records.models import MemoryRecord
-from apps.records.services import record_delete
+from apps.records.purge import record_delete
 from apps.tenancy.context import tenant_scope
 from apps.tenancy.models import Tenant
 from apps.tenancy.tasks import TENANT_HEADER

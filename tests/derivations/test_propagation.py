@@ -11,7 +11,7 @@ from apps.api.models import IdempotencyKey
 from apps.audit.models import AuditEvent, DeletionReceipt
 from apps.derivations.embedders import get_embedder
 from apps.derivations.models import Embedding, Summary
-from apps.records.services import records_compact_expired
+from apps.records.purge import records_compact_expired
 from apps.tenancy.context import tenant_scope
 from apps.work.models import OutboxMessage
 from tests.records.support import expire

@@ -12,7 +12,7 @@ from apps.derivations.models import Embedding, Summary, SummarySource
 from apps.governance import erasure
 from apps.governance.services import legal_hold_place
 from apps.records.models import Conflict, Fact, MemoryRecord, PromotionEvent
-from apps.records.services import Held, record_delete, records_compact_expired
+from apps.records.purge import Held, record_delete, records_compact_expired
 from apps.tenancy.context import tenant_scope
 from tests.conftest import make_agent
 from tests.records.support import expire

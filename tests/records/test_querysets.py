@@ -24,9 +24,9 @@ from apps.records.models import (
     record_held,
 )
 from apps.records.predicates import record_predicate_sql
+from apps.records.purge import versions_for_delete_sql, versions_loaded
 from apps.records.selectors import record_get
 from apps.records.serializers import write_input
-from apps.records.services import versions_for_delete_sql, versions_loaded
 from apps.records.trust import open_conflicts_of
 from apps.tenancy.context import tenant_scope
 

@@ -14,7 +14,7 @@ from apps.api.models import IdempotencyKey
 from apps.audit.models import DeletionReceipt
 from apps.core.actors import Actor
 from apps.governance import services as governance
-from apps.records import services, signals
+from apps.records import purge, services, signals
 from apps.records.models import (
     Conflict,
     ConsentRevocation,
@@ -46,7 +46,7 @@ def _write(tenant, actor, **overrides):
 
 def _compact(tenant):
     with tenant_scope(tenant.pk):
-        return services.records_compact_expired()
+        return purge.records_compact_expired()
 
 
 def _exists(tenant, record_id):
@@ -286,8 +286,8 @@ def test_it_refuses_a_hold_without_a_reason(tenant):
 def test_it_refuses_to_delete_a_held_record_in_the_service(tenant, agent):
     written = _write(tenant, Actor.for_credential(agent.credential))
     _hold(tenant, subject="user:8812")
-    with tenant_scope(tenant.pk), pytest.raises(services.Held):
-        services.record_delete(record=written.record, actor=LEGAL, reason="x")
+    with tenant_scope(tenant.pk), pytest.raises(purge.Held):
+        purge.record_delete(record=written.record, actor=LEGAL, reason="x")
     assert _exists(tenant, written.record.pk)
 
 
