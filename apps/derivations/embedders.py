@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -84,7 +85,7 @@ class EmbedderUnavailable(RuntimeError):
     """The configured model cannot be loaded here (e.g. the [ml] extra is not installed)."""
 
 
-class Embedder:
+class Embedder(ABC):
     """An embedding model; each subclass is a frozen dataclass of ``dimension``, ``computes``
     (False for ``client``: vectors come with the request) and ``inline`` (fast enough to
     embed inside the write's transaction; otherwise the outbox's worker embeds after commit).
@@ -95,17 +96,17 @@ class Embedder:
     inline: bool
 
     @property
-    def name(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def name(self) -> str: ...
 
     @property
     def relevance_floor(self) -> float:
         """The least cosine similarity at which a vector counts as a match."""
         return RELEVANCE_FLOORS.get(self.name, DEFAULT_RELEVANCE_FLOOR)
 
+    @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of stored texts (records, summaries): unit length, one row a text."""
-        raise NotImplementedError
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of search queries: asymmetric models (e5) embed a question differently

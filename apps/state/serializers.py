@@ -67,7 +67,7 @@ class ActorField(serializers.Field[Any, Any, Any, Any]):
 
 @extend_schema_field(ActorOutput(allow_null=True))
 class NullableActorField(ActorField):
-    pass
+    """The same actor, declared nullable in the schema (a column that may be unstamped)."""
 
 
 class RunSerializer(serializers.Serializer[Run]):
