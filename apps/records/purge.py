@@ -24,6 +24,7 @@ from apps.audit.services import (
 )
 from apps.core import deletion
 from apps.core.actors import Actor
+from apps.core.database import insert_clause
 from apps.tenancy.context import GENERIC_PLAN_SQL, prepared_cursor
 
 from .models import (
@@ -218,7 +219,7 @@ def _versions_delete(
             "target": {"fact": str(fact.pk), "subject": fact.subject, "key": fact.key},
         },
     )
-    receipt.save(force_insert=True)
+    inserts = [insert_clause(receipt)]
     if kind != "expiry":
         # An expired version stays hidden by the read-time predicate after a restore, and
         # compaction removes it again; a deletion asked for must be re-applied.
@@ -229,9 +230,10 @@ def _versions_delete(
             reason=reason,
             reference=str(receipt.pk),
         )
-        entry.save(force_insert=True)
-    # The event and the invalidated summaries naming it: one statement.
-    audit_append(event, alongside=purge.stamp_statements(event.pk))
+        inserts.append(insert_clause(entry))
+    # The event, the receipt, the ledger entry and the invalidated summaries naming the
+    # event: one statement, one round trip.
+    audit_append(event, alongside=[*inserts, *purge.stamp_statements(event.pk)])
     return DeletionResult(receipt=receipt, record_ids=record_ids)
 
 
