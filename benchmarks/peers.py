@@ -217,6 +217,7 @@ class Driver:
     writes: list[float] = field(default_factory=list)
     deletes: list[float] = field(default_factory=list)
     floor: list[float] = field(default_factory=list)  # Memory Console's request without work
+    transport: list[float] = field(default_factory=list)  # the same server without Django
     rounds: list[dict[str, float]] = field(default_factory=list)  # p50 ms per round and op
     load_seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
@@ -315,8 +316,9 @@ def product_tenants(tenants: int) -> list[str]:
 
 
 @contextmanager
-def gunicorn(workers: int, log_path: Path) -> Iterator[int]:
-    """The product's web server as ``up`` starts it (its gunicorn settings), on loopback."""
+def gunicorn(workers: int, log_path: Path, app: str = "memoryconsole.wsgi") -> Iterator[int]:
+    """The product's web server as ``up`` starts it (its gunicorn settings), on loopback;
+    with ``app``, the same server around another WSGI application."""
     from benchmarks.harness import wait_healthy
 
     port = free_port()
@@ -325,7 +327,7 @@ def gunicorn(workers: int, log_path: Path) -> Iterator[int]:
     with log_path.open("ab") as log:
         server = subprocess.Popen(
             [
-                *(sys.executable, "-m", "gunicorn", "memoryconsole.wsgi"),
+                *(sys.executable, "-m", "gunicorn", app),
                 *("--bind", f"127.0.0.1:{port}", "--workers", str(workers)),
                 *("--config", "python:memoryconsole.gunicorn_conf", "--no-control-socket"),
                 *("--log-level", "warning", "--access-logfile", "/dev/null"),
@@ -408,6 +410,7 @@ def run_rounds(drivers: list[Driver], args: argparse.Namespace, records: int) ->
         for d in order:
             if d.name == "memoryconsole":
                 d.floor += d.send({"op": "floor", "records": pool})["seconds"]
+                d.transport += d.send({"op": "transport", "records": pool})["seconds"]
         for d in drivers:
             d.rounds.append(per[d.name])
             progress(
@@ -435,6 +438,8 @@ def summary(d: Driver, data: dict[str, np.ndarray], truth: list[list[int]]) -> d
     out["delete_p50_ms"] = p50_ms(d.deletes)
     if d.floor:
         out["floor_p50_ms"] = p50_ms(d.floor)
+    if d.transport:
+        out["transport_p50_ms"] = p50_ms(d.transport)
     out["rounds"] = d.rounds
     return out
 
@@ -489,12 +494,23 @@ def floor_report(results: dict[str, dict[str, Any]]) -> str:
     floor = ours.get("floor_p50_ms")
     if not floor:
         return ""
+    transport = ours.get("transport_p50_ms")
     lines = [
         f"\nMemory Console's request floor, an authenticated GET /api/v1/me through the same "
         f"server (the credential, the tenant's context, middleware, rendering; no memory "
-        f"work): p50 {floor:.2f} ms. Each operation beside it, and each peer's call (in its "
-        f"own process, no HTTP) beside it:"
+        f"work): p50 {floor:.2f} ms."
     ]
+    if transport:
+        lines.append(
+            f"Of it, HTTP itself (the same gunicorn settings and worker class around a WSGI "
+            f"application answering a constant body, benchmarks/bare_http.py; the same client): "
+            f"p50 {transport:.2f} ms; Django, DRF, the credential's statement and the "
+            f"transaction: {floor - transport:.2f} ms."
+        )
+    lines.append(
+        "Each operation beside the floor, and each peer's call (in its own process, no HTTP) "
+        "beside it:"
+    )
 
     def p50(r: dict[str, Any], op: str) -> float:
         return float(r["tenant"]["search_p50_ms"] if op == "search" else r[f"{op}_p50_ms"])
@@ -559,9 +575,12 @@ def main() -> None:
             setup_django()
             tokens = product_tenants(args.tenants)
             port = stack.enter_context(gunicorn(args.workers, work / "gunicorn.log"))
+            bare_port = stack.enter_context(
+                gunicorn(args.workers, work / "bare.log", app="benchmarks.bare_http")
+            )
             drivers = []
             for name in systems:
-                config: dict[str, Any] = {"port": port, "tokens": tokens}
+                config: dict[str, Any] = {"port": port, "bare_port": bare_port, "tokens": tokens}
                 if name != "memoryconsole":
                     config = {"dsn": stack.enter_context(peer_database(name))}
                 if name == "mem0":

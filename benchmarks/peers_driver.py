@@ -20,6 +20,7 @@ line: ``{"op": "load", "stop": N}`` (records ``0..N-1``, by the
 system's bulk path where it has one), ``{"op": "search", "queries": [i, ...]}``,
 ``{"op": "write", "records": [n, ...]}``, ``{"op": "delete", "records": [n, ...]}``,
 ``{"op": "floor", "records": [n, ...]}`` (Memory Console only: its request without work),
+``{"op": "transport", "records": [n, ...]}`` (the same server's HTTP without Django),
 ``{"op": "info"}``, until stdin ends. Answers are one JSON object a line; anything a library
 prints goes to stderr, so it cannot break the protocol.
 """
@@ -88,19 +89,22 @@ class MemoryConsole:
     def __init__(self, data: Data, config: dict[str, Any]) -> None:
         self.data = data
         self.port = int(config["port"])
+        self.bare_port = int(config["bare_port"])
         self.tokens: list[str] = config["tokens"]
         self.ids: dict[int, str] = {}  # record number -> record id
         self.numbers: dict[str, int] = {}
         self.observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def call(self, method: str, path: str, tenant: int, body: Any, expected: int) -> Any:
+    def call(
+        self, method: str, path: str, tenant: int, body: Any, expected: int, port: int = 0
+    ) -> Any:
         headers = {"Authorization": f"Bearer {self.tokens[tenant]}"}
         payload = None
         if body is not None:
             payload = json.dumps(body)
             headers["Content-Type"] = "application/json"
         # A connection per request: gunicorn's sync workers close each one after answering.
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        conn = http.client.HTTPConnection("127.0.0.1", port or self.port, timeout=120)
         try:
             conn.request(method, path, payload, headers)
             response = conn.getresponse()
@@ -171,6 +175,11 @@ class MemoryConsole:
         """The request's floor: an authenticated ``GET /api/v1/me`` (the credential's lookup,
         the tenant's context, the middleware, rendering), no memory work."""
         self.call("GET", "/api/v1/me", n % len(self.tokens), None, 200)
+
+    def transport(self, n: int) -> None:
+        """The same request to the same gunicorn settings around an application answering a
+        constant body (``benchmarks/bare_http.py``): what HTTP itself costs."""
+        self.call("GET", "/api/v1/me", n % len(self.tokens), None, 200, port=self.bare_port)
 
     def info(self) -> dict[str, Any]:
         return {"client": "http.client"}
@@ -393,7 +402,7 @@ def main() -> None:
                 times.append(spent)
                 hits.append(found)
             answer({"seconds": times, "hits": hits})
-        elif op in ("write", "delete", "floor"):
+        elif op in ("write", "delete", "floor", "transport"):
             call = getattr(driver, op)
             answer({"seconds": [timed(call, int(n))[0] for n in command["records"]]})
         else:
