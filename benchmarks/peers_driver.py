@@ -21,6 +21,7 @@ system's bulk path where it has one), ``{"op": "search", "queries": [i, ...]}``,
 ``{"op": "write", "records": [n, ...]}``, ``{"op": "delete", "records": [n, ...]}``,
 ``{"op": "floor", "records": [n, ...]}`` (Memory Console only: its request without work),
 ``{"op": "transport", "records": [n, ...]}`` (the same server's HTTP without Django),
+``{"op": "framework", "records": [n, ...]}`` (the request refused before the database),
 ``{"op": "info"}``, until stdin ends. Answers are one JSON object a line; anything a library
 prints goes to stderr, so it cannot break the protocol.
 """
@@ -96,9 +97,9 @@ class MemoryConsole:
         self.observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def call(
-        self, method: str, path: str, tenant: int, body: Any, expected: int, port: int = 0
+        self, method: str, path: str, tenant: int | None, body: Any, expected: int, port: int = 0
     ) -> Any:
-        headers = {"Authorization": f"Bearer {self.tokens[tenant]}"}
+        headers = {} if tenant is None else {"Authorization": f"Bearer {self.tokens[tenant]}"}
         payload = None
         if body is not None:
             payload = json.dumps(body)
@@ -180,6 +181,11 @@ class MemoryConsole:
         """The same request to the same gunicorn settings around an application answering a
         constant body (``benchmarks/bare_http.py``): what HTTP itself costs."""
         self.call("GET", "/api/v1/me", n % len(self.tokens), None, 200, port=self.bare_port)
+
+    def framework(self, n: int) -> None:
+        """The same request without a credential, answered 401 by the product: its middleware,
+        DRF's dispatch, the problem answer; no database statement."""
+        self.call("GET", "/api/v1/me", None, None, 401)
 
     def info(self) -> dict[str, Any]:
         return {"client": "http.client"}
@@ -402,7 +408,7 @@ def main() -> None:
                 times.append(spent)
                 hits.append(found)
             answer({"seconds": times, "hits": hits})
-        elif op in ("write", "delete", "floor", "transport"):
+        elif op in ("write", "delete", "floor", "transport", "framework"):
             call = getattr(driver, op)
             answer({"seconds": [timed(call, int(n))[0] for n in command["records"]]})
         else:
