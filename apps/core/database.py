@@ -74,9 +74,9 @@ def insert_clause(instance: models.Model) -> tuple[str, list[Any]]:
     receipt and ledger entry in its audit event's statement
     (:func:`apps.audit.services.audit_append`), one round trip instead of three.
 
-    A field left to its database default (``db_default``) is left out. No signals are sent,
-    and the primary key must be set by its default (a UUID): nothing is read back. Afterwards
-    the instance counts as saved. Held equal to ``save()`` by
+    Every field must hold a value (an expression, a database default among them, is refused).
+    No signals are sent, and the primary key must be set by its default (a UUID): nothing is
+    read back. Afterwards the instance counts as saved. Held equal to ``save()`` by
     ``tests/core/test_insert_clause.py``."""
     meta = instance._meta
     if instance.pk is None:
@@ -85,8 +85,9 @@ def insert_clause(instance: models.Model) -> tuple[str, list[Any]]:
     params: list[Any] = []
     for field in meta.concrete_fields:
         value = field.pre_save(instance, True)
-        if hasattr(value, "resolve_expression"):  # DatabaseDefault: the column's own default
-            continue
+        if hasattr(value, "resolve_expression"):
+            # A database default or an expression: save() compiles it, a parameter cannot.
+            raise ValueError(f"{meta.label}.{field.name}: an expression, not a value; save() it")
         columns.append(sql.Identifier(field.column))
         params.append(field.get_db_prep_save(value, connection))
     statement = (

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.db import connection, models
+from django.db.models import Value
 from django.utils import timezone
 from psycopg import sql
 
@@ -92,7 +93,8 @@ def test_a_receipt_is_stored_as_save_stores_it(tenant: Any) -> None:
 
 @pytest.mark.django_db(transaction=False)
 def test_a_receipt_left_to_its_defaults_is_stored_as_save_stores_it(tenant: Any) -> None:
-    # subject_digest is left to its database default; fact, written_from and parent are NULL.
+    # subject_digest and the JSON fields take their defaults; fact, written_from and parent
+    # are NULL.
     with tenant_scope(tenant.pk):
         _stored_alike(
             DeletionReceipt(
@@ -116,6 +118,13 @@ def test_a_ledger_entry_is_stored_as_save_stores_it(tenant: Any) -> None:
                 reference=str(uuid.uuid4()),
             )
         )
+
+
+def test_an_expression_is_refused() -> None:
+    entry = erasure_ledger_entry(tenant_id=uuid.uuid4(), kind="deletion", target={}, reason="r")
+    entry.reason = Value("r")
+    with pytest.raises(ValueError, match="an expression"):
+        insert_clause(entry)
 
 
 def test_an_instance_without_a_primary_key_is_refused() -> None:
