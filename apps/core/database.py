@@ -1,6 +1,7 @@
 """A connection as the database's owner role, for the statements the application role may
 not run (``VACUUM``, ``REINDEX``: reclamation and tenant indexes), and the lock that keeps
-those runs from overlapping."""
+those runs from overlapping; ids as one array literal, and a row's ``INSERT`` as a clause of
+a larger statement (each a round trip or a Python loop fewer on a hot path)."""
 
 from __future__ import annotations
 
