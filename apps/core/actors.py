@@ -22,6 +22,15 @@ class Actor:
     id: str
     label: str
 
+    def fields(self, prefix: str) -> dict[str, str]:
+        """The actor as the three columns a model stamps it in (``<prefix>_type``, ``_id``,
+        ``_label``; the label cut to those columns' 200 characters)."""
+        return {
+            f"{prefix}_type": self.type,
+            f"{prefix}_id": self.id,
+            f"{prefix}_label": self.label[:200],
+        }
+
     @classmethod
     def system(cls, label: str = "system") -> Actor:
         return cls(type=ActorType.SYSTEM, id="", label=label)

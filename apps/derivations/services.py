@@ -108,9 +108,7 @@ def summary_create(
         text=text,
         reason=reason,
         sensitivity=SENSITIVITY_ORDER[max(levels)],
-        writer_type=actor.type,
-        writer_id=actor.id,
-        writer_label=actor.label[:200],
+        **actor.fields("writer"),
         created_at=timezone.now(),
     )
     pointers = [

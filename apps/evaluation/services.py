@@ -51,9 +51,7 @@ def _run_create(
         scenario_digest=scenario_set.digest,
         against_cache=against_cache,
         requested_at=timezone.now(),
-        requested_by_type=actor.type,
-        requested_by_id=actor.id,
-        requested_by_label=actor.label[:200],
+        **actor.fields("requested_by"),
         **state,
     )
     audit_record(

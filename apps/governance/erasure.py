@@ -169,9 +169,7 @@ def erasure_run(
         parent = DeletionReceipt.objects.create(
             tenant=tenant,
             kind="erasure",
-            requested_by_type=actor.type,
-            requested_by_id=actor.id,
-            requested_by_label=actor.label[:200],
+            **actor.fields("requested_by"),
             reason=reason,
             deleted_at=now,
             counts={"selector": selector},
@@ -310,9 +308,7 @@ def _erase_batch(
             INSERT_RECEIPTS,
             {
                 "tenant": tenant.pk,
-                "actor_type": actor.type,
-                "actor_id": actor.id,
-                "actor_label": actor.label[:200],
+                **actor.fields("actor"),
                 "reason": reason,
                 "now": now,
                 "parent": parent.pk,

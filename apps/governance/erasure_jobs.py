@@ -55,9 +55,7 @@ def erasure_job_enqueue(
         value=value,
         value_digest=digest,
         reason=reason,
-        requested_by_type=actor.type,
-        requested_by_id=actor.id,
-        requested_by_label=actor.label[:200],
+        **actor.fields("requested_by"),
         requested_at=timezone.now(),
         records_matched=records,
     )

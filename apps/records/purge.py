@@ -190,9 +190,7 @@ def _versions_delete(
     receipt = DeletionReceipt(
         tenant_id=fact.tenant_id,
         kind=kind,
-        requested_by_type=actor.type,
-        requested_by_id=actor.id,
-        requested_by_label=actor.label[:200],
+        **actor.fields("requested_by"),
         reason=reason,
         deleted_at=now,
         fact_id=fact.pk,

@@ -111,10 +111,6 @@ def _source_fields(data: RecordInput) -> dict[str, str]:
     }
 
 
-def writer_fields(actor: Actor) -> dict[str, str]:
-    return {"writer_type": actor.type, "writer_id": actor.id, "writer_label": actor.label[:200]}
-
-
 # Create-or-lock in one round trip. The scope is found or created first: ON CONFLICT DO
 # NOTHING takes no lock on an existing scope, so writes to different facts of one scope still
 # run in parallel. (A scope inserted by a transaction that commits while this statement runs
@@ -366,7 +362,7 @@ def _record_write(tenant: Tenant, actor: Actor, data: RecordInput, now: datetime
         supersedes=current,
         current_from=now if current is None else None,
         is_current=current is None,
-        **writer_fields(actor),
+        **actor.fields("writer"),
     )
     # The version, its first observation, the fact's pointers, the embedding work (the
     # outbox row the worker embeds from after commit; none where the tenant's model embeds
@@ -447,7 +443,7 @@ def _observation(
         observed_at=data.observed_at,
         recorded_at=now,
         reason=data.reason,
-        **writer_fields(actor),
+        **actor.fields("writer"),
     )
 
 
@@ -578,9 +574,7 @@ def _observe_evidence(
             record=record,
             evidence=evidence,
             reason="second independent observation",
-            requested_by_type=actor.type,
-            requested_by_id=actor.id,
-            requested_by_label=actor.label[:200],
+            **actor.fields("requested_by"),
             requested_at=now,
         )
         audit_record(
@@ -622,9 +616,7 @@ def record_confirm(
         tenant=tenant,
         record=record,
         request=request,
-        promoted_by_type=actor.type,
-        promoted_by_id=actor.id,
-        promoted_by_label=actor.label[:200],
+        **actor.fields("promoted_by"),
         evidence=evidence,
         promoted_at=now,
     )

@@ -37,7 +37,6 @@ from apps.records.services import (
     record_confirm,
     record_digest,
     sensitivity_rank,
-    writer_fields,
 )
 from apps.records.validation import MAX_VALUE_BYTES, json_problem, render_content
 from apps.review.models import ReviewClaim
@@ -120,9 +119,7 @@ def promotion_request_create(
         record=record,
         evidence=evidence if evidence is not None else {},
         reason=reason,
-        requested_by_type=actor.type,
-        requested_by_id=actor.id,
-        requested_by_label=actor.label[:200],
+        **actor.fields("requested_by"),
         requested_at=timezone.now(),
     )
     audit_record(
@@ -339,7 +336,7 @@ def conflict_resolve(
             supersedes=current,
             current_from=now,
             is_current=True,
-            **writer_fields(actor),
+            **actor.fields("writer"),
         )
         Observation.objects.create(
             tenant_id=fact.tenant_id,
@@ -349,7 +346,7 @@ def conflict_resolve(
             observed_at=now,
             recorded_at=now,
             reason=reason,
-            **writer_fields(actor),
+            **actor.fields("writer"),
         )
         _supersede(current, winner, now)
         _supersede(contender, winner, now)

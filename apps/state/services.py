@@ -69,17 +69,9 @@ class DependencyNeverCommittable(StateError):
     slug = "dependency-never-committable"
 
 
-def _actor_fields(prefix: str, actor: Actor) -> dict[str, str]:
-    return {
-        f"{prefix}_type": actor.type,
-        f"{prefix}_id": actor.id,
-        f"{prefix}_label": actor.label[:200],
-    }
-
-
 def _stamp(obj: Run | Obligation, prefix: str, actor: Actor) -> list[str]:
     """Set ``obj``'s ``{prefix}_*`` actor columns; returns their names."""
-    fields = _actor_fields(prefix, actor)
+    fields = actor.fields(prefix)
     for name, value in fields.items():
         setattr(obj, name, value)
     return list(fields)
@@ -118,7 +110,7 @@ def run_open(*, tenant: Tenant, task_id: str, owner: str, actor: Actor, subject:
         owner=owner,
         subject=subject,
         opened_at=timezone.now(),
-        **_actor_fields("opened_by", actor),
+        **actor.fields("opened_by"),
     )
     _audit(run, actor, "run.open", data={"task_id": task_id})
     return run
@@ -385,7 +377,7 @@ def obligation_create(
             payload=payload,
             subject=subject,
             created_at=timezone.now(),
-            **_actor_fields("created_by", actor),
+            **actor.fields("created_by"),
         )
         Obligation.objects.bulk_create([candidate], ignore_conflicts=True)
         existing = Obligation.objects.get(tenant=tenant, key=key)
@@ -491,7 +483,7 @@ def obligation_commit(*, obligation: Obligation, result: Any, actor: Actor) -> C
     it now is, to say why (or, should the dependencies have been committed meanwhile, to
     commit after all)."""
     now = timezone.now()
-    fields = _actor_fields("committed_by", actor)
+    fields = actor.fields("committed_by")
     event = audit_event(
         tenant=obligation.tenant_id,
         actor=actor,
